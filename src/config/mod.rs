@@ -1,0 +1,440 @@
+//! Configuration: the validated, read-only [`Config`] every other module
+//! takes, and [`load`], the only way to build one from a file.
+//!
+//! Loading has two stages (the ripgrep/postgres_exporter pattern): serde reads
+//! the TOML into [`raw`] structs that reject unknown keys, then [`validate`]
+//! checks every value and resolves secrets, reporting each problem with the
+//! file, the key path and what is wrong. Components accept only [`Config`], so
+//! validation cannot be skipped. Defaults live here as constants and are
+//! mirrored, key by key, in `config/example.toml`.
+
+mod raw;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::glob::Glob;
+
+pub use validate::{CliOverrides, from_str};
+
+/// Default HTTP listen address (`:9763` binds every interface).
+pub const DEFAULT_LISTEN_ADDRESS: &str = ":9763";
+/// Default metrics path.
+pub const DEFAULT_TELEMETRY_PATH: &str = "/metrics";
+/// Default Redis URL when no target is configured.
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+/// Default cap on streams watched per target.
+pub const DEFAULT_MAX_STREAMS: usize = 10_000;
+/// Default SCAN COUNT hint.
+pub const DEFAULT_SCAN_COUNT: u32 = 1000;
+
+/// A fully validated configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// The file it came from, if any (for reload and messages).
+    pub source: Option<PathBuf>,
+    /// HTTP side.
+    pub web: Web,
+    /// Logging.
+    pub log: Log,
+    /// Redis targets, at least one, names unique.
+    pub targets: Vec<Arc<Target>>,
+    /// Probe intervals.
+    pub schedule: Schedule,
+    /// Per-target cost limits.
+    pub limits: Limits,
+    /// Output shaping.
+    pub metrics: MetricsSettings,
+    /// Polls in the group-status sliding window.
+    pub status_window: usize,
+    /// Per-stream settings.
+    pub streams: StreamRules,
+}
+
+/// HTTP settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Web {
+    /// `host:port` to bind; `:port` means every interface.
+    pub listen_address: String,
+    /// Path of the metrics endpoint, starting with `/`.
+    pub telemetry_path: String,
+    /// exporter-toolkit web config file (TLS, basic auth).
+    pub config_file: Option<PathBuf>,
+}
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Logging settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Log {
+    /// Text or JSON.
+    pub format: LogFormat,
+    /// A tracing filter directive such as `info` or `redis_streams_exporter=debug`.
+    pub level: String,
+}
+
+/// How the exporter finds the servers of a target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// One server.
+    Standalone,
+    /// A Redis Cluster; `seeds` are extra nodes to ask for the topology.
+    Cluster {
+        /// Extra seed nodes (`host:port`) besides the URL's.
+        seeds: Vec<String>,
+    },
+    /// A primary found through Sentinel.
+    Sentinel {
+        /// Sentinel addresses (`host:port`), the URL's first.
+        sentinels: Vec<String>,
+        /// The monitored master's name.
+        master_name: String,
+        /// ACL user on the sentinels.
+        username: Option<String>,
+        /// Password on the sentinels.
+        password: Option<Secret>,
+    },
+}
+
+impl Mode {
+    /// The mode's name as written in the config and the `mode` label.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Mode::Standalone => "standalone",
+            Mode::Cluster { .. } => "cluster",
+            Mode::Sentinel { .. } => "sentinel",
+        }
+    }
+}
+
+/// A secret value (password). Its `Debug` and `Display` never show it, so it
+/// cannot reach a log line or an error message by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The secret itself, for the one place that must send it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// Where a target's server is and how to log in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// Host name or IP.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+    /// `rediss://`.
+    pub tls: bool,
+    /// Database index from the URL path.
+    pub db: i64,
+}
+
+impl fmt::Display for Endpoint {
+    /// Scheme, host and port only: never credentials.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scheme = if self.tls { "rediss" } else { "redis" };
+        write!(f, "{scheme}://{}:{}/{}", self.host, self.port, self.db)
+    }
+}
+
+/// One Redis deployment to watch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// The `target` label.
+    pub name: String,
+    /// Address from the URL (for sentinel mode, the first sentinel).
+    pub endpoint: Endpoint,
+    /// ACL user.
+    pub username: Option<String>,
+    /// Password.
+    pub password: Option<Secret>,
+    /// Topology.
+    pub mode: Mode,
+    /// CA bundle for `rediss://`.
+    pub tls_ca_file: Option<PathBuf>,
+    /// Accept any server certificate (testing only).
+    pub tls_insecure_skip_verify: bool,
+    /// Exact stream names, watched without SCAN.
+    pub streams: Vec<Vec<u8>>,
+    /// Glob patterns found with `SCAN MATCH ... TYPE stream`.
+    pub patterns: Vec<Glob>,
+    /// Discovery cap.
+    pub max_streams: usize,
+    /// SCAN COUNT hint.
+    pub scan_count: u32,
+}
+
+/// Probe intervals.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    /// SCAN for patterns.
+    pub discovery: Duration,
+    /// INFO server and memory.
+    pub info: Duration,
+    /// XINFO STREAM + XINFO GROUPS (length and lag).
+    pub stream: Duration,
+    /// XPENDING summary.
+    pub pending_summary: Duration,
+    /// XINFO CONSUMERS.
+    pub consumers: Duration,
+    /// Paged XPENDING over whole PELs.
+    pub pending_scan: Duration,
+}
+
+impl Default for Schedule {
+    fn default() -> Self {
+        Schedule {
+            discovery: Duration::from_secs(300),
+            info: Duration::from_secs(60),
+            stream: Duration::from_secs(15),
+            pending_summary: Duration::from_secs(60),
+            consumers: Duration::from_secs(60),
+            pending_scan: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Per-target cost limits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Token bucket over every command sent.
+    pub commands_per_second: u32,
+    /// PEL entries the scan may read per second.
+    pub pending_entries_per_second: u32,
+    /// Entries per XPENDING page.
+    pub pending_page: u32,
+    /// Deadline for one pipeline round trip.
+    pub command_timeout: Duration,
+    /// Commands per pipeline.
+    pub pipeline_size: usize,
+    /// Largest undelivered range counted exactly with XRANGE when lag is unknown.
+    pub lag_exact_count: u32,
+    /// `XRANGE id id` checks per PEL scan pass for possible ghosts.
+    pub ghost_checks_per_scan: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            commands_per_second: 500,
+            pending_entries_per_second: 50_000,
+            pending_page: 500,
+            command_timeout: Duration::from_secs(2),
+            pipeline_size: 100,
+            lag_exact_count: 100,
+            ghost_checks_per_scan: 1000,
+        }
+    }
+}
+
+/// Output shaping.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetricsSettings {
+    /// Consumers exported per group; the rest are summed under `__other__`.
+    pub max_consumers_per_group: usize,
+    /// `le` bounds of `pending_by_idle`, in seconds, ascending.
+    pub pending_idle_buckets: Vec<f64>,
+    /// `le` bounds of `pending_by_delivery_count`, ascending.
+    pub delivery_count_buckets: Vec<u64>,
+}
+
+impl Default for MetricsSettings {
+    fn default() -> Self {
+        MetricsSettings {
+            max_consumers_per_group: 50,
+            pending_idle_buckets: vec![10.0, 60.0, 300.0, 900.0, 3600.0, 21600.0],
+            delivery_count_buckets: vec![1, 2, 3, 5, 10, 20],
+        }
+    }
+}
+
+/// Default number of polls in the status window.
+pub const DEFAULT_STATUS_WINDOW: usize = 10;
+
+/// Settings that apply to one stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamSettings {
+    /// The delay the business tolerates.
+    pub max_delay: Option<Duration>,
+    /// Dead-letter stream name; `{stream}` is replaced by the stream's name.
+    pub dead_letter: Option<Vec<u8>>,
+    /// Delivery count from which a pending entry is poison.
+    pub poison_delivery_count: u64,
+    /// Inactivity after which a consumer's pending entries count as orphaned.
+    pub consumer_inactive_after: Duration,
+}
+
+impl Default for StreamSettings {
+    fn default() -> Self {
+        StreamSettings {
+            max_delay: None,
+            dead_letter: None,
+            poison_delivery_count: 10,
+            consumer_inactive_after: Duration::from_secs(300),
+        }
+    }
+}
+
+impl StreamSettings {
+    /// The dead-letter stream of `stream`, with `{stream}` substituted.
+    pub fn dead_letter_for(&self, stream: &[u8]) -> Option<Vec<u8>> {
+        let template = self.dead_letter.as_ref()?;
+        let marker = b"{stream}";
+        let mut out = Vec::with_capacity(template.len() + stream.len());
+        let mut rest = template.as_slice();
+        while let Some(pos) = rest.windows(marker.len()).position(|w| w == marker) {
+            out.extend_from_slice(&rest[..pos]);
+            out.extend_from_slice(stream);
+            rest = &rest[pos + marker.len()..];
+        }
+        out.extend_from_slice(rest);
+        Some(out)
+    }
+}
+
+/// `[[streams]]` rules in file order, over `[stream_defaults]`. The first rule
+/// whose pattern matches a stream supplies its settings.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct StreamRules {
+    /// Settings for streams no rule matches.
+    pub defaults: Arc<StreamSettings>,
+    /// Rules, first match wins.
+    pub rules: Vec<(Glob, Arc<StreamSettings>)>,
+}
+
+impl StreamRules {
+    /// The settings for `stream`.
+    pub fn for_stream(&self, stream: &[u8]) -> Arc<StreamSettings> {
+        self.rules
+            .iter()
+            .find(|(glob, _)| glob.matches(stream))
+            .map(|(_, settings)| settings.clone())
+            .unwrap_or_else(|| self.defaults.clone())
+    }
+}
+
+/// One problem found while loading a configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// Dotted key path, such as `targets[0].url`; empty for the whole file.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Why a configuration could not be loaded: every problem found, with the file.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// The file, or `<flags>` when there was none.
+    pub file: String,
+    /// Every problem, in file order.
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            if p.key.is_empty() {
+                write!(f, "{}: {}", self.file, p.message)?;
+            } else {
+                write!(f, "{}: {}: {}", self.file, p.key, p.message)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Loads and validates the file at `path` (or only the defaults and the flags
+/// when `path` is `None`).
+///
+/// # Errors
+/// A [`ConfigError`] listing every problem: unreadable file, TOML syntax,
+/// unknown keys, bad values, missing secrets.
+pub fn load(path: Option<&Path>, overrides: &CliOverrides) -> Result<Config, ConfigError> {
+    let (file, text) = match path {
+        Some(p) => {
+            let file = p.display().to_string();
+            match std::fs::read_to_string(p) {
+                Ok(text) => (file, text),
+                Err(e) => {
+                    return Err(ConfigError {
+                        file,
+                        problems: vec![Problem {
+                            key: String::new(),
+                            message: format!("cannot read the file: {e}"),
+                        }],
+                    });
+                }
+            }
+        }
+        None => ("<flags>".to_string(), String::new()),
+    };
+    let mut config = from_str(&file, &text, overrides)?;
+    config.source = path.map(Path::to_path_buf);
+    Ok(config)
+}
+
+/// Targets by name, for the landing page and reloads.
+pub fn targets_by_name(config: &Config) -> BTreeMap<&str, &Arc<Target>> {
+    config
+        .targets
+        .iter()
+        .map(|t| (t.name.as_str(), t))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dead_letter_template() {
+        let s = StreamSettings {
+            dead_letter: Some(b"{stream}:dlq".to_vec()),
+            ..StreamSettings::default()
+        };
+        assert_eq!(s.dead_letter_for(b"orders"), Some(b"orders:dlq".to_vec()));
+        let fixed = StreamSettings {
+            dead_letter: Some(b"orders:dead".to_vec()),
+            ..StreamSettings::default()
+        };
+        assert_eq!(
+            fixed.dead_letter_for(b"orders:eu"),
+            Some(b"orders:dead".to_vec())
+        );
+    }
+
+    #[test]
+    fn secrets_do_not_print() {
+        let s = Secret::new("hunter2");
+        assert!(!format!("{s:?}").contains("hunter2"));
+    }
+}

@@ -1,0 +1,131 @@
+//! The configuration file exactly as written: serde structs that reject
+//! unknown keys and hold every value as given (durations as text, URLs as
+//! text). Nothing outside `config` sees these types; [`super::validate`]
+//! turns them into [`super::Config`].
+
+// Field meanings are documented once, in config/example.toml, which a test
+// loads; repeating them here would drift.
+#![allow(missing_docs)]
+
+use serde::Deserialize;
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    #[serde(default)]
+    pub web: RawWeb,
+    #[serde(default)]
+    pub log: RawLog,
+    #[serde(default)]
+    pub targets: Vec<RawTarget>,
+    #[serde(default)]
+    pub schedule: RawSchedule,
+    #[serde(default)]
+    pub limits: RawLimits,
+    #[serde(default)]
+    pub metrics: RawMetrics,
+    #[serde(default)]
+    pub status: RawStatus,
+    #[serde(default)]
+    pub stream_defaults: RawStreamSettings,
+    #[serde(default)]
+    pub streams: Vec<RawStreamRule>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWeb {
+    pub listen_address: Option<String>,
+    pub telemetry_path: Option<String>,
+    pub config_file: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLog {
+    pub format: Option<String>,
+    pub level: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTarget {
+    pub name: Option<String>,
+    pub url: Option<String>,
+    pub username: Option<String>,
+    pub password_env: Option<String>,
+    pub password_file: Option<String>,
+    pub mode: Option<String>,
+    pub cluster_nodes: Option<Vec<String>>,
+    pub sentinels: Option<Vec<String>>,
+    pub master_name: Option<String>,
+    pub sentinel_username: Option<String>,
+    pub sentinel_password_env: Option<String>,
+    pub sentinel_password_file: Option<String>,
+    pub tls_ca_file: Option<String>,
+    pub tls_insecure_skip_verify: Option<bool>,
+    #[serde(default)]
+    pub streams: Vec<String>,
+    #[serde(default)]
+    pub patterns: Vec<String>,
+    pub max_streams: Option<i64>,
+    pub scan_count: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSchedule {
+    pub discovery: Option<String>,
+    pub info: Option<String>,
+    pub stream: Option<String>,
+    pub pending_summary: Option<String>,
+    pub consumers: Option<String>,
+    pub pending_scan: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    pub commands_per_second: Option<i64>,
+    pub pending_entries_per_second: Option<i64>,
+    pub pending_page: Option<i64>,
+    pub command_timeout: Option<String>,
+    pub pipeline_size: Option<i64>,
+    pub lag_exact_count: Option<i64>,
+    pub ghost_checks_per_scan: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMetrics {
+    pub max_consumers_per_group: Option<i64>,
+    pub pending_idle_buckets: Option<Vec<String>>,
+    pub delivery_count_buckets: Option<Vec<i64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStatus {
+    pub window: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStreamSettings {
+    pub max_delay: Option<String>,
+    pub dead_letter: Option<String>,
+    pub poison_delivery_count: Option<i64>,
+    pub consumer_inactive_after: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStreamRule {
+    #[serde(rename = "match")]
+    pub pattern: Option<String>,
+    pub max_delay: Option<String>,
+    pub dead_letter: Option<String>,
+    pub poison_delivery_count: Option<i64>,
+    pub consumer_inactive_after: Option<String>,
+}

@@ -1,0 +1,277 @@
+//! The HTTP side: `/metrics` (path configurable), `/healthz`, `/readyz`, the
+//! `/` landing page and `POST /-/reload`. Only this module knows axum.
+//!
+//! `/metrics` never talks to Redis. The exposition is rendered once per
+//! snapshot generation, on the first scrape that needs it, and kept (with its
+//! gzip form) until the next change; concurrent scrapes wait for that one
+//! render instead of each doing the work.
+
+use std::sync::{Arc, RwLock};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::{Mutex, mpsc, oneshot};
+
+use crate::config::Config;
+use crate::metrics::{BuildInfo, render};
+use crate::snapshot::SnapshotStore;
+
+/// A reload request: the reply says whether the new file was accepted.
+pub type ReloadRequest = oneshot::Sender<Result<(), String>>;
+
+/// What the handlers share.
+#[derive(Debug)]
+pub struct HttpState {
+    /// Snapshots to render.
+    pub store: Arc<SnapshotStore>,
+    /// The configuration in force (reloads replace it).
+    pub config: Arc<RwLock<Arc<Config>>>,
+    /// Where reload requests go.
+    pub reload: mpsc::Sender<ReloadRequest>,
+    cache: Mutex<RenderCache>,
+}
+
+#[derive(Debug, Default)]
+struct RenderCache {
+    generation: Option<u64>,
+    plain: bytes::Bytes,
+    gzip: Option<bytes::Bytes>,
+}
+
+impl HttpState {
+    /// Shared state for the router.
+    pub fn new(
+        store: Arc<SnapshotStore>,
+        config: Arc<RwLock<Arc<Config>>>,
+        reload: mpsc::Sender<ReloadRequest>,
+    ) -> Arc<Self> {
+        Arc::new(HttpState {
+            store,
+            config,
+            reload,
+            cache: Mutex::new(RenderCache::default()),
+        })
+    }
+
+    fn config(&self) -> Arc<Config> {
+        self.config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+/// The router. Paths are matched in one handler because the metrics path
+/// can change on reload.
+pub fn router(state: Arc<HttpState>) -> Router {
+    Router::new().fallback(dispatch).with_state(state)
+}
+
+async fn dispatch(
+    State(state): State<Arc<HttpState>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    let config = state.config();
+    let path = uri.path();
+    match (method, path) {
+        (Method::GET | Method::HEAD, p) if p == config.web.telemetry_path => {
+            metrics(&state, &headers).await
+        }
+        (Method::GET | Method::HEAD, "/") => landing(&state, &config),
+        (Method::GET | Method::HEAD, "/healthz") => (StatusCode::OK, "ok\n").into_response(),
+        (Method::GET | Method::HEAD, "/readyz") => {
+            if state.store.ready(config.targets.len()) {
+                (StatusCode::OK, "ready\n").into_response()
+            } else {
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "not ready: a target has not finished its first collection\n",
+                )
+                    .into_response()
+            }
+        }
+        (Method::POST | Method::PUT, "/-/reload") => reload(&state).await,
+        (_, "/-/reload") => (StatusCode::METHOD_NOT_ALLOWED, "use POST\n").into_response(),
+        _ => (StatusCode::NOT_FOUND, "not found\n").into_response(),
+    }
+}
+
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|enc| {
+            let mut parts = enc.trim().split(';');
+            let name = parts.next().unwrap_or_default().trim();
+            let q_zero = parts.any(|p| p.trim().replace(' ', "") == "q=0");
+            (name.eq_ignore_ascii_case("gzip") || name == "*") && !q_zero
+        })
+}
+
+async fn metrics(state: &Arc<HttpState>, headers: &HeaderMap) -> Response {
+    let gzip = accepts_gzip(headers);
+    let body = {
+        let mut cache = state.cache.lock().await;
+        let generation = state.store.generation();
+        if cache.generation != Some(generation) {
+            let targets = state.store.targets();
+            let store = state.store.clone();
+            let rendered = tokio::task::spawn_blocking(move || {
+                let mut out = Vec::with_capacity(64 * 1024);
+                render(&targets, &store.exporter, BuildInfo::CURRENT, &mut out);
+                out
+            })
+            .await;
+            match rendered {
+                Ok(out) => {
+                    cache.plain = bytes::Bytes::from(out);
+                    cache.gzip = None;
+                    cache.generation = Some(generation);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "rendering metrics failed");
+                    return (StatusCode::INTERNAL_SERVER_ERROR, "rendering failed\n")
+                        .into_response();
+                }
+            }
+        }
+        if gzip {
+            if cache.gzip.is_none() {
+                let plain = cache.plain.clone();
+                let compressed = tokio::task::spawn_blocking(move || {
+                    use std::io::Write;
+                    let mut enc = flate2::write::GzEncoder::new(
+                        Vec::with_capacity(plain.len() / 8),
+                        flate2::Compression::fast(),
+                    );
+                    enc.write_all(&plain).and_then(|_| enc.finish())
+                })
+                .await;
+                match compressed {
+                    Ok(Ok(bytes)) => cache.gzip = Some(bytes.into()),
+                    _ => {
+                        return (StatusCode::INTERNAL_SERVER_ERROR, "compression failed\n")
+                            .into_response();
+                    }
+                }
+            }
+            cache.gzip.clone()
+        } else {
+            Some(cache.plain.clone())
+        }
+    };
+    let mut response = Response::new(Body::from(body.unwrap_or_default()));
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    if gzip {
+        h.insert(
+            header::CONTENT_ENCODING,
+            header::HeaderValue::from_static("gzip"),
+        );
+    }
+    h.insert(
+        header::VARY,
+        header::HeaderValue::from_static("Accept-Encoding"),
+    );
+    response
+}
+
+async fn reload(state: &Arc<HttpState>) -> Response {
+    let (tx, rx) = oneshot::channel();
+    if state.reload.send(tx).await.is_err() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
+    }
+    match rx.await {
+        Ok(Ok(())) => (StatusCode::OK, "reloaded\n").into_response(),
+        Ok(Err(message)) => (StatusCode::BAD_REQUEST, format!("{message}\n")).into_response(),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response(),
+    }
+}
+
+fn html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for ch in text.chars() {
+        match ch {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Rows of the landing page's status table beyond which it is cut.
+const LANDING_ROWS: usize = 500;
+
+fn landing(state: &HttpState, config: &Config) -> Response {
+    let build = BuildInfo::CURRENT;
+    let targets = state.store.targets();
+    let mut page = String::new();
+    page.push_str(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>redis-streams-exporter</title>",
+    );
+    page.push_str("<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}</style></head><body>");
+    page.push_str(&format!(
+        "<h1>redis-streams-exporter</h1><p>Version {} (revision {}). <a href=\"{}\">Metrics</a> · <a href=\"/healthz\">healthz</a> · <a href=\"/readyz\">readyz</a></p>",
+        html(build.version),
+        html(build.revision),
+        html(&config.web.telemetry_path)
+    ));
+    page.push_str("<h2>Targets</h2><table><tr><th>target</th><th>address</th><th>mode</th><th>up</th><th>ready</th><th>streams</th></tr>");
+    for t in &config.targets {
+        let snap = targets.iter().find(|s| *s.name == *t.name);
+        page.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            html(&t.name),
+            html(&t.endpoint.to_string()),
+            t.mode.as_str(),
+            snap.map_or("no", |s| if s.up { "yes" } else { "no" }),
+            snap.map_or("no", |s| if s.ready { "yes" } else { "no" }),
+            snap.and_then(|s| s.streams_watched)
+                .map_or("?".to_string(), |n| n.to_string()),
+        ));
+    }
+    page.push_str("</table><h2>Groups</h2><table><tr><th>target</th><th>stream</th><th>group</th><th>status</th><th>lag</th><th>lag seconds</th><th>pending</th></tr>");
+    let mut rows = 0;
+    'outer: for t in targets.iter().filter(|t| t.up) {
+        for (s, st) in &t.streams {
+            for (g, gs) in &st.groups {
+                if rows == LANDING_ROWS {
+                    page.push_str("<tr><td colspan=\"7\">… more groups in the metrics</td></tr>");
+                    break 'outer;
+                }
+                rows += 1;
+                let lag = match (gs.lag, gs.lag_estimated) {
+                    (Some(l), true) => format!("~{l}"),
+                    (Some(l), false) => l.to_string(),
+                    (None, _) => "unknown".into(),
+                };
+                page.push_str(&format!(
+                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    html(&t.name),
+                    html(&String::from_utf8_lossy(s)),
+                    html(&String::from_utf8_lossy(g)),
+                    gs.status.map_or("unknown", |s| s.label()),
+                    lag,
+                    gs.lag_seconds.map_or("unknown".to_string(), |s| format!("{s:.1}")),
+                    gs.info.pending,
+                ));
+            }
+        }
+    }
+    page.push_str("</table></body></html>\n");
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()
+}

@@ -1,0 +1,37 @@
+//! redis-streams-exporter: a Prometheus exporter for Redis Streams used as
+//! message queues. It polls Redis on a rate-limited schedule, keeps an
+//! immutable snapshot, and serves it over HTTP without ever waiting on Redis.
+//!
+//! # Layout
+//! - [`config`]: the file and flags, parsed then validated into [`config::Config`].
+//! - [`redis`]: the only module that talks to Redis: allowlisted commands,
+//!   connections, rate limit, cluster routing, reply decoding.
+//! - [`probe`]: what to ask on each schedule, one probe per file, producing
+//!   plain data into the target's state.
+//! - [`lag`] and [`status`]: pure arithmetic on what the probes read (lag
+//!   done right, the NULL-lag estimator, group status).
+//! - [`schedule`] and [`ratelimit`]: when to run and how fast, pure and
+//!   tested under paused time.
+//! - [`poller`]: runs a target's probes and publishes its snapshots.
+//! - [`snapshot`]: the immutable picture `/metrics` renders.
+//! - [`metrics`]: the only module that knows metric names (the catalog) and
+//!   the text exposition.
+//! - [`http`]: the endpoints. [`app`]: wiring, reload and shutdown.
+//! - [`check`]: the one-shot table. [`glob`]: Redis-style patterns.
+
+pub mod app;
+pub mod check;
+pub mod cli;
+pub mod config;
+pub mod glob;
+pub mod http;
+pub mod lag;
+pub mod metrics;
+pub mod poller;
+pub mod probe;
+pub mod ratelimit;
+pub mod redis;
+pub mod schedule;
+pub mod snapshot;
+pub mod status;
+pub mod telemetry;

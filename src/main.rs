@@ -1,0 +1,71 @@
+//! The `redis-streams-exporter` binary: parse flags, load the configuration,
+//! then run the daemon, `--check-config` or the one-shot `check`. Exit codes:
+//! 0 ok, 1 runtime failure (or an unhealthy `check`), 2 invalid configuration.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use redis_streams_exporter::cli::{Cli, Command};
+use redis_streams_exporter::{app, check, config, telemetry};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let overrides = cli.overrides();
+    let config = match config::load(cli.config.as_deref(), &overrides) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("invalid configuration:\n{e}");
+            return ExitCode::from(2);
+        }
+    };
+    if cli.check_config {
+        println!("configuration is valid: {} target(s)", config.targets.len());
+        return ExitCode::SUCCESS;
+    }
+    telemetry::init(config.log.format, &config.log.level);
+    // rustls needs one process-wide crypto provider; ring is the one we build.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        match cli.command {
+            Some(Command::Check) => match check::run(Arc::new(config)).await {
+                Ok((report, healthy)) => {
+                    print!("{report}");
+                    if healthy {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    }
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    ExitCode::from(2)
+                }
+            },
+            None => {
+                let address = config.web.listen_address.clone();
+                let listener = match tokio::net::TcpListener::bind(&address).await {
+                    Ok(l) => l,
+                    Err(e) => {
+                        eprintln!("cannot listen on {address}: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                };
+                match app::run(config, overrides, listener, app::shutdown_signal()).await {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("{e}");
+                        ExitCode::FAILURE
+                    }
+                }
+            }
+        }
+    })
+}

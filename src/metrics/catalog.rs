@@ -1,0 +1,461 @@
+//! The metric catalog: every metric name, type, HELP text and label set the
+//! exporter can emit, in one place.
+//!
+//! Nothing else in the crate spells a metric name. Rendering refers to these
+//! definitions by constant, and the tests check the dashboards and alert rules
+//! against [`METRICS`], so a renamed metric cannot silently break them.
+
+/// The Prometheus type of a metric family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricType {
+    /// A value that can go up and down.
+    Gauge,
+    /// A value that only goes up (resets when its source resets).
+    Counter,
+}
+
+impl MetricType {
+    /// The type name as written on a `# TYPE` line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricType::Gauge => "gauge",
+            MetricType::Counter => "counter",
+        }
+    }
+}
+
+/// One metric family: its name, type, HELP text and label names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MetricDef {
+    /// Full metric name, with the `redis_streams_` prefix.
+    pub name: &'static str,
+    /// Gauge or counter.
+    pub kind: MetricType,
+    /// HELP text. Values read from Redis say that the poller caches them.
+    pub help: &'static str,
+    /// Label names, in the order they are written.
+    pub labels: &'static [&'static str],
+}
+
+const T: &[&str] = &["target"];
+const TS: &[&str] = &["target", "stream"];
+const TSG: &[&str] = &["target", "stream", "group"];
+const TSGL: &[&str] = &["target", "stream", "group", "le"];
+const TSGS: &[&str] = &["target", "stream", "group", "status"];
+const TSGC: &[&str] = &["target", "stream", "group", "consumer"];
+const TP: &[&str] = &["target", "probe"];
+
+macro_rules! metric {
+    ($id:ident, $name:literal, $kind:ident, $labels:expr, $help:literal) => {
+        #[doc = $help]
+        pub const $id: MetricDef = MetricDef {
+            name: $name,
+            kind: MetricType::$kind,
+            help: $help,
+            labels: $labels,
+        };
+    };
+}
+
+// Stream metrics.
+metric!(
+    STREAM_LENGTH,
+    "redis_streams_stream_length",
+    Gauge,
+    TS,
+    "Entries in the stream (XINFO STREAM length). Cached by the poller."
+);
+metric!(
+    STREAM_ENTRIES_ADDED,
+    "redis_streams_stream_entries_added_total",
+    Counter,
+    TS,
+    "Entries ever added to the stream (XINFO STREAM entries-added, Redis 7.0+). Cached by the poller."
+);
+metric!(
+    STREAM_FIRST_ENTRY_TS,
+    "redis_streams_stream_first_entry_timestamp_seconds",
+    Gauge,
+    TS,
+    "Time part of the first entry ID, in seconds since the epoch. Absent for empty streams and non-time IDs. Cached by the poller."
+);
+metric!(
+    STREAM_LAST_ENTRY_TS,
+    "redis_streams_stream_last_entry_timestamp_seconds",
+    Gauge,
+    TS,
+    "Time part of last-generated-id, in seconds since the epoch. Absent for non-time IDs. Cached by the poller."
+);
+metric!(
+    STREAM_GROUPS,
+    "redis_streams_stream_groups",
+    Gauge,
+    TS,
+    "Consumer groups of the stream. Cached by the poller."
+);
+metric!(
+    STREAM_TIME_BASED_IDS,
+    "redis_streams_stream_time_based_ids",
+    Gauge,
+    TS,
+    "1 when the stream's IDs carry wall-clock milliseconds, so ID-derived ages are exported; 0 when they do not (explicit or far-future IDs) and ages are withheld. Cached by the poller."
+);
+metric!(
+    STREAM_DEAD_LETTER_LENGTH,
+    "redis_streams_stream_dead_letter_length",
+    Gauge,
+    TS,
+    "Entries in the stream's configured dead-letter stream (XLEN). Cached by the poller."
+);
+metric!(
+    STREAM_DEAD_LETTER_ADDED,
+    "redis_streams_stream_dead_letter_entries_added_total",
+    Counter,
+    TS,
+    "Entries ever added to the stream's configured dead-letter stream (Redis 7.0+). Cached by the poller."
+);
+metric!(
+    STREAM_MAX_DELAY,
+    "redis_streams_stream_max_delay_seconds",
+    Gauge,
+    TS,
+    "Configured max_delay of the stream: the delay the business tolerates. Alert thresholds derive from it."
+);
+
+// Group metrics.
+metric!(
+    GROUP_LAG,
+    "redis_streams_group_lag",
+    Gauge,
+    TSG,
+    "Entries not yet delivered to the group. From XINFO GROUPS lag when sound, corrected after trimming, else estimated (see redis_streams_group_lag_estimated). Absent when unknown. Cached by the poller."
+);
+metric!(
+    GROUP_LAG_ESTIMATED,
+    "redis_streams_group_lag_estimated",
+    Gauge,
+    TSG,
+    "1 when redis_streams_group_lag came from the exporter's fallback estimator (Redis reported NULL or no lag), 0 when Redis's count was used. Cached by the poller."
+);
+metric!(
+    GROUP_LAG_SECONDS,
+    "redis_streams_group_lag_seconds",
+    Gauge,
+    TSG,
+    "Age of the oldest undelivered entry by the Redis clock (TIME minus the ID's time part); 0 when nothing is undelivered. Absent for non-time IDs. Cached by the poller."
+);
+metric!(
+    GROUP_ENTRIES_READ,
+    "redis_streams_group_entries_read_total",
+    Counter,
+    TSG,
+    "Entries read by the group (XINFO GROUPS entries-read), when Redis knows it. Cached by the poller."
+);
+metric!(
+    GROUP_LAST_DELIVERED_TS,
+    "redis_streams_group_last_delivered_timestamp_seconds",
+    Gauge,
+    TSG,
+    "Time part of the group's last-delivered-id, in seconds since the epoch. Absent for non-time IDs and 0-0. Cached by the poller."
+);
+metric!(
+    GROUP_CONSUMERS,
+    "redis_streams_group_consumers",
+    Gauge,
+    TSG,
+    "Consumers in the group. Cached by the poller."
+);
+metric!(
+    GROUP_PENDING,
+    "redis_streams_group_pending",
+    Gauge,
+    TSG,
+    "Entries delivered to the group but not acknowledged (PEL size). Cached by the poller."
+);
+metric!(
+    GROUP_OLDEST_PENDING_AGE,
+    "redis_streams_group_oldest_pending_age_seconds",
+    Gauge,
+    TSG,
+    "Redis TIME minus the time part of the smallest pending ID: how long ago the oldest unacknowledged entry was produced. Absent when nothing is pending or IDs are not time-based. Cached by the poller."
+);
+metric!(
+    GROUP_PENDING_MAX_IDLE,
+    "redis_streams_group_pending_max_idle_seconds",
+    Gauge,
+    TSG,
+    "Largest idle time (since last delivery) over every PEL entry, from the last complete PEL scan. Cached by the poller."
+);
+metric!(
+    GROUP_PENDING_BY_IDLE,
+    "redis_streams_group_pending_by_idle",
+    Gauge,
+    TSGL,
+    "PEL entries whose idle time is at most le seconds, from the last complete PEL scan (cumulative buckets). Cached by the poller."
+);
+metric!(
+    GROUP_PENDING_BY_DELIVERY_COUNT,
+    "redis_streams_group_pending_by_delivery_count",
+    Gauge,
+    TSGL,
+    "PEL entries delivered at most le times, from the last complete PEL scan (cumulative buckets). Cached by the poller."
+);
+metric!(
+    GROUP_PENDING_POISON,
+    "redis_streams_group_pending_poison",
+    Gauge,
+    TSG,
+    "PEL entries delivered at least poison_delivery_count times, from the last complete PEL scan. Cached by the poller."
+);
+metric!(
+    GROUP_PENDING_GHOST,
+    "redis_streams_group_pending_ghost",
+    Gauge,
+    TSG,
+    "PEL entries whose body no longer exists in the stream (trimmed or deleted), from the last complete PEL scan. Cached by the poller."
+);
+metric!(
+    GROUP_PENDING_GHOST_UNCHECKED,
+    "redis_streams_group_pending_ghost_unchecked",
+    Gauge,
+    TSG,
+    "PEL entries that may be ghosts (at or below max-deleted-entry-id) but were not checked in the last complete PEL scan because the check budget ran out. Cached by the poller."
+);
+metric!(
+    GROUP_PENDING_ORPHANED,
+    "redis_streams_group_pending_orphaned",
+    Gauge,
+    TSG,
+    "PEL entries held by consumers inactive longer than consumer_inactive_after (idle on servers before 7.2). Cached by the poller."
+);
+metric!(
+    GROUP_TRIMMED_UNDELIVERED,
+    "redis_streams_group_trimmed_undelivered",
+    Gauge,
+    TSG,
+    "Entries removed from the stream before this group read them: lost messages. Absent when the server gives no way to know. Cached by the poller."
+);
+metric!(
+    GROUP_STATUS,
+    "redis_streams_group_status",
+    Gauge,
+    TSGS,
+    "1 for the group's current status (ok, idle, lagging, stalled, stopped, data_loss), 0 for the others, evaluated over a sliding window of polls. Cached by the poller."
+);
+metric!(
+    GROUP_PENDING_SCAN_TS,
+    "redis_streams_group_pending_scan_timestamp_seconds",
+    Gauge,
+    TSG,
+    "When the last complete PEL scan of the group finished, in seconds since the epoch."
+);
+metric!(
+    GROUP_PENDING_SCAN_PROGRESS,
+    "redis_streams_group_pending_scan_progress_ratio",
+    Gauge,
+    TSG,
+    "Fraction of the PEL read by the PEL scan pass in progress (1 when no pass is unfinished). A value below 1 across several intervals means the PEL is too large for the scan budget."
+);
+
+// Consumer metrics.
+metric!(
+    CONSUMER_PENDING,
+    "redis_streams_consumer_pending",
+    Gauge,
+    TSGC,
+    "Entries the consumer holds in its PEL. Consumers beyond the per-group cap are summed under consumer=\"__other__\". Cached by the poller."
+);
+metric!(
+    CONSUMER_IDLE,
+    "redis_streams_consumer_idle_seconds",
+    Gauge,
+    TSGC,
+    "Seconds since the consumer's last read attempt (since its last successful read before Redis 7.2). Cached by the poller."
+);
+metric!(
+    CONSUMER_INACTIVE,
+    "redis_streams_consumer_inactive_seconds",
+    Gauge,
+    TSGC,
+    "Seconds since the consumer's last successful read (Redis 7.2+; absent before, and for consumers that never read). Cached by the poller."
+);
+
+// Target metrics.
+metric!(
+    TARGET_INFO,
+    "redis_streams_target_info",
+    Gauge,
+    &["target", "server", "version", "mode", "maxmemory_policy"],
+    "Always 1; labels describe the server (redis or valkey), its version, mode and maxmemory policy. Cached by the poller."
+);
+metric!(
+    TARGET_MAXMEMORY,
+    "redis_streams_target_maxmemory_bytes",
+    Gauge,
+    T,
+    "maxmemory from INFO memory (0 means no limit). With an allkeys-* policy Redis may evict a whole stream and its PEL. Cached by the poller."
+);
+metric!(
+    TARGET_USED_MEMORY,
+    "redis_streams_target_used_memory_bytes",
+    Gauge,
+    T,
+    "used_memory from INFO memory. Cached by the poller."
+);
+
+// Exporter self-metrics.
+metric!(
+    EXPORTER_TARGET_UP,
+    "redis_streams_exporter_target_up",
+    Gauge,
+    T,
+    "1 when the last connection attempt to the target succeeded, else 0 (and no data series of the target are served)."
+);
+metric!(
+    EXPORTER_PROBE_SUCCESS,
+    "redis_streams_exporter_probe_success",
+    Gauge,
+    TP,
+    "1 when the probe's last run succeeded, else 0."
+);
+metric!(
+    EXPORTER_PROBE_DURATION,
+    "redis_streams_exporter_probe_duration_seconds",
+    Gauge,
+    TP,
+    "Duration of the probe's last run, including time waiting on the rate limit."
+);
+metric!(
+    EXPORTER_PROBE_LAST_SUCCESS,
+    "redis_streams_exporter_probe_last_success_timestamp_seconds",
+    Gauge,
+    TP,
+    "When the probe last succeeded, in seconds since the epoch. Values of that probe are as fresh as this."
+);
+metric!(
+    EXPORTER_COMMANDS,
+    "redis_streams_exporter_redis_commands_total",
+    Counter,
+    &["target", "command"],
+    "Commands sent to the target, by command."
+);
+metric!(
+    EXPORTER_ERRORS,
+    "redis_streams_exporter_errors_total",
+    Counter,
+    &["target", "kind"],
+    "Errors while polling the target, by kind (timeout, connection, noperm, wrongtype, nogroup, nosuchkey, protocol, ...)."
+);
+metric!(
+    EXPORTER_STREAMS,
+    "redis_streams_exporter_streams",
+    Gauge,
+    T,
+    "Streams watched on the target after discovery (at most max_streams)."
+);
+metric!(
+    EXPORTER_STREAMS_DROPPED,
+    "redis_streams_exporter_streams_dropped",
+    Gauge,
+    T,
+    "Streams found by discovery but not watched because of max_streams."
+);
+metric!(
+    EXPORTER_RATE_LIMITED,
+    "redis_streams_exporter_rate_limited_seconds_total",
+    Counter,
+    T,
+    "Time spent waiting on the target's rate limits (commands_per_second, pending_entries_per_second)."
+);
+metric!(
+    EXPORTER_PENDING_SCANNED,
+    "redis_streams_exporter_pending_scan_entries_total",
+    Counter,
+    T,
+    "PEL entries read by the PEL scan."
+);
+metric!(
+    EXPORTER_BUILD_INFO,
+    "redis_streams_exporter_build_info",
+    Gauge,
+    &["version", "revision"],
+    "Always 1; labels give the exporter's version and source revision."
+);
+metric!(
+    EXPORTER_CONFIG_RELOADS,
+    "redis_streams_exporter_config_reloads_total",
+    Counter,
+    &[],
+    "Configuration reloads attempted (SIGHUP or POST /-/reload)."
+);
+metric!(
+    EXPORTER_CONFIG_RELOAD_FAILURES,
+    "redis_streams_exporter_config_reload_failures_total",
+    Counter,
+    &[],
+    "Configuration reloads rejected because the new file was invalid; the previous configuration stays in force."
+);
+metric!(
+    EXPORTER_CONFIG_LAST_RELOAD_OK,
+    "redis_streams_exporter_config_last_reload_successful",
+    Gauge,
+    &[],
+    "1 when the last configuration reload succeeded (or none was attempted), else 0."
+);
+
+/// Every metric the exporter can emit, in the order families are rendered.
+pub const METRICS: &[MetricDef] = &[
+    STREAM_LENGTH,
+    STREAM_ENTRIES_ADDED,
+    STREAM_FIRST_ENTRY_TS,
+    STREAM_LAST_ENTRY_TS,
+    STREAM_GROUPS,
+    STREAM_TIME_BASED_IDS,
+    STREAM_DEAD_LETTER_LENGTH,
+    STREAM_DEAD_LETTER_ADDED,
+    STREAM_MAX_DELAY,
+    GROUP_LAG,
+    GROUP_LAG_ESTIMATED,
+    GROUP_LAG_SECONDS,
+    GROUP_ENTRIES_READ,
+    GROUP_LAST_DELIVERED_TS,
+    GROUP_CONSUMERS,
+    GROUP_PENDING,
+    GROUP_OLDEST_PENDING_AGE,
+    GROUP_PENDING_MAX_IDLE,
+    GROUP_PENDING_BY_IDLE,
+    GROUP_PENDING_BY_DELIVERY_COUNT,
+    GROUP_PENDING_POISON,
+    GROUP_PENDING_GHOST,
+    GROUP_PENDING_GHOST_UNCHECKED,
+    GROUP_PENDING_ORPHANED,
+    GROUP_TRIMMED_UNDELIVERED,
+    GROUP_STATUS,
+    GROUP_PENDING_SCAN_TS,
+    GROUP_PENDING_SCAN_PROGRESS,
+    CONSUMER_PENDING,
+    CONSUMER_IDLE,
+    CONSUMER_INACTIVE,
+    TARGET_INFO,
+    TARGET_MAXMEMORY,
+    TARGET_USED_MEMORY,
+    EXPORTER_TARGET_UP,
+    EXPORTER_PROBE_SUCCESS,
+    EXPORTER_PROBE_DURATION,
+    EXPORTER_PROBE_LAST_SUCCESS,
+    EXPORTER_COMMANDS,
+    EXPORTER_ERRORS,
+    EXPORTER_STREAMS,
+    EXPORTER_STREAMS_DROPPED,
+    EXPORTER_RATE_LIMITED,
+    EXPORTER_PENDING_SCANNED,
+    EXPORTER_BUILD_INFO,
+    EXPORTER_CONFIG_RELOADS,
+    EXPORTER_CONFIG_RELOAD_FAILURES,
+    EXPORTER_CONFIG_LAST_RELOAD_OK,
+];
+
+/// Looks a metric up by its full name.
+pub fn find(name: &str) -> Option<&'static MetricDef> {
+    METRICS.iter().find(|m| m.name == name)
+}

@@ -1,0 +1,9 @@
+//! Metrics: the [`catalog`] of every name the exporter emits, and
+//! [`render`], which writes a set of snapshots in the Prometheus text format.
+//! This is the only module that knows metric names.
+
+pub mod catalog;
+mod render;
+mod text;
+
+pub use render::{BuildInfo, render};

@@ -1,0 +1,152 @@
+//! The poller of one target: a first collection with every probe in order,
+//! then one loop per probe on its own schedule. Each probe kind runs
+//! sequentially (a slow run delays only its own next run); different kinds
+//! and different targets run concurrently, sharing only the target's rate
+//! limit. After every run the target's snapshot is published.
+//!
+//! When a run cannot reach the target, everything read from it is dropped
+//! and `target_up` becomes 0 until a run succeeds again: stale values are
+//! never served as fresh.
+
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, Target};
+use crate::probe::{self, ProbeContext, ProbeKind, TargetState};
+use crate::redis::{ClientSetupError, TargetClient};
+use crate::schedule;
+use crate::snapshot::{SnapshotStore, TargetSnapshot};
+
+/// Polls one target.
+#[derive(Debug, Clone)]
+pub struct Poller {
+    ctx: ProbeContext,
+    store: Arc<SnapshotStore>,
+}
+
+impl Poller {
+    /// A poller for `target` that publishes into `store`.
+    ///
+    /// # Errors
+    /// When the target's client cannot be built (unreadable CA file).
+    pub fn new(
+        config: Arc<Config>,
+        target: Arc<Target>,
+        store: Arc<SnapshotStore>,
+    ) -> Result<Self, ClientSetupError> {
+        let client = Arc::new(TargetClient::new(target.clone(), &config.limits)?);
+        let state = TargetState {
+            snapshot: TargetSnapshot {
+                name: target.name.as_str().into(),
+                ..TargetSnapshot::default()
+            },
+            ..TargetState::default()
+        };
+        Ok(Poller {
+            ctx: ProbeContext {
+                config,
+                target,
+                client,
+                state: Arc::new(Mutex::new(state)),
+            },
+            store,
+        })
+    }
+
+    /// The probe context (for the one-shot check).
+    pub fn context(&self) -> &ProbeContext {
+        &self.ctx
+    }
+
+    /// Publishes the initial (empty, not ready) snapshot so the target is
+    /// listed before its first collection finishes.
+    pub fn publish(&self) {
+        let snapshot = Arc::new(self.ctx.state().snapshot.clone());
+        self.store.publish(snapshot);
+    }
+
+    /// Runs every probe once, in order, and marks the target ready.
+    pub async fn first_collection(&self) {
+        for kind in ProbeKind::ALL {
+            self.run_probe(kind).await;
+        }
+        self.ctx.state().snapshot.ready = true;
+        self.publish();
+    }
+
+    /// Collects until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) {
+        self.publish();
+        let start = Instant::now();
+        tokio::select! {
+            _ = self.first_collection() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        let mut loops = JoinSet::new();
+        for kind in ProbeKind::ALL {
+            let period = kind.interval(&self.ctx.config);
+            let this = self.clone();
+            let shutdown = shutdown.clone();
+            loops.spawn(async move {
+                schedule::every(start + period, period, shutdown, || this.run_probe(kind)).await;
+            });
+        }
+        while loops.join_next().await.is_some() {}
+    }
+
+    /// Runs one probe, records its outcome and publishes.
+    pub async fn run_probe(&self, kind: ProbeKind) {
+        let started = Instant::now();
+        let result = probe::run(kind, &self.ctx).await;
+        let duration = started.elapsed();
+        let name = &self.ctx.target.name;
+        let snapshot = {
+            let mut state = self.ctx.state();
+            let was = state
+                .snapshot
+                .probes
+                .get(&kind)
+                .copied()
+                .unwrap_or_default();
+            let status = state.snapshot.probes.entry(kind).or_default();
+            status.duration = duration;
+            status.success = result.is_ok();
+            match &result {
+                Ok(()) => {
+                    status.last_success = Some(SystemTime::now());
+                    if !was.success {
+                        tracing::debug!(target = %name, probe = kind.label(), ?duration, "probe succeeded");
+                    }
+                }
+                // Log a failure when it starts, not on every run of a long outage.
+                Err(e) if was.success || was.last_success.is_none() && was.duration.is_zero() => {
+                    tracing::warn!(target = %name, probe = kind.label(), error = %e, "probe failed");
+                }
+                Err(e) => {
+                    tracing::debug!(target = %name, probe = kind.label(), error = %e, "probe still failing")
+                }
+            }
+            match &result {
+                Err(e) if e.target_down() => {
+                    if state.snapshot.up {
+                        tracing::warn!(target = %name, "target down; its data series are withdrawn");
+                    }
+                    state.forget_data();
+                }
+                _ => {
+                    if !state.snapshot.up {
+                        tracing::info!(target = %name, "target up");
+                    }
+                    state.snapshot.up = true;
+                }
+            }
+            state.snapshot.stats = self.ctx.client.stats_snapshot();
+            Arc::new(state.snapshot.clone())
+        };
+        self.store.publish(snapshot);
+    }
+}

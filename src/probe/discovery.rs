@@ -1,0 +1,96 @@
+//! Discovery: which streams to watch. Exact names are taken as they are;
+//! patterns are found with `SCAN cursor [MATCH p] COUNT n TYPE stream`,
+//! followed to the end of the cursor on every primary, on the slow discovery
+//! cadence only (SCAN walks the whole keyspace, whatever it matches).
+//!
+//! The result is sorted (exact names first) and cut at `max_streams`; the
+//! number cut is exported. Streams no longer found leave the snapshot.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::{DecodeProblems, ProbeContext, ProbeError, ProbeKind};
+use crate::redis::{Command, reply};
+use crate::snapshot::Name;
+
+/// Runs discovery.
+///
+/// # Errors
+/// When a primary cannot be reached.
+pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
+    let target = &ctx.target;
+    ctx.client.invalidate_topology();
+    let mut problems = DecodeProblems::default();
+    let mut found: BTreeSet<Vec<u8>> = BTreeSet::new();
+    if !target.patterns.is_empty() {
+        // One pattern goes to Redis as MATCH; several are matched locally
+        // over one unfiltered pass, so the keyspace is walked once per node.
+        let server_match = match target.patterns.as_slice() {
+            [only] if only.as_bytes() != b"*" => Some(only.as_bytes().to_vec()),
+            _ => None,
+        };
+        for node in ctx.client.nodes().await? {
+            let mut cursor = 0u64;
+            loop {
+                let cmd = Command::Scan {
+                    cursor,
+                    pattern: server_match.clone(),
+                    count: target.scan_count,
+                };
+                let reply = ctx.client.execute(&node, &[cmd]).await?.pop();
+                let page = match reply {
+                    Some(Ok(v)) => match reply::scan_page(&v) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            problems.add(ctx, e);
+                            break;
+                        }
+                    },
+                    Some(Err(e)) => {
+                        tracing::warn!(target = %target.name, node = %node, error = %e, "SCAN refused");
+                        break;
+                    }
+                    None => break,
+                };
+                // SCAN may return a key twice and, with ACL key patterns, keys
+                // outside them: match locally too.
+                found.extend(
+                    page.keys
+                        .into_iter()
+                        .filter(|k| target.patterns.iter().any(|p| p.matches(k))),
+                );
+                if page.cursor == 0 {
+                    break;
+                }
+                cursor = page.cursor;
+            }
+        }
+    }
+    let mut ordered: Vec<Name> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for exact in &target.streams {
+        if seen.insert(exact.clone()) {
+            ordered.push(Arc::from(exact.as_slice()));
+        }
+    }
+    for key in found {
+        if seen.insert(key.clone()) {
+            ordered.push(Arc::from(key.as_slice()));
+        }
+    }
+    let dropped = ordered.len().saturating_sub(target.max_streams);
+    if dropped > 0 {
+        tracing::warn!(target = %target.name, dropped, max_streams = target.max_streams, "more streams than max_streams; the rest are not watched");
+        ordered.truncate(target.max_streams);
+    }
+    {
+        let mut state = ctx.state();
+        let keep: BTreeSet<&Name> = ordered.iter().collect();
+        state.snapshot.streams.retain(|name, _| keep.contains(name));
+        state.snapshot.streams_watched = Some(ordered.len() as u64);
+        state.snapshot.streams_dropped = Some(dropped as u64);
+        state.watched = ordered;
+        state.prune_memory();
+    }
+    problems.finish(ProbeKind::Discovery)
+}

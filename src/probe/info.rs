@@ -1,0 +1,104 @@
+//! Info: `INFO server` and `INFO memory` of every primary, for
+//! `redis_streams_target_info` and the memory gauges. Valkey reports
+//! `redis_version` 7.2.4 for compatibility, so its own version is read from
+//! `valkey_version`.
+
+use super::{DecodeProblems, ProbeContext, ProbeError, ProbeKind};
+use crate::redis::{Command, reply};
+use crate::snapshot::ServerInfo;
+
+/// Runs the info probe.
+///
+/// # Errors
+/// When a primary cannot be reached.
+pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
+    let mut problems = DecodeProblems::default();
+    let mut merged: Option<ServerInfo> = None;
+    for node in ctx.client.nodes().await? {
+        let replies = ctx
+            .client
+            .execute(&node, &[Command::InfoServer, Command::InfoMemory])
+            .await?;
+        let mut fields = Vec::new();
+        for r in replies {
+            match r {
+                Ok(v) => match reply::info_fields(&v) {
+                    Ok(f) => fields.extend(f),
+                    Err(e) => problems.add(ctx, e),
+                },
+                Err(e) => tracing::debug!(target = %ctx.target.name, error = %e, "INFO refused"),
+            }
+        }
+        if fields.is_empty() {
+            continue;
+        }
+        let info = parse(&fields);
+        merged = Some(match merged {
+            None => info,
+            // Cluster: one server kind and policy; memory summed over primaries.
+            Some(mut m) => {
+                m.used_memory = m.used_memory.zip(info.used_memory).map(|(a, b)| a + b);
+                m.maxmemory = m.maxmemory.zip(info.maxmemory).map(|(a, b)| a + b);
+                m
+            }
+        });
+    }
+    ctx.state().snapshot.server = merged;
+    problems.finish(ProbeKind::Info)
+}
+
+/// Builds [`ServerInfo`] from INFO fields.
+pub fn parse(fields: &[(String, String)]) -> ServerInfo {
+    let get = |k: &str| fields.iter().find(|(f, _)| f == k).map(|(_, v)| v.clone());
+    let valkey = get("valkey_version");
+    let server = match (&valkey, get("server_name")) {
+        (Some(_), _) => "valkey".to_string(),
+        (None, Some(name)) if name.eq_ignore_ascii_case("valkey") => "valkey".to_string(),
+        _ => "redis".to_string(),
+    };
+    ServerInfo {
+        server,
+        version: valkey.or_else(|| get("redis_version")).unwrap_or_default(),
+        mode: get("redis_mode")
+            .or_else(|| get("server_mode"))
+            .unwrap_or_else(|| "standalone".into()),
+        maxmemory_policy: get("maxmemory_policy").unwrap_or_default(),
+        maxmemory: get("maxmemory").and_then(|v| v.parse().ok()),
+        used_memory: get("used_memory").and_then(|v| v.parse().ok()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn valkey_reports_its_own_version() {
+        let i = parse(&f(&[
+            ("redis_version", "7.2.4"),
+            ("server_name", "valkey"),
+            ("valkey_version", "9.1.2"),
+            ("redis_mode", "standalone"),
+        ]));
+        assert_eq!((i.server.as_str(), i.version.as_str()), ("valkey", "9.1.2"));
+        let r = parse(&f(&[
+            ("redis_version", "7.0.15"),
+            ("redis_mode", "cluster"),
+            ("maxmemory", "0"),
+            ("maxmemory_policy", "noeviction"),
+        ]));
+        assert_eq!(
+            (r.server.as_str(), r.version.as_str(), r.mode.as_str()),
+            ("redis", "7.0.15", "cluster")
+        );
+        assert_eq!(r.maxmemory, Some(0));
+        assert_eq!(r.used_memory, None);
+    }
+}

@@ -1,0 +1,286 @@
+//! Probes: what to ask Redis on each schedule, and how the answers become
+//! plain data in the target's state. One probe per file, each with a stable
+//! [`ProbeKind`] name used in config, labels and logs.
+//!
+//! A probe reads what it needs from the [`TargetState`] under a short lock,
+//! talks to Redis through the [`TargetClient`] without holding the lock, and
+//! applies its results under the lock again. It never publishes; the poller
+//! does that after every run. Per-item problems (a stream deleted mid-cycle,
+//! NOPERM on one key) are counted and skipped; only a failure to reach the
+//! target fails the run.
+
+pub mod consumers;
+pub mod discovery;
+pub mod info;
+pub mod pending_scan;
+pub mod pending_summary;
+pub mod stream;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::config::{Config, Target};
+use crate::redis::{ErrorKind, StreamId, TargetClient, TargetError};
+use crate::snapshot::{Name, TargetSnapshot};
+use crate::status;
+
+/// The probes, by stable name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ProbeKind {
+    /// Finds the streams to watch.
+    Discovery,
+    /// INFO server and memory.
+    Info,
+    /// XINFO STREAM + GROUPS, lag, lag seconds, dead letters, status.
+    Stream,
+    /// XPENDING summary: oldest pending age.
+    PendingSummary,
+    /// XINFO CONSUMERS: per-consumer figures and orphaned entries.
+    Consumers,
+    /// Paged XPENDING over whole PELs.
+    PendingScan,
+}
+
+impl ProbeKind {
+    /// Every probe, in the order of a first collection.
+    pub const ALL: [ProbeKind; 6] = [
+        ProbeKind::Discovery,
+        ProbeKind::Info,
+        ProbeKind::Stream,
+        ProbeKind::PendingSummary,
+        ProbeKind::Consumers,
+        ProbeKind::PendingScan,
+    ];
+
+    /// The `probe` label and config key.
+    pub fn label(self) -> &'static str {
+        match self {
+            ProbeKind::Discovery => "discovery",
+            ProbeKind::Info => "info",
+            ProbeKind::Stream => "stream",
+            ProbeKind::PendingSummary => "pending_summary",
+            ProbeKind::Consumers => "consumers",
+            ProbeKind::PendingScan => "pending_scan",
+        }
+    }
+
+    /// Its interval.
+    pub fn interval(self, config: &Config) -> std::time::Duration {
+        let s = &config.schedule;
+        match self {
+            ProbeKind::Discovery => s.discovery,
+            ProbeKind::Info => s.info,
+            ProbeKind::Stream => s.stream,
+            ProbeKind::PendingSummary => s.pending_summary,
+            ProbeKind::Consumers => s.consumers,
+            ProbeKind::PendingScan => s.pending_scan,
+        }
+    }
+}
+
+/// What the poller remembers about a group between polls, beyond the
+/// snapshot: the status window and the probes' working state.
+#[derive(Debug, Default)]
+pub struct GroupMemory {
+    /// Recent stream-poll samples, oldest first.
+    pub samples: VecDeque<status::Sample>,
+    /// Server time of the latest successful read by any consumer.
+    pub last_read_at_ms: Option<u64>,
+    /// Smallest pending ID from the latest pending summary.
+    pub oldest_pending_id: Option<StreamId>,
+    /// The PEL scan pass in progress.
+    pub scan_pass: Option<pending_scan::Pass>,
+}
+
+/// The mutable state of one target, owned by its poller.
+#[derive(Debug, Default)]
+pub struct TargetState {
+    /// The working copy of the snapshot.
+    pub snapshot: TargetSnapshot,
+    /// Streams to watch, from discovery.
+    pub watched: Vec<Name>,
+    /// Per-group memory, by (stream, group).
+    pub groups: BTreeMap<(Name, Name), GroupMemory>,
+    /// Streams already reported as having non-time IDs (logged once).
+    pub non_time_logged: std::collections::BTreeSet<Name>,
+}
+
+impl TargetState {
+    /// Drops everything read from Redis, after the target went down: no
+    /// stale value may be served as fresh.
+    pub fn forget_data(&mut self) {
+        self.snapshot.up = false;
+        self.snapshot.server = None;
+        self.snapshot.streams.clear();
+        self.groups.clear();
+    }
+
+    /// Drops memory of groups that are no longer in the snapshot.
+    pub fn prune_memory(&mut self) {
+        let streams = &self.snapshot.streams;
+        self.groups
+            .retain(|(s, g), _| streams.get(s).is_some_and(|st| st.groups.contains_key(g)));
+    }
+}
+
+/// Everything a probe needs.
+#[derive(Debug, Clone)]
+pub struct ProbeContext {
+    /// The whole configuration.
+    pub config: Arc<Config>,
+    /// This target's configuration.
+    pub target: Arc<Target>,
+    /// The connections.
+    pub client: Arc<TargetClient>,
+    /// The state.
+    pub state: Arc<Mutex<TargetState>>,
+}
+
+impl ProbeContext {
+    /// Locks the state. Probes hold it only between awaits.
+    pub fn state(&self) -> MutexGuard<'_, TargetState> {
+        // A panicking probe leaves at worst a partly updated state, which the
+        // next run overwrites; keep serving rather than poisoning the target.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts a per-item error.
+    pub fn count_error(&self, kind: ErrorKind) {
+        self.client.stats().error(kind);
+    }
+}
+
+/// Why a probe run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// The target could not be reached.
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    /// Replies could not be decoded.
+    #[error("{probe}: {count} replies could not be decoded, first: {first}")]
+    Decode {
+        /// Probe.
+        probe: &'static str,
+        /// How many.
+        count: usize,
+        /// The first problem.
+        first: String,
+    },
+}
+
+impl ProbeError {
+    /// True when the target itself is unreachable (so its data is dropped).
+    pub fn target_down(&self) -> bool {
+        matches!(
+            self,
+            ProbeError::Target(
+                TargetError::Timeout { .. }
+                    | TargetError::Connection { .. }
+                    | TargetError::Topology { .. }
+            )
+        )
+    }
+}
+
+/// Collects decode problems of one run so the run can fail once with the
+/// first of them, after doing everything else it could.
+#[derive(Debug, Default)]
+pub struct DecodeProblems {
+    count: usize,
+    first: Option<String>,
+}
+
+impl DecodeProblems {
+    /// Records one problem (and counts it as a `protocol` error).
+    pub fn add(&mut self, ctx: &ProbeContext, problem: impl std::fmt::Display) {
+        ctx.count_error(ErrorKind::Protocol);
+        self.count += 1;
+        if self.first.is_none() {
+            self.first = Some(problem.to_string());
+        }
+    }
+
+    /// `Err` when anything was recorded.
+    ///
+    /// # Errors
+    /// [`ProbeError::Decode`] with the first problem.
+    pub fn finish(self, probe: ProbeKind) -> Result<(), ProbeError> {
+        match self.first {
+            None => Ok(()),
+            Some(first) => Err(ProbeError::Decode {
+                probe: probe.label(),
+                count: self.count,
+                first,
+            }),
+        }
+    }
+}
+
+/// Runs one probe.
+///
+/// # Errors
+/// When the target cannot be reached or replies cannot be decoded.
+pub async fn run(kind: ProbeKind, ctx: &ProbeContext) -> Result<(), ProbeError> {
+    match kind {
+        ProbeKind::Discovery => discovery::run(ctx).await,
+        ProbeKind::Info => info::run(ctx).await,
+        ProbeKind::Stream => stream::run(ctx).await,
+        ProbeKind::PendingSummary => pending_summary::run(ctx).await,
+        ProbeKind::Consumers => consumers::run(ctx).await,
+        ProbeKind::PendingScan => pending_scan::run(ctx).await,
+    }
+}
+
+/// `(stream, group)` pairs currently in the snapshot.
+pub fn known_groups(state: &TargetState) -> Vec<(Name, Name)> {
+    state
+        .snapshot
+        .streams
+        .iter()
+        .flat_map(|(s, st)| st.groups.keys().map(move |g| (s.clone(), g.clone())))
+        .collect()
+}
+
+/// Seconds between `now_ms` and `then_ms`, clamped at 0 (IDs can run ahead
+/// of the clock).
+pub fn age_seconds(now_ms: u64, then_ms: u64) -> f64 {
+    now_ms.saturating_sub(then_ms) as f64 / 1000.0
+}
+
+/// Sends one command per `(stream, group)` pair, pipelined per node in
+/// batches that start with `TIME`, and hands each batch's server time and
+/// replies to `apply` (with the pairs they belong to).
+///
+/// # Errors
+/// When the target cannot be reached.
+pub async fn per_group(
+    ctx: &ProbeContext,
+    pairs: &[(Name, Name)],
+    make: impl Fn(&Name, &Name) -> crate::redis::Command,
+    mut apply: impl FnMut(Option<u64>, &[(Name, Name)], Vec<crate::redis::Reply>),
+) -> Result<(), ProbeError> {
+    use crate::redis::{Command, reply};
+    let by_node = ctx
+        .client
+        .partition(pairs.iter().map(|(s, _)| &**s))
+        .await?;
+    let per_batch = ctx.config.limits.pipeline_size.saturating_sub(1).max(1);
+    for (node, keys) in by_node {
+        let keys: std::collections::BTreeSet<&[u8]> = keys.into_iter().collect();
+        let mine: Vec<(Name, Name)> = pairs
+            .iter()
+            .filter(|(s, _)| keys.contains(&**s))
+            .cloned()
+            .collect();
+        for batch in mine.chunks(per_batch) {
+            let mut cmds = Vec::with_capacity(batch.len() + 1);
+            cmds.push(Command::Time);
+            cmds.extend(batch.iter().map(|(s, g)| make(s, g)));
+            let mut replies = ctx.client.execute(&node, &cmds).await?;
+            let time = replies.remove(0);
+            let now_ms = time.ok().and_then(|v| reply::time_ms(&v).ok());
+            apply(now_ms, batch, replies);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,463 @@
+//! The PEL scan, every 5 minutes by default: pages through every group's
+//! whole pending entries list with `XPENDING key group <start> + <page>`,
+//! where each page starts just after the last ID of the previous one, under
+//! the `pending_entries_per_second` budget. It never uses the `IDLE` filter,
+//! which scans the whole PEL when nothing matches.
+//!
+//! From each complete pass: the largest idle time, idle and delivery-count
+//! buckets, poison entries (delivered at least `poison_delivery_count`
+//! times) and ghosts (entries whose body is gone: IDs below the first entry
+//! for sure; IDs at or below max-deleted-entry-id checked with a bounded
+//! number of `XRANGE id id`). A pass that does not fit in one interval is
+//! resumed in the next, and its progress is exported instead of results that
+//! pretend it finished.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use tokio::time::Instant;
+
+use super::{DecodeProblems, ProbeContext, ProbeError, ProbeKind, known_groups};
+use crate::redis::reply::{self, PendingEntry};
+use crate::redis::{Command, RangeEnd, RangeStart, StreamId};
+use crate::snapshot::{Name, PelScan};
+
+/// A pass over one group's PEL, possibly spanning several runs.
+#[derive(Clone, Debug)]
+pub struct Pass {
+    /// Where the next page starts; `None` before the first page.
+    next: Option<StreamId>,
+    /// PEL size when the pass began, for progress.
+    pel_size: u64,
+    acc: Accumulator,
+}
+
+/// Running totals of a pass.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Accumulator {
+    entries: u64,
+    max_idle_ms: Option<u64>,
+    /// Entries per idle bucket; the last slot is above every bound.
+    idle: Vec<u64>,
+    /// Entries per delivery-count bucket; the last slot is above every bound.
+    deliveries: Vec<u64>,
+    poison: u64,
+    ghost: u64,
+    candidates: Vec<StreamId>,
+    unchecked: u64,
+}
+
+/// What the accumulator needs to know about the stream and the settings.
+#[derive(Clone, Debug)]
+pub struct Rules<'a> {
+    /// Idle bucket bounds, seconds.
+    pub idle_bounds: &'a [f64],
+    /// Delivery-count bucket bounds.
+    pub delivery_bounds: &'a [u64],
+    /// Poison threshold.
+    pub poison_delivery_count: u64,
+    /// The stream's first entry; `None` when it is empty.
+    pub first_entry_id: Option<StreamId>,
+    /// Largest ID removed by XDEL; `None` when the server does not say (6.2).
+    pub max_deleted_entry_id: Option<StreamId>,
+    /// How many possible ghosts may be checked with XRANGE in one pass.
+    pub ghost_budget: u32,
+}
+
+impl Accumulator {
+    /// Adds one page.
+    pub fn add(&mut self, page: &[PendingEntry], rules: &Rules<'_>) {
+        if self.idle.is_empty() {
+            self.idle = vec![0; rules.idle_bounds.len() + 1];
+            self.deliveries = vec![0; rules.delivery_bounds.len() + 1];
+        }
+        for e in page {
+            self.entries += 1;
+            // Entries released by XNACK (8.8+) have no owner and no delivery
+            // time; their idle is meaningless.
+            if !e.consumer.is_empty() {
+                self.max_idle_ms = Some(self.max_idle_ms.map_or(e.idle_ms, |m| m.max(e.idle_ms)));
+            }
+            let idle_s = e.idle_ms as f64 / 1000.0;
+            let slot = rules
+                .idle_bounds
+                .iter()
+                .position(|b| idle_s <= *b)
+                .unwrap_or(rules.idle_bounds.len());
+            self.idle[slot] += 1;
+            let slot = rules
+                .delivery_bounds
+                .iter()
+                .position(|b| e.deliveries <= *b)
+                .unwrap_or(rules.delivery_bounds.len());
+            self.deliveries[slot] += 1;
+            if e.deliveries >= rules.poison_delivery_count {
+                self.poison += 1;
+            }
+            match rules.first_entry_id {
+                // Empty stream: every pending entry's body is gone.
+                None => self.ghost += 1,
+                Some(first) if e.id < first => self.ghost += 1,
+                Some(_) => {
+                    let maybe_deleted = rules
+                        .max_deleted_entry_id
+                        .is_none_or(|max| !max.is_zero() && e.id <= max);
+                    if maybe_deleted {
+                        if self.candidates.len() < rules.ghost_budget as usize {
+                            self.candidates.push(e.id);
+                        } else {
+                            self.unchecked += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The results, once the candidates were checked (`confirmed` of them
+    /// are ghosts).
+    pub fn finish(
+        &self,
+        confirmed: u64,
+        idle_bounds: &[f64],
+        delivery_bounds: &[u64],
+        at: SystemTime,
+    ) -> PelScan {
+        let cumulative = |counts: &[u64]| {
+            counts
+                .iter()
+                .scan(0u64, |sum, c| {
+                    *sum += c;
+                    Some(*sum)
+                })
+                .collect::<Vec<u64>>()
+        };
+        let idle = cumulative(if self.idle.is_empty() {
+            &[]
+        } else {
+            &self.idle[..self.idle.len() - 1]
+        });
+        let deliveries = cumulative(if self.deliveries.is_empty() {
+            &[]
+        } else {
+            &self.deliveries[..self.deliveries.len() - 1]
+        });
+        PelScan {
+            finished_at: at,
+            entries: self.entries,
+            max_idle_ms: self.max_idle_ms,
+            by_idle: idle_bounds
+                .iter()
+                .copied()
+                .zip(idle.into_iter().chain(std::iter::repeat(0)))
+                .collect(),
+            by_delivery_count: delivery_bounds
+                .iter()
+                .copied()
+                .zip(deliveries.into_iter().chain(std::iter::repeat(0)))
+                .collect(),
+            poison: self.poison,
+            ghost: self.ghost + confirmed,
+            ghost_unchecked: self.unchecked,
+        }
+    }
+}
+
+/// One group being scanned in this run.
+struct Work {
+    stream: Name,
+    group: Name,
+    pass: Pass,
+    done: bool,
+}
+
+/// Runs the PEL scan until every pass is complete or the interval is used up.
+///
+/// # Errors
+/// When the target cannot be reached or replies cannot be decoded.
+pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
+    let deadline = Instant::now() + ctx.config.schedule.pending_scan;
+    let page = ctx.config.limits.pending_page;
+    let mut problems = DecodeProblems::default();
+    let pairs = known_groups(&ctx.state());
+    let mut work: Vec<Work> = {
+        let mut state = ctx.state();
+        pairs
+            .into_iter()
+            .map(|(stream, group)| {
+                let pel_size = state
+                    .snapshot
+                    .streams
+                    .get(&stream)
+                    .and_then(|s| s.groups.get(&group))
+                    .map_or(0, |g| g.info.pending);
+                let pass = state
+                    .groups
+                    .get_mut(&(stream.clone(), group.clone()))
+                    .and_then(|m| m.scan_pass.take())
+                    .unwrap_or(Pass {
+                        next: None,
+                        pel_size,
+                        acc: Accumulator::default(),
+                    });
+                Work {
+                    stream,
+                    group,
+                    pass,
+                    done: false,
+                }
+            })
+            .collect()
+    };
+    let streams: Vec<Name> = work.iter().map(|w| w.stream.clone()).collect();
+    let by_node = ctx.client.partition(streams.iter().map(|s| &**s)).await?;
+    let per_round = ctx.config.limits.pipeline_size.max(1);
+    let mut outcome = Ok(());
+    'nodes: for (node, keys) in by_node {
+        let keys: std::collections::BTreeSet<&[u8]> = keys.into_iter().collect();
+        let mine: Vec<usize> = (0..work.len())
+            .filter(|&i| keys.contains(&*work[i].stream))
+            .collect();
+        loop {
+            let active: Vec<usize> = mine
+                .iter()
+                .copied()
+                .filter(|&i| !work[i].done)
+                .take(per_round)
+                .collect();
+            if active.is_empty() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                break 'nodes;
+            }
+            ctx.client
+                .acquire_pending_entries(page * active.len() as u32)
+                .await;
+            let cmds: Vec<Command> = active
+                .iter()
+                .map(|&i| Command::XpendingRange {
+                    key: work[i].stream.to_vec(),
+                    group: work[i].group.to_vec(),
+                    start: work[i].pass.next.map_or(RangeStart::Min, RangeStart::From),
+                    count: page,
+                })
+                .collect();
+            let replies = match ctx.client.execute(&node, &cmds).await {
+                Ok(r) => r,
+                Err(e) => {
+                    outcome = Err(e.into());
+                    break 'nodes;
+                }
+            };
+            let mut finished = Vec::new();
+            for (&i, r) in active.iter().zip(replies) {
+                let entries = match r {
+                    Ok(v) => match reply::pending_entries(&v) {
+                        Ok(e) => e,
+                        Err(e) => {
+                            problems.add(ctx, e);
+                            work[i].done = true;
+                            continue;
+                        }
+                    },
+                    Err(_) => {
+                        // The group vanished mid-scan: drop the pass.
+                        work[i].done = true;
+                        continue;
+                    }
+                };
+                ctx.client.stats().pending_scanned(entries.len() as u64);
+                let rules_owned = rules_for(ctx, &work[i]);
+                let Some((idle_bounds, delivery_bounds, poison, first, max_deleted)) = rules_owned
+                else {
+                    work[i].done = true;
+                    continue;
+                };
+                let rules = Rules {
+                    idle_bounds: &idle_bounds,
+                    delivery_bounds: &delivery_bounds,
+                    poison_delivery_count: poison,
+                    first_entry_id: first,
+                    max_deleted_entry_id: max_deleted,
+                    ghost_budget: ctx.config.limits.ghost_checks_per_scan,
+                };
+                work[i].pass.acc.add(&entries, &rules);
+                let complete = entries.len() < page as usize;
+                match entries.last().and_then(|e| e.id.successor()) {
+                    Some(next) if !complete => work[i].pass.next = Some(next),
+                    _ => finished.push(i),
+                }
+            }
+            for i in finished {
+                let confirmed = match check_ghosts(ctx, &node, &work[i]).await {
+                    Ok(n) => n,
+                    Err(e) => {
+                        outcome = Err(e);
+                        break 'nodes;
+                    }
+                };
+                let m = &ctx.config.metrics;
+                let result = work[i].pass.acc.finish(
+                    confirmed,
+                    &m.pending_idle_buckets,
+                    &m.delivery_count_buckets,
+                    SystemTime::now(),
+                );
+                work[i].done = true;
+                store(ctx, &work[i], Some(result), 1.0);
+            }
+        }
+    }
+    // Unfinished passes carry over to the next run and report progress.
+    let mut state = ctx.state();
+    for w in work.into_iter().filter(|w| !w.done) {
+        let progress = if w.pass.pel_size == 0 {
+            0.0
+        } else {
+            (w.pass.acc.entries as f64 / w.pass.pel_size as f64).min(0.999)
+        };
+        if let Some(memory) = state.groups.get_mut(&(w.stream.clone(), w.group.clone())) {
+            memory.scan_pass = Some(w.pass);
+        }
+        set_progress(&mut state, &w.stream, &w.group, None, progress);
+    }
+    drop(state);
+    outcome?;
+    problems.finish(ProbeKind::PendingScan)
+}
+
+type RulesOwned = (Vec<f64>, Vec<u64>, u64, Option<StreamId>, Option<StreamId>);
+
+/// The settings and stream facts for one group, from the latest snapshot.
+fn rules_for(ctx: &ProbeContext, w: &Work) -> Option<RulesOwned> {
+    let state = ctx.state();
+    let stream = state.snapshot.streams.get(&w.stream)?;
+    let m = &ctx.config.metrics;
+    Some((
+        m.pending_idle_buckets.clone(),
+        m.delivery_count_buckets.clone(),
+        stream.settings.poison_delivery_count,
+        stream.info.first_entry_id,
+        stream.info.max_deleted_entry_id,
+    ))
+}
+
+/// Checks the possible ghosts of a finished pass with `XRANGE id id COUNT 1`;
+/// returns how many have no body.
+async fn check_ghosts(
+    ctx: &ProbeContext,
+    node: &crate::redis::NodeAddr,
+    w: &Work,
+) -> Result<u64, ProbeError> {
+    if w.pass.acc.candidates.is_empty() {
+        return Ok(0);
+    }
+    let cmds: Vec<Command> = w
+        .pass
+        .acc
+        .candidates
+        .iter()
+        .map(|id| Command::Xrange {
+            key: w.stream.to_vec(),
+            start: RangeStart::From(*id),
+            end: RangeEnd::To(*id),
+            count: 1,
+        })
+        .collect();
+    let replies = ctx.client.execute(node, &cmds).await?;
+    Ok(replies
+        .into_iter()
+        .filter(|r| matches!(r, Ok(v) if reply::range_ids(v).is_ok_and(|ids| ids.is_empty())))
+        .count() as u64)
+}
+
+fn store(ctx: &ProbeContext, w: &Work, result: Option<PelScan>, progress: f64) {
+    let mut state = ctx.state();
+    set_progress(&mut state, &w.stream, &w.group, result, progress);
+}
+
+fn set_progress(
+    state: &mut super::TargetState,
+    stream: &Name,
+    group: &Name,
+    result: Option<PelScan>,
+    progress: f64,
+) {
+    let Some(s) = state.snapshot.streams.get_mut(stream) else {
+        return;
+    };
+    let s = Arc::make_mut(s);
+    let Some(g) = s.groups.get_mut(group) else {
+        return;
+    };
+    let g = Arc::make_mut(g);
+    if let Some(result) = result {
+        g.scan = Some(Arc::new(result));
+    }
+    g.scan_progress = Some(progress);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(ms: u64, idle_ms: u64, deliveries: u64) -> PendingEntry {
+        PendingEntry {
+            id: StreamId::new(ms, 0),
+            consumer: b"c".to_vec(),
+            idle_ms,
+            deliveries,
+        }
+    }
+
+    #[test]
+    fn buckets_poison_and_ghosts() {
+        let idle_bounds = [10.0, 60.0];
+        let delivery_bounds = [1, 5];
+        let rules = Rules {
+            idle_bounds: &idle_bounds,
+            delivery_bounds: &delivery_bounds,
+            poison_delivery_count: 5,
+            first_entry_id: Some(StreamId::new(100, 0)),
+            max_deleted_entry_id: Some(StreamId::new(150, 0)),
+            ghost_budget: 1,
+        };
+        let mut acc = Accumulator::default();
+        acc.add(
+            &[e(50, 5_000, 1), e(120, 30_000, 5), e(140, 90_000, 25)],
+            &rules,
+        );
+        acc.add(&[e(200, 1_000, 2)], &rules);
+        let r = acc.finish(1, &idle_bounds, &delivery_bounds, SystemTime::UNIX_EPOCH);
+        assert_eq!(r.entries, 4);
+        assert_eq!(r.max_idle_ms, Some(90_000));
+        assert_eq!(r.by_idle, vec![(10.0, 2), (60.0, 3)]);
+        assert_eq!(r.by_delivery_count, vec![(1, 1), (5, 3)]);
+        assert_eq!(r.poison, 2);
+        // 50 is below the first entry (certain); 120 was checked and
+        // confirmed; 140 was over the budget; 200 is above max-deleted.
+        assert_eq!((r.ghost, r.ghost_unchecked), (2, 1));
+    }
+
+    #[test]
+    fn no_tombstone_means_no_candidates() {
+        let rules = Rules {
+            idle_bounds: &[1.0],
+            delivery_bounds: &[1],
+            poison_delivery_count: 10,
+            first_entry_id: Some(StreamId::new(1, 0)),
+            max_deleted_entry_id: Some(StreamId::ZERO),
+            ghost_budget: 10,
+        };
+        let mut acc = Accumulator::default();
+        acc.add(&[e(5, 0, 1)], &rules);
+        assert!(acc.candidates.is_empty());
+        // An empty PEL gives zero counts and no max idle.
+        let empty = Accumulator::default().finish(0, &[1.0], &[1], SystemTime::UNIX_EPOCH);
+        assert_eq!(
+            (empty.entries, empty.max_idle_ms, empty.by_idle.clone()),
+            (0, None, vec![(1.0, 0)])
+        );
+    }
+}

@@ -1,0 +1,67 @@
+//! The pending-summary probe, every minute by default: `XPENDING key group`
+//! for each group. It keeps the smallest pending ID, from which the stream
+//! probe derives the oldest pending entry's age on every poll, and records
+//! that age at once.
+
+use std::sync::Arc;
+
+use super::{
+    DecodeProblems, ProbeContext, ProbeError, ProbeKind, age_seconds, known_groups, per_group,
+};
+use crate::redis::{Command, ErrorKind, reply};
+
+/// Runs the pending-summary probe.
+///
+/// # Errors
+/// When the target cannot be reached or replies cannot be decoded.
+pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
+    let pairs = known_groups(&ctx.state());
+    let mut problems = DecodeProblems::default();
+    per_group(
+        ctx,
+        &pairs,
+        |s, g| Command::XpendingSummary {
+            key: s.to_vec(),
+            group: g.to_vec(),
+        },
+        |now_ms, batch, replies| {
+            let mut decoded = Vec::with_capacity(batch.len());
+            for ((s, g), r) in batch.iter().zip(replies) {
+                match r {
+                    Ok(v) => match reply::pending_summary(&v) {
+                        Ok(summary) => decoded.push((s, g, summary)),
+                        Err(e) => problems.add(ctx, e),
+                    },
+                    // The group or stream vanished since the stream probe:
+                    // the next stream poll removes it.
+                    Err(e) if e.kind == ErrorKind::NoGroup => {}
+                    Err(e) => {
+                        tracing::debug!(target = %ctx.target.name, error = %e, "XPENDING refused")
+                    }
+                }
+            }
+            let mut state = ctx.state();
+            for (s, g, summary) in decoded {
+                let key = (s.clone(), g.clone());
+                if let Some(memory) = state.groups.get_mut(&key) {
+                    memory.oldest_pending_id = summary.min_id;
+                }
+                let Some(stream) = state.snapshot.streams.get_mut(s) else {
+                    continue;
+                };
+                let time_ids = stream.time_based_ids;
+                let stream = Arc::make_mut(stream);
+                let Some(group) = stream.groups.get_mut(g) else {
+                    continue;
+                };
+                let group = Arc::make_mut(group);
+                group.oldest_pending_age = match (now_ms, summary.min_id) {
+                    (Some(now), Some(id)) if time_ids => Some(age_seconds(now, id.ms)),
+                    _ => None,
+                };
+            }
+        },
+    )
+    .await?;
+    problems.finish(ProbeKind::PendingSummary)
+}

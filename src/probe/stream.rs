@@ -1,0 +1,329 @@
+//! The stream probe, every 15 s by default: `TIME`, then `XINFO STREAM` and
+//! `XINFO GROUPS` for each watched stream, pipelined per batch; then, only for
+//! groups whose lag or lag age does not follow from XINFO, one bounded
+//! `XRANGE` (see [`crate::lag`]); then `XINFO STREAM` of configured
+//! dead-letter streams. It computes lag, lag seconds, trimmed-undelivered
+//! entries and the group status, and rebuilds the stream part of the
+//! snapshot, keeping what the other probes contributed to each group.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use super::{DecodeProblems, ProbeContext, ProbeError, ProbeKind, age_seconds};
+use crate::lag::{self, UndeliveredSample};
+use crate::redis::reply::{self, GroupInfo, StreamInfo};
+use crate::redis::{Command, ErrorKind, RangeEnd, RangeStart, Reply};
+use crate::snapshot::{DeadLetter, GroupState, Name, StreamState};
+use crate::status;
+
+/// One stream's XINFO, decoded.
+struct Read {
+    info: StreamInfo,
+    groups: Vec<GroupInfo>,
+}
+
+/// Runs the stream probe.
+///
+/// # Errors
+/// When the target cannot be reached or replies cannot be decoded.
+pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
+    let watched = ctx.state().watched.clone();
+    let limits = &ctx.config.limits;
+    let per_batch = (limits.pipeline_size / 2).max(1);
+    let mut problems = DecodeProblems::default();
+    let mut fresh: BTreeMap<Name, Arc<StreamState>> = BTreeMap::new();
+    let by_node = ctx.client.partition(watched.iter().map(|n| &**n)).await?;
+    for (node, keys) in by_node {
+        for batch in keys.chunks(per_batch) {
+            let mut cmds = Vec::with_capacity(1 + batch.len() * 2);
+            cmds.push(Command::Time);
+            for key in batch {
+                cmds.push(Command::XinfoStream { key: key.to_vec() });
+                cmds.push(Command::XinfoGroups { key: key.to_vec() });
+            }
+            let replies = ctx.client.execute(&node, &cmds).await?;
+            let now_ms = time_of(ctx, &replies[0], &mut problems);
+            let mut reads: Vec<(Name, Read)> = Vec::with_capacity(batch.len());
+            for (i, key) in batch.iter().enumerate() {
+                if let Some(read) = decode_stream(
+                    ctx,
+                    key,
+                    &replies[1 + 2 * i],
+                    &replies[2 + 2 * i],
+                    &mut problems,
+                ) {
+                    reads.push((Arc::from(*key), read));
+                }
+            }
+            // Second round trip: first undelivered entries where needed.
+            let mut wanted = Vec::new();
+            let mut xranges = Vec::new();
+            for (si, (name, read)) in reads.iter().enumerate() {
+                for (gi, group) in read.groups.iter().enumerate() {
+                    let Some(count) =
+                        lag::sample_request(&read.info, group, limits.lag_exact_count)
+                    else {
+                        continue;
+                    };
+                    let Some(start) = group.last_delivered_id.successor() else {
+                        continue;
+                    };
+                    wanted.push((si, gi, count));
+                    xranges.push(Command::Xrange {
+                        key: name.to_vec(),
+                        start: RangeStart::From(start),
+                        end: RangeEnd::Max,
+                        count,
+                    });
+                }
+            }
+            let mut samples: HashMap<(usize, usize), UndeliveredSample> = HashMap::new();
+            if !xranges.is_empty() {
+                let replies = ctx.client.execute(&node, &xranges).await?;
+                for ((si, gi, count), r) in wanted.into_iter().zip(replies) {
+                    match r {
+                        Ok(v) => match reply::range_ids(&v) {
+                            Ok(ids) => {
+                                samples.insert((si, gi), UndeliveredSample { ids, count });
+                            }
+                            Err(e) => problems.add(ctx, e),
+                        },
+                        Err(e) => {
+                            tracing::debug!(target = %ctx.target.name, error = %e, "XRANGE refused")
+                        }
+                    }
+                }
+            }
+            let mut state = ctx.state();
+            for (si, (name, read)) in reads.into_iter().enumerate() {
+                let stream = build_stream(ctx, &mut state, &name, read, now_ms, |gi| {
+                    samples.get(&(si, gi))
+                });
+                fresh.insert(name, Arc::new(stream));
+            }
+        }
+    }
+    dead_letters(ctx, &mut fresh, &mut problems).await?;
+    {
+        let mut state = ctx.state();
+        state.snapshot.streams = fresh;
+        state.prune_memory();
+    }
+    problems.finish(ProbeKind::Stream)
+}
+
+/// The server time from a `TIME` reply, when it came.
+fn time_of(ctx: &ProbeContext, r: &Reply, problems: &mut DecodeProblems) -> Option<u64> {
+    match r {
+        Ok(v) => match reply::time_ms(v) {
+            Ok(ms) => Some(ms),
+            Err(e) => {
+                problems.add(ctx, e);
+                None
+            }
+        },
+        Err(e) => {
+            tracing::warn!(target = %ctx.target.name, error = %e, "TIME refused; ages are not exported");
+            None
+        }
+    }
+}
+
+fn decode_stream(
+    ctx: &ProbeContext,
+    key: &[u8],
+    info: &Reply,
+    groups: &Reply,
+    problems: &mut DecodeProblems,
+) -> Option<Read> {
+    let info = match info {
+        Ok(v) => match reply::stream_info(v) {
+            Ok(i) => i,
+            Err(e) => {
+                problems.add(ctx, e);
+                return None;
+            }
+        },
+        Err(e) => {
+            // Deleted since discovery, not a stream, or not ours to read:
+            // counted by the client; the stream leaves the output.
+            let level_debug = e.kind == ErrorKind::NoSuchKey;
+            if level_debug {
+                tracing::debug!(target = %ctx.target.name, stream = %String::from_utf8_lossy(key), error = %e, "stream skipped");
+            } else {
+                tracing::warn!(target = %ctx.target.name, stream = %String::from_utf8_lossy(key), error = %e, "stream skipped");
+            }
+            return None;
+        }
+    };
+    let groups = match groups {
+        Ok(v) => match reply::groups(v) {
+            Ok(g) => g,
+            Err(e) => {
+                problems.add(ctx, e);
+                return None;
+            }
+        },
+        Err(_) => return None,
+    };
+    Some(Read { info, groups })
+}
+
+/// Whether a stream's IDs are wall-clock milliseconds.
+fn time_based(info: &StreamInfo, now_ms: Option<u64>) -> bool {
+    let now = now_ms.unwrap_or(u64::MAX / 2);
+    let lg = info.last_generated_id;
+    if lg.is_zero() {
+        return true;
+    }
+    lg.is_plausible_time(now) && info.first_entry_id.is_none_or(|f| f.is_plausible_time(now))
+}
+
+fn build_stream<'s>(
+    ctx: &ProbeContext,
+    state: &mut super::TargetState,
+    name: &Name,
+    read: Read,
+    now_ms: Option<u64>,
+    sample_for: impl Fn(usize) -> Option<&'s UndeliveredSample>,
+) -> StreamState {
+    let settings = ctx.config.streams.for_stream(name);
+    let time_ids = time_based(&read.info, now_ms);
+    if !time_ids && state.non_time_logged.insert(name.clone()) {
+        tracing::info!(
+            target = %ctx.target.name,
+            stream = %String::from_utf8_lossy(name),
+            last_id = %read.info.last_generated_id,
+            "stream IDs are not wall-clock time; ages of this stream are not exported"
+        );
+    }
+    let previous = state.snapshot.streams.get(name).cloned();
+    let status_settings = status::Settings {
+        window: ctx.config.status_window,
+        window_duration: ctx.config.schedule.stream * ctx.config.status_window as u32,
+        max_delay: settings.max_delay,
+    };
+    let mut groups = BTreeMap::new();
+    for (gi, group) in read.groups.into_iter().enumerate() {
+        let figure = lag::compute(&read.info, &group, sample_for(gi));
+        let gname: Name = Arc::from(group.name.as_slice());
+        let ages = if time_ids { now_ms } else { None };
+        let lag_seconds = ages.and_then(|now| match (figure.lag, figure.first_undelivered) {
+            (_, Some(first)) => Some(age_seconds(now, first.ms)),
+            (Some(0), None) => Some(0.0),
+            _ => None,
+        });
+        let memory = state
+            .groups
+            .entry((name.clone(), gname.clone()))
+            .or_default();
+        let oldest_pending_age = match (ages, memory.oldest_pending_id) {
+            (Some(now), Some(id)) if group.pending > 0 => Some(age_seconds(now, id.ms)),
+            _ => None,
+        };
+        let status = now_ms.map(|at_ms| {
+            memory.samples.push_back(status::Sample {
+                at_ms,
+                lag: figure.lag,
+                lag_seconds,
+                last_delivered_id: group.last_delivered_id,
+                last_generated_id: read.info.last_generated_id,
+                pending: group.pending,
+                consumers: group.consumers,
+                trimmed_undelivered: figure.trimmed_undelivered,
+                oldest_pending_id: memory.oldest_pending_id,
+                last_read_at_ms: memory.last_read_at_ms,
+            });
+            while memory.samples.len() > status_settings.window {
+                memory.samples.pop_front();
+            }
+            status::evaluate(memory.samples.make_contiguous(), &status_settings)
+        });
+        let before = previous.as_ref().and_then(|p| p.groups.get(&gname));
+        groups.insert(
+            gname,
+            Arc::new(GroupState {
+                lag: figure.lag,
+                lag_estimated: figure.estimated(),
+                lag_seconds,
+                trimmed_undelivered: figure.trimmed_undelivered,
+                oldest_pending_age,
+                consumers: before.and_then(|b| b.consumers.clone()),
+                scan: before.and_then(|b| b.scan.clone()),
+                scan_progress: before.and_then(|b| b.scan_progress),
+                status: status.or_else(|| before.and_then(|b| b.status)),
+                info: group,
+            }),
+        );
+    }
+    StreamState {
+        info: read.info,
+        time_based_ids: time_ids,
+        dead_letter: previous.and_then(|p| p.dead_letter),
+        settings,
+        groups,
+    }
+}
+
+/// Reads the dead-letter streams of every stream that has one configured.
+async fn dead_letters(
+    ctx: &ProbeContext,
+    streams: &mut BTreeMap<Name, Arc<StreamState>>,
+    problems: &mut DecodeProblems,
+) -> Result<(), ProbeError> {
+    let wanted: Vec<(Name, Vec<u8>)> = streams
+        .iter()
+        .filter_map(|(name, s)| {
+            s.settings
+                .dead_letter_for(name)
+                .map(|dl| (name.clone(), dl))
+        })
+        .collect();
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    // On 7.0+ a missing dead-letter stream has had 0 entries added; before,
+    // the counter does not exist at all.
+    let counters = streams.values().any(|s| s.info.entries_added.is_some());
+    let mut found: HashMap<Vec<u8>, DeadLetter> = HashMap::new();
+    let by_node = ctx
+        .client
+        .partition(wanted.iter().map(|(_, dl)| dl.as_slice()))
+        .await?;
+    for (node, keys) in by_node {
+        let cmds: Vec<Command> = keys
+            .iter()
+            .map(|k| Command::XinfoStream { key: k.to_vec() })
+            .collect();
+        let replies = ctx.client.execute(&node, &cmds).await?;
+        for (key, r) in keys.into_iter().zip(replies) {
+            let dl = match r {
+                Ok(v) => match reply::stream_info(&v) {
+                    Ok(info) => DeadLetter {
+                        length: info.length,
+                        entries_added: info.entries_added,
+                    },
+                    Err(e) => {
+                        problems.add(ctx, e);
+                        continue;
+                    }
+                },
+                Err(e) if e.kind == ErrorKind::NoSuchKey => DeadLetter {
+                    length: 0,
+                    entries_added: counters.then_some(0),
+                },
+                Err(e) => {
+                    tracing::warn!(target = %ctx.target.name, stream = %String::from_utf8_lossy(key), error = %e, "dead-letter stream skipped");
+                    continue;
+                }
+            };
+            found.insert(key.to_vec(), dl);
+        }
+    }
+    for (name, dl_key) in wanted {
+        if let Some(s) = streams.get_mut(&name) {
+            Arc::make_mut(s).dead_letter = found.get(&dl_key).copied();
+        }
+    }
+    Ok(())
+}

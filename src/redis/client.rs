@@ -1,0 +1,787 @@
+//! [`TargetClient`]: the connections to one target's servers, the rate limit
+//! every command passes, per-command timeouts, cluster routing and sentinel
+//! resolution.
+//!
+//! Probes hand it batches of [`Command`]s for a node and get one reply per
+//! command back; it splits batches into pipelines no larger than the rate
+//! limit's burst, waits for tokens, follows `MOVED`/`ASK` redirections, and
+//! drops a connection after a timeout or I/O error so the next call starts
+//! afresh. It never retries a failed round trip on its own: the probe's
+//! schedule is the retry, which keeps the load on a struggling server flat.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::{
+    AsyncConnectionConfig, Client, ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, Value,
+};
+use tokio::time::Instant;
+
+use super::command::Command;
+use super::error::{CommandError, ErrorKind, TargetError};
+use super::reply;
+use super::slot::{SlotMap, key_slot};
+use crate::config::{Limits, Mode, Target};
+use crate::ratelimit::RateLimiter;
+
+/// `host:port` of one server.
+pub type NodeAddr = Arc<str>;
+
+/// One reply of a pipeline.
+pub type Reply = Result<Value, CommandError>;
+
+/// How many redirections one command may follow before giving up.
+const MAX_REDIRECTS: usize = 3;
+
+/// How often the sentinel is asked for the primary even when nothing failed,
+/// so a failover is followed within about one stream poll.
+const SENTINEL_REFRESH: Duration = Duration::from_secs(10);
+
+/// Counters of what the client did, read into every snapshot.
+#[derive(Debug, Default)]
+pub struct ClientStats {
+    commands: Mutex<BTreeMap<&'static str, u64>>,
+    errors: Mutex<BTreeMap<&'static str, u64>>,
+    pending_scanned: std::sync::atomic::AtomicU64,
+}
+
+/// A copy of [`ClientStats`] at one moment.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StatsSnapshot {
+    /// Commands sent, by label.
+    pub commands: BTreeMap<&'static str, u64>,
+    /// Errors, by kind label.
+    pub errors: BTreeMap<&'static str, u64>,
+    /// Seconds spent waiting on rate limits.
+    pub rate_limited_seconds: f64,
+    /// PEL entries read by the scan.
+    pub pending_scanned: u64,
+}
+
+fn bump(map: &Mutex<BTreeMap<&'static str, u64>>, label: &'static str, by: u64) {
+    // Counters stay usable even if a thread panicked mid-update.
+    *map.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(label)
+        .or_insert(0) += by;
+}
+
+impl ClientStats {
+    /// Counts one error of `kind`.
+    pub fn error(&self, kind: ErrorKind) {
+        bump(&self.errors, kind.label(), 1);
+    }
+
+    fn command(&self, label: &'static str) {
+        bump(&self.commands, label, 1);
+    }
+
+    /// Counts PEL entries read.
+    pub fn pending_scanned(&self, n: u64) {
+        self.pending_scanned
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A connection slot for one node. The async mutex serialises connecting, so
+/// concurrent probes do not open several connections to a node at once.
+#[derive(Debug)]
+struct Node {
+    addr: NodeAddr,
+    conn: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+}
+
+impl Node {
+    fn new(addr: NodeAddr) -> Arc<Node> {
+        Arc::new(Node {
+            addr,
+            conn: tokio::sync::Mutex::new(None),
+        })
+    }
+}
+
+#[derive(Debug)]
+enum Topology {
+    Standalone(Arc<Node>),
+    Sentinel {
+        primary: Option<Arc<Node>>,
+        resolved_at: Option<Instant>,
+    },
+    Cluster {
+        nodes: HashMap<NodeAddr, Arc<Node>>,
+        slots: SlotMap,
+        stale: bool,
+    },
+}
+
+/// The connections to one target.
+#[derive(Debug)]
+pub struct TargetClient {
+    target: Arc<Target>,
+    timeout: Duration,
+    pipeline_size: usize,
+    commands: RateLimiter,
+    entries: RateLimiter,
+    stats: ClientStats,
+    root_cert: Option<Vec<u8>>,
+    topology: Mutex<Topology>,
+}
+
+/// Why a client could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("target {target}: cannot read tls_ca_file {path}: {source}")]
+pub struct ClientSetupError {
+    target: String,
+    path: String,
+    source: std::io::Error,
+}
+
+impl TargetClient {
+    /// A client for `target`; it connects lazily, on the first command.
+    ///
+    /// # Errors
+    /// When the CA file cannot be read.
+    pub fn new(target: Arc<Target>, limits: &Limits) -> Result<Self, ClientSetupError> {
+        let root_cert = match &target.tls_ca_file {
+            Some(path) => Some(std::fs::read(path).map_err(|source| ClientSetupError {
+                target: target.name.clone(),
+                path: path.display().to_string(),
+                source,
+            })?),
+            None => None,
+        };
+        let burst = limits
+            .pipeline_size
+            .min(limits.commands_per_second as usize)
+            .max(1) as u32;
+        let topology = match &target.mode {
+            Mode::Standalone => Topology::Standalone(Node::new(
+                format!("{}:{}", target.endpoint.host, target.endpoint.port).into(),
+            )),
+            Mode::Sentinel { .. } => Topology::Sentinel {
+                primary: None,
+                resolved_at: None,
+            },
+            Mode::Cluster { .. } => Topology::Cluster {
+                nodes: HashMap::new(),
+                slots: SlotMap::default(),
+                stale: true,
+            },
+        };
+        Ok(TargetClient {
+            timeout: limits.command_timeout,
+            pipeline_size: burst as usize,
+            commands: RateLimiter::new(limits.commands_per_second, burst),
+            entries: RateLimiter::new(limits.pending_entries_per_second, limits.pending_page),
+            stats: ClientStats::default(),
+            root_cert,
+            topology: Mutex::new(topology),
+            target,
+        })
+    }
+
+    /// The target's configuration.
+    pub fn target(&self) -> &Arc<Target> {
+        &self.target
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &ClientStats {
+        &self.stats
+    }
+
+    /// A copy of the counters.
+    pub fn stats_snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            commands: self
+                .stats
+                .commands
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            errors: self
+                .stats
+                .errors
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            rate_limited_seconds: (self.commands.waited() + self.entries.waited()).as_secs_f64(),
+            pending_scanned: self
+                .stats
+                .pending_scanned
+                .load(std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+
+    /// Waits until the PEL scan may read `n` more entries.
+    pub async fn acquire_pending_entries(&self, n: u32) {
+        self.entries.acquire(n as usize).await;
+    }
+
+    fn topo(&self) -> std::sync::MutexGuard<'_, Topology> {
+        self.topology.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The primaries to ask: the one server, the sentinel's current primary,
+    /// or every cluster primary (refreshing the slot map when it is stale).
+    ///
+    /// # Errors
+    /// When the sentinel or the cluster topology cannot be read.
+    pub async fn nodes(&self) -> Result<Vec<NodeAddr>, TargetError> {
+        match &self.target.mode {
+            Mode::Standalone => match &*self.topo() {
+                Topology::Standalone(node) => Ok(vec![node.addr.clone()]),
+                _ => unreachable_topology(),
+            },
+            Mode::Sentinel { .. } => Ok(vec![self.sentinel_primary().await?.addr.clone()]),
+            Mode::Cluster { .. } => {
+                let stale = matches!(&*self.topo(), Topology::Cluster { stale: true, .. });
+                if stale {
+                    self.refresh_cluster().await?;
+                }
+                match &*self.topo() {
+                    Topology::Cluster { slots, .. } => Ok(slots.primaries()),
+                    _ => unreachable_topology(),
+                }
+            }
+        }
+    }
+
+    /// Marks the topology for re-reading on the next [`Self::nodes`] call
+    /// (discovery calls this on its own cadence).
+    pub fn invalidate_topology(&self) {
+        match &mut *self.topo() {
+            Topology::Cluster { stale, .. } => *stale = true,
+            Topology::Sentinel { resolved_at, .. } => *resolved_at = None,
+            Topology::Standalone(_) => {}
+        }
+    }
+
+    /// Groups keys by the node that serves them.
+    ///
+    /// # Errors
+    /// When the topology cannot be read.
+    pub async fn partition<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+    ) -> Result<BTreeMap<NodeAddr, Vec<&'k [u8]>>, TargetError> {
+        let nodes = self.nodes().await?;
+        let mut out: BTreeMap<NodeAddr, Vec<&[u8]>> = BTreeMap::new();
+        let topo = self.topo();
+        for key in keys {
+            let node = match &*topo {
+                Topology::Cluster { slots, .. } => slots
+                    .owner(key_slot(key))
+                    .cloned()
+                    .unwrap_or_else(|| nodes[0].clone()),
+                _ => nodes[0].clone(),
+            };
+            out.entry(node).or_default().push(key);
+        }
+        Ok(out)
+    }
+
+    /// Sends `cmds` to `node` and returns one reply per command, in order.
+    /// Batches larger than the pipeline size are split; every command waits
+    /// for its token first.
+    ///
+    /// # Errors
+    /// A [`TargetError`] when the node cannot be reached or does not answer in
+    /// time; server errors of single commands are returned in their reply.
+    pub async fn execute(
+        &self,
+        node: &NodeAddr,
+        cmds: &[Command],
+    ) -> Result<Vec<Reply>, TargetError> {
+        let mut replies = Vec::with_capacity(cmds.len());
+        for chunk in cmds.chunks(self.pipeline_size) {
+            self.commands.acquire(chunk.len()).await;
+            let raw = self.round_trip(node, chunk, false).await?;
+            for (cmd, value) in chunk.iter().zip(raw) {
+                replies.push(self.settle(node, cmd, value).await?);
+            }
+        }
+        Ok(replies)
+    }
+
+    /// Turns a raw reply into a [`Reply`], following redirections.
+    async fn settle(
+        &self,
+        node: &NodeAddr,
+        cmd: &Command,
+        mut value: Value,
+    ) -> Result<Reply, TargetError> {
+        let mut at = node.clone();
+        for _ in 0..MAX_REDIRECTS {
+            let Value::ServerError(err) = &value else {
+                return Ok(Ok(value));
+            };
+            let (code, details) = (
+                err.code().to_string(),
+                err.details().unwrap_or_default().to_string(),
+            );
+            let asking = match code.as_str() {
+                "MOVED" => false,
+                "ASK" => true,
+                _ => {
+                    let kind = ErrorKind::from_server(&code, &details);
+                    self.stats.error(kind);
+                    return Ok(Err(CommandError {
+                        kind,
+                        command: cmd.label(),
+                        code,
+                        message: details,
+                    }));
+                }
+            };
+            // "<slot> <host:port>"
+            let Some(target) = details.split_whitespace().nth(1) else {
+                break;
+            };
+            let target: NodeAddr = target.into();
+            if !asking {
+                if let Topology::Cluster { stale, .. } = &mut *self.topo() {
+                    *stale = true;
+                }
+            }
+            self.commands.acquire(if asking { 2 } else { 1 }).await;
+            let mut raw = self
+                .round_trip(&target, std::slice::from_ref(cmd), asking)
+                .await?;
+            value = raw.pop().unwrap_or(Value::Nil);
+            at = target;
+        }
+        self.stats.error(ErrorKind::Cluster);
+        Ok(Err(CommandError {
+            kind: ErrorKind::Cluster,
+            command: cmd.label(),
+            code: "REDIRECT".into(),
+            message: format!("still redirected after {MAX_REDIRECTS} hops (last node {at})"),
+        }))
+    }
+
+    /// One pipeline to one node, with the timeout. With `asking`, each
+    /// command is preceded by `ASKING` and only its own reply is returned.
+    async fn round_trip(
+        &self,
+        addr: &NodeAddr,
+        cmds: &[Command],
+        asking: bool,
+    ) -> Result<Vec<Value>, TargetError> {
+        let node = self.node(addr);
+        let mut conn = self.connection(&node).await?;
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for cmd in cmds {
+            if asking {
+                pipe.add_command(Command::Asking.to_cmd()).ignore();
+                self.stats.command(Command::Asking.label());
+            }
+            pipe.add_command(cmd.to_cmd());
+            self.stats.command(cmd.label());
+        }
+        let first = cmds.first().map_or("pipeline", Command::label);
+        match tokio::time::timeout(self.timeout, pipe.query_async::<Vec<Value>>(&mut conn)).await {
+            Err(_) => {
+                self.drop_connection(&node).await;
+                self.stats.error(ErrorKind::Timeout);
+                Err(TargetError::Timeout {
+                    target: self.target.name.clone(),
+                    node: addr.to_string(),
+                    command: first,
+                    timeout: self.timeout,
+                })
+            }
+            Ok(Err(e)) => {
+                self.drop_connection(&node).await;
+                let err = self.connection_error(addr, &e);
+                self.stats.error(err.kind());
+                Err(err)
+            }
+            Ok(Ok(values)) if values.len() == cmds.len() => Ok(values),
+            Ok(Ok(values)) => {
+                self.drop_connection(&node).await;
+                self.stats.error(ErrorKind::Protocol);
+                Err(TargetError::Connection {
+                    target: self.target.name.clone(),
+                    node: addr.to_string(),
+                    detail: format!(
+                        "pipeline of {} commands returned {} replies",
+                        cmds.len(),
+                        values.len()
+                    ),
+                    auth: false,
+                })
+            }
+        }
+    }
+
+    fn connection_error(&self, addr: &NodeAddr, e: &redis::RedisError) -> TargetError {
+        let auth = matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
+            || e.kind() == redis::ErrorKind::AuthenticationFailed;
+        if e.is_timeout() {
+            return TargetError::Timeout {
+                target: self.target.name.clone(),
+                node: addr.to_string(),
+                command: "connect",
+                timeout: self.timeout,
+            };
+        }
+        TargetError::Connection {
+            target: self.target.name.clone(),
+            node: addr.to_string(),
+            detail: e.to_string(),
+            auth,
+        }
+    }
+
+    /// The node slot for `addr`, created for cluster nodes first seen in a
+    /// redirection.
+    fn node(&self, addr: &NodeAddr) -> Arc<Node> {
+        let mut topo = self.topo();
+        match &mut *topo {
+            Topology::Standalone(node) if node.addr == *addr => node.clone(),
+            Topology::Sentinel {
+                primary: Some(node),
+                ..
+            } if node.addr == *addr => node.clone(),
+            Topology::Cluster { nodes, .. } => nodes
+                .entry(addr.clone())
+                .or_insert_with(|| Node::new(addr.clone()))
+                .clone(),
+            // An address that is no longer current (the sentinel moved on):
+            // use a throwaway slot so the old primary is not kept open.
+            _ => Node::new(addr.clone()),
+        }
+    }
+
+    async fn drop_connection(&self, node: &Node) {
+        *node.conn.lock().await = None;
+    }
+
+    async fn connection(&self, node: &Node) -> Result<MultiplexedConnection, TargetError> {
+        let mut slot = node.conn.lock().await;
+        if let Some(conn) = slot.as_ref() {
+            return Ok(conn.clone());
+        }
+        let conn = self.connect(&node.addr, self.data_settings()).await?;
+        *slot = Some(conn.clone());
+        Ok(conn)
+    }
+
+    fn data_settings(&self) -> RedisConnectionInfo {
+        let mut settings = RedisConnectionInfo::default().set_skip_set_lib_name();
+        if !matches!(self.target.mode, Mode::Cluster { .. }) {
+            settings = settings.set_db(self.target.endpoint.db);
+        }
+        if let Some(user) = &self.target.username {
+            settings = settings.set_username(user);
+        }
+        if let Some(pass) = &self.target.password {
+            settings = settings.set_password(pass.expose());
+        }
+        settings
+    }
+
+    /// Opens a connection and names it. `CLIENT SETINFO` is suppressed (it is
+    /// outside the allowlist and NOPERM for the minimal ACL user).
+    async fn connect(
+        &self,
+        addr: &NodeAddr,
+        settings: RedisConnectionInfo,
+    ) -> Result<MultiplexedConnection, TargetError> {
+        let conn_err = |detail: String| TargetError::Connection {
+            target: self.target.name.clone(),
+            node: addr.to_string(),
+            detail,
+            auth: false,
+        };
+        let (host, port) =
+            split_addr(addr).ok_or_else(|| conn_err("not a host:port address".into()))?;
+        let has_password = settings.password().is_some();
+        let selects_db = settings.db() != 0;
+        let conn_addr = if self.target.endpoint.tls {
+            ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: self.target.tls_insecure_skip_verify,
+                tls_params: None,
+            }
+        } else {
+            ConnectionAddr::Tcp(host, port)
+        };
+        let info = conn_addr
+            .into_connection_info()
+            .map_err(|e| conn_err(e.to_string()))?
+            .set_redis_settings(settings);
+        let client = match &self.root_cert {
+            Some(pem) => Client::build_with_tls(
+                info,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.clone()),
+                },
+            ),
+            None => Client::open(info),
+        }
+        .map_err(|e| conn_err(e.to_string()))?;
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout));
+        if has_password {
+            self.stats.command("auth");
+        }
+        if selects_db {
+            self.stats.command("select");
+        }
+        let result = tokio::time::timeout(
+            self.timeout,
+            client.get_multiplexed_async_connection_with_config(&config),
+        )
+        .await;
+        let mut conn = match result {
+            Err(_) => {
+                self.stats.error(ErrorKind::Timeout);
+                return Err(TargetError::Timeout {
+                    target: self.target.name.clone(),
+                    node: addr.to_string(),
+                    command: "connect",
+                    timeout: self.timeout,
+                });
+            }
+            Ok(Err(e)) => {
+                let err = self.connection_error(addr, &e);
+                self.stats.error(err.kind());
+                return Err(err);
+            }
+            Ok(Ok(conn)) => conn,
+        };
+        // Naming the connection is a courtesy to operators; a user without
+        // CLIENT SETNAME still gets metrics.
+        self.stats.command(Command::ClientSetname.label());
+        match tokio::time::timeout(
+            self.timeout,
+            Command::ClientSetname
+                .to_cmd()
+                .query_async::<Value>(&mut conn),
+        )
+        .await
+        {
+            Ok(Ok(Value::ServerError(e))) => self.stats.error(ErrorKind::from_server(
+                e.code(),
+                e.details().unwrap_or_default(),
+            )),
+            Ok(Err(e)) if e.code() == Some("NOPERM") => self.stats.error(ErrorKind::NoPerm),
+            Ok(Err(e)) => {
+                let err = self.connection_error(addr, &e);
+                self.stats.error(err.kind());
+                return Err(err);
+            }
+            Err(_) => {
+                self.stats.error(ErrorKind::Timeout);
+                return Err(TargetError::Timeout {
+                    target: self.target.name.clone(),
+                    node: addr.to_string(),
+                    command: "client_setname",
+                    timeout: self.timeout,
+                });
+            }
+            Ok(Ok(_)) => {}
+        }
+        Ok(conn)
+    }
+
+    /// The current primary according to the sentinels, re-asked every
+    /// [`SENTINEL_REFRESH`] and after any failure.
+    async fn sentinel_primary(&self) -> Result<Arc<Node>, TargetError> {
+        if let Topology::Sentinel {
+            primary: Some(node),
+            resolved_at: Some(at),
+        } = &*self.topo()
+        {
+            if at.elapsed() < SENTINEL_REFRESH {
+                return Ok(node.clone());
+            }
+        }
+        let Mode::Sentinel {
+            sentinels,
+            master_name,
+            username,
+            password,
+        } = &self.target.mode
+        else {
+            return Err(self.topology_error("not in sentinel mode".into()));
+        };
+        let mut last_problem = String::from("no sentinel configured");
+        for sentinel in sentinels {
+            let addr: NodeAddr = sentinel.as_str().into();
+            let mut settings = RedisConnectionInfo::default().set_skip_set_lib_name();
+            if let Some(u) = username {
+                settings = settings.set_username(u);
+            }
+            if let Some(p) = password {
+                settings = settings.set_password(p.expose());
+            }
+            let mut conn = match self.connect(&addr, settings).await {
+                Ok(c) => c,
+                Err(e) => {
+                    last_problem = e.to_string();
+                    continue;
+                }
+            };
+            let cmd = Command::SentinelMasterAddr {
+                name: master_name.clone(),
+            };
+            self.commands.acquire(1).await;
+            self.stats.command(cmd.label());
+            let reply =
+                tokio::time::timeout(self.timeout, cmd.to_cmd().query_async::<Value>(&mut conn))
+                    .await;
+            let addr = match reply {
+                Ok(Ok(Value::Array(parts))) if parts.len() == 2 => {
+                    let host =
+                        reply::as_bytes(&parts[0]).map(|b| String::from_utf8_lossy(b).into_owned());
+                    let port = reply::as_int(&parts[1]);
+                    match (host, port) {
+                        (Some(h), Some(p)) => format!("{h}:{p}"),
+                        _ => {
+                            last_problem = format!("sentinel {sentinel} gave a malformed address");
+                            continue;
+                        }
+                    }
+                }
+                Ok(Ok(Value::Nil)) => {
+                    last_problem =
+                        format!("sentinel {sentinel} does not know master {master_name:?}");
+                    continue;
+                }
+                Ok(Ok(other)) => {
+                    last_problem = format!("sentinel {sentinel} answered {other:?}");
+                    continue;
+                }
+                Ok(Err(e)) => {
+                    last_problem = format!("sentinel {sentinel}: {e}");
+                    continue;
+                }
+                Err(_) => {
+                    last_problem = format!(
+                        "sentinel {sentinel} did not answer within {:?}",
+                        self.timeout
+                    );
+                    continue;
+                }
+            };
+            let mut topo = self.topo();
+            let Topology::Sentinel {
+                primary,
+                resolved_at,
+            } = &mut *topo
+            else {
+                return unreachable_topology();
+            };
+            let node = match primary {
+                Some(node) if *node.addr == *addr => node.clone(),
+                _ => {
+                    // A failover (or the first resolution): start a fresh slot;
+                    // the old connection is dropped with the old node.
+                    let node = Node::new(addr.into());
+                    *primary = Some(node.clone());
+                    node
+                }
+            };
+            *resolved_at = Some(Instant::now());
+            return Ok(node);
+        }
+        self.stats.error(ErrorKind::Connection);
+        Err(self.topology_error(format!("no sentinel gave the primary: {last_problem}")))
+    }
+
+    fn topology_error(&self, detail: String) -> TargetError {
+        TargetError::Topology {
+            target: self.target.name.clone(),
+            detail,
+        }
+    }
+
+    /// Re-reads the cluster slot map from any reachable node: `CLUSTER
+    /// SHARDS` (7.0+), else `CLUSTER SLOTS`.
+    async fn refresh_cluster(&self) -> Result<(), TargetError> {
+        let Mode::Cluster { seeds } = &self.target.mode else {
+            return Ok(());
+        };
+        let mut candidates: Vec<NodeAddr> = match &*self.topo() {
+            Topology::Cluster { slots, .. } => slots.primaries(),
+            _ => Vec::new(),
+        };
+        candidates.push(
+            format!(
+                "{}:{}",
+                self.target.endpoint.host, self.target.endpoint.port
+            )
+            .into(),
+        );
+        candidates.extend(seeds.iter().map(|s| NodeAddr::from(s.as_str())));
+        let mut last_problem = String::from("no node to ask");
+        for addr in candidates {
+            self.commands.acquire(1).await;
+            let shards = match self
+                .round_trip(&addr, &[Command::ClusterShards], false)
+                .await
+            {
+                Ok(mut v) => v.pop().unwrap_or(Value::Nil),
+                Err(e) => {
+                    last_problem = e.to_string();
+                    continue;
+                }
+            };
+            let map = match &shards {
+                Value::ServerError(_) => {
+                    self.commands.acquire(1).await;
+                    match self
+                        .round_trip(&addr, &[Command::ClusterSlots], false)
+                        .await
+                    {
+                        Ok(mut v) => SlotMap::from_slots(
+                            &v.pop().unwrap_or(Value::Nil),
+                            self.target.endpoint.tls,
+                        ),
+                        Err(e) => {
+                            last_problem = e.to_string();
+                            continue;
+                        }
+                    }
+                }
+                other => SlotMap::from_shards(other, self.target.endpoint.tls),
+            };
+            match map {
+                Ok(map) if !map.is_empty() => {
+                    if let Topology::Cluster { slots, stale, .. } = &mut *self.topo() {
+                        *slots = map;
+                        *stale = false;
+                    }
+                    return Ok(());
+                }
+                Ok(_) => last_problem = format!("{addr} reported no slots"),
+                Err(e) => last_problem = format!("{addr}: {e}"),
+            }
+        }
+        self.stats.error(ErrorKind::Cluster);
+        Err(self.topology_error(format!("cannot read the cluster topology: {last_problem}")))
+    }
+}
+
+fn unreachable_topology<T>() -> Result<T, TargetError> {
+    // The topology variant is chosen from the mode in `new` and never changes.
+    Err(TargetError::Topology {
+        target: String::new(),
+        detail: "internal: topology does not match mode".into(),
+    })
+}
+
+fn split_addr(addr: &str) -> Option<(String, u16)> {
+    let (host, port) = addr.rsplit_once(':')?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    Some((host.to_string(), port.parse().ok()?))
+}

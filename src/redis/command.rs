@@ -1,0 +1,290 @@
+//! The commands the exporter may send, as a closed enum.
+//!
+//! This enum *is* the read-only allowlist of SPEC §3: there is no way to send
+//! anything else, so a write, `XINFO STREAM FULL`, `KEYS` or `XAUTOCLAIM`
+//! cannot be issued by mistake. Each command knows its spelling, the key it
+//! touches (for cluster routing) and its `command` label.
+
+use super::id::StreamId;
+
+/// Start of an `XPENDING`/`XRANGE` range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RangeStart {
+    /// `-`: from the smallest ID.
+    Min,
+    /// From this ID, inclusive.
+    From(StreamId),
+}
+
+/// End of a range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RangeEnd {
+    /// `+`: to the largest ID.
+    Max,
+    /// To this ID, inclusive.
+    To(StreamId),
+}
+
+/// A command the exporter may send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `PING`.
+    Ping,
+    /// `INFO server`.
+    InfoServer,
+    /// `INFO memory`.
+    InfoMemory,
+    /// `TIME`: the server's clock, for ages.
+    Time,
+    /// `SCAN cursor [MATCH pattern] COUNT n TYPE stream`.
+    Scan {
+        /// Cursor from the previous page (0 to start).
+        cursor: u64,
+        /// MATCH pattern.
+        pattern: Option<Vec<u8>>,
+        /// COUNT hint.
+        count: u32,
+    },
+    /// `TYPE key`.
+    Type {
+        /// Key.
+        key: Vec<u8>,
+    },
+    /// `XINFO STREAM key` (never FULL).
+    XinfoStream {
+        /// Stream.
+        key: Vec<u8>,
+    },
+    /// `XINFO GROUPS key`.
+    XinfoGroups {
+        /// Stream.
+        key: Vec<u8>,
+    },
+    /// `XINFO CONSUMERS key group`.
+    XinfoConsumers {
+        /// Stream.
+        key: Vec<u8>,
+        /// Group.
+        group: Vec<u8>,
+    },
+    /// `XPENDING key group` (summary).
+    XpendingSummary {
+        /// Stream.
+        key: Vec<u8>,
+        /// Group.
+        group: Vec<u8>,
+    },
+    /// `XPENDING key group start end count` (extended form, no IDLE filter:
+    /// IDLE scans the whole range when nothing matches).
+    XpendingRange {
+        /// Stream.
+        key: Vec<u8>,
+        /// Group.
+        group: Vec<u8>,
+        /// First ID.
+        start: RangeStart,
+        /// Entries to return.
+        count: u32,
+    },
+    /// `XRANGE key start end COUNT n`.
+    Xrange {
+        /// Stream.
+        key: Vec<u8>,
+        /// First ID.
+        start: RangeStart,
+        /// Last ID.
+        end: RangeEnd,
+        /// Entries to return (always bounded).
+        count: u32,
+    },
+    /// `CLIENT SETNAME name`, so operators can tell our connection apart.
+    ClientSetname,
+    /// `CLUSTER SHARDS` (7.0+).
+    ClusterShards,
+    /// `CLUSTER SLOTS` (before 7.0).
+    ClusterSlots,
+    /// `ASKING`, sent before a command redirected by `-ASK` during resharding.
+    Asking,
+    /// `SENTINEL GET-MASTER-ADDR-BY-NAME name` (to a sentinel).
+    SentinelMasterAddr {
+        /// Master name.
+        name: String,
+    },
+}
+
+/// The client name the exporter sets on its connections.
+pub const CLIENT_NAME: &str = "redis-streams-exporter";
+
+impl Command {
+    /// The `command` label and log field.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Command::Ping => "ping",
+            Command::InfoServer | Command::InfoMemory => "info",
+            Command::Time => "time",
+            Command::Scan { .. } => "scan",
+            Command::Type { .. } => "type",
+            Command::XinfoStream { .. } => "xinfo_stream",
+            Command::XinfoGroups { .. } => "xinfo_groups",
+            Command::XinfoConsumers { .. } => "xinfo_consumers",
+            Command::XpendingSummary { .. } => "xpending_summary",
+            Command::XpendingRange { .. } => "xpending_range",
+            Command::Xrange { .. } => "xrange",
+            Command::ClientSetname => "client_setname",
+            Command::ClusterShards => "cluster_shards",
+            Command::ClusterSlots => "cluster_slots",
+            Command::Asking => "asking",
+            Command::SentinelMasterAddr { .. } => "sentinel_get_master_addr",
+        }
+    }
+
+    /// The key the command touches, for slot routing.
+    pub fn key(&self) -> Option<&[u8]> {
+        match self {
+            Command::Type { key }
+            | Command::XinfoStream { key }
+            | Command::XinfoGroups { key }
+            | Command::XinfoConsumers { key, .. }
+            | Command::XpendingSummary { key, .. }
+            | Command::XpendingRange { key, .. }
+            | Command::Xrange { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+
+    /// The command as redis-rs will send it.
+    pub fn to_cmd(&self) -> redis::Cmd {
+        fn start_arg(s: RangeStart) -> String {
+            match s {
+                RangeStart::Min => "-".to_string(),
+                RangeStart::From(id) => id.to_string(),
+            }
+        }
+        match self {
+            Command::Ping => redis::cmd("PING"),
+            Command::InfoServer => redis::cmd("INFO").arg("server").to_owned(),
+            Command::InfoMemory => redis::cmd("INFO").arg("memory").to_owned(),
+            Command::Time => redis::cmd("TIME"),
+            Command::Scan {
+                cursor,
+                pattern,
+                count,
+            } => {
+                let mut c = redis::cmd("SCAN");
+                c.arg(*cursor);
+                if let Some(p) = pattern {
+                    c.arg("MATCH").arg(p.as_slice());
+                }
+                c.arg("COUNT").arg(*count).arg("TYPE").arg("stream");
+                c
+            }
+            Command::Type { key } => redis::cmd("TYPE").arg(key.as_slice()).to_owned(),
+            Command::XinfoStream { key } => redis::cmd("XINFO")
+                .arg("STREAM")
+                .arg(key.as_slice())
+                .to_owned(),
+            Command::XinfoGroups { key } => redis::cmd("XINFO")
+                .arg("GROUPS")
+                .arg(key.as_slice())
+                .to_owned(),
+            Command::XinfoConsumers { key, group } => redis::cmd("XINFO")
+                .arg("CONSUMERS")
+                .arg(key.as_slice())
+                .arg(group.as_slice())
+                .to_owned(),
+            Command::XpendingSummary { key, group } => redis::cmd("XPENDING")
+                .arg(key.as_slice())
+                .arg(group.as_slice())
+                .to_owned(),
+            Command::XpendingRange {
+                key,
+                group,
+                start,
+                count,
+            } => redis::cmd("XPENDING")
+                .arg(key.as_slice())
+                .arg(group.as_slice())
+                .arg(start_arg(*start))
+                .arg("+")
+                .arg(*count)
+                .to_owned(),
+            Command::Xrange {
+                key,
+                start,
+                end,
+                count,
+            } => redis::cmd("XRANGE")
+                .arg(key.as_slice())
+                .arg(start_arg(*start))
+                .arg(match end {
+                    RangeEnd::Max => "+".to_string(),
+                    RangeEnd::To(id) => id.to_string(),
+                })
+                .arg("COUNT")
+                .arg(*count)
+                .to_owned(),
+            Command::ClientSetname => redis::cmd("CLIENT")
+                .arg("SETNAME")
+                .arg(CLIENT_NAME)
+                .to_owned(),
+            Command::ClusterShards => redis::cmd("CLUSTER").arg("SHARDS").to_owned(),
+            Command::ClusterSlots => redis::cmd("CLUSTER").arg("SLOTS").to_owned(),
+            Command::Asking => redis::cmd("ASKING"),
+            Command::SentinelMasterAddr { name } => redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(name.as_str())
+                .to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(c: &Command) -> Vec<String> {
+        c.to_cmd()
+            .args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => "<cursor>".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn spelling() {
+        assert_eq!(
+            words(&Command::Scan {
+                cursor: 0,
+                pattern: Some(b"o:*".to_vec()),
+                count: 1000
+            }),
+            [
+                "SCAN", "0", "MATCH", "o:*", "COUNT", "1000", "TYPE", "stream"
+            ]
+        );
+        assert_eq!(
+            words(&Command::XpendingRange {
+                key: b"s".to_vec(),
+                group: b"g".to_vec(),
+                start: RangeStart::From(StreamId::new(5, 1)),
+                count: 500
+            }),
+            ["XPENDING", "s", "g", "5-1", "+", "500"]
+        );
+        assert_eq!(
+            words(&Command::Xrange {
+                key: b"s".to_vec(),
+                start: RangeStart::Min,
+                end: RangeEnd::To(StreamId::new(3, 0)),
+                count: 1
+            }),
+            ["XRANGE", "s", "-", "3-0", "COUNT", "1"]
+        );
+        assert_eq!(
+            words(&Command::XinfoStream { key: b"s".to_vec() }),
+            ["XINFO", "STREAM", "s"]
+        );
+    }
+}

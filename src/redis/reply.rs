@@ -1,0 +1,759 @@
+//! Decoding of raw Redis replies into plain data.
+//!
+//! Replies are read by field name, never by position, in both RESP2 (flat
+//! field/value arrays) and RESP3 (maps), ignoring fields we do not know (newer
+//! servers append them). A field Redis sends as nil, or does not send at all
+//! (older servers), decodes to `None`: unknown stays unknown.
+
+use redis::Value;
+
+use super::id::StreamId;
+
+/// A reply did not have the shape we expect.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unexpected reply to {command}: {detail}")]
+pub struct DecodeError {
+    /// The command whose reply failed to decode.
+    pub command: &'static str,
+    /// What was wrong.
+    pub detail: String,
+}
+
+fn bad(command: &'static str, detail: impl Into<String>) -> DecodeError {
+    DecodeError {
+        command,
+        detail: detail.into(),
+    }
+}
+
+/// The bytes of a string-like value.
+pub fn as_bytes(v: &Value) -> Option<&[u8]> {
+    match v {
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.as_bytes()),
+        Value::VerbatimString { text, .. } => Some(text.as_bytes()),
+        Value::Okay => Some(b"OK"),
+        _ => None,
+    }
+}
+
+/// An integer, also when Redis sends it as a string (XPENDING does).
+pub fn as_int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        Value::SimpleString(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+fn is_nil(v: &Value) -> bool {
+    matches!(v, Value::Nil)
+}
+
+fn as_array(v: &Value) -> Option<&[Value]> {
+    match v {
+        Value::Array(a) | Value::Set(a) => Some(a),
+        _ => None,
+    }
+}
+
+/// Field/value pairs of a RESP2 flat array or a RESP3 map.
+fn fields<'a>(
+    command: &'static str,
+    v: &'a Value,
+) -> Result<Vec<(&'a [u8], &'a Value)>, DecodeError> {
+    match v {
+        Value::Map(m) => m
+            .iter()
+            .map(|(k, v)| {
+                as_bytes(k)
+                    .map(|k| (k, v))
+                    .ok_or_else(|| bad(command, "non-string field name"))
+            })
+            .collect(),
+        Value::Array(a) => {
+            if a.len() % 2 != 0 {
+                return Err(bad(command, "odd number of elements in a field list"));
+            }
+            a.chunks(2)
+                .map(|c| {
+                    as_bytes(&c[0])
+                        .map(|k| (k, &c[1]))
+                        .ok_or_else(|| bad(command, "non-string field name"))
+                })
+                .collect()
+        }
+        other => Err(bad(
+            command,
+            format!("expected a field list, got {}", kind(other)),
+        )),
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Nil => "nil",
+        Value::Int(_) => "integer",
+        Value::BulkString(_) => "bulk string",
+        Value::Array(_) => "array",
+        Value::SimpleString(_) => "simple string",
+        Value::Okay => "OK",
+        Value::Map(_) => "map",
+        Value::ServerError(_) => "error",
+        _ => "other",
+    }
+}
+
+fn count(command: &'static str, field: &str, v: &Value) -> Result<u64, DecodeError> {
+    as_int(v)
+        .and_then(|i| u64::try_from(i).ok())
+        .ok_or_else(|| bad(command, format!("{field} is not a non-negative integer")))
+}
+
+/// A count that may be nil (unknown).
+fn nullable_count(
+    command: &'static str,
+    field: &str,
+    v: &Value,
+) -> Result<Option<u64>, DecodeError> {
+    if is_nil(v) {
+        return Ok(None);
+    }
+    count(command, field, v).map(Some)
+}
+
+fn id(command: &'static str, field: &str, v: &Value) -> Result<StreamId, DecodeError> {
+    as_bytes(v)
+        .and_then(StreamId::parse)
+        .ok_or_else(|| bad(command, format!("{field} is not a stream ID")))
+}
+
+/// `[id, [field, value, ...]]` or nil → the entry's ID.
+fn entry_id(
+    command: &'static str,
+    field: &str,
+    v: &Value,
+) -> Result<Option<StreamId>, DecodeError> {
+    if is_nil(v) {
+        return Ok(None);
+    }
+    let parts = as_array(v).ok_or_else(|| bad(command, format!("{field} is not an entry")))?;
+    let first = parts
+        .first()
+        .ok_or_else(|| bad(command, format!("{field} is empty")))?;
+    id(command, field, first).map(Some)
+}
+
+/// `XINFO STREAM key` (summary form).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamInfo {
+    /// XLEN.
+    pub length: u64,
+    /// Number of consumer groups.
+    pub groups: u64,
+    /// Largest ID ever generated (survives deletion of the last entry).
+    pub last_generated_id: StreamId,
+    /// ID of the first entry; `None` when the stream is empty.
+    pub first_entry_id: Option<StreamId>,
+    /// ID of the last entry; `None` when the stream is empty.
+    pub last_entry_id: Option<StreamId>,
+    /// Entries ever added (7.0+).
+    pub entries_added: Option<u64>,
+    /// Largest ID removed by XDEL (7.0+); `0-0` when none.
+    pub max_deleted_entry_id: Option<StreamId>,
+    /// Cached first non-deleted ID (7.0+).
+    pub recorded_first_entry_id: Option<StreamId>,
+}
+
+/// Decodes `XINFO STREAM`.
+///
+/// # Errors
+/// When a required field is missing or malformed.
+pub fn stream_info(v: &Value) -> Result<StreamInfo, DecodeError> {
+    const C: &str = "XINFO STREAM";
+    let mut info = StreamInfo::default();
+    let (mut length, mut last_generated) = (None, None);
+    for (k, v) in fields(C, v)? {
+        match k {
+            b"length" => length = Some(count(C, "length", v)?),
+            b"groups" => info.groups = count(C, "groups", v)?,
+            b"last-generated-id" => last_generated = Some(id(C, "last-generated-id", v)?),
+            b"first-entry" => info.first_entry_id = entry_id(C, "first-entry", v)?,
+            b"last-entry" => info.last_entry_id = entry_id(C, "last-entry", v)?,
+            b"entries-added" => info.entries_added = nullable_count(C, "entries-added", v)?,
+            b"max-deleted-entry-id" => {
+                info.max_deleted_entry_id = Some(id(C, "max-deleted-entry-id", v)?)
+            }
+            b"recorded-first-entry-id" => {
+                info.recorded_first_entry_id = Some(id(C, "recorded-first-entry-id", v)?)
+            }
+            _ => {}
+        }
+    }
+    info.length = length.ok_or_else(|| bad(C, "no length field"))?;
+    info.last_generated_id = last_generated.ok_or_else(|| bad(C, "no last-generated-id field"))?;
+    Ok(info)
+}
+
+/// One group of `XINFO GROUPS key`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupInfo {
+    /// Group name (binary-safe).
+    pub name: Vec<u8>,
+    /// Consumers in the group.
+    pub consumers: u64,
+    /// PEL size.
+    pub pending: u64,
+    /// Last ID delivered to the group.
+    pub last_delivered_id: StreamId,
+    /// Entries read; `None` when nil (unknown) or before 7.0.
+    pub entries_read: Option<u64>,
+    /// Redis's lag; `None` when nil (unknown) or before 7.0.
+    pub lag: Option<u64>,
+}
+
+/// Decodes `XINFO GROUPS`.
+///
+/// # Errors
+/// When a group lacks a required field.
+pub fn groups(v: &Value) -> Result<Vec<GroupInfo>, DecodeError> {
+    const C: &str = "XINFO GROUPS";
+    let list = as_array(v).ok_or_else(|| bad(C, format!("expected an array, got {}", kind(v))))?;
+    list.iter()
+        .map(|g| {
+            let mut out = GroupInfo::default();
+            let (mut name, mut ld) = (None, None);
+            for (k, v) in fields(C, g)? {
+                match k {
+                    b"name" => {
+                        name = Some(
+                            as_bytes(v)
+                                .ok_or_else(|| bad(C, "name is not a string"))?
+                                .to_vec(),
+                        )
+                    }
+                    b"consumers" => out.consumers = count(C, "consumers", v)?,
+                    b"pending" => out.pending = count(C, "pending", v)?,
+                    b"last-delivered-id" => ld = Some(id(C, "last-delivered-id", v)?),
+                    b"entries-read" => out.entries_read = nullable_count(C, "entries-read", v)?,
+                    // Negative lag has been seen after XGROUP CREATE ... ENTRIESREAD
+                    // with a too large value (redis#14257): no sound number.
+                    b"lag" => {
+                        out.lag = if is_nil(v) {
+                            None
+                        } else {
+                            as_int(v).and_then(|i| u64::try_from(i).ok())
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            out.name = name.ok_or_else(|| bad(C, "group without a name"))?;
+            out.last_delivered_id = ld.ok_or_else(|| bad(C, "group without last-delivered-id"))?;
+            Ok(out)
+        })
+        .collect()
+}
+
+/// One consumer of `XINFO CONSUMERS key group`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConsumerInfo {
+    /// Consumer name (binary-safe).
+    pub name: Vec<u8>,
+    /// Entries it holds.
+    pub pending: u64,
+    /// Milliseconds since its last read attempt (last success before 7.2).
+    pub idle_ms: u64,
+    /// Milliseconds since its last successful read (7.2+). `None` before
+    /// 7.2 and when Redis reports -1 (never succeeded; see `never_active`).
+    pub inactive_ms: Option<u64>,
+    /// Redis reported `inactive` -1: the consumer never read successfully.
+    pub never_active: bool,
+}
+
+/// Decodes `XINFO CONSUMERS`.
+///
+/// # Errors
+/// When a consumer lacks a required field.
+pub fn consumers(v: &Value) -> Result<Vec<ConsumerInfo>, DecodeError> {
+    const C: &str = "XINFO CONSUMERS";
+    let list = as_array(v).ok_or_else(|| bad(C, format!("expected an array, got {}", kind(v))))?;
+    list.iter()
+        .map(|c| {
+            let mut out = ConsumerInfo::default();
+            let mut name = None;
+            for (k, v) in fields(C, c)? {
+                match k {
+                    b"name" => {
+                        name = Some(
+                            as_bytes(v)
+                                .ok_or_else(|| bad(C, "name is not a string"))?
+                                .to_vec(),
+                        )
+                    }
+                    b"pending" => out.pending = count(C, "pending", v)?,
+                    // Redis clamps idle at 0, but be tolerant of clock quirks.
+                    b"idle" => {
+                        out.idle_ms = as_int(v)
+                            .ok_or_else(|| bad(C, "idle is not an integer"))?
+                            .max(0) as u64
+                    }
+                    b"inactive" => match as_int(v) {
+                        Some(i) if i >= 0 => out.inactive_ms = Some(i as u64),
+                        Some(_) => out.never_active = true,
+                        None if is_nil(v) => {}
+                        None => return Err(bad(C, "inactive is not an integer")),
+                    },
+                    _ => {}
+                }
+            }
+            out.name = name.ok_or_else(|| bad(C, "consumer without a name"))?;
+            Ok(out)
+        })
+        .collect()
+}
+
+/// `XPENDING key group` (summary form).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PendingSummary {
+    /// PEL size.
+    pub count: u64,
+    /// Smallest pending ID.
+    pub min_id: Option<StreamId>,
+    /// Largest pending ID.
+    pub max_id: Option<StreamId>,
+    /// Pending count per consumer that holds any.
+    pub consumers: Vec<(Vec<u8>, u64)>,
+}
+
+/// Decodes the `XPENDING` summary form.
+///
+/// # Errors
+/// When the reply is not the four-element summary.
+pub fn pending_summary(v: &Value) -> Result<PendingSummary, DecodeError> {
+    const C: &str = "XPENDING";
+    let parts = as_array(v)
+        .filter(|a| a.len() == 4)
+        .ok_or_else(|| bad(C, "expected a 4-element summary"))?;
+    let min_id = if is_nil(&parts[1]) {
+        None
+    } else {
+        Some(id(C, "min id", &parts[1])?)
+    };
+    let max_id = if is_nil(&parts[2]) {
+        None
+    } else {
+        Some(id(C, "max id", &parts[2])?)
+    };
+    let consumers = match &parts[3] {
+        Value::Nil => Vec::new(),
+        other => as_array(other)
+            .ok_or_else(|| bad(C, "consumer list is not an array"))?
+            .iter()
+            .map(|pair| {
+                let pair = as_array(pair)
+                    .filter(|p| p.len() == 2)
+                    .ok_or_else(|| bad(C, "consumer entry is not a pair"))?;
+                let name =
+                    as_bytes(&pair[0]).ok_or_else(|| bad(C, "consumer name is not a string"))?;
+                Ok((name.to_vec(), count(C, "consumer count", &pair[1])?))
+            })
+            .collect::<Result<_, DecodeError>>()?,
+    };
+    Ok(PendingSummary {
+        count: count(C, "count", &parts[0])?,
+        min_id,
+        max_id,
+        consumers,
+    })
+}
+
+/// One row of the extended `XPENDING key group start end count`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingEntry {
+    /// Entry ID.
+    pub id: StreamId,
+    /// Owning consumer; empty for entries released by XNACK (Redis 8.8+).
+    pub consumer: Vec<u8>,
+    /// Milliseconds since last delivery.
+    pub idle_ms: u64,
+    /// Times delivered.
+    pub deliveries: u64,
+}
+
+/// Decodes the extended `XPENDING` form.
+///
+/// # Errors
+/// When a row is not `[id, consumer, idle, count]`.
+pub fn pending_entries(v: &Value) -> Result<Vec<PendingEntry>, DecodeError> {
+    const C: &str = "XPENDING";
+    let rows = as_array(v).ok_or_else(|| bad(C, format!("expected an array, got {}", kind(v))))?;
+    rows.iter()
+        .map(|row| {
+            let r = as_array(row)
+                .filter(|r| r.len() >= 4)
+                .ok_or_else(|| bad(C, "row is not [id, consumer, idle, count]"))?;
+            Ok(PendingEntry {
+                id: id(C, "id", &r[0])?,
+                consumer: as_bytes(&r[1])
+                    .ok_or_else(|| bad(C, "consumer is not a string"))?
+                    .to_vec(),
+                idle_ms: as_int(&r[2])
+                    .ok_or_else(|| bad(C, "idle is not an integer"))?
+                    .max(0) as u64,
+                deliveries: count(C, "delivery count", &r[3])?,
+            })
+        })
+        .collect()
+}
+
+/// Decodes an `XRANGE`/`XREVRANGE` reply into the entry IDs (bodies are not
+/// needed and are dropped).
+///
+/// # Errors
+/// When an entry has no ID.
+pub fn range_ids(v: &Value) -> Result<Vec<StreamId>, DecodeError> {
+    const C: &str = "XRANGE";
+    let rows = as_array(v).ok_or_else(|| bad(C, format!("expected an array, got {}", kind(v))))?;
+    rows.iter()
+        .map(|row| entry_id(C, "entry", row)?.ok_or_else(|| bad(C, "nil entry")))
+        .collect()
+}
+
+/// Decodes `TIME` into milliseconds since the epoch.
+///
+/// # Errors
+/// When the reply is not `[seconds, microseconds]`.
+pub fn time_ms(v: &Value) -> Result<u64, DecodeError> {
+    const C: &str = "TIME";
+    let parts = as_array(v)
+        .filter(|a| a.len() == 2)
+        .ok_or_else(|| bad(C, "expected [seconds, microseconds]"))?;
+    let secs = count(C, "seconds", &parts[0])?;
+    let micros = count(C, "microseconds", &parts[1])?;
+    Ok(secs * 1000 + micros / 1000)
+}
+
+/// One page of `SCAN`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScanPage {
+    /// Cursor for the next call; 0 when the iteration is complete.
+    pub cursor: u64,
+    /// Keys in this page.
+    pub keys: Vec<Vec<u8>>,
+}
+
+/// Decodes a `SCAN` reply.
+///
+/// # Errors
+/// When the reply is not `[cursor, [keys]]`.
+pub fn scan_page(v: &Value) -> Result<ScanPage, DecodeError> {
+    const C: &str = "SCAN";
+    let parts = as_array(v)
+        .filter(|a| a.len() == 2)
+        .ok_or_else(|| bad(C, "expected [cursor, keys]"))?;
+    let cursor = count(C, "cursor", &parts[0])?;
+    let keys = as_array(&parts[1])
+        .ok_or_else(|| bad(C, "keys are not an array"))?
+        .iter()
+        .map(|k| {
+            as_bytes(k)
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| bad(C, "key is not a string"))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(ScanPage { cursor, keys })
+}
+
+/// Decodes an `INFO` section into `(field, value)` pairs.
+///
+/// # Errors
+/// When the reply is not text.
+pub fn info_fields(v: &Value) -> Result<Vec<(String, String)>, DecodeError> {
+    let text = as_bytes(v).ok_or_else(|| bad("INFO", format!("expected text, got {}", kind(v))))?;
+    Ok(String::from_utf8_lossy(text)
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+    fn arr(v: Vec<Value>) -> Value {
+        Value::Array(v)
+    }
+    fn entry(id: &str) -> Value {
+        arr(vec![b(id), arr(vec![b("f"), b("v")])])
+    }
+
+    #[test]
+    fn stream_info_7_0_with_all_fields() {
+        let v = arr(vec![
+            b("length"),
+            Value::Int(3),
+            b("radix-tree-keys"),
+            Value::Int(1),
+            b("radix-tree-nodes"),
+            Value::Int(2),
+            b("last-generated-id"),
+            b("1700000000003-0"),
+            b("max-deleted-entry-id"),
+            b("1700000000001-0"),
+            b("entries-added"),
+            Value::Int(4),
+            b("recorded-first-entry-id"),
+            b("1700000000000-0"),
+            b("groups"),
+            Value::Int(2),
+            b("first-entry"),
+            entry("1700000000000-0"),
+            b("last-entry"),
+            entry("1700000000003-0"),
+            b("some-future-field"),
+            Value::Int(9),
+        ]);
+        let info = stream_info(&v).unwrap();
+        assert_eq!(info.length, 3);
+        assert_eq!(info.groups, 2);
+        assert_eq!(info.entries_added, Some(4));
+        assert_eq!(
+            info.max_deleted_entry_id,
+            Some(StreamId::new(1700000000001, 0))
+        );
+        assert_eq!(info.first_entry_id, Some(StreamId::new(1700000000000, 0)));
+        assert_eq!(info.last_entry_id, Some(StreamId::new(1700000000003, 0)));
+    }
+
+    #[test]
+    fn stream_info_6_2_lacks_fields_and_empty_stream_has_nil_entries() {
+        let v = arr(vec![
+            b("length"),
+            Value::Int(0),
+            b("radix-tree-keys"),
+            Value::Int(0),
+            b("radix-tree-nodes"),
+            Value::Int(1),
+            b("last-generated-id"),
+            b("5-0"),
+            b("groups"),
+            Value::Int(0),
+            b("first-entry"),
+            Value::Nil,
+            b("last-entry"),
+            Value::Nil,
+        ]);
+        let info = stream_info(&v).unwrap();
+        assert_eq!(info.entries_added, None);
+        assert_eq!(info.max_deleted_entry_id, None);
+        assert_eq!(info.first_entry_id, None);
+        assert_eq!(info.last_generated_id, StreamId::new(5, 0));
+    }
+
+    #[test]
+    fn stream_info_resp3_map() {
+        let v = Value::Map(vec![
+            (b("length"), Value::Int(1)),
+            (b("last-generated-id"), b("1-1")),
+            (b("groups"), Value::Int(0)),
+        ]);
+        assert_eq!(
+            stream_info(&v).unwrap().last_generated_id,
+            StreamId::new(1, 1)
+        );
+    }
+
+    #[test]
+    fn stream_info_without_length_is_an_error() {
+        let v = arr(vec![b("last-generated-id"), b("1-1")]);
+        assert!(
+            stream_info(&v)
+                .unwrap_err()
+                .to_string()
+                .contains("no length")
+        );
+    }
+
+    #[test]
+    fn groups_nil_lag_stays_unknown() {
+        let v = arr(vec![
+            arr(vec![
+                b("name"),
+                b("g1"),
+                b("consumers"),
+                Value::Int(2),
+                b("pending"),
+                Value::Int(5),
+                b("last-delivered-id"),
+                b("10-0"),
+                b("entries-read"),
+                Value::Nil,
+                b("lag"),
+                Value::Nil,
+            ]),
+            arr(vec![
+                b("name"),
+                b("g2"),
+                b("consumers"),
+                Value::Int(0),
+                b("pending"),
+                Value::Int(0),
+                b("last-delivered-id"),
+                b("0-0"),
+                b("entries-read"),
+                Value::Int(7),
+                b("lag"),
+                Value::Int(0),
+            ]),
+            // Redis 6.2: no entries-read, no lag.
+            arr(vec![
+                b("name"),
+                b("old"),
+                b("consumers"),
+                Value::Int(1),
+                b("pending"),
+                Value::Int(1),
+                b("last-delivered-id"),
+                b("3-0"),
+            ]),
+        ]);
+        let g = groups(&v).unwrap();
+        assert_eq!((g[0].lag, g[0].entries_read), (None, None));
+        assert_eq!((g[1].lag, g[1].entries_read), (Some(0), Some(7)));
+        assert_eq!((g[2].lag, g[2].entries_read), (None, None));
+        assert_eq!(g[0].pending, 5);
+    }
+
+    #[test]
+    fn groups_negative_lag_is_unknown_not_wrapped() {
+        let v = arr(vec![arr(vec![
+            b("name"),
+            b("g"),
+            b("consumers"),
+            Value::Int(0),
+            b("pending"),
+            Value::Int(0),
+            b("last-delivered-id"),
+            b("1-0"),
+            b("lag"),
+            Value::Int(-3),
+        ])]);
+        assert_eq!(groups(&v).unwrap()[0].lag, None);
+    }
+
+    #[test]
+    fn consumers_inactive_minus_one_and_missing() {
+        let v = arr(vec![
+            arr(vec![
+                b("name"),
+                b("a"),
+                b("pending"),
+                Value::Int(2),
+                b("idle"),
+                Value::Int(1500),
+                b("inactive"),
+                Value::Int(-1),
+            ]),
+            arr(vec![
+                b("name"),
+                b("b"),
+                b("pending"),
+                Value::Int(0),
+                b("idle"),
+                Value::Int(10),
+                b("inactive"),
+                Value::Int(20),
+            ]),
+            arr(vec![
+                b("name"),
+                b("c"),
+                b("pending"),
+                Value::Int(1),
+                b("idle"),
+                Value::Int(99),
+            ]),
+        ]);
+        let c = consumers(&v).unwrap();
+        assert_eq!((c[0].inactive_ms, c[0].never_active), (None, true));
+        assert_eq!((c[1].inactive_ms, c[1].never_active), (Some(20), false));
+        assert_eq!(
+            (c[2].inactive_ms, c[2].never_active, c[2].idle_ms),
+            (None, false, 99)
+        );
+    }
+
+    #[test]
+    fn pending_summary_counts_are_strings_and_empty_is_nil() {
+        let v = arr(vec![
+            Value::Int(3),
+            b("1-0"),
+            b("3-0"),
+            arr(vec![
+                arr(vec![b("alice"), b("2")]),
+                arr(vec![b("bob"), b("1")]),
+            ]),
+        ]);
+        let s = pending_summary(&v).unwrap();
+        assert_eq!(s.count, 3);
+        assert_eq!(s.min_id, Some(StreamId::new(1, 0)));
+        assert_eq!(
+            s.consumers,
+            vec![(b"alice".to_vec(), 2), (b"bob".to_vec(), 1)]
+        );
+        let empty = arr(vec![Value::Int(0), Value::Nil, Value::Nil, Value::Nil]);
+        let e = pending_summary(&empty).unwrap();
+        assert_eq!((e.count, e.min_id, e.consumers.len()), (0, None, 0));
+    }
+
+    #[test]
+    fn pending_entries_and_ranges() {
+        let v = arr(vec![arr(vec![
+            b("5-1"),
+            b("c1"),
+            Value::Int(1200),
+            Value::Int(25),
+        ])]);
+        let p = pending_entries(&v).unwrap();
+        assert_eq!(
+            p[0],
+            PendingEntry {
+                id: StreamId::new(5, 1),
+                consumer: b"c1".to_vec(),
+                idle_ms: 1200,
+                deliveries: 25
+            }
+        );
+        let r = arr(vec![entry("1-0"), entry("2-0")]);
+        assert_eq!(
+            range_ids(&r).unwrap(),
+            vec![StreamId::new(1, 0), StreamId::new(2, 0)]
+        );
+    }
+
+    #[test]
+    fn time_scan_info() {
+        assert_eq!(
+            time_ms(&arr(vec![b("1700000000"), b("123456")])).unwrap(),
+            1_700_000_000_123
+        );
+        let page = scan_page(&arr(vec![
+            b("17"),
+            arr(vec![b("s1"), Value::BulkString(vec![0xff])]),
+        ]))
+        .unwrap();
+        assert_eq!(page.cursor, 17);
+        assert_eq!(page.keys[1], vec![0xff]);
+        let info = info_fields(&b(
+            "# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\n",
+        ))
+        .unwrap();
+        assert_eq!(info[0], ("redis_version".into(), "7.0.15".into()));
+    }
+}

@@ -1,0 +1,381 @@
+//! Group status (SPEC §6): one word per group, judged over a sliding window of
+//! stream polls, Burrow-style but without its false alarms on quiet streams.
+//!
+//! Pure: [`evaluate`] takes the samples (oldest first) and the settings and
+//! returns a [`GroupStatus`]; the poller keeps the samples. Rules in order:
+//! 1. `data_loss`: entries were trimmed before the group read them.
+//! 2. `stopped`: there is work (undelivered or pending entries) and no
+//!    consumer has read successfully for the whole window (or the group has no
+//!    consumers). Judged from the consumers' last successful read, so it holds
+//!    from the first poll on.
+//! 3. `stalled`: there is work, consumers read, but over a full window the
+//!    last-delivered-id never moved while entries waited, or the oldest pending
+//!    entry stayed the same (a message retried forever).
+//! 4. `lagging`: lag seconds above half of `max_delay`; without a `max_delay`,
+//!    lag above 0 in every poll of a full window and never decreasing while the
+//!    group advances.
+//! 5. `idle`: nothing produced during the window, nothing pending, nothing
+//!    undelivered.
+//! 6. `ok` otherwise: lag reached 0 in the window, or lag seconds stay under
+//!    half of `max_delay`, or the window is too short to say more.
+//!
+//! A quiet stream (no production, nothing pending) is never `stopped` or
+//! `stalled`, whatever its consumers do, because there is no work.
+
+use std::time::Duration;
+
+use crate::redis::StreamId;
+
+/// The status of a group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum GroupStatus {
+    /// Keeping up.
+    Ok,
+    /// Nothing to do.
+    Idle,
+    /// Falling behind.
+    Lagging,
+    /// Consumers are there but make no progress.
+    Stalled,
+    /// Nobody consumes while work waits.
+    Stopped,
+    /// Undelivered entries were trimmed away.
+    DataLoss,
+}
+
+impl GroupStatus {
+    /// Every status, in the order they are rendered.
+    pub const ALL: [GroupStatus; 6] = [
+        GroupStatus::Ok,
+        GroupStatus::Idle,
+        GroupStatus::Lagging,
+        GroupStatus::Stalled,
+        GroupStatus::Stopped,
+        GroupStatus::DataLoss,
+    ];
+
+    /// The `status` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            GroupStatus::Ok => "ok",
+            GroupStatus::Idle => "idle",
+            GroupStatus::Lagging => "lagging",
+            GroupStatus::Stalled => "stalled",
+            GroupStatus::Stopped => "stopped",
+            GroupStatus::DataLoss => "data_loss",
+        }
+    }
+}
+
+/// What one stream poll saw of a group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// Server time of the poll, in ms.
+    pub at_ms: u64,
+    /// Undelivered entries, when known.
+    pub lag: Option<u64>,
+    /// Age of the oldest undelivered entry, when known.
+    pub lag_seconds: Option<f64>,
+    /// The group's position.
+    pub last_delivered_id: StreamId,
+    /// The stream's last generated ID (production).
+    pub last_generated_id: StreamId,
+    /// PEL size.
+    pub pending: u64,
+    /// Consumers in the group.
+    pub consumers: u64,
+    /// Entries trimmed before the group read them.
+    pub trimmed_undelivered: Option<u64>,
+    /// Smallest pending ID from the latest pending summary.
+    pub oldest_pending_id: Option<StreamId>,
+    /// Server time (ms) of the most recent successful read by any consumer;
+    /// `Some(0)` when no consumer ever read; `None` when not yet known.
+    pub last_read_at_ms: Option<u64>,
+}
+
+impl Sample {
+    fn undelivered(&self) -> bool {
+        match self.lag {
+            Some(lag) => lag > 0,
+            None => self.last_generated_id > self.last_delivered_id,
+        }
+    }
+
+    fn has_work(&self) -> bool {
+        self.undelivered() || self.pending > 0
+    }
+}
+
+/// Settings of the evaluation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Polls in a full window.
+    pub window: usize,
+    /// The window as a duration (polls × stream interval).
+    pub window_duration: Duration,
+    /// The stream's tolerated delay.
+    pub max_delay: Option<Duration>,
+}
+
+/// The status for `samples` (oldest first; at least one).
+pub fn evaluate(samples: &[Sample], settings: &Settings) -> GroupStatus {
+    let Some(latest) = samples.last() else {
+        return GroupStatus::Ok;
+    };
+    let window = &samples[samples.len().saturating_sub(settings.window)..];
+    let full = window.len() >= settings.window;
+    let first = &window[0];
+
+    if latest.trimmed_undelivered.is_some_and(|t| t > 0) {
+        return GroupStatus::DataLoss;
+    }
+    let work = latest.has_work();
+    if work {
+        let nobody = latest.consumers == 0;
+        let silent = latest.last_read_at_ms.is_some_and(|read_at| {
+            latest.at_ms.saturating_sub(read_at) >= settings.window_duration.as_millis() as u64
+        });
+        if nobody || silent {
+            return GroupStatus::Stopped;
+        }
+        if full {
+            let position_stuck = window.iter().all(Sample::undelivered)
+                && window
+                    .iter()
+                    .all(|s| s.last_delivered_id == first.last_delivered_id);
+            let oldest_stuck = window.iter().all(|s| s.pending > 0)
+                && first.oldest_pending_id.is_some()
+                && window
+                    .iter()
+                    .all(|s| s.oldest_pending_id == first.oldest_pending_id);
+            if position_stuck || oldest_stuck {
+                return GroupStatus::Stalled;
+            }
+        }
+        let half = settings.max_delay.map(|d| d.as_secs_f64() / 2.0);
+        match (half, latest.lag_seconds) {
+            (Some(half), Some(age)) => {
+                if age > half {
+                    return GroupStatus::Lagging;
+                }
+            }
+            _ => {
+                let growing = full
+                    && window.iter().all(|s| s.lag.is_some_and(|l| l > 0))
+                    && window.windows(2).all(|w| w[1].lag >= w[0].lag)
+                    && latest.lag > first.lag
+                    && latest.last_delivered_id > first.last_delivered_id;
+                if growing {
+                    return GroupStatus::Lagging;
+                }
+            }
+        }
+        return GroupStatus::Ok;
+    }
+    if window
+        .iter()
+        .all(|s| s.last_generated_id == latest.last_generated_id)
+    {
+        GroupStatus::Idle
+    } else {
+        GroupStatus::Ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: u64 = 60_000;
+
+    fn settings(max_delay: Option<u64>) -> Settings {
+        Settings {
+            window: 5,
+            window_duration: Duration::from_secs(75),
+            max_delay: max_delay.map(Duration::from_secs),
+        }
+    }
+
+    fn sample(i: u64) -> Sample {
+        Sample {
+            at_ms: 1_800_000_000_000 + i * 15_000,
+            lag: Some(0),
+            lag_seconds: Some(0.0),
+            last_delivered_id: StreamId::new(100 + i, 0),
+            last_generated_id: StreamId::new(100 + i, 0),
+            pending: 0,
+            consumers: 2,
+            trimmed_undelivered: Some(0),
+            oldest_pending_id: None,
+            last_read_at_ms: Some(1_800_000_000_000 + i * 15_000),
+        }
+    }
+
+    fn run(f: impl Fn(u64, &mut Sample), max_delay: Option<u64>) -> GroupStatus {
+        let samples: Vec<Sample> = (0..5)
+            .map(|i| {
+                let mut s = sample(i);
+                f(i, &mut s);
+                s
+            })
+            .collect();
+        evaluate(&samples, &settings(max_delay))
+    }
+
+    #[test]
+    fn healthy_group_is_ok() {
+        assert_eq!(run(|_, _| {}, Some(300)), GroupStatus::Ok);
+    }
+
+    #[test]
+    fn quiet_stream_is_idle_not_stopped() {
+        // No production for the whole window, consumers gone quiet for an hour.
+        let st = run(
+            |_, s| {
+                s.last_generated_id = StreamId::new(50, 0);
+                s.last_delivered_id = StreamId::new(50, 0);
+                s.last_read_at_ms = Some(s.at_ms - 60 * MIN);
+            },
+            Some(300),
+        );
+        assert_eq!(st, GroupStatus::Idle);
+        // Even with no consumers at all.
+        let st = run(
+            |_, s| {
+                s.last_generated_id = StreamId::new(50, 0);
+                s.last_delivered_id = StreamId::new(50, 0);
+                s.consumers = 0;
+            },
+            None,
+        );
+        assert_eq!(st, GroupStatus::Idle);
+    }
+
+    #[test]
+    fn data_loss_wins() {
+        let st = run(
+            |i, s| s.trimmed_undelivered = Some(if i == 4 { 3 } else { 0 }),
+            Some(300),
+        );
+        assert_eq!(st, GroupStatus::DataLoss);
+    }
+
+    #[test]
+    fn stopped_when_nobody_reads_while_work_waits() {
+        let st = run(
+            |i, s| {
+                s.last_delivered_id = StreamId::new(100, 0);
+                s.lag = Some(10 + i);
+                s.last_read_at_ms = Some(1_800_000_000_000 - 10 * MIN);
+            },
+            Some(300),
+        );
+        assert_eq!(st, GroupStatus::Stopped);
+        // With no consumers, from the first poll.
+        let one = vec![Sample {
+            consumers: 0,
+            lag: Some(3),
+            ..sample(0)
+        }];
+        assert_eq!(evaluate(&one, &settings(None)), GroupStatus::Stopped);
+        // Pending entries with a dead consumer count as work too.
+        let st = run(
+            |_, s| {
+                s.pending = 4;
+                s.last_read_at_ms = Some(0);
+            },
+            None,
+        );
+        assert_eq!(st, GroupStatus::Stopped);
+    }
+
+    #[test]
+    fn stalled_when_position_does_not_move_but_consumers_read() {
+        let st = run(
+            |_, s| {
+                s.last_delivered_id = StreamId::new(100, 0);
+                s.lag = Some(20);
+                s.lag_seconds = Some(10.0);
+            },
+            Some(300),
+        );
+        assert_eq!(st, GroupStatus::Stalled);
+    }
+
+    #[test]
+    fn stalled_when_the_same_entry_stays_oldest_pending() {
+        let st = run(
+            |_, s| {
+                s.pending = 3;
+                s.oldest_pending_id = Some(StreamId::new(42, 0));
+            },
+            Some(300),
+        );
+        assert_eq!(st, GroupStatus::Stalled);
+        // A moving oldest pending entry is normal at-least-once processing.
+        let st = run(
+            |i, s| {
+                s.pending = 3;
+                s.oldest_pending_id = Some(StreamId::new(42 + i, 0));
+            },
+            Some(300),
+        );
+        assert_eq!(st, GroupStatus::Ok);
+    }
+
+    #[test]
+    fn stalled_needs_a_full_window() {
+        let samples: Vec<Sample> = (0..3)
+            .map(|_| Sample {
+                last_delivered_id: StreamId::new(100, 0),
+                lag: Some(20),
+                ..sample(0)
+            })
+            .collect();
+        assert_eq!(evaluate(&samples, &settings(Some(300))), GroupStatus::Ok);
+    }
+
+    #[test]
+    fn lagging_by_time_against_max_delay() {
+        let st = run(
+            |i, s| {
+                s.lag = Some(5);
+                s.lag_seconds = Some(if i == 4 { 200.0 } else { 10.0 });
+            },
+            Some(300),
+        );
+        assert_eq!(st, GroupStatus::Lagging);
+        // Under half of max_delay it is ok even if lag grows.
+        let st = run(
+            |i, s| {
+                s.lag = Some(5 + i);
+                s.lag_seconds = Some(30.0);
+            },
+            Some(300),
+        );
+        assert_eq!(st, GroupStatus::Ok);
+    }
+
+    #[test]
+    fn lagging_by_trend_without_max_delay() {
+        let st = run(|i, s| s.lag = Some(10 + i * 5), None);
+        assert_eq!(st, GroupStatus::Lagging);
+        // Lag that touched zero in the window is ok.
+        let st = run(|i, s| s.lag = Some(if i == 2 { 0 } else { 10 + i }), None);
+        assert_eq!(st, GroupStatus::Ok);
+    }
+
+    #[test]
+    fn unknown_lag_with_unread_entries_is_work() {
+        let st = run(
+            |_, s| {
+                s.lag = None;
+                s.lag_seconds = None;
+                s.last_delivered_id = StreamId::new(90, 0);
+                s.last_read_at_ms = Some(0);
+            },
+            None,
+        );
+        assert_eq!(st, GroupStatus::Stopped);
+    }
+}
