@@ -98,9 +98,28 @@ impl RedisServer {
     }
 
     pub fn start_with(kind: Server, extra: &[&str]) -> RedisServer {
-        let binary = kind.binary();
         for _ in 0..5 {
-            let port = free_port();
+            if let Some(s) = Self::try_start(kind, free_port(), extra) {
+                return s;
+            }
+        }
+        panic!("{kind:?} did not start");
+    }
+
+    /// Starts on a given port (to restart a killed server in place).
+    pub fn start_on(kind: Server, port: u16) -> RedisServer {
+        for _ in 0..50 {
+            if let Some(s) = Self::try_start(kind, port, &[]) {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("{kind:?} did not start on port {port}");
+    }
+
+    fn try_start(kind: Server, port: u16, extra: &[&str]) -> Option<RedisServer> {
+        let binary = kind.binary();
+        {
             let dir = tempfile::tempdir().unwrap();
             let mut cmd = Command::new(&binary);
             cmd.args([
@@ -128,11 +147,11 @@ impl RedisServer {
                 dir,
             };
             if server.wait_ready(Duration::from_secs(10)) {
-                return server;
+                return Some(server);
             }
-            let _ = server.child.kill();
+            server.kill();
+            None
         }
-        panic!("{kind:?} did not start");
     }
 
     fn wait_ready(&mut self, limit: Duration) -> bool {

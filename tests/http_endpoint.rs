@@ -1,0 +1,198 @@
+//! The daemon in-process on a loopback port: endpoints, gzip, readiness,
+//! a target going down and coming back, graceful shutdown.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use redis_streams_exporter::{app, config};
+use tokio::sync::oneshot;
+
+struct Daemon {
+    base: String,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), app::AppError>>,
+}
+
+impl Daemon {
+    async fn start(text: &str) -> Daemon {
+        let config = config::from_str("test.toml", text, &Default::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(app::run(config, Default::default(), listener, async move {
+            let _ = rx.await;
+        }));
+        Daemon {
+            base,
+            stop: Some(tx),
+            task,
+        }
+    }
+
+    async fn get(&self, path: &str) -> reqwest::Response {
+        reqwest::Client::builder()
+            .no_gzip()
+            .build()
+            .unwrap()
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn metrics(&self) -> Metrics {
+        Metrics::parse(&self.get("/metrics").await.text().await.unwrap())
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        let result = tokio::time::timeout(Duration::from_secs(10), self.task)
+            .await
+            .expect("shutdown hung");
+        result.unwrap().unwrap();
+    }
+}
+
+fn fast_config(url: &str) -> String {
+    format!(
+        "[[targets]]\nname = \"t\"\nurl = \"{url}\"\npatterns = [\"*\"]\n\
+         [schedule]\ndiscovery = \"1s\"\ninfo = \"1s\"\nstream = \"200ms\"\npending_summary = \"500ms\"\nconsumers = \"500ms\"\npending_scan = \"1s\"\n\
+         [limits]\ncommand_timeout = \"300ms\"\n"
+    )
+}
+
+#[tokio::test]
+async fn endpoints_gzip_and_readiness() {
+    let server = RedisServer::start(Server::Redis70);
+    let mut c = server.conn();
+    xadd_n(&mut c, "orders", 3);
+    let d = Daemon::start(&fast_config(&server.url())).await;
+    let ready = {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if d.get("/readyz").await.status() == 200 {
+                break true;
+            }
+            if Instant::now() > deadline {
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    assert!(ready, "never ready");
+    assert_eq!(d.get("/healthz").await.status(), 200);
+
+    let r = d.get("/metrics").await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()["content-type"],
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    let text = r.text().await.unwrap();
+    promtool_check(&text);
+    let m = Metrics::parse(&text);
+    assert_eq!(m.value("redis_streams_stream_length", &ts("orders")), 3.0);
+    assert!(text.contains("# HELP redis_streams_stream_length Entries in the stream (XINFO STREAM length). Cached by the poller."));
+
+    // gzip when asked.
+    let client = reqwest::Client::builder().no_gzip().build().unwrap();
+    let r = client
+        .get(format!("{}/metrics", d.base))
+        .header("Accept-Encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["content-encoding"], "gzip");
+    let body = r.bytes().await.unwrap();
+    let mut plain = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&body[..]), &mut plain)
+        .unwrap();
+    assert!(plain.contains("redis_streams_stream_length{target=\"t\",stream=\"orders\"} 3"));
+
+    // Landing page.
+    let page = d.get("/").await.text().await.unwrap();
+    assert!(page.contains(env!("CARGO_PKG_VERSION")));
+    assert!(page.contains("href=\"/metrics\""));
+    assert!(page.contains("<td>t</td>"));
+    assert!(page.contains(&format!("redis://127.0.0.1:{}/0", server.port)));
+    assert_eq!(d.get("/nope").await.status(), 404);
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn target_down_withdraws_data_and_recovers() {
+    let mut server = RedisServer::start(Server::Redis70);
+    let port = server.port;
+    {
+        let mut c = server.conn();
+        xadd_n(&mut c, "orders", 5);
+    }
+    let d = Daemon::start(&fast_config(&server.url())).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while d
+        .metrics()
+        .await
+        .get("redis_streams_stream_length", &ts("orders"))
+        != Some(5.0)
+    {
+        assert!(Instant::now() < deadline, "no data");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    server.kill();
+    let killed = Instant::now();
+    // Within one poll (200 ms) plus the timeout, the target is down and its
+    // data series are gone; /metrics keeps answering quickly throughout.
+    loop {
+        let asked = Instant::now();
+        let m = d.metrics().await;
+        assert!(
+            asked.elapsed() < Duration::from_millis(500),
+            "/metrics was slow: {:?}",
+            asked.elapsed()
+        );
+        if m.get("redis_streams_exporter_target_up", &[("target", "t")]) == Some(0.0) {
+            assert_eq!(
+                m.get("redis_streams_stream_length", &ts("orders")),
+                None,
+                "stale data served while down"
+            );
+            assert!(m.family("redis_streams_group_lag").is_empty());
+            assert!(m.family("redis_streams_target_info").is_empty());
+            assert!(
+                m.value(
+                    "redis_streams_exporter_errors_total",
+                    &[("target", "t"), ("kind", "connection")]
+                ) >= 1.0
+            );
+            break;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(3),
+            "target_up did not drop"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Same port again: collection recovers by itself.
+    let restarted = RedisServer::start_on(Server::Redis70, port);
+    {
+        let mut c = restarted.conn();
+        xadd_n(&mut c, "orders", 2);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let m = d.metrics().await;
+        if m.get("redis_streams_exporter_target_up", &[("target", "t")]) == Some(1.0)
+            && m.get("redis_streams_stream_length", &ts("orders")) == Some(2.0)
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "did not recover:\n{}", m.text);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    d.stop().await;
+}
