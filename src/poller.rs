@@ -130,19 +130,20 @@ impl Poller {
                     tracing::debug!(target = %name, probe = kind.label(), error = %e, "probe still failing")
                 }
             }
-            match &result {
-                Err(e) if e.target_down() => {
-                    if state.snapshot.up {
-                        tracing::warn!(target = %name, "target down; its data series are withdrawn");
-                    }
-                    state.forget_data();
+            // Up or down follows the last round trip, not the probe's result:
+            // a probe with nothing to ask proves nothing either way.
+            let down = matches!(&result, Err(e) if e.target_down())
+                || self.ctx.client.reachable() == Some(false);
+            if down {
+                if state.snapshot.up {
+                    tracing::warn!(target = %name, "target down; its data series are withdrawn");
                 }
-                _ => {
-                    if !state.snapshot.up {
-                        tracing::info!(target = %name, "target up");
-                    }
-                    state.snapshot.up = true;
+                state.forget_data();
+            } else if self.ctx.client.reachable() == Some(true) {
+                if !state.snapshot.up {
+                    tracing::info!(target = %name, "target up");
                 }
+                state.snapshot.up = true;
             }
             state.snapshot.stats = self.ctx.client.stats_snapshot();
             Arc::new(state.snapshot.clone())

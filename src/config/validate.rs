@@ -557,7 +557,13 @@ impl Validator {
             }
         }
         let mut patterns = Vec::new();
-        for (i, p) in raw.patterns.into_iter().enumerate() {
+        // A target that names nothing to watch discovers every stream.
+        let raw_patterns = if raw.patterns.is_empty() && streams.is_empty() {
+            vec!["*".to_string()]
+        } else {
+            raw.patterns
+        };
+        for (i, p) in raw_patterns.into_iter().enumerate() {
             if p.is_empty() {
                 self.problem(format!("{key}.patterns[{i}]"), "must not be empty");
             } else {

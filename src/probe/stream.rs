@@ -32,6 +32,13 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let per_batch = (limits.pipeline_size / 2).max(1);
     let mut problems = DecodeProblems::default();
     let mut fresh: BTreeMap<Name, Arc<StreamState>> = BTreeMap::new();
+    if watched.is_empty() {
+        // Nothing to read, but the stream poll is the target's heartbeat:
+        // a dead server must show as down within one poll.
+        for node in ctx.client.nodes().await? {
+            ctx.client.execute(&node, &[Command::Ping]).await?;
+        }
+    }
     let by_node = ctx.client.partition(watched.iter().map(|n| &**n)).await?;
     for (node, keys) in by_node {
         for batch in keys.chunks(per_batch) {

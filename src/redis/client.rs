@@ -127,6 +127,9 @@ pub struct TargetClient {
     stats: ClientStats,
     root_cert: Option<Vec<u8>>,
     topology: Mutex<Topology>,
+    /// Outcome of the last round trip: `None` before any, then whether it
+    /// reached the server.
+    reachable: Mutex<Option<bool>>,
 }
 
 /// Why a client could not be built.
@@ -178,6 +181,7 @@ impl TargetClient {
             stats: ClientStats::default(),
             root_cert,
             topology: Mutex::new(topology),
+            reachable: Mutex::new(None),
             target,
         })
     }
@@ -213,6 +217,15 @@ impl TargetClient {
                 .pending_scanned
                 .load(std::sync::atomic::Ordering::Relaxed),
         }
+    }
+
+    /// Whether the last round trip reached the server (`None` before any).
+    pub fn reachable(&self) -> Option<bool> {
+        *self.reachable.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set_reachable(&self, ok: bool) {
+        *self.reachable.lock().unwrap_or_else(|p| p.into_inner()) = Some(ok);
     }
 
     /// Waits until the PEL scan may read `n` more entries.
@@ -371,7 +384,13 @@ impl TargetClient {
         asking: bool,
     ) -> Result<Vec<Value>, TargetError> {
         let node = self.node(addr);
-        let mut conn = self.connection(&node).await?;
+        let mut conn = match self.connection(&node).await {
+            Ok(c) => c,
+            Err(e) => {
+                self.set_reachable(false);
+                return Err(e);
+            }
+        };
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         for cmd in cmds {
@@ -383,7 +402,10 @@ impl TargetClient {
             self.stats.command(cmd.label());
         }
         let first = cmds.first().map_or("pipeline", Command::label);
-        match tokio::time::timeout(self.timeout, pipe.query_async::<Vec<Value>>(&mut conn)).await {
+        let result =
+            tokio::time::timeout(self.timeout, pipe.query_async::<Vec<Value>>(&mut conn)).await;
+        self.set_reachable(matches!(result, Ok(Ok(_))));
+        match result {
             Err(_) => {
                 self.drop_connection(&node).await;
                 self.stats.error(ErrorKind::Timeout);
