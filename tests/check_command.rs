@@ -1,6 +1,8 @@
 //! The one-shot `check` subcommand, run as a real process against a real
 //! server: a readable table, and the exit code tells whether all is well.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
+
 mod common;
 
 use std::process::Command;

@@ -2,6 +2,8 @@
 //! the defaults, and bad files fail with the file, key path and problem, and
 //! exit code 2 from the real binary.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
+
 use std::path::PathBuf;
 use std::process::Command;
 

@@ -1,6 +1,8 @@
 //! Issue 2: every value the core probes export equals the known truth of a
 //! stream state built on a real server (Redis 6.2, Redis 7.0, Valkey 9).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
+
 mod common;
 
 use common::*;

@@ -1,6 +1,8 @@
 //! The daemon in-process on a loopback port: endpoints, gzip, readiness,
 //! a target going down and coming back, graceful shutdown.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
+
 mod common;
 
 use std::time::{Duration, Instant};

@@ -8,6 +8,8 @@
 //! Every metric and label name used by a rule or a dashboard must exist in
 //! [`redis_streams_exporter::metrics::catalog`], so renaming a metric cannot silently break them.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::error::Error;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,8 @@
 //! Issue 3: the figures no other exporter has, compared with the known truth
 //! of scenarios built on real servers (Redis 6.2, Redis 7.0, Valkey 9).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
+
 mod common;
 
 use std::time::Duration;

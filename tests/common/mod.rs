@@ -3,6 +3,7 @@
 //!
 //! A missing server binary fails the test with instructions; it never skips.
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
