@@ -25,6 +25,9 @@ pub enum AppError {
     /// The HTTP server failed.
     #[error("HTTP server: {0}")]
     Http(#[from] std::io::Error),
+    /// The web config file (TLS, basic auth) is invalid.
+    #[error(transparent)]
+    Web(#[from] crate::web::WebConfigError),
 }
 
 /// A running poller and how to stop it.
@@ -140,6 +143,12 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AppError> {
+    let web = config
+        .web
+        .config_file
+        .as_deref()
+        .map(crate::web::load)
+        .transpose()?;
     let store = Arc::new(SnapshotStore::default());
     let config = Arc::new(config);
     let shared = Arc::new(RwLock::new(config.clone()));
@@ -172,17 +181,29 @@ pub async fn run(
     });
 
     let state = HttpState::new(store, shared, reload_tx);
-    let app = http::router(state);
-    tracing::info!(address = %listener.local_addr()?, "listening");
+    let app = http::router(state, web.as_ref());
     let stop_http = stop_all.clone();
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            tokio::select! {
-                _ = shutdown => {}
-                _ = stop_http.cancelled() => {}
-            }
-        })
-        .await;
+    let stopped = async move {
+        tokio::select! {
+            _ = shutdown => {}
+            _ = stop_http.cancelled() => {}
+        }
+    };
+    let served = match web.and_then(|w| w.tls) {
+        Some(tls) => {
+            tracing::info!(address = %listener.local_addr()?, "listening (TLS)");
+            let listener = crate::web::TlsListener::new(listener, tls)?;
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stopped)
+                .await
+        }
+        None => {
+            tracing::info!(address = %listener.local_addr()?, "listening");
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stopped)
+                .await
+        }
+    };
     stop_all.cancel();
     let _ = reloads.await;
     tracing::info!("stopped");

@@ -18,6 +18,7 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 use crate::config::Config;
 use crate::metrics::{BuildInfo, render};
 use crate::snapshot::SnapshotStore;
+use crate::web::{BasicAuth, WebConfig};
 
 /// A reload request: the reply says whether the new file was accepted.
 pub type ReloadRequest = oneshot::Sender<Result<(), String>>;
@@ -65,9 +66,63 @@ impl HttpState {
 }
 
 /// The router. Paths are matched in one handler because the metrics path
-/// can change on reload.
-pub fn router(state: Arc<HttpState>) -> Router {
-    Router::new().fallback(dispatch).with_state(state)
+/// can change on reload. With a web config, every request needs basic auth
+/// (when users are configured) and gets the configured headers.
+pub fn router(state: Arc<HttpState>, web: Option<&WebConfig>) -> Router {
+    let mut router = Router::new().fallback(dispatch).with_state(state);
+    if let Some(web) = web {
+        if let Some(auth) = &web.auth {
+            router = router.layer(axum::middleware::from_fn_with_state(
+                auth.clone(),
+                require_auth,
+            ));
+        }
+        if !web.headers.is_empty() {
+            router = router.layer(axum::middleware::from_fn_with_state(
+                Arc::new(web.headers.clone()),
+                add_headers,
+            ));
+        }
+    }
+    router
+}
+
+async fn require_auth(
+    State(auth): State<Arc<BasicAuth>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let header = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if auth.check(header).await {
+        next.run(request).await
+    } else {
+        (
+            StatusCode::UNAUTHORIZED,
+            [(
+                header::WWW_AUTHENTICATE,
+                "Basic realm=\"redis-streams-exporter\"",
+            )],
+            "Unauthorized\n",
+        )
+            .into_response()
+    }
+}
+
+type ExtraHeaders = Arc<Vec<(header::HeaderName, header::HeaderValue)>>;
+
+async fn add_headers(
+    State(headers): State<ExtraHeaders>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let mut response = next.run(request).await;
+    for (name, value) in headers.iter() {
+        response.headers_mut().insert(name.clone(), value.clone());
+    }
+    response
 }
 
 async fn dispatch(

@@ -16,7 +16,8 @@
 //! - [`snapshot`]: the immutable picture `/metrics` renders.
 //! - [`metrics`]: the only module that knows metric names (the catalog) and
 //!   the text exposition.
-//! - [`http`]: the endpoints. [`app`]: wiring, reload and shutdown.
+//! - [`http`]: the endpoints; [`web`]: TLS and basic auth from an
+//!   exporter-toolkit web config. [`app`]: wiring, reload and shutdown.
 //! - [`check`]: the one-shot table. [`glob`]: Redis-style patterns.
 
 pub mod app;
@@ -35,3 +36,4 @@ pub mod schedule;
 pub mod snapshot;
 pub mod status;
 pub mod telemetry;
+pub mod web;

@@ -20,6 +20,12 @@ fn main() -> ExitCode {
         }
     };
     if cli.check_config {
+        if let Some(web) = &config.web.config_file {
+            if let Err(e) = redis_streams_exporter::web::load(web) {
+                eprintln!("invalid web configuration:\n{e}");
+                return ExitCode::from(2);
+            }
+        }
         println!("configuration is valid: {} target(s)", config.targets.len());
         return ExitCode::SUCCESS;
     }
@@ -60,6 +66,10 @@ fn main() -> ExitCode {
                 };
                 match app::run(config, overrides, listener, app::shutdown_signal()).await {
                     Ok(()) => ExitCode::SUCCESS,
+                    Err(e @ app::AppError::Web(_)) => {
+                        eprintln!("invalid web configuration:\n{e}");
+                        ExitCode::from(2)
+                    }
                     Err(e) => {
                         eprintln!("{e}");
                         ExitCode::FAILURE
