@@ -217,8 +217,7 @@ fn monitored(kind: Server) -> Vec<Vec<String>> {
     std::thread::sleep(Duration::from_millis(300));
     let _ = monitor.shutdown(std::net::Shutdown::Both);
     let _ = reader.join();
-    let seen = log.lock().unwrap().clone();
-    seen
+    log.lock().unwrap().clone()
 }
 
 /// `1700000000.123 [0 127.0.0.1:5555] "XINFO" "STREAM" "orders"` → words.
