@@ -424,3 +424,73 @@ on_all_servers!(
     dead_letters,
     quiet_stream
 );
+
+/// A PEL too large for one scan interval: the run reports how far it got
+/// (progress below 1, no results pretending to be complete), resumes where it
+/// stopped, and publishes results once a pass completes.
+#[tokio::test]
+async fn pel_scan_larger_than_one_interval() {
+    let server = RedisServer::start(Server::Redis70);
+    let mut c = server.conn();
+    for _ in 0..5 {
+        xadd_n(&mut c, "big", 1000);
+    }
+    group_create(&mut c, "big", "g", "0");
+    read_group(&mut c, "big", "g", "c", 5000);
+    // 1000 entries/s over a 1.5 s interval: about a third of the PEL per run.
+    let h = Harness::new(config_for(
+        &server,
+        "[schedule]\npending_scan = \"1500ms\"\n[limits]\npending_entries_per_second = 1000\npending_page = 250\n",
+    ));
+    h.probe(ProbeKind::Discovery).await;
+    h.probe(ProbeKind::Stream).await;
+    let g = tsg("big", "g");
+    let mut progress = Vec::new();
+    for _ in 0..6 {
+        h.probe(ProbeKind::PendingScan).await;
+        let m = h.metrics();
+        let p = m.value("redis_streams_group_pending_scan_progress_ratio", &g);
+        progress.push(p);
+        if p < 1.0 {
+            assert_eq!(
+                m.get("redis_streams_group_pending_max_idle_seconds", &g),
+                None,
+                "no results before a pass completes"
+            );
+            assert_eq!(
+                m.get("redis_streams_group_pending_scan_timestamp_seconds", &g),
+                None
+            );
+        } else {
+            let le_inf = [
+                ("target", "t"),
+                ("stream", "big"),
+                ("group", "g"),
+                ("le", "+Inf"),
+            ];
+            assert_eq!(
+                m.value("redis_streams_group_pending_by_idle", &le_inf),
+                5000.0,
+                "every entry counted once"
+            );
+            break;
+        }
+    }
+    assert!(
+        progress.len() >= 3,
+        "the scan should need several runs: {progress:?}"
+    );
+    assert!(
+        progress.windows(2).all(|w| w[1] > w[0]),
+        "progress must grow: {progress:?}"
+    );
+    assert_eq!(*progress.last().unwrap(), 1.0, "{progress:?}");
+    let m = h.metrics();
+    assert_eq!(
+        m.value(
+            "redis_streams_exporter_pending_scan_entries_total",
+            &[("target", "t")]
+        ),
+        5000.0
+    );
+}
