@@ -212,10 +212,11 @@ impl Validator {
                 d.lag_exact_count.into(),
                 100_000,
             ) as u32,
-            ghost_checks_per_scan: self.non_negative(
+            ghost_checks_per_scan: self.ranged(
                 "limits.ghost_checks_per_scan",
                 l.ghost_checks_per_scan,
                 d.ghost_checks_per_scan.into(),
+                0,
                 10_000_000,
             ) as u32,
         };
@@ -385,26 +386,20 @@ impl Validator {
         }
     }
 
-    fn positive(&mut self, key: &str, value: Option<i64>, default: u64, max: u64) -> u64 {
+    /// An integer in `min..=max`, or the default when absent.
+    fn ranged(&mut self, key: &str, value: Option<i64>, default: u64, min: u64, max: u64) -> u64 {
         match value {
             None => default,
-            Some(v) if v >= 1 && (v as u64) <= max => v as u64,
+            Some(v) if v >= 0 && (v as u64) >= min && (v as u64) <= max => v as u64,
             Some(v) => {
-                self.problem(key, format!("must be between 1 and {max}, not {v}"));
+                self.problem(key, format!("must be between {min} and {max}, not {v}"));
                 default
             }
         }
     }
 
-    fn non_negative(&mut self, key: &str, value: Option<i64>, default: u64, max: u64) -> u64 {
-        match value {
-            None => default,
-            Some(v) if v >= 0 && (v as u64) <= max => v as u64,
-            Some(v) => {
-                self.problem(key, format!("must be between 0 and {max}, not {v}"));
-                default
-            }
-        }
+    fn positive(&mut self, key: &str, value: Option<i64>, default: u64, max: u64) -> u64 {
+        self.ranged(key, value, default, 1, max)
     }
 
     fn ascending(&mut self, key: &str, values: &[f64]) {

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{DecodeProblems, ProbeContext, ProbeError, ProbeKind, known_groups, per_group};
+use crate::redis::Command;
 use crate::redis::reply::{self, ConsumerInfo};
-use crate::redis::{Command, ErrorKind};
 use crate::snapshot::Consumers;
 
 /// Milliseconds since the consumer last read successfully: `inactive` on
@@ -52,34 +52,35 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     per_group(
         ctx,
         &pairs,
-        |s, g| Command::XinfoConsumers { key: s.to_vec(), group: g.to_vec() },
-        |now_ms, batch, replies| {
-            let mut decoded = Vec::with_capacity(batch.len());
-            for ((s, g), r) in batch.iter().zip(replies) {
-                match r {
-                    Ok(v) => match reply::consumers(&v) {
-                        Ok(list) => decoded.push((s, g, list)),
-                        Err(e) => problems.add(ctx, e),
-                    },
-                    Err(e) if e.kind == ErrorKind::NoGroup => {}
-                    Err(e) => tracing::debug!(target = %ctx.target.name, error = %e, "XINFO CONSUMERS refused"),
-                }
-            }
+        |s, g| Command::XinfoConsumers {
+            key: s.to_vec(),
+            group: g.to_vec(),
+        },
+        reply::consumers,
+        &mut problems,
+        |now_ms, decoded| {
             let mut state = ctx.state();
             for (s, g, list) in decoded {
                 let last_read_at_ms = match (now_ms, list.is_empty()) {
                     (_, true) | (None, _) => None,
                     (Some(now), false) => Some(
-                        list.iter().filter_map(since_last_read_ms).min().map_or(0, |ms| now.saturating_sub(ms)),
+                        list.iter()
+                            .filter_map(since_last_read_ms)
+                            .min()
+                            .map_or(0, |ms| now.saturating_sub(ms)),
                     ),
                 };
                 if let Some(memory) = state.groups.get_mut(&(s.clone(), g.clone())) {
                     memory.last_read_at_ms = last_read_at_ms;
                 }
-                let Some(stream) = state.snapshot.streams.get_mut(s) else { continue };
+                let Some(stream) = state.snapshot.streams.get_mut(s) else {
+                    continue;
+                };
                 let inactive_after = stream.settings.consumer_inactive_after;
                 let stream = Arc::make_mut(stream);
-                let Some(group) = stream.groups.get_mut(g) else { continue };
+                let Some(group) = stream.groups.get_mut(g) else {
+                    continue;
+                };
                 Arc::make_mut(group).consumers = Some(summarise(list, cap, inactive_after));
             }
         },

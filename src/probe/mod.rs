@@ -248,16 +248,20 @@ pub fn age_seconds(now_ms: u64, then_ms: u64) -> f64 {
 }
 
 /// Sends one command per `(stream, group)` pair, pipelined per node in
-/// batches that start with `TIME`, and hands each batch's server time and
-/// replies to `apply` (with the pairs they belong to).
+/// batches that start with `TIME`, decodes each reply with `decode`, and
+/// hands each batch's server time and decoded replies to `apply`. A group
+/// that vanished since the stream poll (`NOGROUP`) is skipped: the next
+/// stream poll removes it; undecodable replies go to `problems`.
 ///
 /// # Errors
 /// When the target cannot be reached.
-pub async fn per_group(
+pub async fn per_group<T>(
     ctx: &ProbeContext,
     pairs: &[(Name, Name)],
     make: impl Fn(&Name, &Name) -> crate::redis::Command,
-    mut apply: impl FnMut(Option<u64>, &[(Name, Name)], Vec<crate::redis::Reply>),
+    decode: impl Fn(&redis::Value) -> Result<T, crate::redis::reply::DecodeError>,
+    problems: &mut DecodeProblems,
+    mut apply: impl FnMut(Option<u64>, Vec<(&Name, &Name, T)>),
 ) -> Result<(), ProbeError> {
     use crate::redis::{Command, reply};
     let by_node = ctx
@@ -267,11 +271,7 @@ pub async fn per_group(
     let per_batch = ctx.config.limits.pipeline_size.saturating_sub(1).max(1);
     for (node, keys) in by_node {
         let keys: std::collections::BTreeSet<&[u8]> = keys.into_iter().collect();
-        let mine: Vec<(Name, Name)> = pairs
-            .iter()
-            .filter(|(s, _)| keys.contains(&**s))
-            .cloned()
-            .collect();
+        let mine: Vec<&(Name, Name)> = pairs.iter().filter(|(s, _)| keys.contains(&**s)).collect();
         for batch in mine.chunks(per_batch) {
             let mut cmds = Vec::with_capacity(batch.len() + 1);
             cmds.push(Command::Time);
@@ -279,7 +279,20 @@ pub async fn per_group(
             let mut replies = ctx.client.execute(&node, &cmds).await?;
             let time = replies.remove(0);
             let now_ms = time.ok().and_then(|v| reply::time_ms(&v).ok());
-            apply(now_ms, batch, replies);
+            let mut decoded = Vec::with_capacity(batch.len());
+            for ((s, g), r) in batch.iter().map(|p| (&p.0, &p.1)).zip(replies) {
+                match r {
+                    Ok(v) => match decode(&v) {
+                        Ok(item) => decoded.push((s, g, item)),
+                        Err(e) => problems.add(ctx, e),
+                    },
+                    Err(e) if e.kind == ErrorKind::NoGroup => {}
+                    Err(e) => {
+                        tracing::debug!(target = %ctx.target.name, error = %e, "command refused")
+                    }
+                }
+            }
+            apply(now_ms, decoded);
         }
     }
     Ok(())

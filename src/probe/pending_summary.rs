@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::{
     DecodeProblems, ProbeContext, ProbeError, ProbeKind, age_seconds, known_groups, per_group,
 };
-use crate::redis::{Command, ErrorKind, reply};
+use crate::redis::{Command, reply};
 
 /// Runs the pending-summary probe.
 ///
@@ -24,22 +24,9 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             key: s.to_vec(),
             group: g.to_vec(),
         },
-        |now_ms, batch, replies| {
-            let mut decoded = Vec::with_capacity(batch.len());
-            for ((s, g), r) in batch.iter().zip(replies) {
-                match r {
-                    Ok(v) => match reply::pending_summary(&v) {
-                        Ok(summary) => decoded.push((s, g, summary)),
-                        Err(e) => problems.add(ctx, e),
-                    },
-                    // The group or stream vanished since the stream probe:
-                    // the next stream poll removes it.
-                    Err(e) if e.kind == ErrorKind::NoGroup => {}
-                    Err(e) => {
-                        tracing::debug!(target = %ctx.target.name, error = %e, "XPENDING refused")
-                    }
-                }
-            }
+        reply::pending_summary,
+        &mut problems,
+        |now_ms, decoded| {
             let mut state = ctx.state();
             for (s, g, summary) in decoded {
                 let key = (s.clone(), g.clone());
