@@ -1,4 +1,5 @@
-//! When probes run. Pure: the next start is a function of when the last run
+//! When probes run: the probes' stable names with their intervals, and the
+//! loop that runs them. Pure: the next start is a function of when the last run
 //! was due, when it finished and the interval, so it is tested without a
 //! clock; the loop itself runs on tokio time and is tested under paused time.
 //!
@@ -11,6 +12,62 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+
+/// The probes, by stable name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ProbeKind {
+    /// Finds the streams to watch.
+    Discovery,
+    /// INFO server and memory.
+    Info,
+    /// XINFO STREAM + GROUPS, lag, lag seconds, dead letters, status.
+    Stream,
+    /// XPENDING summary: oldest pending age.
+    PendingSummary,
+    /// XINFO CONSUMERS: per-consumer figures and orphaned entries.
+    Consumers,
+    /// Paged XPENDING over whole PELs.
+    PendingScan,
+}
+
+impl ProbeKind {
+    /// Every probe, in the order of a first collection.
+    pub const ALL: [ProbeKind; 6] = [
+        ProbeKind::Discovery,
+        ProbeKind::Info,
+        ProbeKind::Stream,
+        ProbeKind::PendingSummary,
+        ProbeKind::Consumers,
+        ProbeKind::PendingScan,
+    ];
+
+    /// The `probe` label and config key.
+    pub fn label(self) -> &'static str {
+        match self {
+            ProbeKind::Discovery => "discovery",
+            ProbeKind::Info => "info",
+            ProbeKind::Stream => "stream",
+            ProbeKind::PendingSummary => "pending_summary",
+            ProbeKind::Consumers => "consumers",
+            ProbeKind::PendingScan => "pending_scan",
+        }
+    }
+
+    /// Its interval.
+    pub fn interval(self, config: &Config) -> Duration {
+        let s = &config.schedule;
+        match self {
+            ProbeKind::Discovery => s.discovery,
+            ProbeKind::Info => s.info,
+            ProbeKind::Stream => s.stream,
+            ProbeKind::PendingSummary => s.pending_summary,
+            ProbeKind::Consumers => s.consumers,
+            ProbeKind::PendingScan => s.pending_scan,
+        }
+    }
+}
 
 /// The first slot `due + k * period` (k ≥ 1) that is not before `finished`.
 pub fn next_start(due: Instant, finished: Instant, period: Duration) -> Instant {

@@ -12,9 +12,9 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
 use crate::config::StreamSettings;
-use crate::probe::ProbeKind;
 use crate::redis::StatsSnapshot;
 use crate::redis::reply::{ConsumerInfo, GroupInfo, StreamInfo};
+use crate::schedule::ProbeKind;
 use crate::status::GroupStatus;
 
 /// A binary-safe name (stream, group or consumer).

@@ -21,62 +21,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::config::{Config, Target};
 use crate::redis::{ErrorKind, StreamId, TargetClient, TargetError};
+pub use crate::schedule::ProbeKind;
 use crate::snapshot::{Name, TargetSnapshot};
 use crate::status;
-
-/// The probes, by stable name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ProbeKind {
-    /// Finds the streams to watch.
-    Discovery,
-    /// INFO server and memory.
-    Info,
-    /// XINFO STREAM + GROUPS, lag, lag seconds, dead letters, status.
-    Stream,
-    /// XPENDING summary: oldest pending age.
-    PendingSummary,
-    /// XINFO CONSUMERS: per-consumer figures and orphaned entries.
-    Consumers,
-    /// Paged XPENDING over whole PELs.
-    PendingScan,
-}
-
-impl ProbeKind {
-    /// Every probe, in the order of a first collection.
-    pub const ALL: [ProbeKind; 6] = [
-        ProbeKind::Discovery,
-        ProbeKind::Info,
-        ProbeKind::Stream,
-        ProbeKind::PendingSummary,
-        ProbeKind::Consumers,
-        ProbeKind::PendingScan,
-    ];
-
-    /// The `probe` label and config key.
-    pub fn label(self) -> &'static str {
-        match self {
-            ProbeKind::Discovery => "discovery",
-            ProbeKind::Info => "info",
-            ProbeKind::Stream => "stream",
-            ProbeKind::PendingSummary => "pending_summary",
-            ProbeKind::Consumers => "consumers",
-            ProbeKind::PendingScan => "pending_scan",
-        }
-    }
-
-    /// Its interval.
-    pub fn interval(self, config: &Config) -> std::time::Duration {
-        let s = &config.schedule;
-        match self {
-            ProbeKind::Discovery => s.discovery,
-            ProbeKind::Info => s.info,
-            ProbeKind::Stream => s.stream,
-            ProbeKind::PendingSummary => s.pending_summary,
-            ProbeKind::Consumers => s.consumers,
-            ProbeKind::PendingScan => s.pending_scan,
-        }
-    }
-}
 
 /// What the poller remembers about a group between polls, beyond the
 /// snapshot: the status window and the probes' working state.
