@@ -22,23 +22,17 @@ pub async fn run(config: Arc<Config>) -> Result<(String, bool), crate::redis::Cl
     for target in &config.targets {
         pollers.push(Poller::new(config.clone(), target.clone(), store.clone())?);
     }
-    let runs = pollers.iter().map(|p| async move {
-        p.first_collection().await;
-        p.run_probe(ProbeKind::Stream).await;
-    });
-    futures_join_all(runs).await;
+    // Targets are polled concurrently, as the daemon would.
+    let mut runs = tokio::task::JoinSet::new();
+    for poller in pollers {
+        runs.spawn(async move {
+            poller.first_collection().await;
+            poller.run_probe(ProbeKind::Stream).await;
+        });
+    }
+    while runs.join_next().await.is_some() {}
     let targets = store.targets();
     Ok(report(&targets))
-}
-
-async fn futures_join_all<F: std::future::Future<Output = ()>>(futs: impl Iterator<Item = F>) {
-    let mut set = Vec::new();
-    for f in futs {
-        set.push(f);
-    }
-    for f in set {
-        f.await;
-    }
 }
 
 fn age(seconds: Option<f64>) -> String {
