@@ -350,7 +350,7 @@ metric!(
     "redis_streams_exporter_errors_total",
     Counter,
     &["target", "kind"],
-    "Errors while polling the target, by kind (timeout, connection, noperm, wrongtype, nogroup, nosuchkey, protocol, ...)."
+    "Errors while polling the target, by kind (timeout, connection, auth, noperm, wrongtype, nogroup, nosuchkey, protocol, cluster: MOVED redirections and topology failures, ...). ASK during resharding is not an error; it shows as command=\"asking\"."
 );
 metric!(
     EXPORTER_STREAMS,

@@ -10,6 +10,7 @@
 //! schedule is the retry, which keeps the load on a struggling server flat.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -35,8 +36,10 @@ pub type Reply = Result<Value, CommandError>;
 /// How many redirections one command may follow before giving up.
 const MAX_REDIRECTS: usize = 3;
 
-/// How often the sentinel is asked for the primary even when nothing failed,
-/// so a failover is followed within about one stream poll.
+/// How often the sentinel is asked for the primary even when nothing failed.
+/// A dead primary is noticed at once (a failed round trip re-asks); this
+/// bounds how long a primary demoted while still reachable (a manual
+/// `SENTINEL FAILOVER`) keeps being read.
 const SENTINEL_REFRESH: Duration = Duration::from_secs(10);
 
 /// Counters of what the client did, read into every snapshot.
@@ -130,6 +133,8 @@ pub struct TargetClient {
     /// Outcome of the last round trip: `None` before any, then whether it
     /// reached the server.
     reachable: Mutex<Option<bool>>,
+    /// `CLUSTER SHARDS` was refused (before 7.0): use `CLUSTER SLOTS`.
+    slots_only: AtomicBool,
 }
 
 /// Why a client could not be built.
@@ -182,6 +187,7 @@ impl TargetClient {
             root_cert,
             topology: Mutex::new(topology),
             reachable: Mutex::new(None),
+            slots_only: AtomicBool::new(false),
             target,
         })
     }
@@ -281,15 +287,19 @@ impl TargetClient {
         keys: impl IntoIterator<Item = &'k [u8]>,
     ) -> Result<BTreeMap<NodeAddr, Vec<&'k [u8]>>, TargetError> {
         let nodes = self.nodes().await?;
+        let Some(fallback) = nodes.first() else {
+            return Err(self.topology_error("no primary to ask".into()));
+        };
         let mut out: BTreeMap<NodeAddr, Vec<&[u8]>> = BTreeMap::new();
         let topo = self.topo();
         for key in keys {
+            // A slot no primary serves (a cluster being reconfigured): ask
+            // any primary, whose MOVED then says where it went.
             let node = match &*topo {
-                Topology::Cluster { slots, .. } => slots
-                    .owner(key_slot(key))
-                    .cloned()
-                    .unwrap_or_else(|| nodes[0].clone()),
-                _ => nodes[0].clone(),
+                Topology::Cluster { slots, .. } => {
+                    slots.owner(key_slot(key)).unwrap_or(fallback).clone()
+                }
+                _ => fallback.clone(),
             };
             out.entry(node).or_default().push(key);
         }
@@ -319,7 +329,10 @@ impl TargetClient {
         Ok(replies)
     }
 
-    /// Turns a raw reply into a [`Reply`], following redirections.
+    /// Turns a raw reply into a [`Reply`], following redirections: `MOVED`
+    /// (the slot map is stale: counted as a `cluster` error and the map is
+    /// re-read before the next batch) and `ASK` (a slot being migrated:
+    /// normal during resharding, so only the `ASKING` command is counted).
     async fn settle(
         &self,
         node: &NodeAddr,
@@ -349,12 +362,21 @@ impl TargetClient {
                     }));
                 }
             };
-            // "<slot> <host:port>"
+            // "<slot> <host:port>"; the host is empty when the server does
+            // not know its own address (cluster-preferred-endpoint-type
+            // unknown-endpoint): it is then the host just asked.
             let Some(target) = details.split_whitespace().nth(1) else {
                 break;
             };
-            let target: NodeAddr = target.into();
+            let target: NodeAddr = match target.strip_prefix(':') {
+                Some(port) => match split_addr(&at) {
+                    Some((host, _)) => format!("{host}:{port}").into(),
+                    None => break,
+                },
+                None => target.into(),
+            };
             if !asking {
+                self.stats.error(ErrorKind::Cluster);
                 if let Topology::Cluster { stale, .. } = &mut *self.topo() {
                     *stale = true;
                 }
@@ -388,6 +410,7 @@ impl TargetClient {
             Ok(c) => c,
             Err(e) => {
                 self.set_reachable(false);
+                self.topology_suspect();
                 return Err(e);
             }
         };
@@ -405,6 +428,9 @@ impl TargetClient {
         let result =
             tokio::time::timeout(self.timeout, pipe.query_async::<Vec<Value>>(&mut conn)).await;
         self.set_reachable(matches!(result, Ok(Ok(_))));
+        if !matches!(result, Ok(Ok(_))) {
+            self.topology_suspect();
+        }
         match result {
             Err(_) => {
                 self.drop_connection(&node).await;
@@ -437,6 +463,17 @@ impl TargetClient {
                     auth: false,
                 })
             }
+        }
+    }
+
+    /// A node could not be asked: maybe it failed over. The sentinel is
+    /// asked again and the cluster map re-read before the next command, so
+    /// a promoted replica is found within one poll.
+    fn topology_suspect(&self) {
+        match &mut *self.topo() {
+            Topology::Cluster { stale, .. } => *stale = true,
+            Topology::Sentinel { resolved_at, .. } => *resolved_at = None,
+            Topology::Standalone(_) => {}
         }
     }
 
@@ -615,8 +652,9 @@ impl TargetClient {
         Ok(conn)
     }
 
-    /// The current primary according to the sentinels, re-asked every
-    /// [`SENTINEL_REFRESH`] and after any failure.
+    /// The current primary according to the sentinels (the first that
+    /// answers), re-asked every [`SENTINEL_REFRESH`], after any failed round
+    /// trip and on every discovery run.
     async fn sentinel_primary(&self) -> Result<Arc<Node>, TargetError> {
         if let Topology::Sentinel {
             primary: Some(node),
@@ -716,6 +754,19 @@ impl TargetClient {
             *resolved_at = Some(Instant::now());
             return Ok(node);
         }
+        // No sentinel answered. A primary already known stays in use: a
+        // sentinel restart must not blank a healthy primary's metrics, and
+        // the primary's own round trips tell whether it is still there (a
+        // failed one makes the next call ask the sentinels again).
+        if let Topology::Sentinel {
+            primary: Some(node),
+            resolved_at,
+        } = &mut *self.topo()
+        {
+            tracing::warn!(target = %self.target.name, primary = %node.addr, problem = %last_problem, "no sentinel answered; keeping the last known primary");
+            *resolved_at = Some(Instant::now());
+            return Ok(node.clone());
+        }
         self.stats.error(ErrorKind::Connection);
         Err(self.topology_error(format!("no sentinel gave the primary: {last_problem}")))
     }
@@ -745,37 +796,60 @@ impl TargetClient {
             .into(),
         );
         candidates.extend(seeds.iter().map(|s| NodeAddr::from(s.as_str())));
+        let mut seen = std::collections::HashSet::new();
+        candidates.retain(|a| seen.insert(a.clone()));
+        let tls = self.target.endpoint.tls;
         let mut last_problem = String::from("no node to ask");
         for addr in candidates {
-            self.commands.acquire(1).await;
-            let shards = match self
-                .round_trip(&addr, &[Command::ClusterShards], false)
-                .await
-            {
-                Ok(mut v) => v.pop().unwrap_or(Value::Nil),
-                Err(e) => {
-                    last_problem = e.to_string();
-                    continue;
+            let asked_host = split_addr(&addr).map(|(h, _)| h).unwrap_or_default();
+            let shards = if self.slots_only.load(Ordering::Relaxed) {
+                None
+            } else {
+                self.commands.acquire(1).await;
+                match self
+                    .round_trip(&addr, &[Command::ClusterShards], false)
+                    .await
+                {
+                    // Before 7.0 (or without +cluster|shards): CLUSTER
+                    // SLOTS from now on, without asking again.
+                    Ok(mut v) => match v.pop().unwrap_or(Value::Nil) {
+                        Value::ServerError(_) => {
+                            self.slots_only.store(true, Ordering::Relaxed);
+                            None
+                        }
+                        other => Some(other),
+                    },
+                    Err(e) => {
+                        last_problem = e.to_string();
+                        continue;
+                    }
                 }
             };
-            let map = match &shards {
-                Value::ServerError(_) => {
+            let map = match shards {
+                Some(shards) => SlotMap::from_shards(&shards, tls, &asked_host),
+                None => {
                     self.commands.acquire(1).await;
                     match self
                         .round_trip(&addr, &[Command::ClusterSlots], false)
                         .await
                     {
-                        Ok(mut v) => SlotMap::from_slots(
-                            &v.pop().unwrap_or(Value::Nil),
-                            self.target.endpoint.tls,
-                        ),
+                        Ok(mut v) => match v.pop().unwrap_or(Value::Nil) {
+                            Value::ServerError(e) => {
+                                last_problem = format!(
+                                    "{addr}: CLUSTER SLOTS: {} {}",
+                                    e.code(),
+                                    e.details().unwrap_or_default()
+                                );
+                                continue;
+                            }
+                            slots => SlotMap::from_slots(&slots, &asked_host),
+                        },
                         Err(e) => {
                             last_problem = e.to_string();
                             continue;
                         }
                     }
                 }
-                other => SlotMap::from_shards(other, self.target.endpoint.tls),
             };
             match map {
                 Ok(map) if !map.is_empty() => {

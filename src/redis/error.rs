@@ -24,7 +24,8 @@ pub enum ErrorKind {
     Loading,
     /// The server is busy running a script.
     Busy,
-    /// Cluster redirections did not settle, or the cluster is down.
+    /// A MOVED redirection (stale slot map), redirections that did not
+    /// settle, or an unreadable cluster topology.
     Cluster,
     /// A reply had an unexpected shape.
     Protocol,

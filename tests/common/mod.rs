@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
 
+pub mod cluster;
 pub mod proxy;
 
 use std::collections::BTreeMap;
