@@ -69,7 +69,9 @@ impl Poller {
         self.store.publish(snapshot);
     }
 
-    /// Runs every probe once, in order, and marks the target ready.
+    /// Runs every probe once, in order, and marks the target ready (the
+    /// one-shot `check` and tests use this; the daemon's [`Self::run`] does
+    /// not wait for the PEL scan).
     pub async fn first_collection(&self) {
         for kind in ProbeKind::ALL {
             self.run_probe(kind).await;
@@ -82,17 +84,34 @@ impl Poller {
     pub async fn run(self, shutdown: CancellationToken) {
         self.publish();
         let start = Instant::now();
+        // The PEL scan can run for a whole interval; the first collection
+        // (and readiness) must not wait for it. Its loop starts at once.
+        let first = async {
+            for kind in ProbeKind::ALL
+                .into_iter()
+                .filter(|k| *k != ProbeKind::PendingScan)
+            {
+                self.run_probe(kind).await;
+            }
+            self.ctx.state().snapshot.ready = true;
+            self.publish();
+        };
         tokio::select! {
-            _ = self.first_collection() => {}
+            _ = first => {}
             _ = shutdown.cancelled() => return,
         }
         let mut loops = JoinSet::new();
         for kind in ProbeKind::ALL {
             let period = kind.interval(&self.ctx.config);
+            let first_due = if kind == ProbeKind::PendingScan {
+                Instant::now()
+            } else {
+                start + period
+            };
             let this = self.clone();
             let shutdown = shutdown.clone();
             loops.spawn(async move {
-                schedule::every(start + period, period, shutdown, || this.run_probe(kind)).await;
+                schedule::every(first_due, period, shutdown, || this.run_probe(kind)).await;
             });
         }
         while loops.join_next().await.is_some() {}

@@ -50,12 +50,17 @@ pub struct TargetState {
     pub groups: BTreeMap<(Name, Name), GroupMemory>,
     /// Streams already reported as having non-time IDs (logged once).
     pub non_time_logged: std::collections::BTreeSet<Name>,
+    /// Bumped whenever the data is dropped. A probe run that began before
+    /// must not apply what it read: it may have read a server that died
+    /// (and restarted, or failed over) in the middle of the run.
+    pub generation: u64,
 }
 
 impl TargetState {
     /// Drops everything read from Redis, after the target went down: no
     /// stale value may be served as fresh.
     pub fn forget_data(&mut self) {
+        self.generation += 1;
         self.snapshot.up = false;
         self.snapshot.server = None;
         self.snapshot.streams.clear();
@@ -91,6 +96,25 @@ impl ProbeContext {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The data generation, to be compared with [`Self::ensure_current`].
+    pub fn generation(&self) -> u64 {
+        self.state().generation
+    }
+
+    /// Fails when the target's data was dropped since `generation` was read.
+    ///
+    /// # Errors
+    /// [`ProbeError::Interrupted`].
+    pub fn ensure_current(&self, state: &TargetState, generation: u64) -> Result<(), ProbeError> {
+        if state.generation == generation {
+            Ok(())
+        } else {
+            Err(ProbeError::Interrupted {
+                target: self.target.name.clone(),
+            })
+        }
+    }
+
     /// Counts a per-item error.
     pub fn count_error(&self, kind: ErrorKind) {
         self.client.stats().error(kind);
@@ -103,6 +127,12 @@ pub enum ProbeError {
     /// The target could not be reached.
     #[error(transparent)]
     Target(#[from] TargetError),
+    /// The target went down during the run; what it read was discarded.
+    #[error("target {target}: went down during the run; its results were discarded")]
+    Interrupted {
+        /// Target name.
+        target: String,
+    },
     /// Replies could not be decoded.
     #[error("{probe}: {count} replies could not be decoded, first: {first}")]
     Decode {
@@ -211,6 +241,7 @@ pub async fn per_group<T>(
     mut apply: impl FnMut(Option<u64>, Vec<(&Name, &Name, T)>),
 ) -> Result<(), ProbeError> {
     use crate::redis::{Command, reply};
+    let generation = ctx.generation();
     let by_node = ctx
         .client
         .partition(pairs.iter().map(|(s, _)| &**s))
@@ -239,6 +270,7 @@ pub async fn per_group<T>(
                     }
                 }
             }
+            ctx.ensure_current(&ctx.state(), generation)?;
             apply(now_ms, decoded);
         }
     }

@@ -180,6 +180,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let page = ctx.config.limits.pending_page;
     let mut problems = DecodeProblems::default();
     let pairs = known_groups(&ctx.state());
+    let generation = ctx.generation();
     let mut work: Vec<Work> = {
         let mut state = ctx.state();
         pairs
@@ -250,6 +251,12 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     break 'nodes;
                 }
             };
+            // Pages from a server that went away mid-run must not be mixed
+            // with the next one's; the passes are dropped with the run.
+            if let Err(e) = ctx.ensure_current(&ctx.state(), generation) {
+                outcome = Err(e);
+                break 'nodes;
+            }
             let mut finished = Vec::new();
             for (&i, r) in active.iter().zip(replies) {
                 let entries = match r {
@@ -305,12 +312,25 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     SystemTime::now(),
                 );
                 work[i].done = true;
-                store(ctx, &work[i], Some(result), 1.0);
+                let mut state = ctx.state();
+                if let Err(e) = ctx.ensure_current(&state, generation) {
+                    outcome = Err(e);
+                    break 'nodes;
+                }
+                set_progress(
+                    &mut state,
+                    &work[i].stream,
+                    &work[i].group,
+                    Some(result),
+                    1.0,
+                );
             }
         }
     }
-    // Unfinished passes carry over to the next run and report progress.
+    // Unfinished passes carry over to the next run and report progress,
+    // unless the target went down meanwhile.
     let mut state = ctx.state();
+    ctx.ensure_current(&state, generation)?;
     for w in work.into_iter().filter(|w| !w.done) {
         let progress = if w.pass.pel_size == 0 {
             0.0
@@ -370,11 +390,6 @@ async fn check_ghosts(
         .into_iter()
         .filter(|r| matches!(r, Ok(v) if reply::range_ids(v).is_ok_and(|ids| ids.is_empty())))
         .count() as u64)
-}
-
-fn store(ctx: &ProbeContext, w: &Work, result: Option<PelScan>, progress: f64) {
-    let mut state = ctx.state();
-    set_progress(&mut state, &w.stream, &w.group, result, progress);
 }
 
 fn set_progress(

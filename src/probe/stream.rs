@@ -27,7 +27,10 @@ struct Read {
 /// # Errors
 /// When the target cannot be reached or replies cannot be decoded.
 pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
-    let watched = ctx.state().watched.clone();
+    let (watched, generation) = {
+        let state = ctx.state();
+        (state.watched.clone(), state.generation)
+    };
     let limits = &ctx.config.limits;
     let per_batch = (limits.pipeline_size / 2).max(1);
     let mut problems = DecodeProblems::default();
@@ -102,6 +105,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                 }
             }
             let mut state = ctx.state();
+            ctx.ensure_current(&state, generation)?;
             for (si, (name, read)) in reads.into_iter().enumerate() {
                 let stream = build_stream(ctx, &mut state, &name, read, now_ms, |gi| {
                     samples.get(&(si, gi))
@@ -113,6 +117,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     dead_letters(ctx, &mut fresh, &mut problems).await?;
     {
         let mut state = ctx.state();
+        ctx.ensure_current(&state, generation)?;
         state.snapshot.streams = fresh;
         state.prune_memory();
     }

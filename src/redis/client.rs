@@ -595,8 +595,11 @@ impl TargetClient {
         if selects_db {
             self.stats.command("select");
         }
-        let result = tokio::time::timeout(
-            self.timeout,
+        // One deadline for connecting and naming the connection together, so
+        // a server that accepts but never answers costs one timeout, not two.
+        let deadline = Instant::now() + self.timeout;
+        let result = tokio::time::timeout_at(
+            deadline,
             client.get_multiplexed_async_connection_with_config(&config),
         )
         .await;
@@ -620,8 +623,8 @@ impl TargetClient {
         // Naming the connection is a courtesy to operators; a user without
         // CLIENT SETNAME still gets metrics.
         self.stats.command(Command::ClientSetname.label());
-        match tokio::time::timeout(
-            self.timeout,
+        match tokio::time::timeout_at(
+            deadline,
             Command::ClientSetname
                 .to_cmd()
                 .query_async::<Value>(&mut conn),
