@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Target};
-use crate::probe::{self, ProbeContext, ProbeKind, TargetState};
+use crate::probe::{self, ProbeContext, ProbeError, ProbeKind, TargetState};
 use crate::redis::{ClientSetupError, TargetClient};
 use crate::schedule;
 use crate::snapshot::{SnapshotStore, TargetSnapshot};
@@ -120,7 +120,12 @@ impl Poller {
     /// Runs one probe, records its outcome and publishes.
     pub async fn run_probe(&self, kind: ProbeKind) {
         let started = Instant::now();
-        let result = probe::run(kind, &self.ctx).await;
+        let mut result = probe::run(kind, &self.ctx).await;
+        if kind == ProbeKind::Stream && matches!(result, Err(ProbeError::Interrupted { .. })) {
+            // The target went down and came back during the run: read the
+            // new server now rather than a whole interval later.
+            result = probe::run(kind, &self.ctx).await;
+        }
         let duration = started.elapsed();
         let name = &self.ctx.target.name;
         let snapshot = {
@@ -149,16 +154,19 @@ impl Poller {
                     tracing::debug!(target = %name, probe = kind.label(), error = %e, "probe still failing")
                 }
             }
-            // Up or down follows the last round trip, not the probe's result:
-            // a probe with nothing to ask proves nothing either way.
+            // Down follows the last round trip, whatever probe made it. Up
+            // again takes a stream poll that applied its results, so that
+            // `target_up 1` always comes with fresh stream data.
             let down = matches!(&result, Err(e) if e.target_down())
                 || self.ctx.client.reachable() == Some(false);
+            let refreshed =
+                kind == ProbeKind::Stream && !matches!(result, Err(ProbeError::Interrupted { .. }));
             if down {
                 if state.snapshot.up {
                     tracing::warn!(target = %name, "target down; its data series are withdrawn");
                 }
                 state.forget_data();
-            } else if self.ctx.client.reachable() == Some(true) {
+            } else if refreshed && self.ctx.client.reachable() == Some(true) {
                 if !state.snapshot.up {
                     tracing::info!(target = %name, "target up");
                 }

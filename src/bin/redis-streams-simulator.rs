@@ -341,7 +341,9 @@ async fn first_failure(tasks: &mut JoinSet<(Scenario, Result<()>)>) -> Result<()
     while let Some(joined) = tasks.join_next().await {
         match joined {
             Ok((_, Ok(()))) => {}
-            Ok((scenario, Err(e))) => return Err(e.context(format!("scenario {}", scenario.name()))),
+            Ok((scenario, Err(e))) => {
+                return Err(e.context(format!("scenario {}", scenario.name())));
+            }
             Err(e) => return Err(anyhow!("a scenario panicked: {e}")),
         }
     }
@@ -535,7 +537,12 @@ async fn read_new(
         .collect())
 }
 
-async fn ack(con: &mut MultiplexedConnection, stream: &str, group: &str, ids: &[String]) -> Result<()> {
+async fn ack(
+    con: &mut MultiplexedConnection,
+    stream: &str,
+    group: &str,
+    ids: &[String],
+) -> Result<()> {
     if ids.is_empty() {
         return Ok(());
     }
@@ -743,7 +750,10 @@ async fn failing_consumer(
                     if *deliveries % 10 == 0 {
                         say(
                             scenario,
-                            format_args!("{} delivered {} times and still failing", e.id, deliveries),
+                            format_args!(
+                                "{} delivered {} times and still failing",
+                                e.id, deliveries
+                            ),
                         );
                     }
                 }
@@ -916,7 +926,9 @@ async fn trim_window(ctx: &Ctx) -> Result<()> {
     }
     say(
         scenario,
-        format_args!("backlog of {BACKLOG} entries in a MAXLEN {MAXLEN} stream; producer and consumer at 5/s"),
+        format_args!(
+            "backlog of {BACKLOG} entries in a MAXLEN {MAXLEN} stream; producer and consumer at 5/s"
+        ),
     );
     let mut tick = ticker(Duration::from_millis(TICK_MS));
     let mut n = BACKLOG;
@@ -1072,7 +1084,12 @@ async fn many_streams(ctx: &Ctx) -> Result<()> {
     }
     say(
         scenario,
-        format_args!("{} streams {}0..{}", names.len(), ctx.prefix, names.len().saturating_sub(1)),
+        format_args!(
+            "{} streams {}0..{}",
+            names.len(),
+            ctx.prefix,
+            names.len().saturating_sub(1)
+        ),
     );
     // Keep them alive: one entry per stream every 10 s.
     let mut tick = ticker(Duration::from_secs(10));
@@ -1107,7 +1124,12 @@ async fn big_pel(ctx: &Ctx) -> Result<()> {
         let mut pipe = redis::pipe();
         for _ in 0..500.min(total - n as usize) {
             n += 1;
-            pipe.cmd("XADD").arg(&stream).arg("*").arg("n").arg(n).ignore();
+            pipe.cmd("XADD")
+                .arg(&stream)
+                .arg("*")
+                .arg("n")
+                .arg(n)
+                .ignore();
         }
         let () = pipe.query_async(&mut con).await?;
     }
@@ -1121,7 +1143,10 @@ async fn big_pel(ctx: &Ctx) -> Result<()> {
     }
     say(
         scenario,
-        format_args!("{} entries in flight with consumer prefetcher", in_flight.len()),
+        format_args!(
+            "{} entries in flight with consumer prefetcher",
+            in_flight.len()
+        ),
     );
     // Keep the PEL the same size and moving: produce, take, finish the oldest.
     let mut tick = ticker(Duration::from_millis(500));
