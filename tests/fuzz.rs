@@ -239,7 +239,8 @@ fn render_names(names: &[Vec<u8>]) -> String {
         &ExporterState::default(),
         BuildInfo::CURRENT,
         &mut out,
-    );
+    )
+    .unwrap();
     String::from_utf8(out).expect("the exposition is always UTF-8")
 }
 

@@ -2,13 +2,18 @@
 //! anything not in the snapshots is simply not written. Values that are
 //! unknown (`None`) are skipped, never written as 0. Data series of a target
 //! that is down are withheld; its self-metrics remain.
+//!
+//! Label sets are escaped once per target, stream and group and reused by
+//! every family; output streams through a [`Sink`], so rendering 10 000
+//! streams needs no more memory than its compressed result.
 
+use std::io::{self, Write};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
 use super::catalog::{self as c, MetricDef};
-use super::text::{Family, needs_escape};
+use super::text::{Family, Labels, Sink, needs_escape, write_value};
 use crate::redis::{ErrorKind, StreamId};
 use crate::snapshot::{ExporterState, GroupState, StreamState, TargetSnapshot};
 use crate::status::GroupStatus;
@@ -43,110 +48,113 @@ fn id_ts(stream: &StreamState, id: StreamId) -> Option<f64> {
     (stream.time_based_ids && !id.is_zero()).then(|| id.seconds())
 }
 
-/// The streams of targets that are up, with the target name.
-fn live(targets: &[Arc<TargetSnapshot>]) -> impl Iterator<Item = (&[u8], &[u8], &StreamState)> {
-    targets.iter().filter(|t| t.up).flat_map(|t| {
-        t.streams
-            .iter()
-            .map(move |(name, s)| (t.name.as_bytes(), &**name, &**s))
-    })
+struct TargetRow<'a> {
+    labels: Labels,
+    snap: &'a TargetSnapshot,
 }
 
-fn groups(
-    targets: &[Arc<TargetSnapshot>],
-) -> impl Iterator<Item = (&[u8], &[u8], &[u8], &StreamState, &GroupState)> {
-    live(targets)
-        .flat_map(|(t, s, st)| st.groups.iter().map(move |(g, gs)| (t, s, &**g, st, &**gs)))
+struct StreamRow<'a> {
+    labels: Labels,
+    state: &'a StreamState,
 }
 
-/// Writes the exposition of `targets` and the exporter state to `out`.
-/// Returns the number of series dropped as duplicates.
-pub fn render(
+struct GroupRow<'a> {
+    labels: Labels,
+    stream: &'a StreamState,
+    state: &'a GroupState,
+}
+
+/// Writes the exposition of `targets` and the exporter state to `out` and
+/// returns the writer and the number of series dropped as duplicates.
+///
+/// # Errors
+/// When `out` fails.
+pub fn render<W: Write>(
     targets: &[Arc<TargetSnapshot>],
     exporter: &ExporterState,
     build: BuildInfo,
-    out: &mut Vec<u8>,
-) -> u64 {
-    let dedupe = live(targets).any(|(_, s, st)| {
-        needs_escape(s)
-            || st.groups.iter().any(|(g, gs)| {
-                needs_escape(g)
+    out: W,
+) -> io::Result<(W, u64)> {
+    let target_rows: Vec<TargetRow<'_>> = targets
+        .iter()
+        .map(|t| TargetRow {
+            labels: Labels::new().with("target", t.name.as_bytes()),
+            snap: t,
+        })
+        .collect();
+    let mut streams = Vec::new();
+    let mut groups = Vec::new();
+    let mut dedupe = false;
+    for t in target_rows.iter().filter(|t| t.snap.up) {
+        for (name, state) in &t.snap.streams {
+            dedupe |= needs_escape(name);
+            let labels = t.labels.with("stream", name);
+            for (g, gs) in &state.groups {
+                dedupe |= needs_escape(g)
                     || gs
                         .consumers
                         .as_ref()
-                        .is_some_and(|c| c.top.iter().any(|c| needs_escape(&c.name)))
-            })
-    });
+                        .is_some_and(|c| c.top.iter().any(|c| needs_escape(&c.name)));
+                groups.push(GroupRow {
+                    labels: labels.with("group", g),
+                    stream: state,
+                    state: gs,
+                });
+            }
+            streams.push(StreamRow { labels, state });
+        }
+    }
+    let mut sink = Sink::new(out);
     let mut duplicates = 0;
     let mut family =
-        |def: &'static MetricDef, out: &mut Vec<u8>, fill: &mut dyn FnMut(&mut Family<'_>)| {
-            let mut f = Family::new(out, def, dedupe);
+        |sink: &mut Sink<W>, def: &'static MetricDef, fill: &mut dyn FnMut(&mut Family<'_, W>)| {
+            let mut f = Family::new(sink, def, dedupe);
             fill(&mut f);
             duplicates += f.duplicates;
         };
 
     // Streams.
-    family(&c::STREAM_LENGTH, out, &mut |f| {
-        for (t, s, st) in live(targets) {
-            f.sample(&[t, s], st.info.length as f64);
-        }
-    });
-    family(&c::STREAM_ENTRIES_ADDED, out, &mut |f| {
-        for (t, s, st) in live(targets) {
-            if let Some(v) = st.info.entries_added {
-                f.sample(&[t, s], v as f64);
+    type StreamValue = fn(&StreamState) -> Option<f64>;
+    let stream_families: [(&'static MetricDef, StreamValue); 9] = [
+        (&c::STREAM_LENGTH, |s| Some(s.info.length as f64)),
+        (&c::STREAM_ENTRIES_ADDED, |s| {
+            s.info.entries_added.map(|v| v as f64)
+        }),
+        (&c::STREAM_FIRST_ENTRY_TS, |s| {
+            s.info.first_entry_id.and_then(|id| id_ts(s, id))
+        }),
+        (&c::STREAM_LAST_ENTRY_TS, |s| {
+            id_ts(s, s.info.last_generated_id)
+        }),
+        (&c::STREAM_GROUPS, |s| Some(s.groups.len() as f64)),
+        (&c::STREAM_TIME_BASED_IDS, |s| {
+            Some(if s.time_based_ids { 1.0 } else { 0.0 })
+        }),
+        (&c::STREAM_DEAD_LETTER_LENGTH, |s| {
+            s.dead_letter.map(|dl| dl.length as f64)
+        }),
+        (&c::STREAM_DEAD_LETTER_ADDED, |s| {
+            s.dead_letter
+                .and_then(|dl| dl.entries_added)
+                .map(|v| v as f64)
+        }),
+        (&c::STREAM_MAX_DELAY, |s| {
+            s.settings.max_delay.map(|d| d.as_secs_f64())
+        }),
+    ];
+    for (def, value) in stream_families {
+        family(&mut sink, def, &mut |f| {
+            for row in &streams {
+                if let Some(v) = value(row.state) {
+                    f.sample(&row.labels, None, v);
+                }
             }
-        }
-    });
-    family(&c::STREAM_FIRST_ENTRY_TS, out, &mut |f| {
-        for (t, s, st) in live(targets) {
-            if let Some(v) = st.info.first_entry_id.and_then(|id| id_ts(st, id)) {
-                f.sample(&[t, s], v);
-            }
-        }
-    });
-    family(&c::STREAM_LAST_ENTRY_TS, out, &mut |f| {
-        for (t, s, st) in live(targets) {
-            if let Some(v) = id_ts(st, st.info.last_generated_id) {
-                f.sample(&[t, s], v);
-            }
-        }
-    });
-    family(&c::STREAM_GROUPS, out, &mut |f| {
-        for (t, s, st) in live(targets) {
-            f.sample(&[t, s], st.groups.len() as f64);
-        }
-    });
-    family(&c::STREAM_TIME_BASED_IDS, out, &mut |f| {
-        for (t, s, st) in live(targets) {
-            f.sample(&[t, s], if st.time_based_ids { 1.0 } else { 0.0 });
-        }
-    });
-    family(&c::STREAM_DEAD_LETTER_LENGTH, out, &mut |f| {
-        for (t, s, st) in live(targets) {
-            if let Some(dl) = st.dead_letter {
-                f.sample(&[t, s], dl.length as f64);
-            }
-        }
-    });
-    family(&c::STREAM_DEAD_LETTER_ADDED, out, &mut |f| {
-        for (t, s, st) in live(targets) {
-            if let Some(v) = st.dead_letter.and_then(|dl| dl.entries_added) {
-                f.sample(&[t, s], v as f64);
-            }
-        }
-    });
-    family(&c::STREAM_MAX_DELAY, out, &mut |f| {
-        for (t, s, st) in live(targets) {
-            if let Some(d) = st.settings.max_delay {
-                f.sample(&[t, s], d.as_secs_f64());
-            }
-        }
-    });
+        });
+    }
 
     // Groups.
     type GroupValue = fn(&StreamState, &GroupState) -> Option<f64>;
-    let group_families: [(&'static MetricDef, GroupValue); 13] = [
+    let group_families: [(&'static MetricDef, GroupValue); 16] = [
         (&c::GROUP_LAG, |_, g| g.lag.map(|v| v as f64)),
         (&c::GROUP_LAG_ESTIMATED, |_, g| {
             Some(if g.lag_estimated { 1.0 } else { 0.0 })
@@ -178,216 +186,239 @@ pub fn render(
         (&c::GROUP_PENDING_ORPHANED, |_, g| {
             g.consumers.as_ref().map(|c| c.orphaned as f64)
         }),
+        (&c::GROUP_TRIMMED_UNDELIVERED, |_, g| {
+            g.trimmed_undelivered.map(|v| v as f64)
+        }),
+        (&c::GROUP_PENDING_SCAN_TS, |_, g| {
+            g.scan.as_ref().map(|s| secs(s.finished_at))
+        }),
+        (&c::GROUP_PENDING_SCAN_PROGRESS, |_, g| g.scan_progress),
     ];
     for (def, value) in group_families {
-        family(def, out, &mut |f| {
-            for (t, s, g, st, gs) in groups(targets) {
-                if let Some(v) = value(st, gs) {
-                    f.sample(&[t, s, g], v);
+        family(&mut sink, def, &mut |f| {
+            for row in &groups {
+                if let Some(v) = value(row.stream, row.state) {
+                    f.sample(&row.labels, None, v);
                 }
             }
         });
     }
-    family(&c::GROUP_PENDING_BY_IDLE, out, &mut |f| {
-        for (t, s, g, _, gs) in groups(targets) {
-            let Some(scan) = &gs.scan else { continue };
-            for (le, n) in &scan.by_idle {
-                f.sample(&[t, s, g, le_label(*le).as_bytes()], *n as f64);
+    let mut le = Vec::with_capacity(24);
+    family(&mut sink, &c::GROUP_PENDING_BY_IDLE, &mut |f| {
+        for row in &groups {
+            let Some(scan) = &row.state.scan else {
+                continue;
+            };
+            for (bound, n) in &scan.by_idle {
+                le.clear();
+                write_value(&mut le, *bound);
+                f.sample(&row.labels, Some(("le", &le)), *n as f64);
             }
-            f.sample(&[t, s, g, b"+Inf"], scan.entries as f64);
+            f.sample(&row.labels, Some(("le", b"+Inf")), scan.entries as f64);
         }
     });
-    family(&c::GROUP_PENDING_BY_DELIVERY_COUNT, out, &mut |f| {
-        for (t, s, g, _, gs) in groups(targets) {
-            let Some(scan) = &gs.scan else { continue };
-            for (le, n) in &scan.by_delivery_count {
-                f.sample(&[t, s, g, le.to_string().as_bytes()], *n as f64);
-            }
-            f.sample(&[t, s, g, b"+Inf"], scan.entries as f64);
-        }
-    });
-    family(&c::GROUP_TRIMMED_UNDELIVERED, out, &mut |f| {
-        for (t, s, g, _, gs) in groups(targets) {
-            if let Some(v) = gs.trimmed_undelivered {
-                f.sample(&[t, s, g], v as f64);
-            }
-        }
-    });
-    family(&c::GROUP_STATUS, out, &mut |f| {
-        for (t, s, g, _, gs) in groups(targets) {
-            let Some(current) = gs.status else { continue };
-            for status in GroupStatus::ALL {
+    family(&mut sink, &c::GROUP_PENDING_BY_DELIVERY_COUNT, &mut |f| {
+        for row in &groups {
+            let Some(scan) = &row.state.scan else {
+                continue;
+            };
+            for (bound, n) in &scan.by_delivery_count {
                 f.sample(
-                    &[t, s, g, status.label().as_bytes()],
-                    if status == current { 1.0 } else { 0.0 },
+                    &row.labels,
+                    Some(("le", itoa::Buffer::new().format(*bound).as_bytes())),
+                    *n as f64,
                 );
             }
+            f.sample(&row.labels, Some(("le", b"+Inf")), scan.entries as f64);
         }
     });
-    family(&c::GROUP_PENDING_SCAN_TS, out, &mut |f| {
-        for (t, s, g, _, gs) in groups(targets) {
-            if let Some(scan) = &gs.scan {
-                f.sample(&[t, s, g], secs(scan.finished_at));
-            }
-        }
-    });
-    family(&c::GROUP_PENDING_SCAN_PROGRESS, out, &mut |f| {
-        for (t, s, g, _, gs) in groups(targets) {
-            if let Some(p) = gs.scan_progress {
-                f.sample(&[t, s, g], p);
+    family(&mut sink, &c::GROUP_STATUS, &mut |f| {
+        for row in &groups {
+            let Some(current) = row.state.status else {
+                continue;
+            };
+            for status in GroupStatus::ALL {
+                let on = if status == current { 1.0 } else { 0.0 };
+                f.sample(&row.labels, Some(("status", status.label().as_bytes())), on);
             }
         }
     });
 
     // Consumers.
-    const OTHER: &[u8] = b"__other__";
-    family(&c::CONSUMER_PENDING, out, &mut |f| {
-        for (t, s, g, _, gs) in groups(targets) {
-            let Some(cs) = &gs.consumers else { continue };
+    family(&mut sink, &c::CONSUMER_PENDING, &mut |f| {
+        for row in &groups {
+            let Some(cs) = &row.state.consumers else {
+                continue;
+            };
             for consumer in &cs.top {
-                f.sample(&[t, s, g, &consumer.name], consumer.pending as f64);
+                f.sample(
+                    &row.labels,
+                    Some(("consumer", &consumer.name)),
+                    consumer.pending as f64,
+                );
             }
             if let Some(other) = cs.other_pending {
-                f.sample(&[t, s, g, OTHER], other as f64);
+                f.sample(&row.labels, Some(("consumer", b"__other__")), other as f64);
             }
         }
     });
-    family(&c::CONSUMER_IDLE, out, &mut |f| {
-        for (t, s, g, _, gs) in groups(targets) {
-            let Some(cs) = &gs.consumers else { continue };
+    family(&mut sink, &c::CONSUMER_IDLE, &mut |f| {
+        for row in &groups {
+            let Some(cs) = &row.state.consumers else {
+                continue;
+            };
             for consumer in &cs.top {
-                f.sample(&[t, s, g, &consumer.name], consumer.idle_ms as f64 / 1000.0);
+                f.sample(
+                    &row.labels,
+                    Some(("consumer", &consumer.name)),
+                    consumer.idle_ms as f64 / 1000.0,
+                );
             }
         }
     });
-    family(&c::CONSUMER_INACTIVE, out, &mut |f| {
-        for (t, s, g, _, gs) in groups(targets) {
-            let Some(cs) = &gs.consumers else { continue };
+    family(&mut sink, &c::CONSUMER_INACTIVE, &mut |f| {
+        for row in &groups {
+            let Some(cs) = &row.state.consumers else {
+                continue;
+            };
             for consumer in &cs.top {
                 if let Some(ms) = consumer.inactive_ms {
-                    f.sample(&[t, s, g, &consumer.name], ms as f64 / 1000.0);
+                    f.sample(
+                        &row.labels,
+                        Some(("consumer", &consumer.name)),
+                        ms as f64 / 1000.0,
+                    );
                 }
             }
         }
     });
 
-    // Targets.
-    let up = || targets.iter().filter(|t| t.up);
-    family(&c::TARGET_INFO, out, &mut |f| {
-        for t in up() {
-            if let Some(i) = &t.server {
-                let labels: [&[u8]; 5] = [
-                    t.name.as_bytes(),
-                    i.server.as_bytes(),
-                    i.version.as_bytes(),
-                    i.mode.as_bytes(),
-                    i.maxmemory_policy.as_bytes(),
-                ];
-                f.sample(&labels, 1.0);
+    // Targets that are up.
+    family(&mut sink, &c::TARGET_INFO, &mut |f| {
+        for t in target_rows.iter().filter(|t| t.snap.up) {
+            if let Some(i) = &t.snap.server {
+                let labels = t
+                    .labels
+                    .with("server", i.server.as_bytes())
+                    .with("version", i.version.as_bytes())
+                    .with("mode", i.mode.as_bytes());
+                f.sample(
+                    &labels,
+                    Some(("maxmemory_policy", i.maxmemory_policy.as_bytes())),
+                    1.0,
+                );
             }
         }
     });
-    family(&c::TARGET_MAXMEMORY, out, &mut |f| {
-        for t in up() {
-            if let Some(v) = t.server.as_ref().and_then(|i| i.maxmemory) {
-                f.sample(&[t.name.as_bytes()], v as f64);
+    type TargetValue = fn(&TargetSnapshot) -> Option<f64>;
+    let target_families: [(&'static MetricDef, TargetValue); 2] = [
+        (&c::TARGET_MAXMEMORY, |t| {
+            t.server
+                .as_ref()
+                .and_then(|i| i.maxmemory)
+                .map(|v| v as f64)
+        }),
+        (&c::TARGET_USED_MEMORY, |t| {
+            t.server
+                .as_ref()
+                .and_then(|i| i.used_memory)
+                .map(|v| v as f64)
+        }),
+    ];
+    for (def, value) in target_families {
+        family(&mut sink, def, &mut |f| {
+            for t in target_rows.iter().filter(|t| t.snap.up) {
+                if let Some(v) = value(t.snap) {
+                    f.sample(&t.labels, None, v);
+                }
             }
-        }
-    });
-    family(&c::TARGET_USED_MEMORY, out, &mut |f| {
-        for t in up() {
-            if let Some(v) = t.server.as_ref().and_then(|i| i.used_memory) {
-                f.sample(&[t.name.as_bytes()], v as f64);
-            }
-        }
-    });
+        });
+    }
 
     // The exporter itself, for every target whatever its state.
-    family(&c::EXPORTER_TARGET_UP, out, &mut |f| {
-        for t in targets {
-            f.sample(&[t.name.as_bytes()], if t.up { 1.0 } else { 0.0 });
-        }
-    });
-    family(&c::EXPORTER_PROBE_SUCCESS, out, &mut |f| {
-        for t in targets {
-            for (kind, p) in &t.probes {
-                f.sample(
-                    &[t.name.as_bytes(), kind.label().as_bytes()],
-                    if p.success { 1.0 } else { 0.0 },
-                );
-            }
-        }
-    });
-    family(&c::EXPORTER_PROBE_DURATION, out, &mut |f| {
-        for t in targets {
-            for (kind, p) in &t.probes {
-                f.sample(
-                    &[t.name.as_bytes(), kind.label().as_bytes()],
-                    p.duration.as_secs_f64(),
-                );
-            }
-        }
-    });
-    family(&c::EXPORTER_PROBE_LAST_SUCCESS, out, &mut |f| {
-        for t in targets {
-            for (kind, p) in &t.probes {
-                if let Some(at) = p.last_success {
-                    f.sample(&[t.name.as_bytes(), kind.label().as_bytes()], secs(at));
+    let exporter_families: [(&'static MetricDef, TargetValue); 5] = [
+        (&c::EXPORTER_TARGET_UP, |t| {
+            Some(if t.up { 1.0 } else { 0.0 })
+        }),
+        (&c::EXPORTER_STREAMS, |t| {
+            t.streams_watched.map(|n| n as f64)
+        }),
+        (&c::EXPORTER_STREAMS_DROPPED, |t| {
+            t.streams_dropped.map(|n| n as f64)
+        }),
+        (&c::EXPORTER_RATE_LIMITED, |t| {
+            Some(t.stats.rate_limited_seconds)
+        }),
+        (&c::EXPORTER_PENDING_SCANNED, |t| {
+            Some(t.stats.pending_scanned as f64)
+        }),
+    ];
+    for (def, value) in exporter_families {
+        family(&mut sink, def, &mut |f| {
+            for t in &target_rows {
+                if let Some(v) = value(t.snap) {
+                    f.sample(&t.labels, None, v);
                 }
             }
-        }
-    });
-    family(&c::EXPORTER_COMMANDS, out, &mut |f| {
-        for t in targets {
-            for (command, n) in &t.stats.commands {
-                f.sample(&[t.name.as_bytes(), command.as_bytes()], *n as f64);
+        });
+    }
+    type ProbeValue = fn(&crate::snapshot::ProbeStatus) -> Option<f64>;
+    let probe_families: [(&'static MetricDef, ProbeValue); 3] = [
+        (&c::EXPORTER_PROBE_SUCCESS, |p| {
+            Some(if p.success { 1.0 } else { 0.0 })
+        }),
+        (&c::EXPORTER_PROBE_DURATION, |p| {
+            Some(p.duration.as_secs_f64())
+        }),
+        (&c::EXPORTER_PROBE_LAST_SUCCESS, |p| {
+            p.last_success.map(secs)
+        }),
+    ];
+    for (def, value) in probe_families {
+        family(&mut sink, def, &mut |f| {
+            for t in &target_rows {
+                for (kind, p) in &t.snap.probes {
+                    if let Some(v) = value(p) {
+                        f.sample(&t.labels, Some(("probe", kind.label().as_bytes())), v);
+                    }
+                }
+            }
+        });
+    }
+    family(&mut sink, &c::EXPORTER_COMMANDS, &mut |f| {
+        for t in &target_rows {
+            for (command, n) in &t.snap.stats.commands {
+                f.sample(&t.labels, Some(("command", command.as_bytes())), *n as f64);
             }
         }
     });
-    family(&c::EXPORTER_ERRORS, out, &mut |f| {
-        for t in targets {
+    family(&mut sink, &c::EXPORTER_ERRORS, &mut |f| {
+        for t in &target_rows {
             for kind in ErrorKind::ALL {
-                let n = t.stats.errors.get(kind.label()).copied().unwrap_or(0);
-                f.sample(&[t.name.as_bytes(), kind.label().as_bytes()], n as f64);
+                let n = t.snap.stats.errors.get(kind.label()).copied().unwrap_or(0);
+                f.sample(&t.labels, Some(("kind", kind.label().as_bytes())), n as f64);
             }
         }
     });
-    family(&c::EXPORTER_STREAMS, out, &mut |f| {
-        for t in targets {
-            if let Some(n) = t.streams_watched {
-                f.sample(&[t.name.as_bytes()], n as f64);
-            }
-        }
+    family(&mut sink, &c::EXPORTER_BUILD_INFO, &mut |f| {
+        let labels = Labels::new().with("version", build.version.as_bytes());
+        f.sample(&labels, Some(("revision", build.revision.as_bytes())), 1.0);
     });
-    family(&c::EXPORTER_STREAMS_DROPPED, out, &mut |f| {
-        for t in targets {
-            if let Some(n) = t.streams_dropped {
-                f.sample(&[t.name.as_bytes()], n as f64);
-            }
-        }
+    let none = Labels::new();
+    family(&mut sink, &c::EXPORTER_CONFIG_RELOADS, &mut |f| {
+        f.sample(&none, None, exporter.reloads.load(Ordering::Relaxed) as f64);
     });
-    family(&c::EXPORTER_RATE_LIMITED, out, &mut |f| {
-        for t in targets {
-            f.sample(&[t.name.as_bytes()], t.stats.rate_limited_seconds);
-        }
-    });
-    family(&c::EXPORTER_PENDING_SCANNED, out, &mut |f| {
-        for t in targets {
-            f.sample(&[t.name.as_bytes()], t.stats.pending_scanned as f64);
-        }
-    });
-    family(&c::EXPORTER_BUILD_INFO, out, &mut |f| {
-        f.sample(&[build.version.as_bytes(), build.revision.as_bytes()], 1.0);
-    });
-    family(&c::EXPORTER_CONFIG_RELOADS, out, &mut |f| {
-        f.sample(&[], exporter.reloads.load(Ordering::Relaxed) as f64);
-    });
-    family(&c::EXPORTER_CONFIG_RELOAD_FAILURES, out, &mut |f| {
-        f.sample(&[], exporter.reload_failures.load(Ordering::Relaxed) as f64);
-    });
-    family(&c::EXPORTER_CONFIG_LAST_RELOAD_OK, out, &mut |f| {
+    family(&mut sink, &c::EXPORTER_CONFIG_RELOAD_FAILURES, &mut |f| {
         f.sample(
-            &[],
+            &none,
+            None,
+            exporter.reload_failures.load(Ordering::Relaxed) as f64,
+        );
+    });
+    family(&mut sink, &c::EXPORTER_CONFIG_LAST_RELOAD_OK, &mut |f| {
+        f.sample(
+            &none,
+            None,
             if exporter.last_reload_ok.load(Ordering::Relaxed) {
                 1.0
             } else {
@@ -395,12 +426,5 @@ pub fn render(
             },
         );
     });
-    duplicates
-}
-
-/// `le` label of an idle bucket in seconds.
-fn le_label(le: f64) -> String {
-    let mut out = Vec::new();
-    super::text::write_value(&mut out, le);
-    String::from_utf8_lossy(&out).into_owned()
+    Ok((sink.finish()?, duplicates))
 }

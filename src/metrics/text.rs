@@ -1,11 +1,13 @@
-//! The Prometheus text exposition format (0.0.4), written by hand: label
-//! values are escaped byte-exactly (names from Redis need not be UTF-8),
-//! families are written only when they have samples, and a duplicate series
+//! The Prometheus text exposition format (0.0.4), written by hand and
+//! streamed: lines go through a small buffer into any `Write` (the gzip
+//! encoder, in the daemon), so the whole text is never held in memory. Label
+//! values are escaped byte-exactly (names from Redis need not be UTF-8);
+//! families are written only when they have samples; a duplicate series
 //! (possible only when two non-UTF-8 names escape alike) is dropped instead of
 //! making the whole exposition invalid.
 
 use std::collections::HashSet;
-use std::io::Write;
+use std::io::{self, Write};
 
 use super::catalog::MetricDef;
 
@@ -23,7 +25,10 @@ pub fn escape_label(out: &mut Vec<u8>, value: &[u8]) {
         }
         for b in chunk.invalid() {
             // The backslash itself is escaped, so the sample reads `\xff`.
-            let _ = write!(out, "\\\\x{b:02x}");
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(b"\\\\x");
+            out.push(HEX[usize::from(b >> 4)]);
+            out.push(HEX[usize::from(b & 0xf)]);
         }
     }
 }
@@ -33,22 +38,97 @@ pub fn needs_escape(name: &[u8]) -> bool {
     std::str::from_utf8(name).is_err()
 }
 
-/// Writes a sample value.
+/// Writes a sample value: integers exactly, other values in the shortest
+/// form that reads back as the same `f64`.
 pub fn write_value(out: &mut Vec<u8>, v: f64) {
     if v.is_nan() {
         out.extend_from_slice(b"NaN");
     } else if v.is_infinite() {
         out.extend_from_slice(if v > 0.0 { b"+Inf" } else { b"-Inf" });
     } else if v.fract() == 0.0 && v.abs() < 1e15 {
-        let _ = write!(out, "{}", v as i64);
+        out.extend_from_slice(itoa::Buffer::new().format(v as i64).as_bytes());
     } else {
-        let _ = write!(out, "{v}");
+        out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes());
+    }
+}
+
+/// `name="value"` pairs, escaped once and reused for every family.
+#[derive(Clone, Debug, Default)]
+pub struct Labels(Vec<u8>);
+
+impl Labels {
+    /// An empty set.
+    pub fn new() -> Self {
+        Labels(Vec::with_capacity(64))
+    }
+
+    /// This set plus `name="value"`.
+    pub fn with(&self, name: &str, value: &[u8]) -> Labels {
+        let mut out = Vec::with_capacity(self.0.len() + name.len() + value.len() + 4);
+        out.extend_from_slice(&self.0);
+        if !out.is_empty() {
+            out.push(b',');
+        }
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"=\"");
+        escape_label(&mut out, value);
+        out.push(b'"');
+        Labels(out)
+    }
+}
+
+/// Bytes beyond which the line buffer is handed to the writer.
+const FLUSH_AT: usize = 64 * 1024;
+
+/// A line buffer in front of a writer that remembers the first error.
+#[derive(Debug)]
+pub struct Sink<W: Write> {
+    buf: Vec<u8>,
+    inner: W,
+    error: Option<io::Error>,
+}
+
+impl<W: Write> Sink<W> {
+    /// A sink writing to `inner`.
+    pub fn new(inner: W) -> Self {
+        Sink {
+            buf: Vec::with_capacity(FLUSH_AT + 4096),
+            inner,
+            error: None,
+        }
+    }
+
+    fn line_done(&mut self) {
+        if self.buf.len() >= FLUSH_AT {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.error.is_none() {
+            if let Err(e) = self.inner.write_all(&self.buf) {
+                self.error = Some(e);
+            }
+        }
+        self.buf.clear();
+    }
+
+    /// Flushes and returns the writer.
+    ///
+    /// # Errors
+    /// The first error the writer returned.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.flush();
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(self.inner),
+        }
     }
 }
 
 /// One metric family being written.
-pub struct Family<'o> {
-    out: &'o mut Vec<u8>,
+pub struct Family<'s, W: Write> {
+    sink: &'s mut Sink<W>,
     def: &'static MetricDef,
     started: bool,
     seen: Option<HashSet<Vec<u8>>>,
@@ -56,12 +136,12 @@ pub struct Family<'o> {
     pub duplicates: u64,
 }
 
-impl<'o> Family<'o> {
+impl<'s, W: Write> Family<'s, W> {
     /// Starts `def`. With `dedupe`, every series' labels are remembered so a
     /// duplicate can be dropped.
-    pub fn new(out: &'o mut Vec<u8>, def: &'static MetricDef, dedupe: bool) -> Self {
+    pub fn new(sink: &'s mut Sink<W>, def: &'static MetricDef, dedupe: bool) -> Self {
         Family {
-            out,
+            sink,
             def,
             started: false,
             seen: dedupe.then(HashSet::new),
@@ -69,53 +149,52 @@ impl<'o> Family<'o> {
         }
     }
 
-    /// Writes one sample; `values` match the definition's labels in order.
-    pub fn sample(&mut self, values: &[&[u8]], value: f64) {
-        debug_assert_eq!(values.len(), self.def.labels.len(), "{}", self.def.name);
-        let mut labels = Vec::with_capacity(64);
-        if !values.is_empty() {
-            labels.push(b'{');
-            for (i, (name, v)) in self.def.labels.iter().zip(values).enumerate() {
-                if i > 0 {
-                    labels.push(b',');
-                }
-                labels.extend_from_slice(name.as_bytes());
-                labels.extend_from_slice(b"=\"");
-                escape_label(&mut labels, v);
-                labels.push(b'"');
+    /// Writes one sample with `labels` (which must follow the definition's
+    /// label order) and, optionally, one more label at the end.
+    pub fn sample(&mut self, labels: &Labels, extra: Option<(&str, &[u8])>, value: f64) {
+        let extended;
+        let labels = match extra {
+            Some((name, v)) => {
+                extended = labels.with(name, v);
+                &extended
             }
-            labels.push(b'}');
-        }
+            None => labels,
+        };
         if let Some(seen) = &mut self.seen {
-            if !seen.insert(labels.clone()) {
+            if !seen.insert(labels.0.clone()) {
                 self.duplicates += 1;
                 return;
             }
         }
+        let buf = &mut self.sink.buf;
         if !self.started {
             self.started = true;
-            self.out.extend_from_slice(b"# HELP ");
-            self.out.extend_from_slice(self.def.name.as_bytes());
-            self.out.push(b' ');
+            buf.extend_from_slice(b"# HELP ");
+            buf.extend_from_slice(self.def.name.as_bytes());
+            buf.push(b' ');
             for b in self.def.help.bytes() {
                 match b {
-                    b'\\' => self.out.extend_from_slice(b"\\\\"),
-                    b'\n' => self.out.extend_from_slice(b"\\n"),
-                    other => self.out.push(other),
+                    b'\\' => buf.extend_from_slice(b"\\\\"),
+                    b'\n' => buf.extend_from_slice(b"\\n"),
+                    other => buf.push(other),
                 }
             }
-            self.out.extend_from_slice(b"\n# TYPE ");
-            self.out.extend_from_slice(self.def.name.as_bytes());
-            self.out.push(b' ');
-            self.out
-                .extend_from_slice(self.def.kind.as_str().as_bytes());
-            self.out.push(b'\n');
+            buf.extend_from_slice(b"\n# TYPE ");
+            buf.extend_from_slice(self.def.name.as_bytes());
+            buf.push(b' ');
+            buf.extend_from_slice(self.def.kind.as_str().as_bytes());
+            buf.push(b'\n');
         }
-        self.out.extend_from_slice(self.def.name.as_bytes());
-        self.out.extend_from_slice(&labels);
-        self.out.push(b' ');
-        write_value(self.out, value);
-        self.out.push(b'\n');
+        buf.extend_from_slice(self.def.name.as_bytes());
+        if !labels.0.is_empty() {
+            buf.push(b'{');
+            buf.extend_from_slice(&labels.0);
+            buf.push(b'}');
+        }
+        buf.push(b' ');
+        write_value(buf, value);
+        buf.push(b'\n');
+        self.sink.line_done();
     }
 }
 
@@ -134,25 +213,26 @@ mod tests {
     #[test]
     fn values() {
         let mut out = Vec::new();
-        for v in [3.0, 0.25, 1.5e15, f64::INFINITY] {
+        for v in [3.0, 0.25, 1.5e15, f64::INFINITY, 1796006248.9357805] {
             write_value(&mut out, v);
             out.push(b' ');
         }
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "3 0.25 1500000000000000 +Inf "
+            "3 0.25 1500000000000000.0 +Inf 1796006248.9357805 "
         );
     }
 
     #[test]
     fn family_header_once_and_duplicates_dropped() {
-        let mut out = Vec::new();
-        let mut f = Family::new(&mut out, &STREAM_LENGTH, true);
-        f.sample(&[b"t", b"s"], 1.0);
-        f.sample(&[b"t", b"s"], 2.0);
-        f.sample(&[b"t", b"u"], 3.0);
+        let mut sink = Sink::new(Vec::new());
+        let t = Labels::new().with("target", b"t");
+        let mut f = Family::new(&mut sink, &STREAM_LENGTH, true);
+        f.sample(&t, Some(("stream", b"s")), 1.0);
+        f.sample(&t, Some(("stream", b"s")), 2.0);
+        f.sample(&t, Some(("stream", b"u")), 3.0);
         assert_eq!(f.duplicates, 1);
-        let text = String::from_utf8(out).unwrap();
+        let text = String::from_utf8(sink.finish().unwrap()).unwrap();
         assert_eq!(text.matches("# TYPE").count(), 1);
         assert!(text.contains("redis_streams_stream_length{target=\"t\",stream=\"u\"} 3\n"));
     }

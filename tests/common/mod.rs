@@ -297,7 +297,8 @@ impl Harness {
             &self.store.exporter,
             BuildInfo::CURRENT,
             &mut out,
-        );
+        )
+        .unwrap();
         String::from_utf8(out).unwrap()
     }
 
