@@ -33,6 +33,7 @@ pub struct HttpState {
     /// Where reload requests go.
     pub reload: mpsc::Sender<ReloadRequest>,
     cache: Mutex<RenderCache>,
+    renders: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -55,7 +56,14 @@ impl HttpState {
             config,
             reload,
             cache: Mutex::new(RenderCache::default()),
+            renders: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// How many times the exposition was rendered (once per snapshot
+    /// generation that was scraped, however many scrapes).
+    pub fn renders(&self) -> u64 {
+        self.renders.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn config(&self) -> Arc<Config> {
@@ -178,6 +186,9 @@ async fn metrics(state: &Arc<HttpState>, headers: &HeaderMap) -> Response {
         if cache.generation != Some(generation) {
             let targets = state.store.targets();
             let store = state.store.clone();
+            state
+                .renders
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let rendered = tokio::task::spawn_blocking(move || {
                 let gz = flate2::write::GzEncoder::new(
                     Vec::with_capacity(64 * 1024),

@@ -198,3 +198,63 @@ async fn target_down_withdraws_data_and_recovers() {
     }
     d.stop().await;
 }
+
+/// Concurrent scrapes of one snapshot share one render; a new snapshot is
+/// rendered once more, and never per request.
+#[tokio::test]
+async fn concurrent_scrapes_share_one_render() {
+    use redis_streams_exporter::http::{HttpState, router};
+    use redis_streams_exporter::snapshot::{SnapshotStore, TargetSnapshot};
+    use std::sync::{Arc, RwLock};
+    use tower::ServiceExt;
+
+    let store = Arc::new(SnapshotStore::default());
+    store.publish(Arc::new(TargetSnapshot {
+        name: "t".into(),
+        up: true,
+        ..TargetSnapshot::default()
+    }));
+    let config = Arc::new(RwLock::new(Arc::new(
+        config::from_str("t.toml", "", &Default::default()).unwrap(),
+    )));
+    let (reload, _rx) = tokio::sync::mpsc::channel(1);
+    let state = HttpState::new(store.clone(), config, reload);
+    let app = router(state.clone(), None);
+    let scrape = |app: axum::Router| async move {
+        let request = axum::http::Request::get("/metrics")
+            .header("accept-encoding", "gzip")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let response = app.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap()
+            .len()
+    };
+    let mut tasks = Vec::new();
+    for _ in 0..50 {
+        tasks.push(tokio::spawn(scrape(app.clone())));
+    }
+    let sizes: Vec<usize> = futures_join(tasks).await;
+    assert!(sizes.iter().all(|s| *s == sizes[0] && *s > 0));
+    assert_eq!(state.renders(), 1, "50 concurrent scrapes of one snapshot");
+    scrape(app.clone()).await;
+    assert_eq!(state.renders(), 1, "a later scrape of the same snapshot");
+    store.publish(Arc::new(TargetSnapshot {
+        name: "t".into(),
+        up: false,
+        ..TargetSnapshot::default()
+    }));
+    scrape(app.clone()).await;
+    scrape(app).await;
+    assert_eq!(state.renders(), 2, "a new snapshot is rendered once");
+}
+
+async fn futures_join(tasks: Vec<tokio::task::JoinHandle<usize>>) -> Vec<usize> {
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out
+}
