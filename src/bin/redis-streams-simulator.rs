@@ -33,7 +33,7 @@
 //! | `trim` | `XADD … MAXLEN 50` at 10/s: `workers` leaves 1 in 5 entries unacknowledged (ghosts once trimmed); the `archive` consumer is down (entries trimmed before delivery) | ghost entries, trimmed undelivered |
 //! | `xdel-ghosts` | the consumer deletes (`XDEL`) every 3rd entry instead of acknowledging it | ghost entries, pending growing |
 //! | `trim-window` | steady backlog at 90 % of a `MAXLEN 100` stream | trim overtaking group |
-//! | `recovered` | consumer outage while `MAXLEN 100` trimming overtakes the group, then a slow restart: Redis 7.0–7.4.1 over-count the lag (lag > XLEN), so the exporter estimates it | trimmed undelivered, then the `…Estimated` lag, trim and outpacing alerts |
+//! | `recovered` | consumer outage while `MAXLEN 100` trimming overtakes the group, then a slow restart: Redis 7.0.x, 7.2.0–7.2.6 and 7.4.0–7.4.1 keep counting the trimmed entries in the lag (lag > XLEN), so the exporter estimates it | trimmed undelivered, then the `…Estimated` lag, trim and outpacing alerts |
 //! | `outpace` | producer 6/s, consumer 3/s | production outpacing consumption |
 //! | `stopped` | consumers read for 5 s, then all stop; production goes on | group stopped, lag seconds high/critical |
 //! | `noack` | the consumer reads 3/s and never acknowledges | pending growing, stalled |
@@ -44,6 +44,7 @@
 //! `all` runs every scenario from `healthy` to `noack`.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -112,7 +113,7 @@ enum Scenario {
     XdelGhosts,
     /// A steady backlog at 90% of the retained window of a MAXLEN 100 stream.
     TrimWindow,
-    /// Outage overtaken by trimming, then a slow restart (lag over-counted by Redis < 7.4.2).
+    /// Outage overtaken by trimming, then a slow restart (Redis 7.0.x, 7.2.0-7.2.6, 7.4.0-7.4.1 over-count its lag).
     Recovered,
     /// Production at 6/s, consumption at 3/s.
     Outpace,
@@ -213,7 +214,7 @@ fn main() -> ExitCode {
                 .to_possible_value()
                 .and_then(|v| v.get_help().map(ToString::to_string))
                 .unwrap_or_default();
-            println!("{:<18} {help}", s.name());
+            let _ = writeln!(std::io::stdout().lock(), "{:<18} {help}", s.name());
         }
         return ExitCode::SUCCESS;
     }
@@ -324,11 +325,11 @@ async fn run(cli: Cli) -> Result<()> {
     };
     tokio::select! {
         _ = deadline => {
-            println!("simulator: duration elapsed, stopping");
+            let _ = writeln!(std::io::stdout().lock(), "simulator: duration elapsed, stopping");
             Ok(())
         }
         _ = shutdown_signal() => {
-            println!("simulator: signal received, stopping");
+            let _ = writeln!(std::io::stdout().lock(), "simulator: signal received, stopping");
             Ok(())
         }
         failed = first_failure(&mut tasks) => failed,
@@ -374,8 +375,9 @@ async fn shutdown_signal() {
     }
 }
 
+/// Prints a progress line; a closed stdout (`| head`) is not an error worth dying for.
 fn say(scenario: Scenario, message: std::fmt::Arguments<'_>) {
-    println!("[{}] {message}", scenario.name());
+    let _ = writeln!(std::io::stdout().lock(), "[{}] {message}", scenario.name());
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -974,8 +976,9 @@ async fn recovered(ctx: &Ctx) -> Result<()> {
         xadd(&mut con, &stream, Some(100), None, &body(n)).await?;
     }
     // Phase 2: the consumer restarts at 2/s, production at 4/s, the
-    // aggressive trimming is gone. Redis before 7.4.2 still counts the
-    // trimmed entries in the lag (lag > XLEN), so the exporter estimates.
+    // aggressive trimming is gone. Redis 7.0.x, 7.2.0-7.2.6 and 7.4.0-7.4.1
+    // still count the trimmed entries in the lag (lag > XLEN), so the
+    // exporter estimates it instead.
     say(
         scenario,
         format_args!("phase 2: consumer back at 2/s, production 4/s, no more trimming"),

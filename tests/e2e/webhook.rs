@@ -1,0 +1,113 @@
+//! The Alertmanager webhook receiver of the end-to-end test: an HTTP server on a free loopback
+//! port that records every alert of every notification with the time it arrived.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::post;
+use serde_json::Value;
+
+/// One alert as received.
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub at: Instant,
+    /// `firing` or `resolved`.
+    pub status: String,
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+impl Received {
+    pub fn name(&self) -> &str {
+        self.labels.get("alertname").map_or("", String::as_str)
+    }
+
+    pub fn label(&self, key: &str) -> &str {
+        self.labels.get(key).map_or("", String::as_str)
+    }
+}
+
+pub type Inbox = Arc<Mutex<Vec<Received>>>;
+
+pub struct Webhook {
+    pub port: u16,
+    pub inbox: Inbox,
+    /// Notifications that were not valid Alertmanager webhook JSON.
+    pub malformed: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[derive(Clone)]
+struct Shared {
+    inbox: Inbox,
+    malformed: Arc<Mutex<Vec<String>>>,
+}
+
+async fn receive(State(shared): State<Shared>, body: Bytes) -> &'static str {
+    let at = Instant::now();
+    let parsed: Result<Value, _> = serde_json::from_slice(&body);
+    let Some(alerts) = parsed
+        .ok()
+        .and_then(|v| v.get("alerts").and_then(Value::as_array).cloned())
+    else {
+        shared
+            .malformed
+            .lock()
+            .unwrap()
+            .push(String::from_utf8_lossy(&body).into_owned());
+        return "ok";
+    };
+    let mut inbox = shared.inbox.lock().unwrap();
+    for alert in alerts {
+        let labels = alert
+            .get("labels")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        inbox.push(Received {
+            at,
+            status: alert
+                .get("status")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            labels,
+        });
+    }
+    "ok"
+}
+
+pub async fn start() -> Webhook {
+    let inbox: Inbox = Arc::default();
+    let malformed: Arc<Mutex<Vec<String>>> = Arc::default();
+    let shared = Shared {
+        inbox: inbox.clone(),
+        malformed: malformed.clone(),
+    };
+    let app = Router::new()
+        .route("/alerts", post(receive))
+        .with_state(shared);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Webhook {
+        port,
+        inbox,
+        malformed,
+        task,
+    }
+}
