@@ -16,9 +16,9 @@
 //! 2. **Trim correction**: when last-delivered-id is older than the first
 //!    entry, every retained entry is undelivered, so lag is the length; old
 //!    servers (7.0.x, 7.2.0–7.2.6, 7.4.0–7.4.1) still count the trimmed
-//!    entries, and that excess, or entries-added − entries-read − length when
-//!    Redis knows entries-read, is `trimmed_undelivered`. `lag_estimated` is 0:
-//!    the length is exact.
+//!    entries. Entries-added − entries-read − length is `trimmed_undelivered`
+//!    when Redis knows entries-read (otherwise it is unknown: absent).
+//!    `lag_estimated` is 0: the length is exact.
 //! 3. **Fallback** when Redis gives no sound count (nil after XDEL or SETID,
 //!    absent before 7.0): count the undelivered entries with XRANGE when there
 //!    are fewer than `k` (exact), else interpolate over the IDs of the retained
@@ -119,16 +119,30 @@ pub fn sample_request(stream: &StreamInfo, group: &GroupInfo, exact_limit: u32) 
 }
 
 /// Entries trimmed before the group read them, for a group that is behind
-/// the first entry (or on an emptied stream).
+/// the first entry (or on an emptied stream), `retained_undelivered` being
+/// the undelivered entries still in the stream.
+///
+/// Known only when Redis knows how many entries the group read; when
+/// entries-read is nil, Redis's lag is itself derived from the stream length
+/// and says nothing about what was trimmed. One exception: a group still at
+/// `0-0` on a stream without deletions has read nothing, so everything
+/// removed was lost.
 fn trimmed(stream: &StreamInfo, group: &GroupInfo, retained_undelivered: u64) -> Option<u64> {
-    if let (Some(added), Some(read)) = (stream.entries_added, group.entries_read) {
-        return Some(
-            added
-                .saturating_sub(read)
-                .saturating_sub(retained_undelivered),
-        );
-    }
-    group.lag.map(|l| l.saturating_sub(retained_undelivered))
+    let added = stream.entries_added?;
+    let read = match group.entries_read {
+        Some(read) => read,
+        None if group.last_delivered_id.is_zero()
+            && stream.max_deleted_entry_id == Some(StreamId::ZERO) =>
+        {
+            0
+        }
+        None => return None,
+    };
+    Some(
+        added
+            .saturating_sub(read)
+            .saturating_sub(retained_undelivered),
+    )
 }
 
 /// Computes the lag of `group` from XINFO and, when [`sample_request`] asked
@@ -353,6 +367,26 @@ mod tests {
         s.entries_added = None;
         let f = compute(&s, &group(2, None, None), None);
         assert_eq!((f.lag, f.trimmed_undelivered), (Some(4), None));
+    }
+
+    /// A group created at `$` that never caught up: Redis's lag equals the
+    /// length and entries-read is nil, so the loss cannot be known.
+    #[test]
+    fn trim_past_group_with_nil_entries_read_is_unknown_not_zero() {
+        let mut s = stream(10, 51, 60);
+        s.entries_added = Some(60);
+        let f = compute(&s, &group(0, Some(10), None), None);
+        assert_eq!(f.lag, Some(10));
+        // At 0-0 without deletions, nothing was read: 50 lost.
+        assert_eq!(f.trimmed_undelivered, Some(50));
+        let f = compute(&s, &group(3, Some(10), None), None);
+        assert_eq!(f.trimmed_undelivered, None);
+        s.max_deleted_entry_id = Some(id(20));
+        let f = compute(&s, &group(0, Some(10), None), None);
+        assert_eq!(
+            f.trimmed_undelivered, None,
+            "deletions make the loss unknown"
+        );
     }
 
     #[test]

@@ -154,19 +154,18 @@ impl Poller {
                     tracing::debug!(target = %name, probe = kind.label(), error = %e, "probe still failing")
                 }
             }
-            // Down follows the last round trip, whatever probe made it. Up
-            // again takes a stream poll that applied its results, so that
-            // `target_up 1` always comes with fresh stream data.
+            // Up or down follows the last round trip, whatever probe made it
+            // (a probe with nothing to ask proves nothing either way). Data
+            // read before a fall is dropped with it, so after a recovery the
+            // stream series come back with the next stream poll, never stale.
             let down = matches!(&result, Err(e) if e.target_down())
                 || self.ctx.client.reachable() == Some(false);
-            let refreshed =
-                kind == ProbeKind::Stream && !matches!(result, Err(ProbeError::Interrupted { .. }));
             if down {
                 if state.snapshot.up {
                     tracing::warn!(target = %name, "target down; its data series are withdrawn");
                 }
                 state.forget_data();
-            } else if refreshed && self.ctx.client.reachable() == Some(true) {
+            } else if self.ctx.client.reachable() == Some(true) {
                 if !state.snapshot.up {
                     tracing::info!(target = %name, "target up");
                 }

@@ -299,3 +299,71 @@ async fn noperm_on_some_keys() {
         1.0
     );
 }
+
+/// A user missing a whole command (here XPENDING) loses those figures: the
+/// probes that need it fail, which is what the ProbeFailing alert watches,
+/// while everything else keeps working.
+#[tokio::test]
+async fn a_missing_command_permission_fails_its_probes() {
+    let server = RedisServer::start(Server::Redis70);
+    let mut c = server.conn();
+    xadd_n(&mut c, "s", 3);
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg("s")
+        .arg("g")
+        .arg("0")
+        .query(&mut c)
+        .unwrap();
+    read_group(&mut c, "s", "g", "c", 2);
+    server.cmd(&[
+        "ACL",
+        "SETUSER",
+        "noxp",
+        "on",
+        ">pw",
+        "resetchannels",
+        "%R~*",
+        "-@all",
+        "+ping",
+        "+info",
+        "+time",
+        "+scan",
+        "+xinfo|stream",
+        "+xinfo|groups",
+        "+xinfo|consumers",
+        "+xrange",
+        "+client|setname",
+    ]);
+    let text = format!(
+        "[[targets]]\nname = \"t\"\nurl = \"redis://noxp:pw@127.0.0.1:{}\"\n",
+        server.port
+    );
+    let h = Harness::new(config::from_str("np.toml", &text, &Default::default()).unwrap());
+    h.collect().await;
+    let m = h.metrics();
+    let success = |probe: &str| {
+        m.value(
+            "redis_streams_exporter_probe_success",
+            &[("target", "t"), ("probe", probe)],
+        )
+    };
+    assert_eq!(success("pending_summary"), 0.0);
+    assert_eq!(success("pending_scan"), 0.0);
+    for probe in ["discovery", "info", "stream", "consumers"] {
+        assert_eq!(success(probe), 1.0, "{probe}");
+    }
+    assert_eq!(
+        errors(&m, "noperm"),
+        2.0,
+        "one XPENDING summary, one XPENDING page"
+    );
+    assert_eq!(m.value("redis_streams_group_pending", &tsg("s", "g")), 2.0);
+    assert_eq!(
+        m.get(
+            "redis_streams_group_pending_max_idle_seconds",
+            &tsg("s", "g")
+        ),
+        None
+    );
+}

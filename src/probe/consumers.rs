@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{DecodeProblems, ProbeContext, ProbeError, ProbeKind, known_groups, per_group};
+use super::{ProbeContext, ProbeError, ProbeKind, Problems, known_groups, per_group};
 use crate::redis::Command;
 use crate::redis::reply::{self, ConsumerInfo};
 use crate::snapshot::Consumers;
@@ -48,7 +48,7 @@ pub fn summarise(mut all: Vec<ConsumerInfo>, cap: usize, inactive_after: Duratio
 pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let pairs = known_groups(&ctx.state());
     let cap = ctx.config.metrics.max_consumers_per_group;
-    let mut problems = DecodeProblems::default();
+    let mut problems = Problems::default();
     per_group(
         ctx,
         &pairs,

@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::{DecodeProblems, ProbeContext, ProbeError, ProbeKind};
+use super::{ProbeContext, ProbeError, ProbeKind, Problems};
 use crate::redis::{Command, reply};
 use crate::snapshot::Name;
 
@@ -20,7 +20,7 @@ use crate::snapshot::Name;
 pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let target = &ctx.target;
     ctx.client.invalidate_topology();
-    let mut problems = DecodeProblems::default();
+    let mut problems = Problems::default();
     let mut found: BTreeSet<Vec<u8>> = BTreeSet::new();
     if !target.patterns.is_empty() {
         // One pattern goes to Redis as MATCH; several are matched locally
@@ -38,20 +38,23 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     count: target.scan_count,
                 };
                 let reply = ctx.client.execute(&node, &[cmd]).await?.pop();
+                // A walk that cannot finish keeps the streams watched so far:
+                // a refused or garbled page must not make streams vanish.
                 let page = match reply {
                     Some(Ok(v)) => match reply::scan_page(&v) {
                         Ok(p) => p,
                         Err(e) => {
                             problems.add(ctx, e);
-                            break;
+                            return problems.finish(ProbeKind::Discovery);
                         }
                     },
                     Some(Err(e)) => {
-                        tracing::warn!(target = %target.name, node = %node, error = %e, "SCAN refused");
-                        break;
+                        problems.refused(&e);
+                        return problems.finish(ProbeKind::Discovery);
                     }
-                    None => break,
+                    None => return problems.finish(ProbeKind::Discovery),
                 };
+                problems.answered();
                 // SCAN may return a key twice and, with ACL key patterns, keys
                 // outside them: match locally too.
                 found.extend(

@@ -3,7 +3,7 @@
 //! `redis_version` 7.2.4 for compatibility, so its own version is read from
 //! `valkey_version`.
 
-use super::{DecodeProblems, ProbeContext, ProbeError, ProbeKind};
+use super::{ProbeContext, ProbeError, ProbeKind, Problems};
 use crate::redis::{Command, reply};
 use crate::snapshot::ServerInfo;
 
@@ -12,7 +12,7 @@ use crate::snapshot::ServerInfo;
 /// # Errors
 /// When a primary cannot be reached.
 pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
-    let mut problems = DecodeProblems::default();
+    let mut problems = Problems::default();
     let mut merged: Option<ServerInfo> = None;
     for node in ctx.client.nodes().await? {
         let replies = ctx
@@ -22,11 +22,14 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         let mut fields = Vec::new();
         for r in replies {
             match r {
-                Ok(v) => match reply::info_fields(&v) {
-                    Ok(f) => fields.extend(f),
-                    Err(e) => problems.add(ctx, e),
-                },
-                Err(e) => tracing::debug!(target = %ctx.target.name, error = %e, "INFO refused"),
+                Ok(v) => {
+                    problems.answered();
+                    match reply::info_fields(&v) {
+                        Ok(f) => fields.extend(f),
+                        Err(e) => problems.add(ctx, e),
+                    }
+                }
+                Err(e) => problems.refused(&e),
             }
         }
         if fields.is_empty() {

@@ -133,6 +133,16 @@ pub enum ProbeError {
         /// Target name.
         target: String,
     },
+    /// The server refused every command of the run.
+    #[error("{probe}: the server refused all {count} commands, first: {first}")]
+    Refused {
+        /// Probe.
+        probe: &'static str,
+        /// How many.
+        count: usize,
+        /// The first refusal.
+        first: String,
+    },
     /// Replies could not be decoded.
     #[error("{probe}: {count} replies could not be decoded, first: {first}")]
     Decode {
@@ -159,36 +169,68 @@ impl ProbeError {
     }
 }
 
-/// Collects decode problems of one run so the run can fail once with the
-/// first of them, after doing everything else it could.
+/// What went wrong in one run, item by item, so the run can do everything
+/// it can and then fail once: on any reply it could not decode, or when the
+/// server refused every command it sent for a reason that is not about a
+/// key (a missing ACL permission, say). A stream deleted mid-run or a key of
+/// another type is a fact about that key, not a failure of the probe.
 #[derive(Debug, Default)]
-pub struct DecodeProblems {
-    count: usize,
-    first: Option<String>,
+pub struct Problems {
+    decode_count: usize,
+    first_decode: Option<String>,
+    answered: usize,
+    refused: usize,
+    first_refusal: Option<String>,
 }
 
-impl DecodeProblems {
-    /// Records one problem (and counts it as a `protocol` error).
+impl Problems {
+    /// Records a reply that could not be decoded (counted as `protocol`).
     pub fn add(&mut self, ctx: &ProbeContext, problem: impl std::fmt::Display) {
         ctx.count_error(ErrorKind::Protocol);
-        self.count += 1;
-        if self.first.is_none() {
-            self.first = Some(problem.to_string());
+        self.decode_count += 1;
+        if self.first_decode.is_none() {
+            self.first_decode = Some(problem.to_string());
         }
     }
 
-    /// `Err` when anything was recorded.
+    /// Records a command the server answered.
+    pub fn answered(&mut self) {
+        self.answered += 1;
+    }
+
+    /// Records a command the server refused (already counted by the client).
+    pub fn refused(&mut self, error: &crate::redis::CommandError) {
+        if matches!(
+            error.kind,
+            ErrorKind::NoSuchKey | ErrorKind::WrongType | ErrorKind::NoGroup
+        ) {
+            return;
+        }
+        self.refused += 1;
+        if self.first_refusal.is_none() {
+            self.first_refusal = Some(error.to_string());
+        }
+    }
+
+    /// `Err` when a reply could not be decoded or every command was refused.
     ///
     /// # Errors
-    /// [`ProbeError::Decode`] with the first problem.
+    /// [`ProbeError::Decode`] or [`ProbeError::Refused`] with the first problem.
     pub fn finish(self, probe: ProbeKind) -> Result<(), ProbeError> {
-        match self.first {
-            None => Ok(()),
-            Some(first) => Err(ProbeError::Decode {
+        if let Some(first) = self.first_decode {
+            return Err(ProbeError::Decode {
                 probe: probe.label(),
-                count: self.count,
+                count: self.decode_count,
+                first,
+            });
+        }
+        match self.first_refusal {
+            Some(first) if self.answered == 0 => Err(ProbeError::Refused {
+                probe: probe.label(),
+                count: self.refused,
                 first,
             }),
+            _ => Ok(()),
         }
     }
 }
@@ -237,7 +279,7 @@ pub async fn per_group<T>(
     pairs: &[(Name, Name)],
     make: impl Fn(&Name, &Name) -> crate::redis::Command,
     decode: impl Fn(&redis::Value) -> Result<T, crate::redis::reply::DecodeError>,
-    problems: &mut DecodeProblems,
+    problems: &mut Problems,
     mut apply: impl FnMut(Option<u64>, Vec<(&Name, &Name, T)>),
 ) -> Result<(), ProbeError> {
     use crate::redis::{Command, reply};
@@ -260,12 +302,15 @@ pub async fn per_group<T>(
             let mut decoded = Vec::with_capacity(batch.len());
             for ((s, g), r) in batch.iter().map(|p| (&p.0, &p.1)).zip(replies) {
                 match r {
-                    Ok(v) => match decode(&v) {
-                        Ok(item) => decoded.push((s, g, item)),
-                        Err(e) => problems.add(ctx, e),
-                    },
-                    Err(e) if e.kind == ErrorKind::NoGroup => {}
+                    Ok(v) => {
+                        problems.answered();
+                        match decode(&v) {
+                            Ok(item) => decoded.push((s, g, item)),
+                            Err(e) => problems.add(ctx, e),
+                        }
+                    }
                     Err(e) => {
+                        problems.refused(&e);
                         tracing::debug!(target = %ctx.target.name, error = %e, "command refused")
                     }
                 }

@@ -17,7 +17,7 @@ use std::time::SystemTime;
 
 use tokio::time::Instant;
 
-use super::{DecodeProblems, ProbeContext, ProbeError, ProbeKind, known_groups};
+use super::{ProbeContext, ProbeError, ProbeKind, Problems, known_groups};
 use crate::redis::reply::{self, PendingEntry};
 use crate::redis::{Command, RangeEnd, RangeStart, StreamId};
 use crate::snapshot::{Name, PelScan};
@@ -178,7 +178,7 @@ struct Work {
 pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let deadline = Instant::now() + ctx.config.schedule.pending_scan;
     let page = ctx.config.limits.pending_page;
-    let mut problems = DecodeProblems::default();
+    let mut problems = Problems::default();
     let pairs = known_groups(&ctx.state());
     let generation = ctx.generation();
     let mut work: Vec<Work> = {
@@ -260,7 +260,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             let mut finished = Vec::new();
             for (&i, r) in active.iter().zip(replies) {
                 let entries = match r {
-                    Ok(v) => match reply::pending_entries(&v) {
+                    Ok(v) => match reply::pending_entries(&v).inspect(|_| problems.answered()) {
                         Ok(e) => e,
                         Err(e) => {
                             problems.add(ctx, e);
@@ -268,8 +268,10 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                             continue;
                         }
                     },
-                    Err(_) => {
-                        // The group vanished mid-scan: drop the pass.
+                    Err(e) => {
+                        // The group vanished mid-scan, or the server refused:
+                        // drop the pass.
+                        problems.refused(&e);
                         work[i].done = true;
                         continue;
                     }

@@ -5,9 +5,7 @@
 
 use std::sync::Arc;
 
-use super::{
-    DecodeProblems, ProbeContext, ProbeError, ProbeKind, age_seconds, known_groups, per_group,
-};
+use super::{ProbeContext, ProbeError, ProbeKind, Problems, age_seconds, known_groups, per_group};
 use crate::redis::{Command, reply};
 
 /// Runs the pending-summary probe.
@@ -16,7 +14,7 @@ use crate::redis::{Command, reply};
 /// When the target cannot be reached or replies cannot be decoded.
 pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let pairs = known_groups(&ctx.state());
-    let mut problems = DecodeProblems::default();
+    let mut problems = Problems::default();
     per_group(
         ctx,
         &pairs,

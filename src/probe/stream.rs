@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::{DecodeProblems, ProbeContext, ProbeError, ProbeKind, age_seconds};
+use super::{ProbeContext, ProbeError, ProbeKind, Problems, age_seconds};
 use crate::lag::{self, UndeliveredSample};
 use crate::redis::reply::{self, GroupInfo, StreamInfo};
 use crate::redis::{Command, ErrorKind, RangeEnd, RangeStart, Reply};
@@ -33,13 +33,18 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     };
     let limits = &ctx.config.limits;
     let per_batch = (limits.pipeline_size / 2).max(1);
-    let mut problems = DecodeProblems::default();
+    let mut problems = Problems::default();
     let mut fresh: BTreeMap<Name, Arc<StreamState>> = BTreeMap::new();
     if watched.is_empty() {
         // Nothing to read, but the stream poll is the target's heartbeat:
         // a dead server must show as down within one poll.
         for node in ctx.client.nodes().await? {
-            ctx.client.execute(&node, &[Command::Ping]).await?;
+            for r in ctx.client.execute(&node, &[Command::Ping]).await? {
+                match r {
+                    Ok(_) => problems.answered(),
+                    Err(e) => problems.refused(&e),
+                }
+            }
         }
     }
     let by_node = ctx.client.partition(watched.iter().map(|n| &**n)).await?;
@@ -92,15 +97,16 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                 let replies = ctx.client.execute(&node, &xranges).await?;
                 for ((si, gi, count), r) in wanted.into_iter().zip(replies) {
                     match r {
-                        Ok(v) => match reply::range_ids(&v) {
-                            Ok(ids) => {
-                                samples.insert((si, gi), UndeliveredSample { ids, count });
+                        Ok(v) => {
+                            problems.answered();
+                            match reply::range_ids(&v) {
+                                Ok(ids) => {
+                                    samples.insert((si, gi), UndeliveredSample { ids, count });
+                                }
+                                Err(e) => problems.add(ctx, e),
                             }
-                            Err(e) => problems.add(ctx, e),
-                        },
-                        Err(e) => {
-                            tracing::debug!(target = %ctx.target.name, error = %e, "XRANGE refused")
                         }
+                        Err(e) => problems.refused(&e),
                     }
                 }
             }
@@ -125,7 +131,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
 }
 
 /// The server time from a `TIME` reply, when it came.
-fn time_of(ctx: &ProbeContext, r: &Reply, problems: &mut DecodeProblems) -> Option<u64> {
+fn time_of(ctx: &ProbeContext, r: &Reply, problems: &mut Problems) -> Option<u64> {
     match r {
         Ok(v) => match reply::time_ms(v) {
             Ok(ms) => Some(ms),
@@ -135,7 +141,8 @@ fn time_of(ctx: &ProbeContext, r: &Reply, problems: &mut DecodeProblems) -> Opti
             }
         },
         Err(e) => {
-            tracing::warn!(target = %ctx.target.name, error = %e, "TIME refused; ages are not exported");
+            problems.refused(e);
+            tracing::debug!(target = %ctx.target.name, error = %e, "TIME refused; ages are not exported");
             None
         }
     }
@@ -146,10 +153,10 @@ fn decode_stream(
     key: &[u8],
     info: &Reply,
     groups: &Reply,
-    problems: &mut DecodeProblems,
+    problems: &mut Problems,
 ) -> Option<Read> {
     let info = match info {
-        Ok(v) => match reply::stream_info(v) {
+        Ok(v) => match reply::stream_info(v).inspect(|_| problems.answered()) {
             Ok(i) => i,
             Err(e) => {
                 problems.add(ctx, e);
@@ -158,13 +165,11 @@ fn decode_stream(
         },
         Err(e) => {
             // Deleted since discovery, not a stream, or not ours to read:
-            // counted by the client; the stream leaves the output.
-            let level_debug = e.kind == ErrorKind::NoSuchKey;
-            if level_debug {
-                tracing::debug!(target = %ctx.target.name, stream = %String::from_utf8_lossy(key), error = %e, "stream skipped");
-            } else {
-                tracing::warn!(target = %ctx.target.name, stream = %String::from_utf8_lossy(key), error = %e, "stream skipped");
-            }
+            // counted by the client (errors_total); the stream leaves the
+            // output. Logged at debug so a permanent condition cannot flood
+            // the log every poll.
+            problems.refused(e);
+            tracing::debug!(target = %ctx.target.name, stream = %String::from_utf8_lossy(key), error = %e, "stream skipped");
             return None;
         }
     };
@@ -176,7 +181,10 @@ fn decode_stream(
                 return None;
             }
         },
-        Err(_) => return None,
+        Err(e) => {
+            problems.refused(e);
+            return None;
+        }
     };
     Some(Read { info, groups })
 }
@@ -281,7 +289,7 @@ fn build_stream<'s>(
 async fn dead_letters(
     ctx: &ProbeContext,
     streams: &mut BTreeMap<Name, Arc<StreamState>>,
-    problems: &mut DecodeProblems,
+    problems: &mut Problems,
 ) -> Result<(), ProbeError> {
     let wanted: Vec<(Name, Vec<u8>)> = streams
         .iter()
@@ -310,7 +318,7 @@ async fn dead_letters(
         let replies = ctx.client.execute(&node, &cmds).await?;
         for (key, r) in keys.into_iter().zip(replies) {
             let dl = match r {
-                Ok(v) => match reply::stream_info(&v) {
+                Ok(v) => match reply::stream_info(&v).inspect(|_| problems.answered()) {
                     Ok(info) => DeadLetter {
                         length: info.length,
                         entries_added: info.entries_added,
@@ -325,7 +333,8 @@ async fn dead_letters(
                     entries_added: counters.then_some(0),
                 },
                 Err(e) => {
-                    tracing::warn!(target = %ctx.target.name, stream = %String::from_utf8_lossy(key), error = %e, "dead-letter stream skipped");
+                    problems.refused(&e);
+                    tracing::debug!(target = %ctx.target.name, stream = %String::from_utf8_lossy(key), error = %e, "dead-letter stream skipped");
                     continue;
                 }
             };
