@@ -1,0 +1,1258 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark of redis-streams-exporter and oliver006/redis_exporter.
+
+Measures the performance targets of SPEC section 10 on a Redis server that
+this script starts on a free loopback port, and prints one Markdown table
+with both tools' figures, the target and PASS/FAIL per row.
+
+  Phase A  1M string keys + ~200 streams: Redis CPU spent on monitoring per
+           minute (INFO commandstats usec), ours alone, then the peer alone,
+           over the same window, at 15 s freshness.
+  Phase B  10,000 streams x 2 groups: /metrics latency p50/p99, exporter RSS
+           and CPU over a steady window (ours at defaults, ours with a raised
+           commands_per_second, the peer).
+  Phase C  one group with a PEL of 1,000,000 entries: time to a full PEL scan
+           at default limits.
+  All      SLOWLOG at slowlog-log-slower-than 1000, per exporter.
+
+Python 3.11 standard library only. See bench/README.md for the method.
+Everything it starts is stopped on exit, Ctrl-C or error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gzip
+import hashlib
+import http.client
+import json
+import math
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+OUR_CLIENT_NAME = "redis-streams-exporter"
+PEER_CLIENT_NAME = "redis_exporter"
+STREAM_PREFIX = "bench:stream:"
+PEER_PATTERN = "db0=bench:stream:*"
+# What Prometheus 2.x sends by default.
+PROM_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+    "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
+# Commands that read streams (or walk the keyspace to find them); the rest of
+# the monitoring traffic is INFO, CONFIG, SLOWLOG, LATENCY, CLIENT, PING...
+CONTAINER_COMMANDS = ("XINFO", "CONFIG", "CLIENT", "SLOWLOG", "LATENCY", "INFO", "MEMORY", "CLUSTER", "OBJECT", "XGROUP")
+STREAM_COMMANDS = ("scan", "select", "type", "time", "xinfo", "xpending", "xrange", "xrevrange")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+T_START = time.monotonic()
+
+
+def log(msg: str) -> None:
+    print(f"[{time.monotonic() - T_START:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+class BenchError(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------
+# A tiny RESP2 client.
+
+
+class RedisError(Exception):
+    pass
+
+
+class Redis:
+    def __init__(self, port: int, timeout: float = 600.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.f = self.sock.makefile("rb", buffering=1 << 20)
+
+    def close(self) -> None:
+        try:
+            self.f.close()
+            self.sock.close()
+        except OSError:
+            pass
+
+    @staticmethod
+    def encode(args) -> bytes:
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            if not isinstance(a, bytes):
+                a = str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        return b"".join(out)
+
+    def read(self):
+        line = self.f.readline()
+        if not line:
+            raise ConnectionError("redis closed the connection")
+        t, rest = line[:1], line[1:-2]
+        if t == b"+":
+            return rest.decode()
+        if t == b"-":
+            return RedisError(rest.decode())
+        if t == b":":
+            return int(rest)
+        if t == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            return self.f.read(n + 2)[:-2]
+        if t == b"*":
+            n = int(rest)
+            if n < 0:
+                return None
+            return [self.read() for _ in range(n)]
+        raise ConnectionError(f"bad RESP line {line[:40]!r}")
+
+    def call(self, *args):
+        self.sock.sendall(self.encode(args))
+        r = self.read()
+        if isinstance(r, RedisError):
+            raise r
+        return r
+
+    def pipeline(self, cmds, chunk: int = 5000) -> list:
+        """Sends commands in pipelined chunks; returns every reply."""
+        replies = []
+        for i in range(0, len(cmds), chunk):
+            part = cmds[i : i + chunk]
+            self.sock.sendall(b"".join(self.encode(c) for c in part))
+            replies.extend(self.read() for _ in part)
+        errors = [r for r in replies if isinstance(r, RedisError)]
+        if errors:
+            raise BenchError(f"{len(errors)} errors while loading, first: {errors[0]}")
+        return replies
+
+    def info(self, section: str) -> dict[str, str]:
+        text = self.call("INFO", section).decode()
+        out = {}
+        for line in text.splitlines():
+            if ":" in line and not line.startswith("#"):
+                k, v = line.split(":", 1)
+                out[k] = v
+        return out
+
+
+def commandstats(r: Redis) -> dict[str, dict[str, int]]:
+    """cmdstat_<name> -> {calls, usec} (Redis 7 names subcommands a|b)."""
+    out = {}
+    for k, v in r.info("commandstats").items():
+        if not k.startswith("cmdstat_"):
+            continue
+        fields = dict(kv.split("=", 1) for kv in v.split(","))
+        out[k[len("cmdstat_") :]] = {"calls": int(fields["calls"]), "usec": int(fields["usec"])}
+    return out
+
+
+def stats_diff(after, before, minus=None):
+    out = {}
+    for name, a in after.items():
+        b = before.get(name, {"calls": 0, "usec": 0})
+        m = (minus or {}).get(name, {"calls": 0, "usec": 0})
+        calls = a["calls"] - b["calls"] - m["calls"]
+        usec = a["usec"] - b["usec"] - m["usec"]
+        if calls > 0 or usec > 0:
+            out[name] = {"calls": max(calls, 0), "usec": max(usec, 0)}
+    return out
+
+
+def is_stream_cmd(name: str) -> bool:
+    return name.split("|", 1)[0] in STREAM_COMMANDS
+
+
+def totals(diff, only_streams=False):
+    calls = usec = 0
+    for name, d in diff.items():
+        if only_streams and not is_stream_cmd(name):
+            continue
+        calls += d["calls"]
+        usec += d["usec"]
+    return calls, usec
+
+
+# --------------------------------------------------------------------------
+# Processes, /proc and HTTP.
+
+
+def _pdeathsig():
+    # Children die with this script even if it is SIGKILLed.
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+class Procs:
+    def __init__(self):
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, argv: list[str], logfile: Path, env=None) -> subprocess.Popen:
+        out = open(logfile, "ab")
+        p = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=_pdeathsig,
+        )
+        out.close()
+        self.procs.append(p)
+        return p
+
+    def stop(self, p: subprocess.Popen, timeout: float = 10.0) -> None:
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if p in self.procs:
+            self.procs.remove(p)
+
+    def stop_all(self) -> None:
+        for p in list(reversed(self.procs)):
+            try:
+                self.stop(p, 5.0)
+            except Exception:  # noqa: BLE001 - best effort at exit
+                pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of the process (all threads), seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return (int(rest[11]) + int(rest[12])) / CLK_TCK
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                k, v = line.split(":", 1)
+                out[k] = int(v.split()[0])
+    return out
+
+
+class Http:
+    def __init__(self, port: int):
+        self.port = port
+        self.conn: http.client.HTTPConnection | None = None
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def get(self, path: str, gzip_ok: bool = False, accept: str | None = None, timeout: float = 900.0):
+        headers = {"Accept-Encoding": "gzip" if gzip_ok else "identity"}
+        if accept:
+            headers["Accept"] = accept
+        for attempt in (0, 1):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+            try:
+                t = time.perf_counter()
+                self.conn.request("GET", path, headers=headers)
+                resp = self.conn.getresponse()
+                body = resp.read()
+                dt = time.perf_counter() - t
+                if resp.will_close:
+                    self.close()
+                return resp.status, body, dt, resp.getheader("Content-Encoding")
+            except (OSError, http.client.HTTPException):
+                self.close()
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def text(self, path: str = "/metrics") -> str:
+        status, body, _, enc = self.get(path)
+        if status != 200:
+            raise BenchError(f"GET {path} on :{self.port} returned {status}")
+        if enc == "gzip":
+            body = gzip.decompress(body)
+        return body.decode()
+
+
+def wait_http(port: int, path: str, deadline_s: float, proc: subprocess.Popen, logfile: Path, want=200) -> float:
+    """Polls until GET path returns `want`; returns the seconds waited."""
+    t = time.monotonic()
+    h = Http(port)
+    while True:
+        if proc.poll() is not None:
+            raise BenchError(f"process exited with {proc.returncode}; log tail:\n{tail(logfile)}")
+        try:
+            status, _, _, _ = h.get(path, timeout=10)
+            if status == want:
+                h.close()
+                return time.monotonic() - t
+        except OSError:
+            pass
+        if time.monotonic() - t > deadline_s:
+            raise BenchError(f"GET {path} on :{port} not {want} after {deadline_s:.0f}s; log tail:\n{tail(logfile)}")
+        time.sleep(0.2)
+
+
+def tail(path: Path, n: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+SAMPLE_RE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
+LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    out = []
+    for line in text.splitlines():
+        if not line.startswith(name):
+            continue
+        m = SAMPLE_RE.match(line)
+        if not m or m.group(1) != name:
+            continue
+        labels = dict(LABEL_RE.findall(m.group(2) or ""))
+        out.append((labels, float(m.group(3))))
+    return out
+
+
+def one(text: str, name: str, **want) -> float | None:
+    for labels, v in samples(text, name):
+        if all(labels.get(k) == w for k, w in want.items()):
+            return v
+    return None
+
+
+def pct(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    return s[max(0, math.ceil(p / 100 * len(s)) - 1)]
+
+
+def sleep_until(t: float) -> None:
+    d = t - time.monotonic()
+    if d > 0:
+        time.sleep(d)
+
+
+# --------------------------------------------------------------------------
+# The bench.
+
+
+@dataclass
+class Sizes:
+    keys: int
+    streams_a: int
+    entries_a: int
+    window_a: float
+    idle: float
+    streams_b: int
+    entries_b: int
+    groups: int
+    latency_n: int
+    latency_s: float
+    peer_latency_n: int
+    steady: float
+    scrape_interval: float
+    pel: int
+    fast_cps: int
+    peer_scrapes_c: int
+
+
+FULL = Sizes(
+    keys=1_000_000,
+    streams_a=200,
+    entries_a=100,
+    window_a=300.0,
+    idle=30.0,
+    streams_b=10_000,
+    entries_b=10,
+    groups=2,
+    latency_n=200,
+    latency_s=60.0,
+    peer_latency_n=20,
+    steady=120.0,
+    scrape_interval=15.0,
+    pel=1_000_000,
+    fast_cps=2000,
+    peer_scrapes_c=3,
+)
+QUICK = Sizes(
+    keys=100_000,
+    streams_a=50,
+    entries_a=100,
+    window_a=60.0,
+    idle=5.0,
+    streams_b=1_000,
+    entries_b=10,
+    groups=2,
+    latency_n=50,
+    latency_s=10.0,
+    peer_latency_n=5,
+    steady=30.0,
+    scrape_interval=15.0,
+    pel=100_000,
+    fast_cps=2000,
+    peer_scrapes_c=2,
+)
+
+SIZE_HELP = {
+    "keys": "A: string keys made by DEBUG POPULATE",
+    "streams_a": "A: streams",
+    "entries_a": "A: entries per stream",
+    "window_a": "A: seconds each exporter is measured",
+    "idle": "A: seconds of idle baseline for the Redis process CPU",
+    "streams_b": "B: streams",
+    "entries_b": "B: entries per stream",
+    "groups": "A, B: groups per stream",
+    "latency_n": "B: at least this many back-to-back GETs of ours, per encoding",
+    "latency_s": "B: ...for at least this many seconds",
+    "peer_latency_n": "B: back-to-back scrapes of the peer",
+    "steady": "B: seconds of the CPU window",
+    "scrape_interval": "A, B: seconds between scrapes",
+    "pel": "C: PEL entries",
+    "fast_cps": "B: commands_per_second of ours' second run (0: skip it)",
+    "peer_scrapes_c": "C: peer scrapes on the PEL data (SLOWLOG row only)",
+}
+
+
+@dataclass
+class Bench:
+    args: argparse.Namespace
+    sizes: Sizes
+    tmp: Path
+    procs: Procs
+    redis_port: int = 0
+    redis_proc: subprocess.Popen | None = None
+    r: Redis | None = None
+    results: dict = field(default_factory=dict)
+    slow: dict = field(default_factory=dict)
+    run_id: int = 0
+
+    # ---------------- Redis
+    def start_redis(self) -> None:
+        self.redis_port = free_port()
+        logf = self.tmp / "redis.log"
+        argv = [
+            self.args.redis_server,
+            "--port", str(self.redis_port),
+            "--bind", "127.0.0.1",
+            "--save", "",
+            "--appendonly", "no",
+            "--enable-debug-command", "yes",
+            "--dir", str(self.tmp),
+            "--logfile", str(logf),
+            "--daemonize", "no",
+        ]
+        self.redis_proc = self.procs.start(argv, self.tmp / "redis.stdout")
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                self.r = Redis(self.redis_port)
+                self.r.call("PING")
+                break
+            except (OSError, RedisError):
+                if self.redis_proc.poll() is not None or time.monotonic() > deadline:
+                    raise BenchError(f"redis-server did not start; log:\n{tail(logf)}")
+                time.sleep(0.1)
+        info = self.r.info("server")
+        self.results["redis_version"] = info.get("redis_version")
+        log(f"redis-server {info.get('redis_version')} on 127.0.0.1:{self.redis_port} (pid {self.redis_proc.pid})")
+        self.r.call("CONFIG", "SET", "slowlog-log-slower-than", "1000")
+        self.r.call("CONFIG", "SET", "slowlog-max-len", "100000")
+
+    def reset_slowlog(self) -> None:
+        self.r.call("SLOWLOG", "RESET")
+
+    def collect_slowlog(self, phase: str) -> None:
+        entries = self.r.call("SLOWLOG", "GET", "100000") or []
+        for e in entries:
+            dur = e[2]
+            argv = [a.decode(errors="replace") if isinstance(a, bytes) else str(a) for a in e[3]]
+            name = e[5].decode(errors="replace") if len(e) > 5 and isinstance(e[5], bytes) else ""
+            who = {OUR_CLIENT_NAME: "ours", PEER_CLIENT_NAME: "peer"}.get(name, f"other({name or 'unnamed'})")
+            self.slow.setdefault(who, []).append({"phase": phase, "usec": dur, "command": " ".join(argv)[:120]})
+        self.reset_slowlog()
+
+    def flush(self) -> None:
+        self.r.call("FLUSHALL")
+
+    # ---------------- datasets
+    def build_streams(self, n: int, entries: int) -> None:
+        """n streams of `entries` entries with `groups` groups: g1's consumer
+        c1 has read half (half lag, half pending); g2's c1 and c2 have read
+        every entry (all pending, lag 0); further groups read nothing."""
+        g = self.sizes.groups
+        t = time.monotonic()
+        batch = 500
+        for start in range(0, n, batch):
+            cmds = []
+            for i in range(start, min(n, start + batch)):
+                key = f"{STREAM_PREFIX}{i}"
+                for j in range(entries):
+                    cmds.append(("XADD", key, "*", "n", j, "payload", "x" * 32))
+                for gi in range(1, g + 1):
+                    cmds.append(("XGROUP", "CREATE", key, f"g{gi}", "0"))
+                cmds.append(("XREADGROUP", "GROUP", "g1", "c1", "COUNT", max(1, entries // 2), "STREAMS", key, ">"))
+                if g >= 2:
+                    half = max(1, entries // 2)
+                    cmds.append(("XREADGROUP", "GROUP", "g2", "c1", "COUNT", half, "STREAMS", key, ">"))
+                    cmds.append(("XREADGROUP", "GROUP", "g2", "c2", "COUNT", entries, "STREAMS", key, ">"))
+            self.r.pipeline(cmds)
+        log(f"built {n} streams x {g} groups x {entries} entries in {time.monotonic() - t:.1f}s")
+
+    def build_pel(self, n: int) -> str:
+        key = f"{STREAM_PREFIX}pel"
+        t = time.monotonic()
+        chunk = 20_000
+        for start in range(0, n, chunk):
+            self.r.pipeline([("XADD", key, "*", "n", i) for i in range(start, min(n, start + chunk))], chunk=chunk)
+        self.r.call("XGROUP", "CREATE", key, "g", "0")
+        # Deliver everything to one consumer server-side (no million-entry
+        # replies through this client).
+        script = (
+            "local n = 0 "
+            "for _ = 1, tonumber(ARGV[1]) do "
+            "  local r = redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'COUNT', 10000, 'STREAMS', KEYS[1], '>') "
+            "  if not r then break end "
+            "  local c = #r[1][2] n = n + c "
+            "  if c == 0 then break end "
+            "end return n"
+        )
+        delivered = 0
+        while delivered < n:
+            got = self.r.call("EVAL", script, 1, key, 10)
+            if got == 0:
+                break
+            delivered += got
+        pending = self.r.call("XPENDING", key, "g")[0]
+        if pending != n:
+            raise BenchError(f"PEL holds {pending} entries, expected {n}")
+        log(f"built a {n}-entry stream whose group's PEL holds {pending} entries in {time.monotonic() - t:.1f}s")
+        return key
+
+    # ---------------- exporters
+    def start_ours(self, cps: int | None = None) -> tuple[subprocess.Popen, int, Path]:
+        self.run_id += 1
+        port = free_port()
+        cfg = self.tmp / f"ours-{self.run_id}.toml"
+        text = (
+            "[web]\n"
+            f'listen_address = "127.0.0.1:{port}"\n'
+            "[log]\n"
+            'level = "warn"\n'
+            "[[targets]]\n"
+            'name = "bench"\n'
+            f'url = "redis://127.0.0.1:{self.redis_port}"\n'
+        )
+        if cps is not None:
+            text += f"[limits]\ncommands_per_second = {cps}\n"
+        cfg.write_text(text)
+        logf = self.tmp / f"ours-{self.run_id}.log"
+        env = {k: v for k, v in os.environ.items() if k not in ("RUST_LOG", "RSE_CONFIG", "REDIS_PASSWORD")}
+        p = self.procs.start([self.args.exporter, "--config", str(cfg)], logf, env=env)
+        return p, port, logf
+
+    def start_peer(self) -> tuple[subprocess.Popen, int, Path]:
+        self.run_id += 1
+        port = free_port()
+        logf = self.tmp / f"peer-{self.run_id}.log"
+        argv = [
+            self.args.peer,
+            "-redis.addr", f"redis://127.0.0.1:{self.redis_port}",
+            "-check-streams", PEER_PATTERN,
+            "-web.listen-address", f"127.0.0.1:{port}",
+        ]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("REDIS_")}
+        p = self.procs.start(argv, logf, env=env)
+        return p, port, logf
+
+    def note_build(self, text: str) -> None:
+        for labels, _ in samples(text, "redis_streams_exporter_build_info"):
+            self.results.setdefault("ours_build", f"{labels.get('version')} (revision {labels.get('revision')})")
+
+    # ---------------- phase A
+    def phase_a(self) -> None:
+        s = self.sizes
+        log(f"phase A: {s.keys} string keys + {s.streams_a} streams; window {s.window_a:.0f}s per exporter")
+        self.flush()
+        t = time.monotonic()
+        self.r.call("DEBUG", "POPULATE", s.keys, "bench:key", 16)
+        log(f"DEBUG POPULATE {s.keys} in {time.monotonic() - t:.1f}s")
+        self.build_streams(s.streams_a, s.entries_a)
+        dbsize = self.r.call("DBSIZE")
+        self.results["a_dbsize"] = dbsize
+        # Idle baseline of the redis-server process (serverCron etc.).
+        c0, t0 = cpu_seconds(self.redis_proc.pid), time.monotonic()
+        time.sleep(s.idle)
+        idle_rate = (cpu_seconds(self.redis_proc.pid) - c0) / (time.monotonic() - t0)
+        self.results["a_redis_idle_cpu_per_s"] = idle_rate
+        self.reset_slowlog()
+        for who in ("ours", "peer"):
+            self.results[f"a_{who}"] = self.monitor_window(who, idle_rate)
+        self.collect_slowlog("A")
+
+    def monitor_window(self, who: str, idle_rate: float) -> dict:
+        s = self.sizes
+        w = s.window_a
+        # The cost of our own INFO commandstats call, subtracted below.
+        s0 = commandstats(self.r)
+        s1 = commandstats(self.r)
+        own_info = stats_diff(s1, s0)
+        scrape_times = []
+        if who == "ours":
+            c1 = commandstats(self.r)
+            rc1 = cpu_seconds(self.redis_proc.pid)
+            t0 = time.monotonic()
+            p, port, logf = self.start_ours()
+            first = 1  # ours starts at t0; its scrapes never reach Redis
+        else:
+            p, port, logf = self.start_peer()
+            wait_http(port, "/", 30, p, logf)
+            c1 = commandstats(self.r)
+            rc1 = cpu_seconds(self.redis_proc.pid)
+            t0 = time.monotonic()
+            first = 0
+        h = Http(port)
+        n_scrapes = int(w // s.scrape_interval)
+        last_text = ""
+        for k in range(first, n_scrapes):
+            sleep_until(t0 + k * s.scrape_interval)
+            if p.poll() is not None:
+                raise BenchError(f"{who} exited: {tail(logf)}")
+            try:
+                status, body, dt, enc = h.get("/metrics", gzip_ok=True, accept=PROM_ACCEPT)
+            except OSError:
+                continue  # ours still starting
+            scrape_times.append(dt)
+            if status == 200:
+                last_text = (gzip.decompress(body) if enc == "gzip" else body).decode()
+        # Sample 1 s before the window closes, so that the next discovery
+        # run (due at W after ours started) cannot race the sample; the
+        # window holds exactly W seconds' worth of scheduled work.
+        sleep_until(t0 + w - 1.0)
+        c2 = commandstats(self.r)
+        rc2 = cpu_seconds(self.redis_proc.pid)
+        elapsed = time.monotonic() - t0
+        minus = {"info": own_info.get("info", {"calls": 0, "usec": 0})}
+        diff = stats_diff(c2, c1, minus)
+        self.procs.stop(p)
+        h.close()
+        calls, usec = totals(diff)
+        scalls, susec = totals(diff, only_streams=True)
+        per_min = 60.0 / w
+        out = {
+            "window_s": w,
+            "elapsed_s": elapsed,
+            "usec_per_min": usec * per_min,
+            "calls_per_min": calls * per_min,
+            "stream_usec_per_min": susec * per_min,
+            "stream_calls_per_min": scalls * per_min,
+            "redis_process_cpu_ms_per_min": max(0.0, (rc2 - rc1) - idle_rate * elapsed) * 1000 * 60 / elapsed,
+            "scrapes": len(scrape_times),
+            "scrape_p50_s": pct(scrape_times, 50) if scrape_times else None,
+            "commands": dict(sorted(diff.items(), key=lambda kv: -kv[1]["usec"])),
+        }
+        if who == "ours" and last_text:
+            self.note_build(last_text)
+            out["watched_streams"] = one(last_text, "redis_streams_exporter_streams")
+            out["probe_durations"] = {
+                l["probe"]: v for l, v in samples(last_text, "redis_streams_exporter_probe_duration_seconds")
+            }
+        log(
+            f"phase A {who}: {usec * per_min:,.0f} usec/min over {calls * per_min:,.0f} calls/min "
+            f"(stream commands {susec * per_min:,.0f} usec/min); {len(scrape_times)} scrapes"
+        )
+        return out
+
+    # ---------------- phase B
+    def phase_b(self) -> None:
+        s = self.sizes
+        log(f"phase B: {s.streams_b} streams x {s.groups} groups")
+        self.flush()
+        self.build_streams(s.streams_b, s.entries_b)
+        self.reset_slowlog()
+        self.results["b_ours"] = self.ours_steady(None)
+        if s.fast_cps:
+            self.results["b_ours_fast"] = self.ours_steady(s.fast_cps)
+        if not self.args.no_peer:
+            self.results["b_peer"] = self.peer_steady()
+        self.collect_slowlog("B")
+
+    def steady_window(self, p, port, logf, who) -> dict:
+        """Exporter CPU and RSS over `steady` seconds, scraped like Prometheus."""
+        s = self.sizes
+        h = Http(port)
+        c_before = commandstats(self.r)
+        cpu0 = cpu_seconds(p.pid)
+        t0 = time.monotonic()
+        times = []
+        fingerprints = []
+        last = (b"", None)
+        k = 0
+        while True:
+            at = t0 + k * s.scrape_interval
+            if at >= t0 + s.steady:
+                break
+            sleep_until(at)
+            if p.poll() is not None:
+                raise BenchError(f"{who} exited: {tail(logf)}")
+            status, body, dt, enc = h.get("/metrics", gzip_ok=True, accept=PROM_ACCEPT)
+            times.append(dt)
+            fingerprints.append(fingerprint(body))
+            last = (body, enc)
+            k += 1
+            # A synchronous scrape longer than the interval delays the next.
+            while t0 + k * s.scrape_interval < time.monotonic():
+                k += 1
+        sleep_until(t0 + s.steady)
+        cpu1 = cpu_seconds(p.pid)
+        elapsed = time.monotonic() - t0
+        c_after = commandstats(self.r)
+        mem = memory_kib(p.pid)
+        h.close()
+        calls, usec = totals(stats_diff(c_after, c_before))
+        return {
+            "cpu_pct": 100.0 * (cpu1 - cpu0) / elapsed,
+            "rss_mib": mem.get("VmRSS", 0) / 1024,
+            "hwm_mib": mem.get("VmHWM", 0) / 1024,
+            "steady_s": elapsed,
+            "steady_scrape_times": times,
+            "redis_calls_per_s": calls / elapsed,
+            "redis_usec_per_min": usec * 60 / elapsed,
+            "_fingerprints": fingerprints,
+            "_last": last,
+        }
+
+    def ours_steady(self, cps: int | None) -> dict:
+        s = self.sizes
+        label = "defaults" if cps is None else f"commands_per_second={cps}"
+        p, port, logf = self.start_ours(cps)
+        wait_http(port, "/healthz", 30, p, logf)
+        ready_s = wait_http(port, "/readyz", 3600, p, logf)
+        log(f"ours ({label}) ready after {ready_s:.1f}s (first collection of every probe)")
+        h = Http(port)
+        # Latency: back-to-back GETs for at least latency_s seconds and
+        # latency_n samples, gzip as Prometheus asks. Ours serves the bytes
+        # cached for a snapshot, so a GET whose body differs from the
+        # previous GET's is the first of a new snapshot and paid for the
+        # render (and the compression).
+        gz, fresh, prev = [], [], None
+        t_end = time.monotonic() + s.latency_s
+        while len(gz) < s.latency_n or time.monotonic() < t_end:
+            status, body, dt, enc = h.get("/metrics", gzip_ok=True, accept=PROM_ACCEPT)
+            if status != 200:
+                raise BenchError(f"ours /metrics returned {status}")
+            fp = fingerprint(body)
+            if prev is not None and fp != prev:
+                fresh.append(dt)
+            prev = fp
+            gz.append(dt)
+            time.sleep(0.05)
+        plain = []
+        body_plain = b""
+        for _ in range(s.latency_n):
+            status, body_plain, dt, enc = h.get("/metrics", gzip_ok=False, accept=PROM_ACCEPT)
+            plain.append(dt)
+        status, body_gz, _, _ = h.get("/metrics", gzip_ok=True, accept=PROM_ACCEPT)
+        h.close()
+        steady = self.steady_window(p, port, logf, f"ours ({label})")
+        # Steady-window scrapes every 15 s almost always follow a new
+        # snapshot: count the ones whose body changed as renders.
+        prev_fp = prev
+        for fp, dt in zip(steady.pop("_fingerprints"), steady["steady_scrape_times"]):
+            if fp != prev_fp:
+                fresh.append(dt)
+            prev_fp = fp
+        last_body, last_enc = steady.pop("_last")
+        text = (gzip.decompress(last_body) if last_enc == "gzip" else last_body).decode()
+        self.note_build(text)
+        # Freshness: age of the stream probe's last success seen by scrapes.
+        durations = {l["probe"]: v for l, v in samples(text, "redis_streams_exporter_probe_duration_seconds")}
+        success = {l["probe"]: v for l, v in samples(text, "redis_streams_exporter_probe_success")}
+        self.procs.stop(p)
+        all_gz = gz + steady["steady_scrape_times"]
+        out = {
+            "config": label,
+            "ready_s": ready_s,
+            "latency_gzip_n": len(all_gz),
+            "latency_gzip_p50_s": pct(all_gz, 50),
+            "latency_gzip_p99_s": pct(all_gz, 99),
+            "latency_plain_n": len(plain),
+            "latency_plain_p50_s": pct(plain, 50),
+            "latency_plain_p99_s": pct(plain, 99),
+            "render_n": len(fresh),
+            "render_p50_s": pct(fresh, 50) if fresh else None,
+            "render_max_s": max(fresh) if fresh else None,
+            "body_bytes": len(body_plain),
+            "body_gzip_bytes": len(body_gz),
+            "body_lines": body_plain.count(b"\n"),
+            "watched_streams": one(text, "redis_streams_exporter_streams"),
+            "probe_durations": durations,
+            "probe_success": success,
+            **steady,
+        }
+        log(
+            f"ours ({label}): p50 {out['latency_gzip_p50_s'] * 1000:.1f} ms p99 {out['latency_gzip_p99_s'] * 1000:.1f} ms "
+            f"(renders n={len(fresh)} max {(out['render_max_s'] or 0) * 1000:.1f} ms), "
+            f"RSS {out['rss_mib']:.1f} MiB, CPU {out['cpu_pct']:.2f}%, stream probe {durations.get('stream', float('nan')):.1f}s, "
+            f"body {len(body_plain) / 1e6:.1f} MB"
+        )
+        return out
+
+    def peer_steady(self) -> dict:
+        s = self.sizes
+        p, port, logf = self.start_peer()
+        wait_http(port, "/", 30, p, logf)
+        h = Http(port)
+        times = []
+        body = b""
+        for i in range(s.peer_latency_n):
+            status, body, dt, enc = h.get("/metrics", gzip_ok=True, accept=PROM_ACCEPT)
+            if status != 200:
+                raise BenchError(f"peer /metrics returned {status}")
+            times.append(dt)
+            log(f"peer scrape {i + 1}/{s.peer_latency_n}: {dt:.2f}s")
+            if enc == "gzip":
+                body = gzip.decompress(body)
+        text = body.decode()
+        h.close()
+        steady = self.steady_window(p, port, logf, "peer")
+        steady.pop("_fingerprints")
+        steady.pop("_last")
+        self.procs.stop(p)
+        stream_series = sum(1 for line in text.splitlines() if line.startswith("redis_stream_length{"))
+        all_times = times + steady["steady_scrape_times"]
+        out = {
+            "latency_n": len(all_times),
+            "latency_p50_s": pct(all_times, 50),
+            "latency_p99_s": pct(all_times, 99),
+            "streams_seen": stream_series,
+            "body_bytes": len(body),
+            **steady,
+        }
+        log(
+            f"peer: scrape p50 {out['latency_p50_s']:.2f}s p99 {out['latency_p99_s']:.2f}s, "
+            f"RSS {out['rss_mib']:.1f} MiB, CPU {out['cpu_pct']:.2f}%, {stream_series} streams"
+        )
+        return out
+
+    # ---------------- phase C
+    def phase_c(self) -> None:
+        s = self.sizes
+        log(f"phase C: a PEL of {s.pel} entries")
+        self.flush()
+        key = self.build_pel(s.pel)
+        self.reset_slowlog()
+        c_before = commandstats(self.r)
+        t0 = time.monotonic()
+        p, port, logf = self.start_ours()
+        wait_http(port, "/healthz", 30, p, logf)
+        h = Http(port)
+        interval = 300.0  # schedule.pending_scan default
+        out = {"pel": s.pel, "interval_s": interval}
+        prev_success_ts = None
+        runs = 0
+        while True:
+            if p.poll() is not None:
+                raise BenchError(f"ours exited: {tail(logf)}")
+            text = h.text()
+            ts = one(text, "redis_streams_exporter_probe_last_success_timestamp_seconds", probe="pending_scan")
+            ok = one(text, "redis_streams_exporter_probe_success", probe="pending_scan")
+            dur = one(text, "redis_streams_exporter_probe_duration_seconds", probe="pending_scan")
+            progress = one(text, "redis_streams_group_pending_scan_progress_ratio", stream=key, group="g")
+            if ts is not None and ts != prev_success_ts:
+                runs += 1
+                prev_success_ts = ts
+                log(f"pending_scan run {runs}: {dur:.1f}s, progress {progress}")
+                if progress == 1.0:
+                    out.update(
+                        {
+                            "complete": True,
+                            "runs": runs,
+                            "scan_s": dur,
+                            "wall_s": time.monotonic() - t0,
+                            "pending_metric": one(text, "redis_streams_group_pending", stream=key, group="g"),
+                            "scan_ts_present": one(text, "redis_streams_group_pending_scan_timestamp_seconds", stream=key, group="g") is not None,
+                        }
+                    )
+                    break
+            elif ok == 0.0 and dur:
+                out.update({"complete": False, "error": "pending_scan probe failed", "wall_s": time.monotonic() - t0})
+                break
+            if time.monotonic() - t0 > 2 * interval + 60:
+                out.update({"complete": False, "runs": runs, "progress": progress, "wall_s": time.monotonic() - t0})
+                break
+            time.sleep(1.0)
+        h.close()
+        self.procs.stop(p)
+        diff = stats_diff(commandstats(self.r), c_before)
+        xp = diff.get("xpending", {"calls": 0, "usec": 0})
+        out["xpending_calls"] = xp["calls"]
+        out["xpending_usec_per_call"] = xp["usec"] / xp["calls"] if xp["calls"] else None
+        out["commands"] = diff
+        self.results["c_ours"] = out
+        self.collect_slowlog("C")
+        if not self.args.no_peer and s.peer_scrapes_c:
+            # The peer on the same data, for the SLOWLOG row only.
+            p, port, logf = self.start_peer()
+            wait_http(port, "/", 30, p, logf)
+            h = Http(port)
+            for _ in range(s.peer_scrapes_c):
+                h.get("/metrics", gzip_ok=True, accept=PROM_ACCEPT)
+            h.close()
+            self.procs.stop(p)
+            self.collect_slowlog("C")
+        log(f"phase C: {out}")
+
+
+def fingerprint(body: bytes) -> str:
+    return hashlib.sha1(body).hexdigest()
+
+
+# --------------------------------------------------------------------------
+# The table.
+
+
+def fmt_ms(s):
+    return "n/a" if s is None else (f"{s * 1000:.1f} ms" if s < 10 else f"{s:.1f} s")
+
+
+def fmt_s(s):
+    return "n/a" if s is None else (f"{s * 1000:.0f} ms" if s < 1 else f"{s:.2f} s")
+
+
+def verdict(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("PASS" if ok else "**FAIL**")
+
+
+def table(b: Bench) -> str:
+    s, R = b.sizes, b.results
+    rows = []
+
+    def row(what, ours, peer, target, result):
+        rows.append(f"| {what} | {ours} | {peer} | {target} | {result} |")
+
+    a_o, a_p = R.get("a_ours"), R.get("a_peer")
+    if a_o and a_p:
+        ratio = a_o["usec_per_min"] / a_p["usec_per_min"] if a_p["usec_per_min"] else None
+        row(
+            f"Redis CPU on monitoring, µs per minute (INFO commandstats, all commands; {s.keys:,} keys + {s.streams_a} streams, "
+            f"{s.window_a:.0f} s window, 15 s freshness)",
+            f"{a_o['usec_per_min']:,.0f} ({a_o['calls_per_min']:,.0f} calls/min)",
+            f"{a_p['usec_per_min']:,.0f} ({a_p['calls_per_min']:,.0f} calls/min)",
+            "ours ≤ 1/10 of peer",
+            f"{verdict(ratio is not None and ratio <= 0.1)} (ratio 1/{1 / ratio:.0f})" if ratio else "n/a",
+        )
+        sr = a_o["stream_usec_per_min"] / a_p["stream_usec_per_min"] if a_p["stream_usec_per_min"] else None
+        row(
+            "  same, stream commands only (SCAN, SELECT, TYPE, TIME, XINFO, XPENDING, XRANGE)",
+            f"{a_o['stream_usec_per_min']:,.0f}",
+            f"{a_p['stream_usec_per_min']:,.0f}",
+            "ours ≤ 1/10 of peer",
+            f"{verdict(sr is not None and sr <= 0.1)} (ratio 1/{1 / sr:.0f})" if sr else "n/a",
+        )
+        row(
+            "  Redis process CPU above idle, ms per minute (/proc, includes I/O)",
+            f"{a_o['redis_process_cpu_ms_per_min']:,.0f}",
+            f"{a_p['redis_process_cpu_ms_per_min']:,.0f}",
+            "info",
+            "",
+        )
+    bo, bf, bp = R.get("b_ours"), R.get("b_ours_fast"), R.get("b_peer")
+    nb = f"{s.streams_b:,} streams × {s.groups} groups"
+    if bo:
+        peer_p50 = bp["latency_p50_s"] if bp else None
+        worst = max(bo["latency_gzip_p99_s"], bo["render_max_s"] or 0)
+        ok = None if peer_p50 is None else worst <= peer_p50 / 20
+        row(
+            f"/metrics latency p50 / p99, gzip ({nb}; ours n={bo['latency_gzip_n']}, peer n={bp['latency_n'] if bp else 0})",
+            f"{fmt_ms(bo['latency_gzip_p50_s'])} / {fmt_ms(bo['latency_gzip_p99_s'])}",
+            f"{fmt_s(bp['latency_p50_s'])} / {fmt_s(bp['latency_p99_s'])}" if bp else "n/a",
+            "ours p99 ≤ 1/20 of peer p50",
+            f"{verdict(ok)} (limit {fmt_ms(peer_p50 / 20)})" if peer_p50 else "n/a",
+        )
+        row(
+            f"  ours: GETs that rendered a new snapshot, p50 / max (n={bo['render_n']}; counted in the row above)",
+            f"{fmt_ms(bo['render_p50_s'])} / {fmt_ms(bo['render_max_s'])}",
+            "every scrape walks Redis",
+            "≤ 1/20 of peer p50",
+            verdict(None if peer_p50 is None or bo["render_max_s"] is None else bo["render_max_s"] <= peer_p50 / 20),
+        )
+        row(
+            f"  /metrics latency p50 / p99, no gzip (n={bo['latency_plain_n']}); body size plain / gzip",
+            f"{fmt_ms(bo['latency_plain_p50_s'])} / {fmt_ms(bo['latency_plain_p99_s'])}; "
+            f"{bo['body_bytes'] / 1e6:.1f} MB / {bo['body_gzip_bytes'] / 1e6:.1f} MB",
+            f"body {bp['body_bytes'] / 1e6:.1f} MB" if bp else "n/a",
+            "info",
+            "",
+        )
+        row(
+            f"Exporter RSS at {nb} (VmRSS at end; peak VmHWM), ours at defaults",
+            f"{bo['rss_mib']:.1f} MiB (peak {bo['hwm_mib']:.1f})",
+            f"{bp['rss_mib']:.1f} MiB (peak {bp['hwm_mib']:.1f})" if bp else "n/a",
+            "ours < 64 MiB",
+            verdict(bo["rss_mib"] < 64 and bo["hwm_mib"] < 64),
+        )
+        row(
+            f"Exporter CPU, % of one core ({bo['steady_s']:.0f} s steady window, scraped every {s.scrape_interval:.0f} s), ours at defaults",
+            f"{bo['cpu_pct']:.2f} %",
+            f"{bp['cpu_pct']:.2f} %" if bp else "n/a",
+            "ours < 2 %",
+            verdict(bo["cpu_pct"] < 2.0),
+        )
+        fresh_o = bo["probe_durations"].get("stream")
+        row(
+            "  ours at defaults (500 commands/s): stream probe duration (length/lag freshness); time to first full collection; Redis commands/s",
+            f"{fmt_s(fresh_o)}; {fmt_s(bo['ready_s'])}; {bo['redis_calls_per_s']:,.0f}/s",
+            f"scrape-time; {bp['redis_calls_per_s']:,.0f}/s" if bp else "n/a",
+            "info",
+            "",
+        )
+    if bf:
+        fresh_f = bf["probe_durations"].get("stream")
+        row(
+            f"  ours with {bf['config']}: RSS; CPU; stream probe duration; latency p99 gzip; Redis commands/s",
+            f"{bf['rss_mib']:.1f} MiB; {bf['cpu_pct']:.2f} %; {fmt_s(fresh_f)}; {fmt_ms(bf['latency_gzip_p99_s'])}; {bf['redis_calls_per_s']:,.0f}/s",
+            "",
+            "info (< 64 MiB, < 2 %, ≤ 15 s)",
+            "would pass" if bf["rss_mib"] < 64 and bf["cpu_pct"] < 2 and (fresh_f or 99) <= 15 else "would fail",
+        )
+    c = R.get("c_ours")
+    if c:
+        if c.get("complete"):
+            ours_c = f"{fmt_s(c['scan_s'])} (run {c['runs']}; {c['xpending_calls']:,} XPENDING, {c['xpending_usec_per_call']:.0f} µs each)"
+            ok = c["runs"] == 1 and c["scan_s"] < c["interval_s"]
+        else:
+            ours_c = f"incomplete after {c.get('wall_s', 0):.0f} s ({c.get('error') or 'progress ' + str(c.get('progress'))})"
+            ok = False
+        row(
+            f"Time to a full PEL scan of {s.pel:,} entries (defaults: 50,000 entries/s, page 500)",
+            ours_c,
+            "never scans PELs",
+            "< 300 s (pending_scan interval)",
+            verdict(ok),
+        )
+    ours_slow = b.slow.get("ours", [])
+    peer_slow = b.slow.get("peer", [])
+
+    def slow_desc(lst):
+        if not lst:
+            return "0"
+        names, phases = {}, {}
+        for e in lst:
+            words = e["command"].split()
+            n = words[0].upper()
+            if n in CONTAINER_COMMANDS and len(words) > 1:
+                n += " " + words[1].upper()
+            names[n] = names.get(n, 0) + 1
+            phases[e["phase"]] = phases.get(e["phase"], 0) + 1
+        worst = max(e["usec"] for e in lst)
+        return (
+            f"{len(lst)} ("
+            + ", ".join(f"{k} ×{v}" for k, v in sorted(names.items(), key=lambda kv: -kv[1]))
+            + "; by phase "
+            + ", ".join(f"{k} {v}" for k, v in sorted(phases.items()))
+            + f"; max {worst} µs)"
+        )
+
+    row(
+        "Exporter commands in SLOWLOG, slowlog-log-slower-than 1000 (all phases)",
+        slow_desc(ours_slow),
+        slow_desc(peer_slow),
+        "ours: 0",
+        verdict(len(ours_slow) == 0),
+    )
+    head = [
+        "| measure | redis-streams-exporter | redis_exporter v1.45.0 (-check-streams) | SPEC §10 target | result |",
+        "|---|---|---|---|---|",
+    ]
+    return "\n".join(head + rows)
+
+
+def details(b: Bench) -> str:
+    out = []
+    for key, title in (("a_ours", "phase A, ours"), ("a_peer", "phase A, peer")):
+        d = b.results.get(key)
+        if not d:
+            continue
+        top = list(d["commands"].items())[:8]
+        out.append(
+            f"{title}: " + ", ".join(f"{n} {v['calls'] * 60 / d['window_s']:,.0f} calls/min {v['usec'] * 60 / d['window_s']:,.0f} µs/min" for n, v in top)
+        )
+    o = b.results.get("a_ours")
+    if o and o.get("probe_durations"):
+        out.append("phase A, ours probe durations: " + ", ".join(f"{k} {v:.2f}s" for k, v in sorted(o["probe_durations"].items())))
+    for key in ("b_ours", "b_ours_fast"):
+        d = b.results.get(key)
+        if d:
+            out.append(
+                f"phase B, ours ({d['config']}): watched {d['watched_streams']:.0f} streams; probe durations "
+                + ", ".join(f"{k} {v:.1f}s" for k, v in sorted(d["probe_durations"].items()))
+                + "; probe success "
+                + ", ".join(f"{k}={v:.0f}" for k, v in sorted(d["probe_success"].items()))
+                + f"; Redis {d['redis_usec_per_min']:,.0f} µs/min"
+            )
+    d = b.results.get("b_peer")
+    if d:
+        out.append(f"phase B, peer: {d['streams_seen']} streams exported; Redis {d['redis_usec_per_min']:,.0f} µs/min in the steady window")
+    for who, lst in sorted(b.slow.items()):
+        for e in sorted(lst, key=lambda e: -e["usec"])[:5]:
+            out.append(f"slowlog {who} phase {e['phase']}: {e['usec']} µs  {e['command']}")
+    return "\n".join(f"- {line}" for line in out)
+
+
+# --------------------------------------------------------------------------
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small sizes and short windows: a smoke run, not the SPEC sizes")
+    default_exe = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target")) / "release" / "redis-streams-exporter"
+    ap.add_argument("--exporter", default=str(default_exe), help="our binary (default: %(default)s)")
+    ap.add_argument("--build", action="store_true", help="run cargo build --release first")
+    ap.add_argument("--peer", default="/usr/bin/prometheus-redis-exporter", help="redis_exporter binary")
+    ap.add_argument("--redis-server", default="redis-server")
+    ap.add_argument("--no-peer", action="store_true", help="skip the peer (no comparison rows)")
+    ap.add_argument("--phases", default="ABC", help="subset of A, B, C to run (default ABC)")
+    ap.add_argument("--json", help="also write every raw figure to this file")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, configs)")
+    for f in Sizes.__dataclass_fields__:
+        ap.add_argument(
+            "--" + f.replace("_", "-"),
+            type=float,
+            default=None,
+            metavar="N",
+            help=f"{SIZE_HELP[f]} (full {getattr(FULL, f):g}, quick {getattr(QUICK, f):g})",
+        )
+    ap.add_argument("--report", metavar="JSON", help="only re-print the table of a run saved with --json")
+    args = ap.parse_args()
+    if args.report:
+        return report_from_json(args.report)
+
+    sizes = QUICK if args.quick else FULL
+    over = {}
+    for f, fld in Sizes.__dataclass_fields__.items():
+        v = getattr(args, f)
+        if v is not None:
+            over[f] = int(v) if fld.type == "int" else v
+    sizes = Sizes(**{**sizes.__dict__, **over})
+
+    if args.no_peer and "A" in args.phases.upper():
+        print("phase A compares against the peer: drop --no-peer or run --phases BC", file=sys.stderr)
+        return 2
+    if args.build:
+        env = dict(os.environ)
+        subprocess.run(["cargo", "build", "--release"], cwd=REPO, check=True, env=env)
+    for exe, what in ((args.exporter, "our exporter (cargo build --release)"), (args.redis_server, "redis-server")):
+        if not shutil.which(exe) and not Path(exe).is_file():
+            print(f"missing {what}: {exe}", file=sys.stderr)
+            return 2
+    if not args.no_peer and not Path(args.peer).is_file():
+        print(f"missing peer {args.peer}: apt-get install prometheus-redis-exporter", file=sys.stderr)
+        return 2
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    # Ctrl-C even when started in the background of a non-interactive shell
+    # (which would otherwise leave SIGINT ignored).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGHUP, on_term)
+    tmp = Path(tempfile.mkdtemp(prefix="rse-bench-"))
+    procs = Procs()
+    bench = Bench(args=args, sizes=sizes, tmp=tmp, procs=procs)
+    cmdline = "python3 bench/run.py" + "".join(" " + shlex.quote(a) for a in sys.argv[1:])
+    load0 = os.getloadavg()
+    t0 = time.monotonic()
+    status = 0
+    try:
+        bench.start_redis()
+        phases = args.phases.upper()
+        if "A" in phases:
+            bench.phase_a()
+        if "B" in phases:
+            bench.phase_b()
+        if "C" in phases:
+            bench.phase_c()
+    except KeyboardInterrupt:
+        log("interrupted; stopping everything")
+        status = 130
+    except BenchError as e:
+        log(f"error: {e}")
+        status = 1
+    finally:
+        procs.stop_all()
+        if bench.r:
+            bench.r.close()
+        if args.keep:
+            log(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    total = time.monotonic() - t0
+    header = (
+        f"redis-streams-exporter {bench.results.get('ours_build', '?')}, redis-server {bench.results.get('redis_version')}, "
+        f"{os.cpu_count()} CPUs, load average {load0[0]:.2f} at start / {os.getloadavg()[0]:.2f} at end, "
+        f"{'QUICK sizes (not the SPEC sizes)' if args.quick else 'full sizes'}, {total / 60:.1f} min"
+    )
+    if status:
+        header += " — INCOMPLETE RUN (interrupted or failed): partial figures"
+    dump = {"command": cmdline, "header": header, "sizes": sizes.__dict__, "results": bench.results, "slowlog": bench.slow}
+    if args.json:
+        Path(args.json).write_text(json.dumps(dump, indent=1, default=str))
+    if bench.results:
+        print_report(bench, cmdline, header)
+    return status
+
+
+def print_report(bench: Bench, cmdline: str, header: str) -> None:
+    print()
+    print(f"Command: `{cmdline}`")
+    print(header)
+    print()
+    print(table(bench))
+    print()
+    print(details(bench))
+
+
+def report_from_json(path: str) -> int:
+    """Re-prints the table of a run saved with --json."""
+    d = json.loads(Path(path).read_text())
+    bench = Bench(args=argparse.Namespace(), sizes=Sizes(**d["sizes"]), tmp=Path("."), procs=Procs())
+    bench.results = d["results"]
+    bench.slow = d["slowlog"]
+    print_report(bench, d["command"], d.get("header", "(no header saved)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
