@@ -1,10 +1,8 @@
 //! The HTTP side: `/metrics` (path configurable), `/healthz`, `/readyz`, the
 //! `/` landing page and `POST /-/reload`. Only this module knows axum.
 //!
-//! `/metrics` never talks to Redis. The exposition is rendered once per
-//! snapshot generation, on the first scrape that needs it, and kept (with its
-//! gzip form) until the next change; concurrent scrapes wait for that one
-//! render instead of each doing the work.
+//! `/metrics` never talks to Redis and never renders: it serves the latest
+//! exposition, which [`crate::exposition`] keeps current in the background.
 
 use std::sync::{Arc, RwLock};
 
@@ -13,10 +11,11 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::config::Config;
-use crate::metrics::{BuildInfo, render};
+use crate::exposition::Exposition;
+use crate::metrics::BuildInfo;
 use crate::snapshot::SnapshotStore;
 use crate::web::{BasicAuth, WebConfig};
 
@@ -32,16 +31,7 @@ pub struct HttpState {
     pub config: Arc<RwLock<Arc<Config>>>,
     /// Where reload requests go.
     pub reload: mpsc::Sender<ReloadRequest>,
-    cache: Mutex<RenderCache>,
-    renders: std::sync::atomic::AtomicU64,
-}
-
-#[derive(Debug, Default)]
-struct RenderCache {
-    generation: Option<u64>,
-    /// The exposition, gzip-compressed: about 1/25 of its plain size, which
-    /// is what keeps the exporter small at 10 000 streams.
-    gzip: bytes::Bytes,
+    exposition: Arc<Exposition>,
 }
 
 impl HttpState {
@@ -52,18 +42,17 @@ impl HttpState {
         reload: mpsc::Sender<ReloadRequest>,
     ) -> Arc<Self> {
         Arc::new(HttpState {
+            exposition: Exposition::start(store.clone()),
             store,
             config,
             reload,
-            cache: Mutex::new(RenderCache::default()),
-            renders: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
     /// How many times the exposition was rendered (once per snapshot
     /// generation that was scraped, however many scrapes).
     pub fn renders(&self) -> u64 {
-        self.renders.load(std::sync::atomic::Ordering::Relaxed)
+        self.exposition.renders()
     }
 
     fn config(&self) -> Arc<Config> {
@@ -149,7 +138,8 @@ async fn dispatch(
         (Method::GET | Method::HEAD, "/") => landing(&state, &config),
         (Method::GET | Method::HEAD, "/healthz") => (StatusCode::OK, "ok\n").into_response(),
         (Method::GET | Method::HEAD, "/readyz") => {
-            if state.store.ready(config.targets.len()) {
+            let served = state.exposition.current().map_or(0, |r| r.ready_targets);
+            if served >= config.targets.len() {
                 (StatusCode::OK, "ready\n").into_response()
             } else {
                 (
@@ -180,43 +170,7 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
 }
 
 async fn metrics(state: &Arc<HttpState>, headers: &HeaderMap) -> Response {
-    let compressed = {
-        let mut cache = state.cache.lock().await;
-        let generation = state.store.generation();
-        if cache.generation != Some(generation) {
-            let targets = state.store.targets();
-            let store = state.store.clone();
-            state
-                .renders
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let rendered = tokio::task::spawn_blocking(move || {
-                let gz = flate2::write::GzEncoder::new(
-                    Vec::with_capacity(64 * 1024),
-                    flate2::Compression::fast(),
-                );
-                let (gz, _) = render(&targets, &store.exporter, BuildInfo::CURRENT, gz)?;
-                gz.finish()
-            })
-            .await;
-            match rendered {
-                Ok(Ok(out)) => {
-                    cache.gzip = bytes::Bytes::from(out);
-                    cache.generation = Some(generation);
-                }
-                Ok(Err(e)) => {
-                    tracing::error!(error = %e, "rendering metrics failed");
-                    return (StatusCode::INTERNAL_SERVER_ERROR, "rendering failed\n")
-                        .into_response();
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "rendering metrics failed");
-                    return (StatusCode::INTERNAL_SERVER_ERROR, "rendering failed\n")
-                        .into_response();
-                }
-            }
-        }
-        cache.gzip.clone()
-    };
+    let compressed = state.exposition.latest().await.gzip;
     let gzip = accepts_gzip(headers);
     let body = if gzip {
         Body::from(compressed)

@@ -15,7 +15,7 @@
 //! - [`poller`]: runs a target's probes and publishes its snapshots.
 //! - [`snapshot`]: the immutable picture `/metrics` renders.
 //! - [`metrics`]: the only module that knows metric names (the catalog) and
-//!   the text exposition.
+//!   the text exposition; [`exposition`] keeps it rendered in the background.
 //! - [`http`]: the endpoints; [`web`]: TLS and basic auth from an
 //!   exporter-toolkit web config. [`app`]: wiring, reload and shutdown.
 //! - [`check`]: the one-shot table. [`glob`]: Redis-style patterns.
@@ -24,6 +24,7 @@ pub mod app;
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod exposition;
 pub mod glob;
 pub mod http;
 pub mod lag;

@@ -19,13 +19,16 @@ use crate::config::{Config, Target};
 use crate::probe::{self, ProbeContext, ProbeError, ProbeKind, TargetState};
 use crate::redis::{ClientSetupError, TargetClient};
 use crate::schedule;
-use crate::snapshot::{SnapshotStore, TargetSnapshot};
+use crate::snapshot::{Owner, SnapshotStore, TargetSnapshot};
 
 /// Polls one target.
 #[derive(Debug, Clone)]
 pub struct Poller {
     ctx: ProbeContext,
     store: Arc<SnapshotStore>,
+    /// The right to publish, taken when the poller starts (0 = not yet), so
+    /// a poller built but never started takes nothing from the one running.
+    owner: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Poller {
@@ -47,6 +50,7 @@ impl Poller {
             ..TargetState::default()
         };
         Ok(Poller {
+            owner: Arc::default(),
             ctx: ProbeContext {
                 config,
                 target,
@@ -55,6 +59,19 @@ impl Poller {
             },
             store,
         })
+    }
+
+    /// This poller's publishing right, taken on first use.
+    fn owner(&self) -> Owner {
+        use std::sync::atomic::Ordering;
+        match self.owner.load(Ordering::Acquire) {
+            0 => {
+                let owner = self.store.register(&self.ctx.target.name);
+                self.owner.store(owner.id(), Ordering::Release);
+                owner
+            }
+            id => Owner::from_id(id),
+        }
     }
 
     /// The probe context (for the one-shot check).
@@ -66,7 +83,7 @@ impl Poller {
     /// listed before its first collection finishes.
     pub fn publish(&self) {
         let snapshot = Arc::new(self.ctx.state().snapshot.clone());
-        self.store.publish(snapshot);
+        self.store.publish(self.owner(), snapshot);
     }
 
     /// Runs every probe once, in order, and marks the target ready (the
@@ -84,13 +101,12 @@ impl Poller {
     pub async fn run(self, shutdown: CancellationToken) {
         self.publish();
         let start = Instant::now();
-        // The PEL scan can run for a whole interval; the first collection
-        // (and readiness) must not wait for it. Its loop starts at once.
+        // Ready once the streams are known and read: discovery, info and the
+        // stream poll, in order. The per-group probes (pending summary,
+        // consumers, and the PEL scan, which can run for a whole interval)
+        // start right after, concurrently, instead of holding readiness back.
         let first = async {
-            for kind in ProbeKind::ALL
-                .into_iter()
-                .filter(|k| *k != ProbeKind::PendingScan)
-            {
+            for kind in ProbeKind::ALL.into_iter().filter(|k| !k.per_group()) {
                 self.run_probe(kind).await;
             }
             self.ctx.state().snapshot.ready = true;
@@ -103,7 +119,7 @@ impl Poller {
         let mut loops = JoinSet::new();
         for kind in ProbeKind::ALL {
             let period = kind.interval(&self.ctx.config);
-            let first_due = if kind == ProbeKind::PendingScan {
+            let first_due = if kind.per_group() {
                 Instant::now()
             } else {
                 start + period
@@ -174,6 +190,6 @@ impl Poller {
             state.snapshot.stats = self.ctx.client.stats_snapshot();
             Arc::new(state.snapshot.clone())
         };
-        self.store.publish(snapshot);
+        self.store.publish(self.owner(), snapshot);
     }
 }

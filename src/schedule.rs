@@ -55,6 +55,15 @@ impl ProbeKind {
         }
     }
 
+    /// True for the probes that work group by group and need the stream
+    /// poll's list of groups first.
+    pub fn per_group(self) -> bool {
+        matches!(
+            self,
+            ProbeKind::PendingSummary | ProbeKind::Consumers | ProbeKind::PendingScan
+        )
+    }
+
     /// Its interval.
     pub fn interval(self, config: &Config) -> Duration {
         let s = &config.schedule;

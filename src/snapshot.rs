@@ -164,6 +164,17 @@ pub struct ExporterState {
     pub last_reload_ok: AtomicBool,
 }
 
+impl ExporterState {
+    /// A copy of the counters at this moment.
+    pub fn copy(&self) -> ExporterState {
+        ExporterState {
+            reloads: AtomicU64::new(self.reloads.load(Ordering::Relaxed)),
+            reload_failures: AtomicU64::new(self.reload_failures.load(Ordering::Relaxed)),
+            last_reload_ok: AtomicBool::new(self.last_reload_ok.load(Ordering::Relaxed)),
+        }
+    }
+}
+
 impl Default for ExporterState {
     fn default() -> Self {
         ExporterState {
@@ -174,33 +185,86 @@ impl Default for ExporterState {
     }
 }
 
+/// The snapshots, and which poller owns each target name.
+#[derive(Debug, Default)]
+struct Targets {
+    snapshots: BTreeMap<Arc<str>, Arc<TargetSnapshot>>,
+    owners: BTreeMap<Arc<str>, u64>,
+}
+
+/// A poller's right to publish one target's snapshots. After a reload
+/// replaces or removes the poller, its late publications are ignored, so a
+/// stopped poller can never bring back a removed or outdated target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner(u64);
+
+impl Owner {
+    /// The token as a number (never 0).
+    pub fn id(self) -> u64 {
+        self.0
+    }
+
+    /// A token from [`Self::id`].
+    pub fn from_id(id: u64) -> Owner {
+        Owner(id)
+    }
+}
+
 /// The latest snapshot of every target.
 #[derive(Debug, Default)]
 pub struct SnapshotStore {
-    targets: RwLock<BTreeMap<Arc<str>, Arc<TargetSnapshot>>>,
+    targets: RwLock<Targets>,
     generation: AtomicU64,
+    next_owner: AtomicU64,
+    /// Wakes whoever renders when anything changes.
+    changed: tokio::sync::Notify,
     /// Reload counters.
     pub exporter: ExporterState,
 }
 
 impl SnapshotStore {
-    /// Replaces the snapshot of one target.
-    pub fn publish(&self, snapshot: Arc<TargetSnapshot>) {
+    /// Makes a new poller the owner of `name`'s snapshots.
+    pub fn register(&self, name: &str) -> Owner {
+        let owner = self.next_owner.fetch_add(1, Ordering::Relaxed) + 1;
         let mut targets = self.targets.write().unwrap_or_else(|p| p.into_inner());
-        targets.insert(snapshot.name.clone(), snapshot);
-        self.generation.fetch_add(1, Ordering::Release);
+        targets.owners.insert(name.into(), owner);
+        Owner(owner)
+    }
+
+    /// Replaces the snapshot of one target, if `owner` still owns it.
+    pub fn publish(&self, owner: Owner, snapshot: Arc<TargetSnapshot>) {
+        let mut targets = self.targets.write().unwrap_or_else(|p| p.into_inner());
+        if targets.owners.get(&snapshot.name) != Some(&owner.0) {
+            return;
+        }
+        targets.snapshots.insert(snapshot.name.clone(), snapshot);
+        drop(targets);
+        self.bump();
     }
 
     /// Forgets targets not in `names` (after a reload).
     pub fn retain(&self, names: &[&str]) {
         let mut targets = self.targets.write().unwrap_or_else(|p| p.into_inner());
-        targets.retain(|name, _| names.contains(&&**name));
-        self.generation.fetch_add(1, Ordering::Release);
+        targets.snapshots.retain(|name, _| names.contains(&&**name));
+        targets.owners.retain(|name, _| names.contains(&&**name));
+        drop(targets);
+        self.bump();
     }
 
     /// Marks exporter-level state as changed.
     pub fn touch(&self) {
+        self.bump();
+    }
+
+    fn bump(&self) {
         self.generation.fetch_add(1, Ordering::Release);
+        self.changed.notify_one();
+    }
+
+    /// Completes after the next change (or at once if one happened since the
+    /// last call).
+    pub async fn changed(&self) {
+        self.changed.notified().await;
     }
 
     /// Changes whenever anything is published.
@@ -213,14 +277,9 @@ impl SnapshotStore {
         self.targets
             .read()
             .unwrap_or_else(|p| p.into_inner())
+            .snapshots
             .values()
             .cloned()
             .collect()
-    }
-
-    /// True when every target finished a first collection.
-    pub fn ready(&self, expected: usize) -> bool {
-        let targets = self.targets.read().unwrap_or_else(|p| p.into_inner());
-        targets.len() >= expected && targets.values().all(|t| t.ready)
     }
 }

@@ -478,6 +478,12 @@ fn expected(shortlived: &str) -> Vec<Expected> {
         ),
         g(
             "RedisStreamsProductionOutpacingConsumptionEstimated",
+            "outpace-xdel",
+            "e2e:outpacexdel",
+            "workers",
+        ),
+        g(
+            "RedisStreamsProductionOutpacingConsumptionEstimated",
             "recovered",
             "e2e:recovered",
             "workers",
@@ -640,6 +646,11 @@ fn allowed() -> Vec<Allowed> {
             "RedisStreamsProductionOutpacingConsumption",
             on("e2e:recovered"),
             "the restarted consumer is slower than production",
+        ),
+        (
+            "RedisStreamsLagEstimated",
+            on("e2e:outpacexdel"),
+            "the XDEL ahead of the group makes Redis report a nil lag",
         ),
         (
             "RedisStreamsProbeStale",

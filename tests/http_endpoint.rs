@@ -200,7 +200,7 @@ async fn target_down_withdraws_data_and_recovers() {
 }
 
 /// Concurrent scrapes of one snapshot share one render; a new snapshot is
-/// rendered once more, and never per request.
+/// rendered once more, in the background, and never per request.
 #[tokio::test]
 async fn concurrent_scrapes_share_one_render() {
     use redis_streams_exporter::http::{HttpState, router};
@@ -209,11 +209,15 @@ async fn concurrent_scrapes_share_one_render() {
     use tower::ServiceExt;
 
     let store = Arc::new(SnapshotStore::default());
-    store.publish(Arc::new(TargetSnapshot {
-        name: "t".into(),
-        up: true,
-        ..TargetSnapshot::default()
-    }));
+    let owner = store.register("t");
+    store.publish(
+        owner,
+        Arc::new(TargetSnapshot {
+            name: "t".into(),
+            up: true,
+            ..TargetSnapshot::default()
+        }),
+    );
     let config = Arc::new(RwLock::new(Arc::new(
         config::from_str("t.toml", "", &Default::default()).unwrap(),
     )));
@@ -241,14 +245,24 @@ async fn concurrent_scrapes_share_one_render() {
     assert_eq!(state.renders(), 1, "50 concurrent scrapes of one snapshot");
     scrape(app.clone()).await;
     assert_eq!(state.renders(), 1, "a later scrape of the same snapshot");
-    store.publish(Arc::new(TargetSnapshot {
-        name: "t".into(),
-        up: false,
-        ..TargetSnapshot::default()
-    }));
-    scrape(app.clone()).await;
-    scrape(app).await;
-    assert_eq!(state.renders(), 2, "a new snapshot is rendered once");
+    store.publish(
+        owner,
+        Arc::new(TargetSnapshot {
+            name: "t".into(),
+            up: false,
+            ..TargetSnapshot::default()
+        }),
+    );
+    // Rendered in the background, once, without waiting for a scrape.
+    assert!(
+        eventually(Duration::from_secs(5), || state.renders() == 2).await,
+        "the new snapshot was not rendered"
+    );
+    for _ in 0..10 {
+        scrape(app.clone()).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(state.renders(), 2, "scrapes never render");
 }
 
 async fn futures_join(tasks: Vec<tokio::task::JoinHandle<usize>>) -> Vec<usize> {

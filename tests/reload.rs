@@ -82,7 +82,7 @@ async fn reload_over_http() {
     .await;
     assert!(text.contains("redis_streams_stream_length{target=\"a\",stream=\"sa\"} 1"));
     assert!(text.contains("redis_streams_exporter_config_reloads_total 1"));
-    assert!(text.contains("redis_streams_exporter_config_last_reload_successful 1"));
+    assert!(text.contains("redis_streams_exporter_config_last_reload_successful 1\n"));
     assert_eq!(
         reqwest::get(format!("{base}/metrics"))
             .await
@@ -110,7 +110,7 @@ async fn reload_over_http() {
         "redis_streams_exporter_config_reload_failures_total 1",
     )
     .await;
-    assert!(text.contains("redis_streams_exporter_config_last_reload_successful 0"));
+    assert!(text.contains("redis_streams_exporter_config_last_reload_successful 0\n"));
     assert!(text.contains("redis_streams_exporter_config_reloads_total 2"));
     assert!(
         text.contains("redis_streams_stream_length{target=\"b\",stream=\"sb\"} 2"),
@@ -125,12 +125,18 @@ async fn reload_over_http() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
+    // Counters are read before targets when rendering, so once the success
+    // shows, the removal shows with it.
     let text = wait_for(
         &base,
         "/metrics",
-        "redis_streams_exporter_config_last_reload_successful 1",
+        "redis_streams_exporter_config_last_reload_successful 1\n",
     )
     .await;
+    assert!(
+        text.contains("redis_streams_exporter_config_reloads_total 3\n"),
+        "{text}"
+    );
     assert!(
         !text.contains("target=\"a\""),
         "removed target still served:\n{text}"

@@ -19,7 +19,7 @@
 //! Consumer groups are created with `ENTRIESREAD 0` on a fresh stream (where
 //! the server supports it) so that Redis's own lag counter is valid from the
 //! start: the lag the exporter reports is then Redis's count, except where a
-//! scenario breaks it on purpose (`recovered`).
+//! scenario breaks it on purpose (`recovered`, `outpace-xdel`).
 //!
 //! The scenarios and what an operator should see (alert names are those of
 //! `alerts/redis-streams.rules.yml`):
@@ -35,6 +35,7 @@
 //! | `trim-window` | steady backlog at 90 % of a `MAXLEN 100` stream | trim overtaking group |
 //! | `recovered` | consumer outage while `MAXLEN 100` trimming overtakes the group, then a slow restart: Redis 7.0.x, 7.2.0–7.2.6 and 7.4.0–7.4.1 keep counting the trimmed entries in the lag (lag > XLEN), so the exporter estimates it | trimmed undelivered, then the `…Estimated` lag, trim and outpacing alerts |
 //! | `outpace` | producer 6/s, consumer 3/s | production outpacing consumption |
+//! | `outpace-xdel` | as `outpace`, and every 5 s the producer cancels (`XDEL`) its newest, still undelivered entry: with a deletion ahead of the group Redis 7.0+ reports `lag` and `entries-read` as nil until the group reads the last entry, which it never does, so the exporter estimates the lag | lag estimated, production outpacing consumption (`…Estimated`) |
 //! | `stopped` | consumers read for 5 s, then all stop; production goes on | group stopped, lag seconds high/critical |
 //! | `noack` | the consumer reads 3/s and never acknowledges | pending growing, stalled |
 //! | `many-streams` | `--streams N` small streams without groups (for `max_streams` and rate-limit starvation) | streams dropped, probe stale (with a tight exporter) |
@@ -117,6 +118,8 @@ enum Scenario {
     Recovered,
     /// Production at 6/s, consumption at 3/s.
     Outpace,
+    /// As outpace, with an undelivered entry deleted (XDEL) every 5 s: Redis reports no lag.
+    OutpaceXdel,
     /// Consumers stop after 5 s while production goes on.
     Stopped,
     /// The consumer never acknowledges.
@@ -133,7 +136,7 @@ enum Scenario {
 
 impl Scenario {
     /// The scenarios `all` stands for.
-    const ALL_SINGLE_REDIS: [Scenario; 11] = [
+    const ALL_SINGLE_REDIS: [Scenario; 12] = [
         Scenario::Healthy,
         Scenario::CrashedConsumer,
         Scenario::Poison,
@@ -143,6 +146,7 @@ impl Scenario {
         Scenario::TrimWindow,
         Scenario::Recovered,
         Scenario::Outpace,
+        Scenario::OutpaceXdel,
         Scenario::Stopped,
         Scenario::Noack,
     ];
@@ -158,6 +162,7 @@ impl Scenario {
             Scenario::TrimWindow => "trim-window",
             Scenario::Recovered => "recovered",
             Scenario::Outpace => "outpace",
+            Scenario::OutpaceXdel => "outpace-xdel",
             Scenario::Stopped => "stopped",
             Scenario::Noack => "noack",
             Scenario::ManyStreams => "many-streams",
@@ -174,6 +179,7 @@ impl Scenario {
             Scenario::DeadLetter => "deadletter",
             Scenario::XdelGhosts => "xdel",
             Scenario::TrimWindow => "trimwindow",
+            Scenario::OutpaceXdel => "outpacexdel",
             Scenario::ManyStreams => "",
             Scenario::BigPel => "big",
             Scenario::Evictable => "orders",
@@ -306,6 +312,7 @@ async fn run(cli: Cli) -> Result<()> {
                 Scenario::TrimWindow => trim_window(&ctx).await,
                 Scenario::Recovered => recovered(&ctx).await,
                 Scenario::Outpace => outpace(&ctx).await,
+                Scenario::OutpaceXdel => outpace_xdel(&ctx).await,
                 Scenario::Stopped => stopped(&ctx).await,
                 Scenario::Noack => noack(&ctx).await,
                 Scenario::ManyStreams => many_streams(&ctx).await,
@@ -1013,6 +1020,48 @@ async fn outpace(ctx: &Ctx) -> Result<()> {
         }),
     ];
     all_of(tasks).await
+}
+
+async fn outpace_xdel(ctx: &Ctx) -> Result<()> {
+    /// Every how many entries the producer cancels the one it just added (every 5 s at 6/s).
+    const CANCEL_EVERY: u64 = 30;
+    let scenario = Scenario::OutpaceXdel;
+    let stream = scenario.stream(&ctx.prefix);
+    let mut con = ctx.conn().await?;
+    fresh_stream(&mut con, &stream, &["workers"], &[]).await?;
+    say(
+        scenario,
+        format_args!(
+            "producer 6/s cancels (XDEL) every {CANCEL_EVERY}th entry, undelivered; consumer 3/s"
+        ),
+    );
+    let producer = tokio::spawn({
+        let (c, s) = (ctx.clone(), stream.clone());
+        async move {
+            let mut con = c.conn().await?;
+            let mut tick = ticker(Duration::from_secs_f64(1.0 / 6.0));
+            let mut n = 0u64;
+            loop {
+                tick.tick().await;
+                n += 1;
+                let id = xadd_capped(&mut con, &s, &body(n)).await?;
+                if n % CANCEL_EVERY == 0 {
+                    // The consumer is behind, so this entry has not been delivered: the
+                    // deletion lies ahead of the group's last-delivered-id.
+                    let _: i64 = redis::cmd("XDEL")
+                        .arg(&s)
+                        .arg(&id)
+                        .query_async(&mut con)
+                        .await?;
+                }
+            }
+        }
+    });
+    let consumer = tokio::spawn({
+        let (c, s) = (ctx.clone(), stream.clone());
+        async move { consume(&c, s, "workers", "worker-1", Duration::from_millis(333), 1).await }
+    });
+    all_of(vec![producer, consumer]).await
 }
 
 async fn stopped(ctx: &Ctx) -> Result<()> {

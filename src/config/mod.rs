@@ -30,7 +30,7 @@ pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 /// Default cap on streams watched per target.
 pub const DEFAULT_MAX_STREAMS: usize = 10_000;
 /// Default SCAN COUNT hint.
-pub const DEFAULT_SCAN_COUNT: u32 = 1000;
+pub const DEFAULT_SCAN_COUNT: u32 = 250;
 
 /// A fully validated configuration.
 #[derive(Clone, Debug, PartialEq)]

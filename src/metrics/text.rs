@@ -14,6 +14,10 @@ use super::catalog::MetricDef;
 /// Writes `value` as a label value: UTF-8 kept, `\`, `"` and newline
 /// escaped, and bytes that are not UTF-8 written as the text `\xNN`.
 pub fn escape_label(out: &mut Vec<u8>, value: &[u8]) {
+    if value.is_ascii() && !value.iter().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
+        out.extend_from_slice(value);
+        return;
+    }
     for chunk in value.utf8_chunks() {
         for b in chunk.valid().bytes() {
             match b {
@@ -150,18 +154,16 @@ impl<'s, W: Write> Family<'s, W> {
     }
 
     /// Writes one sample with `labels` (which must follow the definition's
-    /// label order) and, optionally, one more label at the end.
+    /// label order) and, optionally, one more label at the end. The common
+    /// path allocates nothing: labels are copied, the extra one escaped in
+    /// place.
     pub fn sample(&mut self, labels: &Labels, extra: Option<(&str, &[u8])>, value: f64) {
-        let extended;
-        let labels = match extra {
-            Some((name, v)) => {
-                extended = labels.with(name, v);
-                &extended
-            }
-            None => labels,
-        };
         if let Some(seen) = &mut self.seen {
-            if !seen.insert(labels.0.clone()) {
+            let key = match extra {
+                Some((name, v)) => labels.with(name, v).0,
+                None => labels.0.clone(),
+            };
+            if !seen.insert(key) {
                 self.duplicates += 1;
                 return;
             }
@@ -186,9 +188,18 @@ impl<'s, W: Write> Family<'s, W> {
             buf.push(b'\n');
         }
         buf.extend_from_slice(self.def.name.as_bytes());
-        if !labels.0.is_empty() {
+        if !labels.0.is_empty() || extra.is_some() {
             buf.push(b'{');
             buf.extend_from_slice(&labels.0);
+            if let Some((name, v)) = extra {
+                if !labels.0.is_empty() {
+                    buf.push(b',');
+                }
+                buf.extend_from_slice(name.as_bytes());
+                buf.extend_from_slice(b"=\"");
+                escape_label(buf, v);
+                buf.push(b'"');
+            }
             buf.push(b'}');
         }
         buf.push(b' ');

@@ -232,8 +232,22 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             if Instant::now() >= deadline {
                 break 'nodes;
             }
+            // Pay the entries budget for what each page will most likely
+            // return (the rest of the PEL as the stream poll last saw it, up
+            // to a page), and pay any excess once the pages are in: small PELs
+            // do not cost a whole page each.
+            let expected: Vec<u32> = active
+                .iter()
+                .map(|&i| {
+                    work[i]
+                        .pass
+                        .pel_size
+                        .saturating_sub(work[i].pass.acc.entries)
+                        .clamp(1, u64::from(page)) as u32
+                })
+                .collect();
             ctx.client
-                .acquire_pending_entries(page * active.len() as u32)
+                .acquire_pending_entries(expected.iter().sum())
                 .await;
             let cmds: Vec<Command> = active
                 .iter()
@@ -258,7 +272,8 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                 break 'nodes;
             }
             let mut finished = Vec::new();
-            for (&i, r) in active.iter().zip(replies) {
+            let mut excess = 0u32;
+            for ((&i, r), expected) in active.iter().zip(replies).zip(&expected) {
                 let entries = match r {
                     Ok(v) => match reply::pending_entries(&v).inspect(|_| problems.answered()) {
                         Ok(e) => e,
@@ -277,6 +292,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     }
                 };
                 ctx.client.stats().pending_scanned(entries.len() as u64);
+                excess += (entries.len() as u32).saturating_sub(*expected);
                 let rules_owned = rules_for(ctx, &work[i]);
                 let Some((idle_bounds, delivery_bounds, poison, first, max_deleted)) = rules_owned
                 else {
@@ -297,6 +313,9 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     Some(next) if !complete => work[i].pass.next = Some(next),
                     _ => finished.push(i),
                 }
+            }
+            if excess > 0 {
+                ctx.client.acquire_pending_entries(excess).await;
             }
             for i in finished {
                 let confirmed = match check_ghosts(ctx, &node, &work[i]).await {
