@@ -1,8 +1,9 @@
 //! Group status (SPEC §6): one word per group, judged over a sliding window of
 //! stream polls, Burrow-style but without its false alarms on quiet streams.
 //!
-//! Pure: [`evaluate`] takes the samples (oldest first) and the settings and
-//! returns a [`GroupStatus`]; the poller keeps the samples. Rules in order:
+//! Pure: the poller pushes each poll's [`Sample`] into the group's
+//! [`Window`], and [`evaluate`] judges the window and the latest sample.
+//! Rules in order:
 //! 1. `data_loss`: entries were trimmed before the group read them.
 //! 2. `stopped`: there is work (undelivered or pending entries) and no
 //!    consumer has read successfully for the whole window (or the group has no
@@ -117,20 +118,112 @@ pub struct Settings {
     pub max_delay: Option<Duration>,
 }
 
-/// The status for `samples` (oldest first; at least one).
-pub fn evaluate(samples: &[Sample], settings: &Settings) -> GroupStatus {
-    let Some(latest) = samples.last() else {
-        return GroupStatus::Ok;
-    };
-    let window = &samples[samples.len().saturating_sub(settings.window)..];
-    let full = window.len() >= settings.window;
-    let first = &window[0];
+/// The sliding window of one group, kept as run lengths: for each rule,
+/// how many of the latest polls in a row satisfied it. "Every poll of the
+/// window did X" is then "the run of X is at least the window", so memory
+/// per group stays a few dozen bytes whatever the window's length.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Window {
+    seen: u16,
+    prev: Option<Previous>,
+    /// Polls in a row with undelivered entries and the same position.
+    position_stuck: u16,
+    /// Polls in a row with pending entries and the same oldest pending ID.
+    oldest_stuck: u16,
+    /// Polls in a row with the same last-generated ID (no production).
+    no_production: u16,
+    /// Polls in a row with a known positive lag that did not decrease.
+    lag_not_decreasing: u16,
+    /// Polls since the lag last rose (0: it rose at the latest poll).
+    since_lag_rose: u16,
+    /// Polls since the position last moved.
+    since_position_moved: u16,
+}
 
+/// What the next poll is compared with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Previous {
+    lag: Option<u64>,
+    undelivered: bool,
+    last_delivered_id: StreamId,
+    last_generated_id: StreamId,
+    oldest_pending_id: Option<StreamId>,
+}
+
+fn bump(run: u16, holds: bool) -> u16 {
+    if holds { run.saturating_add(1) } else { 0 }
+}
+
+impl Window {
+    /// Adds the latest poll.
+    pub fn push(&mut self, s: &Sample) {
+        let undelivered = s.undelivered();
+        let positive_lag = s.lag.is_some_and(|l| l > 0);
+        let stuck_oldest = s.pending > 0 && s.oldest_pending_id.is_some();
+        match self.prev {
+            None => {
+                self.position_stuck = u16::from(undelivered);
+                self.oldest_stuck = u16::from(stuck_oldest);
+                self.no_production = 1;
+                self.lag_not_decreasing = u16::from(positive_lag);
+                self.since_lag_rose = u16::MAX;
+                self.since_position_moved = u16::MAX;
+            }
+            Some(p) => {
+                let same_position = s.last_delivered_id == p.last_delivered_id;
+                self.position_stuck = if undelivered && same_position && p.undelivered {
+                    self.position_stuck.saturating_add(1)
+                } else {
+                    u16::from(undelivered)
+                };
+                self.oldest_stuck = if stuck_oldest && s.oldest_pending_id == p.oldest_pending_id {
+                    self.oldest_stuck.saturating_add(1)
+                } else {
+                    u16::from(stuck_oldest)
+                };
+                self.no_production = bump(
+                    self.no_production,
+                    s.last_generated_id == p.last_generated_id,
+                )
+                .max(1);
+                let rose = matches!((s.lag, p.lag), (Some(now), Some(before)) if now > before);
+                let held = matches!((s.lag, p.lag), (Some(now), Some(before)) if now >= before);
+                self.lag_not_decreasing = if positive_lag && held {
+                    self.lag_not_decreasing.saturating_add(1)
+                } else {
+                    u16::from(positive_lag)
+                };
+                self.since_lag_rose = if rose {
+                    0
+                } else {
+                    self.since_lag_rose.saturating_add(1)
+                };
+                self.since_position_moved = if same_position {
+                    self.since_position_moved.saturating_add(1)
+                } else {
+                    0
+                };
+            }
+        }
+        self.seen = self.seen.saturating_add(1);
+        self.prev = Some(Previous {
+            lag: s.lag,
+            undelivered,
+            last_delivered_id: s.last_delivered_id,
+            last_generated_id: s.last_generated_id,
+            oldest_pending_id: s.oldest_pending_id,
+        });
+    }
+}
+
+/// The status after `latest` was pushed into `window`.
+pub fn evaluate(window: &Window, latest: &Sample, settings: &Settings) -> GroupStatus {
+    let size = u16::try_from(settings.window).unwrap_or(u16::MAX);
+    let full = window.seen >= size;
     if latest.trimmed_undelivered.is_some_and(|t| t > 0) {
         return GroupStatus::DataLoss;
     }
-    let work = latest.has_work();
-    if work {
+    if latest.has_work() {
         let nobody = latest.consumers == 0;
         let silent = latest.last_read_at_ms.is_some_and(|read_at| {
             latest.at_ms.saturating_sub(read_at) >= settings.window_duration.as_millis() as u64
@@ -138,19 +231,8 @@ pub fn evaluate(samples: &[Sample], settings: &Settings) -> GroupStatus {
         if nobody || silent {
             return GroupStatus::Stopped;
         }
-        if full {
-            let position_stuck = window.iter().all(Sample::undelivered)
-                && window
-                    .iter()
-                    .all(|s| s.last_delivered_id == first.last_delivered_id);
-            let oldest_stuck = window.iter().all(|s| s.pending > 0)
-                && first.oldest_pending_id.is_some()
-                && window
-                    .iter()
-                    .all(|s| s.oldest_pending_id == first.oldest_pending_id);
-            if position_stuck || oldest_stuck {
-                return GroupStatus::Stalled;
-            }
+        if full && (window.position_stuck >= size || window.oldest_stuck >= size) {
+            return GroupStatus::Stalled;
         }
         let half = settings.max_delay.map(|d| d.as_secs_f64() / 2.0);
         match (half, latest.lag_seconds) {
@@ -160,11 +242,13 @@ pub fn evaluate(samples: &[Sample], settings: &Settings) -> GroupStatus {
                 }
             }
             _ => {
+                // Positive and never decreasing over the whole window, risen
+                // within it, while the group advanced within it.
+                let within = size.saturating_sub(2);
                 let growing = full
-                    && window.iter().all(|s| s.lag.is_some_and(|l| l > 0))
-                    && window.windows(2).all(|w| w[1].lag >= w[0].lag)
-                    && latest.lag > first.lag
-                    && latest.last_delivered_id > first.last_delivered_id;
+                    && window.lag_not_decreasing >= size
+                    && window.since_lag_rose <= within
+                    && window.since_position_moved <= within;
                 if growing {
                     return GroupStatus::Lagging;
                 }
@@ -172,10 +256,7 @@ pub fn evaluate(samples: &[Sample], settings: &Settings) -> GroupStatus {
         }
         return GroupStatus::Ok;
     }
-    if window
-        .iter()
-        .all(|s| s.last_generated_id == latest.last_generated_id)
-    {
+    if window.no_production >= window.seen.min(size) {
         GroupStatus::Idle
     } else {
         GroupStatus::Ok
@@ -187,6 +268,14 @@ mod tests {
     use super::*;
 
     const MIN: u64 = 60_000;
+
+    fn status_of(samples: &[Sample], settings: &Settings) -> GroupStatus {
+        let mut window = Window::default();
+        for s in samples {
+            window.push(s);
+        }
+        evaluate(&window, samples.last().unwrap(), settings)
+    }
 
     fn settings(max_delay: Option<u64>) -> Settings {
         Settings {
@@ -219,7 +308,7 @@ mod tests {
                 s
             })
             .collect();
-        evaluate(&samples, &settings(max_delay))
+        status_of(&samples, &settings(max_delay))
     }
 
     #[test]
@@ -277,7 +366,7 @@ mod tests {
             lag: Some(3),
             ..sample(0)
         }];
-        assert_eq!(evaluate(&one, &settings(None)), GroupStatus::Stopped);
+        assert_eq!(status_of(&one, &settings(None)), GroupStatus::Stopped);
         // Pending entries with a dead consumer count as work too.
         let st = run(
             |_, s| {
@@ -332,7 +421,7 @@ mod tests {
                 ..sample(0)
             })
             .collect();
-        assert_eq!(evaluate(&samples, &settings(Some(300))), GroupStatus::Ok);
+        assert_eq!(status_of(&samples, &settings(Some(300))), GroupStatus::Ok);
     }
 
     #[test]
@@ -363,6 +452,40 @@ mod tests {
         // Lag that touched zero in the window is ok.
         let st = run(|i, s| s.lag = Some(if i == 2 { 0 } else { 10 + i }), None);
         assert_eq!(st, GroupStatus::Ok);
+    }
+
+    /// The window slides: a stall is judged on the latest polls only, and a
+    /// single move of the position ends it.
+    #[test]
+    fn window_slides_over_longer_histories() {
+        let stuck = |i: u64, s: &mut Sample| {
+            s.last_delivered_id = StreamId::new(if i < 3 { 100 + i } else { 103 }, 0);
+            s.lag = Some(20);
+            s.lag_seconds = Some(10.0);
+        };
+        let history: Vec<Sample> = (0..8)
+            .map(|i| {
+                let mut s = sample(i);
+                stuck(i, &mut s);
+                s
+            })
+            .collect();
+        // Positions 100, 101, 102, then 103 five times: stalled.
+        assert_eq!(
+            status_of(&history, &settings(Some(300))),
+            GroupStatus::Stalled
+        );
+        assert_eq!(
+            status_of(&history[..7], &settings(Some(300))),
+            GroupStatus::Ok,
+            "only four polls at 103"
+        );
+        let mut moved = history.clone();
+        let mut next = sample(8);
+        stuck(8, &mut next);
+        next.last_delivered_id = StreamId::new(104, 0);
+        moved.push(next);
+        assert_eq!(status_of(&moved, &settings(Some(300))), GroupStatus::Ok);
     }
 
     #[test]

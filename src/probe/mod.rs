@@ -16,7 +16,7 @@ pub mod pending_scan;
 pub mod pending_summary;
 pub mod stream;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::config::{Config, Target};
@@ -29,8 +29,8 @@ use crate::status;
 /// snapshot: the status window and the probes' working state.
 #[derive(Debug, Default)]
 pub struct GroupMemory {
-    /// Recent stream-poll samples, oldest first.
-    pub samples: VecDeque<status::Sample>,
+    /// The status window over recent stream polls.
+    pub window: status::Window,
     /// Server time of the latest successful read by any consumer.
     pub last_read_at_ms: Option<u64>,
     /// Smallest pending ID from the latest pending summary.

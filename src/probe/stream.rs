@@ -242,7 +242,7 @@ fn build_stream<'s>(
             _ => None,
         };
         let status = now_ms.map(|at_ms| {
-            memory.samples.push_back(status::Sample {
+            let sample = status::Sample {
                 at_ms,
                 lag: figure.lag,
                 lag_seconds,
@@ -253,11 +253,9 @@ fn build_stream<'s>(
                 trimmed_undelivered: figure.trimmed_undelivered,
                 oldest_pending_id: memory.oldest_pending_id,
                 last_read_at_ms: memory.last_read_at_ms,
-            });
-            while memory.samples.len() > status_settings.window {
-                memory.samples.pop_front();
-            }
-            status::evaluate(memory.samples.make_contiguous(), &status_settings)
+            };
+            memory.window.push(&sample);
+            status::evaluate(&memory.window, &sample, &status_settings)
         });
         let before = previous.as_ref().and_then(|p| p.groups.get(&gname));
         groups.insert(
