@@ -106,7 +106,8 @@ pub fn report(targets: &[Arc<TargetSnapshot>]) -> (String, bool) {
                     (Some(l), false) => l.to_string(),
                     (None, _) => "unknown".into(),
                 };
-                let scan = gs.scan.as_deref();
+                let key = (s.clone(), g.clone());
+                let scan = t.scans.get(&key).and_then(|sc| sc.last.as_deref());
                 rows.push(vec![
                     t.name.to_string(),
                     stream.clone(),
@@ -115,7 +116,7 @@ pub fn report(targets: &[Arc<TargetSnapshot>]) -> (String, bool) {
                     lag,
                     age(gs.lag_seconds),
                     gs.info.pending.to_string(),
-                    age(gs.oldest_pending_age),
+                    age(t.oldest_pending_age.get(&key).copied()),
                     age(scan
                         .and_then(|s| s.max_idle_ms)
                         .map(|ms| ms as f64 / 1000.0)),

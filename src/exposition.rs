@@ -95,7 +95,10 @@ async fn keep_current(store: Arc<SnapshotStore>, exposition: Weak<Exposition>) {
                     flate2::Compression::fast(),
                 );
                 let (gz, duplicates) = render(&targets, &exporter, BuildInfo::CURRENT, gz)?;
-                Ok::<_, std::io::Error>((gz.finish()?, duplicates))
+                let mut gzip = gz.finish()?;
+                // It is kept until the next render: hold no spare capacity.
+                gzip.shrink_to_fit();
+                Ok::<_, std::io::Error>((gzip, duplicates))
             })
             .await;
             let Some(this) = exposition.upgrade() else {

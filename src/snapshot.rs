@@ -66,16 +66,38 @@ pub struct PelScan {
     pub entries: u64,
     /// Largest idle, in ms; `None` for an empty PEL.
     pub max_idle_ms: Option<u64>,
-    /// `(le seconds, count)` cumulative.
-    pub by_idle: Vec<(f64, u64)>,
-    /// `(le deliveries, count)` cumulative.
-    pub by_delivery_count: Vec<(u64, u64)>,
+    /// `le` bounds of the idle buckets in seconds, shared by every group.
+    pub idle_bounds: Arc<[f64]>,
+    /// Entries idle at most each bound (cumulative).
+    pub idle_counts: Box<[u64]>,
+    /// `le` bounds of the delivery-count buckets, shared by every group.
+    pub delivery_bounds: Arc<[u64]>,
+    /// Entries delivered at most each bound (cumulative).
+    pub delivery_counts: Box<[u64]>,
     /// Entries delivered at least `poison_delivery_count` times.
     pub poison: u64,
     /// Entries whose body is gone.
     pub ghost: u64,
     /// Possible ghosts left unchecked for lack of budget.
     pub ghost_unchecked: u64,
+}
+
+impl PelScan {
+    /// `(le seconds, entries)` pairs, cumulative.
+    pub fn by_idle(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
+        self.idle_bounds
+            .iter()
+            .copied()
+            .zip(self.idle_counts.iter().copied())
+    }
+
+    /// `(le deliveries, entries)` pairs, cumulative.
+    pub fn by_delivery_count(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.delivery_bounds
+            .iter()
+            .copied()
+            .zip(self.delivery_counts.iter().copied())
+    }
 }
 
 /// The consumers of a group, capped for export.
@@ -90,7 +112,21 @@ pub struct Consumers {
     pub orphaned: u64,
 }
 
-/// Everything known about one group.
+/// The PEL scan's view of one group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScanState {
+    /// The last complete pass, if one completed.
+    pub last: Option<Arc<PelScan>>,
+    /// Progress of the pass in progress (1.0 when none is unfinished).
+    pub progress: f64,
+}
+
+/// A group, by stream and group name.
+pub type GroupKey = (Name, Name);
+
+/// What the stream poll knows about one group. The per-group probes keep
+/// their results in maps of their own in [`TargetSnapshot`], so each probe
+/// replaces only what it owns and never copies the others' data.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GroupState {
     /// XINFO GROUPS.
@@ -103,14 +139,6 @@ pub struct GroupState {
     pub lag_seconds: Option<f64>,
     /// Entries trimmed before the group read them; `None` when unknowable.
     pub trimmed_undelivered: Option<u64>,
-    /// Age of the smallest pending ID (seconds), from the pending summary.
-    pub oldest_pending_age: Option<f64>,
-    /// From the consumers probe.
-    pub consumers: Option<Consumers>,
-    /// Last complete PEL scan.
-    pub scan: Option<Arc<PelScan>>,
-    /// Progress of the pass in progress (1.0 when none is unfinished).
-    pub scan_progress: Option<f64>,
     /// Status over the window.
     pub status: Option<GroupStatus>,
 }
@@ -145,12 +173,37 @@ pub struct TargetSnapshot {
     pub streams_watched: Option<u64>,
     /// Streams over `max_streams`, once discovery ran.
     pub streams_dropped: Option<u64>,
-    /// Streams by name.
+    /// Streams by name (the stream poll).
     pub streams: BTreeMap<Name, Arc<StreamState>>,
+    /// Age of each group's smallest pending ID, in seconds: the ID from the
+    /// pending summary, aged by the server clock of the latest poll.
+    pub oldest_pending_age: BTreeMap<GroupKey, f64>,
+    /// Each group's consumers (the consumers probe).
+    pub consumers: BTreeMap<GroupKey, Arc<Consumers>>,
+    /// Each group's PEL scan.
+    pub scans: BTreeMap<GroupKey, ScanState>,
     /// Probe health.
     pub probes: BTreeMap<ProbeKind, ProbeStatus>,
     /// Client counters.
     pub stats: StatsSnapshot,
+}
+
+impl TargetSnapshot {
+    /// True when the stream poll knows the group.
+    pub fn has_group(&self, stream: &Name, group: &Name) -> bool {
+        self.streams
+            .get(stream)
+            .is_some_and(|s| s.groups.contains_key(group))
+    }
+
+    /// Drops the per-group results of groups the stream poll no longer knows.
+    pub fn prune_groups(&mut self) {
+        let streams = &self.streams;
+        let known = |(s, g): &GroupKey| streams.get(s).is_some_and(|st| st.groups.contains_key(g));
+        self.oldest_pending_age.retain(|k, _| known(k));
+        self.consumers.retain(|k, _| known(k));
+        self.scans.retain(|k, _| known(k));
+    }
 }
 
 /// Exporter-wide state that is not about a target.

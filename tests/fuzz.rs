@@ -208,10 +208,6 @@ fn render_names(names: &[Vec<u8>]) -> String {
             lag_estimated: true,
             lag_seconds: None,
             trimmed_undelivered: Some(0),
-            oldest_pending_age: None,
-            consumers: None,
-            scan: None,
-            scan_progress: None,
             status: None,
         };
         let stream = StreamState {

@@ -15,7 +15,9 @@ use std::time::SystemTime;
 use super::catalog::{self as c, MetricDef};
 use super::text::{Family, Labels, Sink, needs_escape, write_value};
 use crate::redis::{ErrorKind, StreamId};
-use crate::snapshot::{ExporterState, GroupState, StreamState, TargetSnapshot};
+use crate::snapshot::{
+    Consumers, ExporterState, GroupState, PelScan, ScanState, StreamState, TargetSnapshot,
+};
 use crate::status::GroupStatus;
 
 /// The exporter's own version, for `build_info`.
@@ -58,10 +60,20 @@ struct StreamRow<'a> {
     state: &'a StreamState,
 }
 
+impl GroupRow<'_> {
+    fn last_scan(&self) -> Option<&PelScan> {
+        self.scan.and_then(|s| s.last.as_deref())
+    }
+}
+
+/// A group with everything the probes know of it, joined once per render.
 struct GroupRow<'a> {
     labels: Labels,
     stream: &'a StreamState,
     state: &'a GroupState,
+    oldest_pending_age: Option<f64>,
+    consumers: Option<&'a Consumers>,
+    scan: Option<&'a ScanState>,
 }
 
 /// Writes the exposition of `targets` and the exporter state to `out` and
@@ -86,19 +98,22 @@ pub fn render<W: Write>(
     let mut groups = Vec::new();
     let mut dedupe = false;
     for t in target_rows.iter().filter(|t| t.snap.up) {
-        for (name, state) in &t.snap.streams {
+        let snap = t.snap;
+        for (name, state) in &snap.streams {
             dedupe |= needs_escape(name);
             let labels = t.labels.with("stream", name);
             for (g, gs) in &state.groups {
+                let key = (name.clone(), g.clone());
+                let consumers = snap.consumers.get(&key).map(|c| &**c);
                 dedupe |= needs_escape(g)
-                    || gs
-                        .consumers
-                        .as_ref()
-                        .is_some_and(|c| c.top.iter().any(|c| needs_escape(&c.name)));
+                    || consumers.is_some_and(|c| c.top.iter().any(|c| needs_escape(&c.name)));
                 groups.push(GroupRow {
                     labels: labels.with("group", g),
                     stream: state,
                     state: gs,
+                    oldest_pending_age: snap.oldest_pending_age.get(&key).copied(),
+                    consumers,
+                    scan: snap.scans.get(&key),
                 });
             }
             streams.push(StreamRow { labels, state });
@@ -153,51 +168,52 @@ pub fn render<W: Write>(
     }
 
     // Groups.
-    type GroupValue = fn(&StreamState, &GroupState) -> Option<f64>;
+    type GroupValue = fn(&GroupRow<'_>) -> Option<f64>;
     let group_families: [(&'static MetricDef, GroupValue); 16] = [
-        (&c::GROUP_LAG, |_, g| g.lag.map(|v| v as f64)),
-        (&c::GROUP_LAG_ESTIMATED, |_, g| {
-            Some(if g.lag_estimated { 1.0 } else { 0.0 })
+        (&c::GROUP_LAG, |r| r.state.lag.map(|v| v as f64)),
+        (&c::GROUP_LAG_ESTIMATED, |r| {
+            Some(if r.state.lag_estimated { 1.0 } else { 0.0 })
         }),
-        (&c::GROUP_LAG_SECONDS, |_, g| g.lag_seconds),
-        (&c::GROUP_ENTRIES_READ, |_, g| {
-            g.info.entries_read.map(|v| v as f64)
+        (&c::GROUP_LAG_SECONDS, |r| r.state.lag_seconds),
+        (&c::GROUP_ENTRIES_READ, |r| {
+            r.state.info.entries_read.map(|v| v as f64)
         }),
-        (&c::GROUP_LAST_DELIVERED_TS, |s, g| {
-            id_ts(s, g.info.last_delivered_id)
+        (&c::GROUP_LAST_DELIVERED_TS, |r| {
+            id_ts(r.stream, r.state.info.last_delivered_id)
         }),
-        (&c::GROUP_CONSUMERS, |_, g| Some(g.info.consumers as f64)),
-        (&c::GROUP_PENDING, |_, g| Some(g.info.pending as f64)),
-        (&c::GROUP_OLDEST_PENDING_AGE, |_, g| g.oldest_pending_age),
-        (&c::GROUP_PENDING_MAX_IDLE, |_, g| {
-            g.scan
-                .as_ref()
+        (&c::GROUP_CONSUMERS, |r| Some(r.state.info.consumers as f64)),
+        (&c::GROUP_PENDING, |r| Some(r.state.info.pending as f64)),
+        (&c::GROUP_OLDEST_PENDING_AGE, |r| r.oldest_pending_age),
+        (&c::GROUP_PENDING_MAX_IDLE, |r| {
+            r.last_scan()
                 .map(|s| s.max_idle_ms.map_or(0.0, |ms| ms as f64 / 1000.0))
         }),
-        (&c::GROUP_PENDING_POISON, |_, g| {
-            g.scan.as_ref().map(|s| s.poison as f64)
+        (&c::GROUP_PENDING_POISON, |r| {
+            r.last_scan().map(|s| s.poison as f64)
         }),
-        (&c::GROUP_PENDING_GHOST, |_, g| {
-            g.scan.as_ref().map(|s| s.ghost as f64)
+        (&c::GROUP_PENDING_GHOST, |r| {
+            r.last_scan().map(|s| s.ghost as f64)
         }),
-        (&c::GROUP_PENDING_GHOST_UNCHECKED, |_, g| {
-            g.scan.as_ref().map(|s| s.ghost_unchecked as f64)
+        (&c::GROUP_PENDING_GHOST_UNCHECKED, |r| {
+            r.last_scan().map(|s| s.ghost_unchecked as f64)
         }),
-        (&c::GROUP_PENDING_ORPHANED, |_, g| {
-            g.consumers.as_ref().map(|c| c.orphaned as f64)
+        (&c::GROUP_PENDING_ORPHANED, |r| {
+            r.consumers.map(|c| c.orphaned as f64)
         }),
-        (&c::GROUP_TRIMMED_UNDELIVERED, |_, g| {
-            g.trimmed_undelivered.map(|v| v as f64)
+        (&c::GROUP_TRIMMED_UNDELIVERED, |r| {
+            r.state.trimmed_undelivered.map(|v| v as f64)
         }),
-        (&c::GROUP_PENDING_SCAN_TS, |_, g| {
-            g.scan.as_ref().map(|s| secs(s.finished_at))
+        (&c::GROUP_PENDING_SCAN_TS, |r| {
+            r.last_scan().map(|s| secs(s.finished_at))
         }),
-        (&c::GROUP_PENDING_SCAN_PROGRESS, |_, g| g.scan_progress),
+        (&c::GROUP_PENDING_SCAN_PROGRESS, |r| {
+            r.scan.map(|s| s.progress)
+        }),
     ];
     for (def, value) in group_families {
         family(&mut sink, def, &mut |f| {
             for row in &groups {
-                if let Some(v) = value(row.stream, row.state) {
+                if let Some(v) = value(row) {
                     f.sample(&row.labels, None, v);
                 }
             }
@@ -206,27 +222,27 @@ pub fn render<W: Write>(
     let mut le = Vec::with_capacity(24);
     family(&mut sink, &c::GROUP_PENDING_BY_IDLE, &mut |f| {
         for row in &groups {
-            let Some(scan) = &row.state.scan else {
+            let Some(scan) = row.last_scan() else {
                 continue;
             };
-            for (bound, n) in &scan.by_idle {
+            for (bound, n) in scan.by_idle() {
                 le.clear();
-                write_value(&mut le, *bound);
-                f.sample(&row.labels, Some(("le", &le)), *n as f64);
+                write_value(&mut le, bound);
+                f.sample(&row.labels, Some(("le", &le)), n as f64);
             }
             f.sample(&row.labels, Some(("le", b"+Inf")), scan.entries as f64);
         }
     });
     family(&mut sink, &c::GROUP_PENDING_BY_DELIVERY_COUNT, &mut |f| {
         for row in &groups {
-            let Some(scan) = &row.state.scan else {
+            let Some(scan) = row.last_scan() else {
                 continue;
             };
-            for (bound, n) in &scan.by_delivery_count {
+            for (bound, n) in scan.by_delivery_count() {
                 f.sample(
                     &row.labels,
-                    Some(("le", itoa::Buffer::new().format(*bound).as_bytes())),
-                    *n as f64,
+                    Some(("le", itoa::Buffer::new().format(bound).as_bytes())),
+                    n as f64,
                 );
             }
             f.sample(&row.labels, Some(("le", b"+Inf")), scan.entries as f64);
@@ -247,7 +263,7 @@ pub fn render<W: Write>(
     // Consumers.
     family(&mut sink, &c::CONSUMER_PENDING, &mut |f| {
         for row in &groups {
-            let Some(cs) = &row.state.consumers else {
+            let Some(cs) = row.consumers else {
                 continue;
             };
             for consumer in &cs.top {
@@ -264,7 +280,7 @@ pub fn render<W: Write>(
     });
     family(&mut sink, &c::CONSUMER_IDLE, &mut |f| {
         for row in &groups {
-            let Some(cs) = &row.state.consumers else {
+            let Some(cs) = row.consumers else {
                 continue;
             };
             for consumer in &cs.top {
@@ -278,7 +294,7 @@ pub fn render<W: Write>(
     });
     family(&mut sink, &c::CONSUMER_INACTIVE, &mut |f| {
         for row in &groups {
-            let Some(cs) = &row.state.consumers else {
+            let Some(cs) = row.consumers else {
                 continue;
             };
             for consumer in &cs.top {

@@ -73,15 +73,25 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                 if let Some(memory) = state.groups.get_mut(&(s.clone(), g.clone())) {
                     memory.last_read_at_ms = last_read_at_ms;
                 }
-                let Some(stream) = state.snapshot.streams.get_mut(s) else {
+                let Some(stream) = state.snapshot.streams.get(s) else {
                     continue;
                 };
+                if !stream.groups.contains_key(g) {
+                    continue;
+                }
                 let inactive_after = stream.settings.consumer_inactive_after;
-                let stream = Arc::make_mut(stream);
-                let Some(group) = stream.groups.get_mut(g) else {
-                    continue;
-                };
-                Arc::make_mut(group).consumers = Some(summarise(list, cap, inactive_after));
+                let summary = summarise(list, cap, inactive_after);
+                let key = (s.clone(), g.clone());
+                // Unchanged consumers keep their allocation (and are shared
+                // with the published snapshot).
+                if state
+                    .snapshot
+                    .consumers
+                    .get(&key)
+                    .is_none_or(|c| **c != summary)
+                {
+                    state.snapshot.consumers.insert(key, Arc::new(summary));
+                }
             }
         },
     )

@@ -36,7 +36,7 @@ pub struct GroupMemory {
     /// Smallest pending ID from the latest pending summary.
     pub oldest_pending_id: Option<StreamId>,
     /// The PEL scan pass in progress.
-    pub scan_pass: Option<pending_scan::Pass>,
+    pub scan_pass: Option<Box<pending_scan::Pass>>,
 }
 
 /// The mutable state of one target, owned by its poller.
@@ -64,11 +64,14 @@ impl TargetState {
         self.snapshot.up = false;
         self.snapshot.server = None;
         self.snapshot.streams.clear();
+        self.snapshot.prune_groups();
         self.groups.clear();
     }
 
-    /// Drops memory of groups that are no longer in the snapshot.
+    /// Drops memory and per-group results of groups the stream poll no
+    /// longer knows.
     pub fn prune_memory(&mut self) {
+        self.snapshot.prune_groups();
         let streams = &self.snapshot.streams;
         self.groups
             .retain(|(s, g), _| streams.get(s).is_some_and(|st| st.groups.contains_key(g)));

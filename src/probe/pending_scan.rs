@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use super::{ProbeContext, ProbeError, ProbeKind, Problems, known_groups};
 use crate::redis::reply::{self, PendingEntry};
 use crate::redis::{Command, RangeEnd, RangeStart, StreamId};
-use crate::snapshot::{Name, PelScan};
+use crate::snapshot::{Name, PelScan, ScanState};
 
 /// A pass over one group's PEL, possibly spanning several runs.
 #[derive(Clone, Debug)]
@@ -119,8 +119,8 @@ impl Accumulator {
     pub fn finish(
         &self,
         confirmed: u64,
-        idle_bounds: &[f64],
-        delivery_bounds: &[u64],
+        idle_bounds: &Arc<[f64]>,
+        delivery_bounds: &Arc<[u64]>,
         at: SystemTime,
     ) -> PelScan {
         let cumulative = |counts: &[u64]| {
@@ -146,16 +146,18 @@ impl Accumulator {
             finished_at: at,
             entries: self.entries,
             max_idle_ms: self.max_idle_ms,
-            by_idle: idle_bounds
-                .iter()
-                .copied()
-                .zip(idle.into_iter().chain(std::iter::repeat(0)))
+            idle_counts: idle
+                .into_iter()
+                .chain(std::iter::repeat(0))
+                .take(idle_bounds.len())
                 .collect(),
-            by_delivery_count: delivery_bounds
-                .iter()
-                .copied()
-                .zip(deliveries.into_iter().chain(std::iter::repeat(0)))
+            idle_bounds: idle_bounds.clone(),
+            delivery_counts: deliveries
+                .into_iter()
+                .chain(std::iter::repeat(0))
+                .take(delivery_bounds.len())
                 .collect(),
+            delivery_bounds: delivery_bounds.clone(),
             poison: self.poison,
             ghost: self.ghost + confirmed,
             ghost_unchecked: self.unchecked,
@@ -178,6 +180,9 @@ struct Work {
 pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let deadline = Instant::now() + ctx.config.schedule.pending_scan;
     let page = ctx.config.limits.pending_page;
+    // Bucket bounds, shared by the results of every group.
+    let idle_bounds: Arc<[f64]> = ctx.config.metrics.pending_idle_buckets.as_slice().into();
+    let delivery_bounds: Arc<[u64]> = ctx.config.metrics.delivery_count_buckets.as_slice().into();
     let mut problems = Problems::default();
     let pairs = known_groups(&ctx.state());
     let generation = ctx.generation();
@@ -196,6 +201,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     .groups
                     .get_mut(&(stream.clone(), group.clone()))
                     .and_then(|m| m.scan_pass.take())
+                    .map(|boxed| *boxed)
                     .unwrap_or(Pass {
                         next: None,
                         pel_size,
@@ -325,11 +331,10 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                         break 'nodes;
                     }
                 };
-                let m = &ctx.config.metrics;
                 let result = work[i].pass.acc.finish(
                     confirmed,
-                    &m.pending_idle_buckets,
-                    &m.delivery_count_buckets,
+                    &idle_bounds,
+                    &delivery_bounds,
                     SystemTime::now(),
                 );
                 work[i].done = true;
@@ -359,7 +364,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             (w.pass.acc.entries as f64 / w.pass.pel_size as f64).min(0.999)
         };
         if let Some(memory) = state.groups.get_mut(&(w.stream.clone(), w.group.clone())) {
-            memory.scan_pass = Some(w.pass);
+            memory.scan_pass = Some(Box::new(w.pass));
         }
         set_progress(&mut state, &w.stream, &w.group, None, progress);
     }
@@ -420,18 +425,21 @@ fn set_progress(
     result: Option<PelScan>,
     progress: f64,
 ) {
-    let Some(s) = state.snapshot.streams.get_mut(stream) else {
+    if !state.snapshot.has_group(stream, group) {
         return;
-    };
-    let s = Arc::make_mut(s);
-    let Some(g) = s.groups.get_mut(group) else {
-        return;
-    };
-    let g = Arc::make_mut(g);
-    if let Some(result) = result {
-        g.scan = Some(Arc::new(result));
     }
-    g.scan_progress = Some(progress);
+    let entry = state
+        .snapshot
+        .scans
+        .entry((stream.clone(), group.clone()))
+        .or_insert(ScanState {
+            last: None,
+            progress,
+        });
+    if let Some(result) = result {
+        entry.last = Some(Arc::new(result));
+    }
+    entry.progress = progress;
 }
 
 #[cfg(test)]
@@ -465,11 +473,19 @@ mod tests {
             &rules,
         );
         acc.add(&[e(200, 1_000, 2)], &rules);
-        let r = acc.finish(1, &idle_bounds, &delivery_bounds, SystemTime::UNIX_EPOCH);
+        let r = acc.finish(
+            1,
+            &Arc::from(&idle_bounds[..]),
+            &Arc::from(&delivery_bounds[..]),
+            SystemTime::UNIX_EPOCH,
+        );
         assert_eq!(r.entries, 4);
         assert_eq!(r.max_idle_ms, Some(90_000));
-        assert_eq!(r.by_idle, vec![(10.0, 2), (60.0, 3)]);
-        assert_eq!(r.by_delivery_count, vec![(1, 1), (5, 3)]);
+        assert_eq!(r.by_idle().collect::<Vec<_>>(), vec![(10.0, 2), (60.0, 3)]);
+        assert_eq!(
+            r.by_delivery_count().collect::<Vec<_>>(),
+            vec![(1, 1), (5, 3)]
+        );
         assert_eq!(r.poison, 2);
         // 50 is below the first entry (certain); 120 was checked and
         // confirmed; 140 was over the budget; 200 is above max-deleted.
@@ -490,9 +506,18 @@ mod tests {
         acc.add(&[e(5, 0, 1)], &rules);
         assert!(acc.candidates.is_empty());
         // An empty PEL gives zero counts and no max idle.
-        let empty = Accumulator::default().finish(0, &[1.0], &[1], SystemTime::UNIX_EPOCH);
+        let empty = Accumulator::default().finish(
+            0,
+            &Arc::from(&[1.0][..]),
+            &Arc::from(&[1][..]),
+            SystemTime::UNIX_EPOCH,
+        );
         assert_eq!(
-            (empty.entries, empty.max_idle_ms, empty.by_idle.clone()),
+            (
+                empty.entries,
+                empty.max_idle_ms,
+                empty.by_idle().collect::<Vec<_>>()
+            ),
             (0, None, vec![(1.0, 0)])
         );
     }

@@ -3,8 +3,6 @@
 //! probe derives the oldest pending entry's age on every poll, and records
 //! that age at once.
 
-use std::sync::Arc;
-
 use super::{ProbeContext, ProbeError, ProbeKind, Problems, age_seconds, known_groups, per_group};
 use crate::redis::{Command, reply};
 
@@ -31,19 +29,25 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                 if let Some(memory) = state.groups.get_mut(&key) {
                     memory.oldest_pending_id = summary.min_id;
                 }
-                let Some(stream) = state.snapshot.streams.get_mut(s) else {
+                let time_ids = state
+                    .snapshot
+                    .streams
+                    .get(s)
+                    .is_some_and(|st| st.time_based_ids);
+                if !state.snapshot.has_group(s, g) {
                     continue;
-                };
-                let time_ids = stream.time_based_ids;
-                let stream = Arc::make_mut(stream);
-                let Some(group) = stream.groups.get_mut(g) else {
-                    continue;
-                };
-                let group = Arc::make_mut(group);
-                group.oldest_pending_age = match (now_ms, summary.min_id) {
-                    (Some(now), Some(id)) if time_ids => Some(age_seconds(now, id.ms)),
-                    _ => None,
-                };
+                }
+                match (now_ms, summary.min_id) {
+                    (Some(now), Some(id)) if time_ids => {
+                        state
+                            .snapshot
+                            .oldest_pending_age
+                            .insert(key, age_seconds(now, id.ms));
+                    }
+                    _ => {
+                        state.snapshot.oldest_pending_age.remove(&key);
+                    }
+                }
             }
         },
     )

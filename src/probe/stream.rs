@@ -47,6 +47,9 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             }
         }
     }
+    // Keys come back from routing as slices; keep using the watched names'
+    // allocations instead of copying every name on every poll.
+    let names: HashMap<&[u8], &Name> = watched.iter().map(|n| (&**n, n)).collect();
     let by_node = ctx.client.partition(watched.iter().map(|n| &**n)).await?;
     for (node, keys) in by_node {
         for batch in keys.chunks(per_batch) {
@@ -67,7 +70,12 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     &replies[2 + 2 * i],
                     &mut problems,
                 ) {
-                    reads.push((Arc::from(*key), read));
+                    reads.push((
+                        names
+                            .get(*key)
+                            .map_or_else(|| Arc::from(*key), |n| (*n).clone()),
+                        read,
+                    ));
                 }
             }
             // Second round trip: first undelivered entries where needed.
@@ -116,7 +124,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                 let stream = build_stream(ctx, &mut state, &name, read, now_ms, |gi| {
                     samples.get(&(si, gi))
                 });
-                fresh.insert(name, Arc::new(stream));
+                fresh.insert(name, stream);
             }
         }
     }
@@ -206,7 +214,7 @@ fn build_stream<'s>(
     read: Read,
     now_ms: Option<u64>,
     sample_for: impl Fn(usize) -> Option<&'s UndeliveredSample>,
-) -> StreamState {
+) -> Arc<StreamState> {
     let settings = ctx.config.streams.for_stream(name);
     let time_ids = time_based(&read.info, now_ms);
     if !time_ids && state.non_time_logged.insert(name.clone()) {
@@ -224,9 +232,15 @@ fn build_stream<'s>(
         max_delay: settings.max_delay,
     };
     let mut groups = BTreeMap::new();
-    for (gi, group) in read.groups.into_iter().enumerate() {
+    for (gi, mut group) in read.groups.into_iter().enumerate() {
         let figure = lag::compute(&read.info, &group, sample_for(gi));
-        let gname: Name = Arc::from(group.name.as_slice());
+        // The name lives in the map key (the previous poll's, when there is
+        // one), not a second time in the group's info.
+        let name_bytes = std::mem::take(&mut group.name);
+        let gname: Name = previous
+            .as_ref()
+            .and_then(|p| p.groups.get_key_value(name_bytes.as_slice()))
+            .map_or_else(|| Arc::from(name_bytes), |(k, _)| k.clone());
         let ages = if time_ids { now_ms } else { None };
         let lag_seconds = ages.and_then(|now| match (figure.lag, figure.first_undelivered) {
             (_, Some(first)) => Some(age_seconds(now, first.ms)),
@@ -237,10 +251,18 @@ fn build_stream<'s>(
             .groups
             .entry((name.clone(), gname.clone()))
             .or_default();
-        let oldest_pending_age = match (ages, memory.oldest_pending_id) {
-            (Some(now), Some(id)) if group.pending > 0 => Some(age_seconds(now, id.ms)),
-            _ => None,
-        };
+        let key = (name.clone(), gname.clone());
+        match (ages, memory.oldest_pending_id) {
+            (Some(now), Some(id)) if group.pending > 0 => {
+                state
+                    .snapshot
+                    .oldest_pending_age
+                    .insert(key, age_seconds(now, id.ms));
+            }
+            _ => {
+                state.snapshot.oldest_pending_age.remove(&key);
+            }
+        }
         let status = now_ms.map(|at_ms| {
             let sample = status::Sample {
                 at_ms,
@@ -258,28 +280,32 @@ fn build_stream<'s>(
             status::evaluate(&memory.window, &sample, &status_settings)
         });
         let before = previous.as_ref().and_then(|p| p.groups.get(&gname));
-        groups.insert(
-            gname,
-            Arc::new(GroupState {
-                lag: figure.lag,
-                lag_estimated: figure.estimated(),
-                lag_seconds,
-                trimmed_undelivered: figure.trimmed_undelivered,
-                oldest_pending_age,
-                consumers: before.and_then(|b| b.consumers.clone()),
-                scan: before.and_then(|b| b.scan.clone()),
-                scan_progress: before.and_then(|b| b.scan_progress),
-                status: status.or_else(|| before.and_then(|b| b.status)),
-                info: group,
-            }),
-        );
+        let fresh = GroupState {
+            lag: figure.lag,
+            lag_estimated: figure.estimated(),
+            lag_seconds,
+            trimmed_undelivered: figure.trimmed_undelivered,
+            status: status.or_else(|| before.and_then(|b| b.status)),
+            info: group,
+        };
+        groups.insert(gname, reuse(before, fresh));
     }
-    StreamState {
+    let fresh = StreamState {
         info: read.info,
         time_based_ids: time_ids,
-        dead_letter: previous.and_then(|p| p.dead_letter),
+        dead_letter: previous.as_ref().and_then(|p| p.dead_letter),
         settings,
         groups,
+    };
+    reuse(previous.as_ref(), fresh)
+}
+
+/// The previous poll's `Arc` when nothing changed, so quiet streams and
+/// groups cost no new allocation per poll (and snapshots share them).
+fn reuse<T: PartialEq>(previous: Option<&Arc<T>>, fresh: T) -> Arc<T> {
+    match previous {
+        Some(p) if **p == fresh => p.clone(),
+        _ => Arc::new(fresh),
     }
 }
 
