@@ -21,13 +21,107 @@ const DEBOUNCE: Duration = Duration::from_millis(50);
 /// small expositions (a millisecond to render) follow changes at once.
 const RENDER_SPACING: u32 = 10;
 
+/// Size of the pieces the compressed exposition is kept in.
+const CHUNK: usize = 256 * 1024;
+
+/// Bytes kept as a list of pieces.
+#[derive(Clone, Debug, Default)]
+pub struct Chunks(Arc<[bytes::Bytes]>);
+
+impl Chunks {
+    /// The pieces, in order.
+    pub fn pieces(&self) -> impl Iterator<Item = bytes::Bytes> + Send + use<> {
+        let all = self.0.clone();
+        (0..all.len()).map(move |i| all[i].clone())
+    }
+
+    /// Total length in bytes.
+    pub fn len(&self) -> usize {
+        self.0.iter().map(bytes::Bytes::len).sum()
+    }
+
+    /// True when there is nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Reads the pieces as one byte stream.
+    pub fn reader(&self) -> impl std::io::Read + Send + use<> {
+        ChunksReader {
+            chunks: self.0.clone(),
+            index: 0,
+            offset: 0,
+        }
+    }
+}
+
+struct ChunksReader {
+    chunks: Arc<[bytes::Bytes]>,
+    index: usize,
+    offset: usize,
+}
+
+impl std::io::Read for ChunksReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while let Some(chunk) = self.chunks.get(self.index) {
+            let rest = &chunk[self.offset..];
+            if rest.is_empty() {
+                self.index += 1;
+                self.offset = 0;
+                continue;
+            }
+            let n = rest.len().min(buf.len());
+            buf[..n].copy_from_slice(&rest[..n]);
+            self.offset += n;
+            return Ok(n);
+        }
+        Ok(0)
+    }
+}
+
+/// A writer into [`Chunks`] of [`CHUNK`] bytes each.
+#[derive(Debug, Default)]
+struct ChunkWriter {
+    done: Vec<bytes::Bytes>,
+    current: Vec<u8>,
+}
+
+impl ChunkWriter {
+    fn finish(mut self) -> Chunks {
+        if !self.current.is_empty() {
+            self.current.shrink_to_fit();
+            self.done.push(self.current.into());
+        }
+        Chunks(self.done.into())
+    }
+}
+
+impl std::io::Write for ChunkWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.current.capacity() == 0 {
+            self.current.reserve_exact(CHUNK);
+        }
+        let n = buf.len().min(CHUNK - self.current.len());
+        self.current.extend_from_slice(&buf[..n]);
+        if self.current.len() == CHUNK {
+            self.done.push(std::mem::take(&mut self.current).into());
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// One rendered exposition.
 #[derive(Clone, Debug)]
 pub struct Rendered {
     /// The snapshot generation it shows.
     pub generation: u64,
-    /// The text, gzip-compressed.
-    pub gzip: bytes::Bytes,
+    /// The text, gzip-compressed, in chunks (it is written in pieces of
+    /// fixed size so it never needs a doubled buffer, and served as is).
+    pub gzip: Chunks,
     /// Targets in it that finished a first collection: `/readyz` answers
     /// from what `/metrics` serves, not from what is still being rendered.
     pub ready_targets: usize,
@@ -91,14 +185,11 @@ async fn keep_current(store: Arc<SnapshotStore>, exposition: Weak<Exposition>) {
             let ready_targets = targets.iter().filter(|t| t.ready).count();
             let rendered = tokio::task::spawn_blocking(move || {
                 let gz = flate2::write::GzEncoder::new(
-                    Vec::with_capacity(256 * 1024),
+                    ChunkWriter::default(),
                     flate2::Compression::fast(),
                 );
                 let (gz, duplicates) = render(&targets, &exporter, BuildInfo::CURRENT, gz)?;
-                let mut gzip = gz.finish()?;
-                // It is kept until the next render: hold no spare capacity.
-                gzip.shrink_to_fit();
-                Ok::<_, std::io::Error>((gzip, duplicates))
+                Ok::<_, std::io::Error>((gz.finish()?.finish(), duplicates))
             })
             .await;
             let Some(this) = exposition.upgrade() else {
@@ -112,7 +203,7 @@ async fn keep_current(store: Arc<SnapshotStore>, exposition: Weak<Exposition>) {
                     this.renders.fetch_add(1, Ordering::Relaxed);
                     this.latest.send_replace(Some(Rendered {
                         generation,
-                        gzip: gzip.into(),
+                        gzip,
                         ready_targets,
                     }));
                 }
@@ -132,5 +223,27 @@ async fn keep_current(store: Arc<SnapshotStore>, exposition: Weak<Exposition>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    #[test]
+    fn chunks_round_trip_across_boundaries() {
+        let data: Vec<u8> = (0..(CHUNK * 2 + 1234)).map(|i| (i % 251) as u8).collect();
+        let mut w = ChunkWriter::default();
+        for piece in data.chunks(7_001) {
+            w.write_all(piece).unwrap();
+        }
+        let chunks = w.finish();
+        assert_eq!(chunks.len(), data.len());
+        assert_eq!(chunks.pieces().count(), 3);
+        let mut back = Vec::new();
+        chunks.reader().read_to_end(&mut back).unwrap();
+        assert_eq!(back, data);
+        assert!(ChunkWriter::default().finish().is_empty());
     }
 }

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::Config;
-use crate::exposition::Exposition;
+use crate::exposition::{Chunks, Exposition};
 use crate::metrics::BuildInfo;
 use crate::snapshot::SnapshotStore;
 use crate::web::{BasicAuth, WebConfig};
@@ -173,7 +173,9 @@ async fn metrics(state: &Arc<HttpState>, headers: &HeaderMap) -> Response {
     let compressed = state.exposition.latest().await.gzip;
     let gzip = accepts_gzip(headers);
     let body = if gzip {
-        Body::from(compressed)
+        Body::from_stream(futures_util::stream::iter(
+            compressed.pieces().map(Ok::<_, std::io::Error>),
+        ))
     } else {
         Body::from_stream(inflate(compressed))
     };
@@ -199,10 +201,10 @@ async fn metrics(state: &Arc<HttpState>, headers: &HeaderMap) -> Response {
 /// The cached exposition decompressed chunk by chunk, for clients that do not
 /// accept gzip, so they too never make the whole text sit in memory.
 fn inflate(
-    compressed: bytes::Bytes,
+    compressed: Chunks,
 ) -> impl futures_util::Stream<Item = std::io::Result<bytes::Bytes>> + Send {
     use std::io::Read;
-    let mut decoder = flate2::read::GzDecoder::new(std::io::Cursor::new(compressed));
+    let mut decoder = flate2::read::GzDecoder::new(compressed.reader());
     let mut done = false;
     futures_util::stream::iter(std::iter::from_fn(move || {
         if done {
