@@ -140,14 +140,28 @@ pub struct Window {
     since_position_moved: u16,
 }
 
-/// What the next poll is compared with.
+/// What the next poll is compared with. IDs are only compared for
+/// equality, so they are kept as 64-bit fingerprints (a collision would at
+/// worst extend a run by one poll).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Previous {
-    lag: Option<u64>,
+    /// Lag, `u64::MAX` when unknown.
+    lag: u64,
     undelivered: bool,
-    last_delivered_id: StreamId,
-    last_generated_id: StreamId,
-    oldest_pending_id: Option<StreamId>,
+    last_delivered_id: u64,
+    last_generated_id: u64,
+    /// 0 when there is no pending entry.
+    oldest_pending_id: u64,
+}
+
+fn fingerprint(id: StreamId) -> u64 {
+    // Exact for IDs that differ only in ms or only in seq (each half is mixed
+    // bijectively); other pairs collide only by chance.
+    id.ms.rotate_left(21) ^ id.seq.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+fn fingerprint_opt(id: Option<StreamId>) -> u64 {
+    id.map_or(0, |id| fingerprint(id) | 1)
 }
 
 fn bump(run: u16, holds: bool) -> u16 {
@@ -170,24 +184,27 @@ impl Window {
                 self.since_position_moved = u16::MAX;
             }
             Some(p) => {
-                let same_position = s.last_delivered_id == p.last_delivered_id;
+                let same_position = fingerprint(s.last_delivered_id) == p.last_delivered_id;
                 self.position_stuck = if undelivered && same_position && p.undelivered {
                     self.position_stuck.saturating_add(1)
                 } else {
                     u16::from(undelivered)
                 };
-                self.oldest_stuck = if stuck_oldest && s.oldest_pending_id == p.oldest_pending_id {
+                self.oldest_stuck = if stuck_oldest
+                    && fingerprint_opt(s.oldest_pending_id) == p.oldest_pending_id
+                {
                     self.oldest_stuck.saturating_add(1)
                 } else {
                     u16::from(stuck_oldest)
                 };
                 self.no_production = bump(
                     self.no_production,
-                    s.last_generated_id == p.last_generated_id,
+                    fingerprint(s.last_generated_id) == p.last_generated_id,
                 )
                 .max(1);
-                let rose = matches!((s.lag, p.lag), (Some(now), Some(before)) if now > before);
-                let held = matches!((s.lag, p.lag), (Some(now), Some(before)) if now >= before);
+                let before = (p.lag != u64::MAX).then_some(p.lag);
+                let rose = matches!((s.lag, before), (Some(now), Some(before)) if now > before);
+                let held = matches!((s.lag, before), (Some(now), Some(before)) if now >= before);
                 self.lag_not_decreasing = if positive_lag && held {
                     self.lag_not_decreasing.saturating_add(1)
                 } else {
@@ -207,11 +224,11 @@ impl Window {
         }
         self.seen = self.seen.saturating_add(1);
         self.prev = Some(Previous {
-            lag: s.lag,
+            lag: s.lag.unwrap_or(u64::MAX),
             undelivered,
-            last_delivered_id: s.last_delivered_id,
-            last_generated_id: s.last_generated_id,
-            oldest_pending_id: s.oldest_pending_id,
+            last_delivered_id: fingerprint(s.last_delivered_id),
+            last_generated_id: fingerprint(s.last_generated_id),
+            oldest_pending_id: fingerprint_opt(s.oldest_pending_id),
         });
     }
 }
