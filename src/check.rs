@@ -76,7 +76,7 @@ pub fn report(targets: &[Arc<TargetSnapshot>]) -> (String, bool) {
             let _ = writeln!(notes, "target {}: DOWN (no data)", t.name);
             continue;
         }
-        for (s, st) in &t.streams {
+        for (s, st) in t.streams.iter() {
             let stream = String::from_utf8_lossy(s).into_owned();
             let dead = st.dead_letter.map(|d| d.length);
             if st.groups.is_empty() {
@@ -96,7 +96,7 @@ pub fn report(targets: &[Arc<TargetSnapshot>]) -> (String, bool) {
                     "-".into(),
                 ]);
             }
-            for (g, gs) in &st.groups {
+            for (g, gs) in st.groups.iter() {
                 let status = gs.status.unwrap_or(GroupStatus::Ok);
                 if !matches!(status, GroupStatus::Ok | GroupStatus::Idle) {
                     healthy = false;

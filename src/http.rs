@@ -286,8 +286,8 @@ fn landing(state: &HttpState, config: &Config) -> Response {
     page.push_str("</table><h2>Groups</h2><table><tr><th>target</th><th>stream</th><th>group</th><th>status</th><th>lag</th><th>lag seconds</th><th>pending</th></tr>");
     let mut rows = 0;
     'outer: for t in targets.iter().filter(|t| t.up) {
-        for (s, st) in &t.streams {
-            for (g, gs) in &st.groups {
+        for (s, st) in t.streams.iter() {
+            for (g, gs) in st.groups.iter() {
                 if rows == LANDING_ROWS {
                     page.push_str("<tr><td colspan=\"7\">… more groups in the metrics</td></tr>");
                     break 'outer;

@@ -2,9 +2,10 @@
 //!
 //! Pollers build a new [`TargetSnapshot`] after every probe run and publish it
 //! in the [`SnapshotStore`]; readers take `Arc`s and never wait on Redis or on
-//! a poller. Streams and groups are shared between consecutive snapshots
-//! (`Arc`), so publishing after a probe that touched one group is cheap. What
-//! is not in the latest snapshot is not rendered: a vanished stream vanishes.
+//! a poller. The maps and the streams and groups in them are shared between
+//! consecutive snapshots (`Arc`): publishing copies only the maps the last
+//! probe changed, and a quiet stream keeps its allocation. What is not in the
+//! latest snapshot is not rendered: a vanished stream vanishes.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -155,7 +156,63 @@ pub struct StreamState {
     /// Its dead-letter stream, when configured.
     pub dead_letter: Option<DeadLetter>,
     /// Groups by name.
-    pub groups: BTreeMap<Name, Arc<GroupState>>,
+    pub groups: Groups,
+}
+
+/// A stream's groups, sorted by name. A sorted slice rather than a map: a
+/// stream has a handful of groups, and at 10,000 streams a map node per
+/// stream would weigh more than the groups in it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Groups(Box<[(Name, GroupState)]>);
+
+type GroupEntry<'a> = (&'a Name, &'a GroupState);
+
+impl Groups {
+    /// The groups of `groups`, sorted; of two groups with one name, the last.
+    pub fn new(mut groups: Vec<(Name, GroupState)>) -> Self {
+        groups.reverse();
+        groups.sort_by(|a, b| a.0.cmp(&b.0));
+        groups.dedup_by(|dup, kept| dup.0 == kept.0);
+        Groups(groups.into_boxed_slice())
+    }
+
+    /// The group called `name`, with the name as stored.
+    pub fn get_key_value(&self, name: &[u8]) -> Option<GroupEntry<'_>> {
+        self.0
+            .binary_search_by(|(n, _)| (**n).cmp(name))
+            .ok()
+            .map(|i| (&self.0[i].0, &self.0[i].1))
+    }
+
+    /// The group called `name`.
+    pub fn get(&self, name: &[u8]) -> Option<&GroupState> {
+        self.get_key_value(name).map(|(_, g)| g)
+    }
+
+    /// Whether the stream has a group called `name`.
+    pub fn contains_key(&self, name: &[u8]) -> bool {
+        self.get_key_value(name).is_some()
+    }
+
+    /// Number of groups.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when the stream has no group.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Groups in name order.
+    pub fn iter(&self) -> impl Iterator<Item = GroupEntry<'_>> {
+        self.0.iter().map(|(n, g)| (n, g))
+    }
+
+    /// Group names in order.
+    pub fn keys(&self) -> impl Iterator<Item = &Name> {
+        self.0.iter().map(|(n, _)| n)
+    }
 }
 
 /// Everything known about one target.
@@ -174,14 +231,14 @@ pub struct TargetSnapshot {
     /// Streams over `max_streams`, once discovery ran.
     pub streams_dropped: Option<u64>,
     /// Streams by name (the stream poll).
-    pub streams: BTreeMap<Name, Arc<StreamState>>,
+    pub streams: Arc<BTreeMap<Name, Arc<StreamState>>>,
     /// Age of each group's smallest pending ID, in seconds: the ID from the
     /// pending summary, aged by the server clock of the latest poll.
-    pub oldest_pending_age: BTreeMap<GroupKey, f64>,
+    pub oldest_pending_age: Arc<BTreeMap<GroupKey, f64>>,
     /// Each group's consumers (the consumers probe).
-    pub consumers: BTreeMap<GroupKey, Arc<Consumers>>,
+    pub consumers: Arc<BTreeMap<GroupKey, Arc<Consumers>>>,
     /// Each group's PEL scan.
-    pub scans: BTreeMap<GroupKey, ScanState>,
+    pub scans: Arc<BTreeMap<GroupKey, ScanState>>,
     /// Probe health.
     pub probes: BTreeMap<ProbeKind, ProbeStatus>,
     /// Client counters.
@@ -200,9 +257,20 @@ impl TargetSnapshot {
     pub fn prune_groups(&mut self) {
         let streams = &self.streams;
         let known = |(s, g): &GroupKey| streams.get(s).is_some_and(|st| st.groups.contains_key(g));
-        self.oldest_pending_age.retain(|k, _| known(k));
-        self.consumers.retain(|k, _| known(k));
-        self.scans.retain(|k, _| known(k));
+        retain_keys(&mut self.oldest_pending_age, known);
+        retain_keys(&mut self.consumers, known);
+        retain_keys(&mut self.scans, known);
+    }
+}
+
+/// Keeps the entries whose key passes `keep`, copying a map shared with a
+/// published snapshot only when something is to be removed.
+pub fn retain_keys<K: Ord + Clone, V: Clone>(
+    map: &mut Arc<BTreeMap<K, V>>,
+    keep: impl Fn(&K) -> bool,
+) {
+    if map.keys().any(|k| !keep(k)) {
+        Arc::make_mut(map).retain(|k, _| keep(k));
     }
 }
 
@@ -334,5 +402,63 @@ impl SnapshotStore {
             .values()
             .cloned()
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redis::StreamId;
+
+    fn group(pending: u64) -> GroupState {
+        GroupState {
+            info: GroupInfo {
+                name: Vec::new(),
+                consumers: 0,
+                pending,
+                last_delivered_id: StreamId::new(1, 0),
+                entries_read: None,
+                lag: None,
+            },
+            lag: None,
+            lag_estimated: false,
+            lag_seconds: None,
+            trimmed_undelivered: None,
+            status: None,
+        }
+    }
+
+    #[test]
+    fn groups_are_sorted_found_by_name_and_keep_the_last_duplicate() {
+        let name = |s: &str| -> Name { Arc::from(s.as_bytes()) };
+        let groups = Groups::new(vec![
+            (name("b"), group(1)),
+            (name("a"), group(2)),
+            (name("b"), group(3)),
+            (name("\u{0}x"), group(4)),
+        ]);
+        let keys: Vec<&[u8]> = groups.keys().map(|k| &**k).collect();
+        assert_eq!(keys, [&b"\0x"[..], b"a", b"b"]);
+        assert_eq!(groups.len(), 3);
+        assert_eq!(groups.get(b"b").map(|g| g.info.pending), Some(3));
+        assert_eq!(groups.get(b"a").map(|g| g.info.pending), Some(2));
+        assert!(groups.contains_key(b"\0x"));
+        assert!(!groups.contains_key(b"c"));
+        assert!(Groups::default().is_empty());
+    }
+
+    #[test]
+    fn pruning_copies_a_shared_map_only_when_something_goes() {
+        let map: Arc<BTreeMap<u32, u32>> = Arc::new(BTreeMap::from([(1, 1), (2, 2)]));
+        let mut working = map.clone();
+        retain_keys(&mut working, |_| true);
+        assert!(
+            Arc::ptr_eq(&map, &working),
+            "nothing removed, nothing copied"
+        );
+        retain_keys(&mut working, |k| *k == 1);
+        assert!(!Arc::ptr_eq(&map, &working));
+        assert_eq!(working.keys().collect::<Vec<_>>(), [&1]);
+        assert_eq!(map.len(), 2, "the published map is untouched");
     }
 }

@@ -18,7 +18,9 @@ use redis_streams_exporter::lag::{self, UndeliveredSample};
 use redis_streams_exporter::metrics::{BuildInfo, render};
 use redis_streams_exporter::redis::StreamId;
 use redis_streams_exporter::redis::reply::{self, GroupInfo, StreamInfo};
-use redis_streams_exporter::snapshot::{ExporterState, GroupState, StreamState, TargetSnapshot};
+use redis_streams_exporter::snapshot::{
+    ExporterState, GroupState, Groups, StreamState, TargetSnapshot,
+};
 
 const FIELDS: &[&str] = &[
     "length",
@@ -218,7 +220,7 @@ fn render_names(names: &[Vec<u8>]) -> String {
             time_based_ids: true,
             settings: Arc::new(StreamSettings::default()),
             dead_letter: None,
-            groups: BTreeMap::from([(Arc::from(n.as_slice()), Arc::new(group))]),
+            groups: Groups::new(vec![(Arc::from(n.as_slice()), group)]),
         };
         streams.insert(Arc::from(n.as_slice()), Arc::new(stream));
     }
@@ -226,7 +228,7 @@ fn render_names(names: &[Vec<u8>]) -> String {
         name: "t".into(),
         up: true,
         ready: true,
-        streams,
+        streams: Arc::new(streams),
         ..TargetSnapshot::default()
     };
     let mut out = Vec::new();

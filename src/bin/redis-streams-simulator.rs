@@ -53,7 +53,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Parser, ValueEnum};
 use redis::Value;
 use redis::aio::MultiplexedConnection;
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{Instant, MissedTickBehavior, interval, sleep};
 
 /// Command-line flags.
@@ -598,8 +598,12 @@ fn body(n: u64) -> Vec<(&'static str, String)> {
 // ------------------------------------------------------------------------------------------------
 // Scenarios. Each runs until the process stops.
 
-/// A producer at `per_second` that adds capped entries forever.
-async fn produce(ctx: &Ctx, stream: String, per_second: f64) -> Result<()> {
+/// Starts a producer at `per_second` that adds capped entries forever.
+fn spawn_producer(ctx: &Ctx, stream: &str, per_second: f64) -> JoinHandle<Result<()>> {
+    tokio::spawn(produce(ctx.clone(), stream.to_owned(), per_second))
+}
+
+async fn produce(ctx: Ctx, stream: String, per_second: f64) -> Result<()> {
     let mut con = ctx.conn().await?;
     let mut tick = ticker(Duration::from_secs_f64(1.0 / per_second));
     let mut n = 0u64;
@@ -610,9 +614,27 @@ async fn produce(ctx: &Ctx, stream: String, per_second: f64) -> Result<()> {
     }
 }
 
-/// A consumer that reads every `period` and acknowledges at once.
-async fn consume(
+/// Starts a consumer that reads every `period` and acknowledges at once.
+fn spawn_consumer(
     ctx: &Ctx,
+    stream: &str,
+    group: &'static str,
+    consumer: &'static str,
+    period: Duration,
+    count: usize,
+) -> JoinHandle<Result<()>> {
+    tokio::spawn(consume(
+        ctx.clone(),
+        stream.to_owned(),
+        group,
+        consumer,
+        period,
+        count,
+    ))
+}
+
+async fn consume(
+    ctx: Ctx,
     stream: String,
     group: &'static str,
     consumer: &'static str,
@@ -629,7 +651,7 @@ async fn consume(
     }
 }
 
-async fn all_of(tasks: Vec<tokio::task::JoinHandle<Result<()>>>) -> Result<()> {
+async fn all_of(tasks: Vec<JoinHandle<Result<()>>>) -> Result<()> {
     for t in tasks {
         t.await.map_err(|e| anyhow!("task panicked: {e}"))??;
     }
@@ -641,18 +663,23 @@ async fn healthy(ctx: &Ctx) -> Result<()> {
     let mut con = ctx.conn().await?;
     fresh_stream(&mut con, &stream, &["workers"], &[format!("{stream}:dlq")]).await?;
     let tasks = vec![
-        tokio::spawn({
-            let (c, s) = (ctx.clone(), stream.clone());
-            async move { produce(&c, s, 5.0).await }
-        }),
-        tokio::spawn({
-            let (c, s) = (ctx.clone(), stream.clone());
-            async move { consume(&c, s, "workers", "worker-1", Duration::from_millis(100), 10).await }
-        }),
-        tokio::spawn({
-            let (c, s) = (ctx.clone(), stream.clone());
-            async move { consume(&c, s, "workers", "worker-2", Duration::from_millis(100), 10).await }
-        }),
+        spawn_producer(ctx, &stream, 5.0),
+        spawn_consumer(
+            ctx,
+            &stream,
+            "workers",
+            "worker-1",
+            Duration::from_millis(100),
+            10,
+        ),
+        spawn_consumer(
+            ctx,
+            &stream,
+            "workers",
+            "worker-2",
+            Duration::from_millis(100),
+            10,
+        ),
     ];
     all_of(tasks).await
 }
@@ -676,14 +703,15 @@ async fn crashed_consumer(ctx: &Ctx) -> Result<()> {
         ),
     );
     let tasks = vec![
-        tokio::spawn({
-            let (c, s) = (ctx.clone(), stream.clone());
-            async move { produce(&c, s, 5.0).await }
-        }),
-        tokio::spawn({
-            let (c, s) = (ctx.clone(), stream.clone());
-            async move { consume(&c, s, "workers", "worker-1", Duration::from_millis(100), 10).await }
-        }),
+        spawn_producer(ctx, &stream, 5.0),
+        spawn_consumer(
+            ctx,
+            &stream,
+            "workers",
+            "worker-1",
+            Duration::from_millis(100),
+            10,
+        ),
     ];
     all_of(tasks).await
 }
@@ -878,10 +906,7 @@ async fn xdel_ghosts(ctx: &Ctx) -> Result<()> {
     let stream = scenario.stream(&ctx.prefix);
     let mut con = ctx.conn().await?;
     fresh_stream(&mut con, &stream, &["workers"], &[]).await?;
-    let producer = tokio::spawn({
-        let (c, s) = (ctx.clone(), stream.clone());
-        async move { produce(&c, s, 4.0).await }
-    });
+    let producer = spawn_producer(ctx, &stream, 4.0);
     let consumer = tokio::spawn({
         let (c, s) = (ctx.clone(), stream.clone());
         async move {
@@ -1010,14 +1035,15 @@ async fn outpace(ctx: &Ctx) -> Result<()> {
     let mut con = ctx.conn().await?;
     fresh_stream(&mut con, &stream, &["workers"], &[]).await?;
     let tasks = vec![
-        tokio::spawn({
-            let (c, s) = (ctx.clone(), stream.clone());
-            async move { produce(&c, s, 6.0).await }
-        }),
-        tokio::spawn({
-            let (c, s) = (ctx.clone(), stream.clone());
-            async move { consume(&c, s, "workers", "worker-1", Duration::from_millis(333), 1).await }
-        }),
+        spawn_producer(ctx, &stream, 6.0),
+        spawn_consumer(
+            ctx,
+            &stream,
+            "workers",
+            "worker-1",
+            Duration::from_millis(333),
+            1,
+        ),
     ];
     all_of(tasks).await
 }
@@ -1057,10 +1083,14 @@ async fn outpace_xdel(ctx: &Ctx) -> Result<()> {
             }
         }
     });
-    let consumer = tokio::spawn({
-        let (c, s) = (ctx.clone(), stream.clone());
-        async move { consume(&c, s, "workers", "worker-1", Duration::from_millis(333), 1).await }
-    });
+    let consumer = spawn_consumer(
+        ctx,
+        &stream,
+        "workers",
+        "worker-1",
+        Duration::from_millis(333),
+        1,
+    );
     all_of(vec![producer, consumer]).await
 }
 
@@ -1069,10 +1099,7 @@ async fn stopped(ctx: &Ctx) -> Result<()> {
     let stream = scenario.stream(&ctx.prefix);
     let mut con = ctx.conn().await?;
     fresh_stream(&mut con, &stream, &["workers"], &[]).await?;
-    let producer = tokio::spawn({
-        let (c, s) = (ctx.clone(), stream.clone());
-        async move { produce(&c, s, 3.0).await }
-    });
+    let producer = spawn_producer(ctx, &stream, 3.0);
     let consumers = tokio::spawn({
         let (c, s) = (ctx.clone(), stream.clone());
         async move {
@@ -1101,10 +1128,7 @@ async fn noack(ctx: &Ctx) -> Result<()> {
     let stream = Scenario::Noack.stream(&ctx.prefix);
     let mut con = ctx.conn().await?;
     fresh_stream(&mut con, &stream, &["workers"], &[]).await?;
-    let producer = tokio::spawn({
-        let (c, s) = (ctx.clone(), stream.clone());
-        async move { produce(&c, s, 3.0).await }
-    });
+    let producer = spawn_producer(ctx, &stream, 3.0);
     let consumer = tokio::spawn({
         let (c, s) = (ctx.clone(), stream.clone());
         async move {
@@ -1241,10 +1265,7 @@ async fn evictable(ctx: &Ctx) -> Result<()> {
         );
     }
     fresh_stream(&mut con, &stream, &["workers"], &[]).await?;
-    let producer = tokio::spawn({
-        let (c, s) = (ctx.clone(), stream.clone());
-        async move { produce(&c, s, 2.0).await }
-    });
+    let producer = spawn_producer(ctx, &stream, 2.0);
     let consumer = tokio::spawn({
         let (c, s) = (ctx.clone(), stream.clone());
         async move {

@@ -3,9 +3,9 @@
 //! unknown (`None`) are skipped, never written as 0. Data series of a target
 //! that is down are withheld; its self-metrics remain.
 //!
-//! Label sets are escaped once per target, stream and group and reused by
-//! every family; output streams through a [`Sink`], so rendering 10 000
-//! streams needs no more memory than its compressed result.
+//! Samples are written straight from the snapshot, label values escaped as
+//! they are written; output streams through a [`Sink`], so rendering 10 000
+//! streams needs little more memory than its compressed result.
 
 use std::io::{self, Write};
 use std::sync::Arc;
@@ -13,10 +13,11 @@ use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
 use super::catalog::{self as c, MetricDef};
-use super::text::{Family, Labels, Sink, needs_escape, write_value};
+use super::text::{Family, Sink, needs_escape, write_value};
+use crate::redis::reply::ConsumerInfo;
 use crate::redis::{ErrorKind, StreamId};
 use crate::snapshot::{
-    Consumers, ExporterState, GroupState, PelScan, ScanState, StreamState, TargetSnapshot,
+    ExporterState, GroupState, Name, PelScan, ScanState, StreamState, TargetSnapshot,
 };
 use crate::status::GroupStatus;
 
@@ -50,34 +51,60 @@ fn id_ts(stream: &StreamState, id: StreamId) -> Option<f64> {
     (stream.time_based_ids && !id.is_zero()).then(|| id.seconds())
 }
 
-struct TargetRow<'a> {
-    labels: Labels,
-    snap: &'a TargetSnapshot,
+fn last_scan(scan: &ScanState) -> Option<&PelScan> {
+    scan.last.as_deref()
 }
 
-struct StreamRow<'a> {
-    labels: Labels,
-    state: &'a StreamState,
+type Label<'a> = (&'static str, &'a [u8]);
+
+fn group_labels<'a>(t: &'a TargetSnapshot, stream: &'a Name, group: &'a Name) -> [Label<'a>; 3] {
+    [
+        ("target", t.name.as_bytes()),
+        ("stream", stream),
+        ("group", group),
+    ]
 }
 
-impl GroupRow<'_> {
-    fn last_scan(&self) -> Option<&PelScan> {
-        self.scan.and_then(|s| s.last.as_deref())
-    }
+/// Every group of the targets that are up, with its target and stream.
+fn groups_of<'a>(
+    up: &'a [&'a TargetSnapshot],
+) -> impl Iterator<
+    Item = (
+        &'a TargetSnapshot,
+        &'a Name,
+        &'a StreamState,
+        &'a Name,
+        &'a GroupState,
+    ),
+> {
+    up.iter().flat_map(|t| {
+        t.streams
+            .iter()
+            .flat_map(move |(s, st)| st.groups.iter().map(move |(g, gs)| (*t, s, &**st, g, gs)))
+    })
 }
 
-/// A group with everything the probes know of it, joined once per render.
-struct GroupRow<'a> {
-    labels: Labels,
-    stream: &'a StreamState,
-    state: &'a GroupState,
-    oldest_pending_age: Option<f64>,
-    consumers: Option<&'a Consumers>,
-    scan: Option<&'a ScanState>,
+/// True when two different names could be written alike, so every family
+/// must check for duplicate series.
+fn any_name_escapes_alike(up: &[&TargetSnapshot]) -> bool {
+    up.iter().any(|t| {
+        t.streams
+            .iter()
+            .any(|(s, st)| needs_escape(s) || st.groups.keys().any(|g| needs_escape(g)))
+            || t.consumers
+                .values()
+                .any(|c| c.top.iter().any(|c| needs_escape(&c.name)))
+    })
 }
 
 /// Writes the exposition of `targets` and the exporter state to `out` and
 /// returns the writer and the number of series dropped as duplicates.
+///
+/// Labels are escaped into the output as each sample is written, straight
+/// from the snapshot: a render allocates nothing per stream or group, so
+/// at 10,000 streams it needs little more memory than its compressed
+/// result. The per-group maps are walked in their own (stream, group)
+/// order, which is the order of the streams and their groups.
 ///
 /// # Errors
 /// When `out` fails.
@@ -87,38 +114,8 @@ pub fn render<W: Write>(
     build: BuildInfo,
     out: W,
 ) -> io::Result<(W, u64)> {
-    let target_rows: Vec<TargetRow<'_>> = targets
-        .iter()
-        .map(|t| TargetRow {
-            labels: Labels::new().with("target", t.name.as_bytes()),
-            snap: t,
-        })
-        .collect();
-    let mut streams = Vec::new();
-    let mut groups = Vec::new();
-    let mut dedupe = false;
-    for t in target_rows.iter().filter(|t| t.snap.up) {
-        let snap = t.snap;
-        for (name, state) in &snap.streams {
-            dedupe |= needs_escape(name);
-            let labels = t.labels.with("stream", name);
-            for (g, gs) in &state.groups {
-                let key = (name.clone(), g.clone());
-                let consumers = snap.consumers.get(&key).map(|c| &**c);
-                dedupe |= needs_escape(g)
-                    || consumers.is_some_and(|c| c.top.iter().any(|c| needs_escape(&c.name)));
-                groups.push(GroupRow {
-                    labels: labels.with("group", g),
-                    stream: state,
-                    state: gs,
-                    oldest_pending_age: snap.oldest_pending_age.get(&key).copied(),
-                    consumers,
-                    scan: snap.scans.get(&key),
-                });
-            }
-            streams.push(StreamRow { labels, state });
-        }
-    }
+    let up: Vec<&TargetSnapshot> = targets.iter().map(|t| &**t).filter(|t| t.up).collect();
+    let dedupe = any_name_escapes_alike(&up);
     let mut sink = Sink::new(out);
     let mut duplicates = 0;
     let mut family =
@@ -159,170 +156,188 @@ pub fn render<W: Write>(
     ];
     for (def, value) in stream_families {
         family(&mut sink, def, &mut |f| {
-            for row in &streams {
-                if let Some(v) = value(row.state) {
-                    f.sample(&row.labels, None, v);
+            for t in &up {
+                for (s, st) in t.streams.iter() {
+                    if let Some(v) = value(st) {
+                        f.sample(&[("target", t.name.as_bytes()), ("stream", s)], v);
+                    }
                 }
             }
         });
     }
 
-    // Groups.
-    type GroupValue = fn(&GroupRow<'_>) -> Option<f64>;
-    let group_families: [(&'static MetricDef, GroupValue); 16] = [
-        (&c::GROUP_LAG, |r| r.state.lag.map(|v| v as f64)),
-        (&c::GROUP_LAG_ESTIMATED, |r| {
-            Some(if r.state.lag_estimated { 1.0 } else { 0.0 })
+    // Groups, from the stream poll.
+    type GroupValue = fn(&StreamState, &GroupState) -> Option<f64>;
+    let group_families: [(&'static MetricDef, GroupValue); 8] = [
+        (&c::GROUP_LAG, |_, g| g.lag.map(|v| v as f64)),
+        (&c::GROUP_LAG_ESTIMATED, |_, g| {
+            Some(if g.lag_estimated { 1.0 } else { 0.0 })
         }),
-        (&c::GROUP_LAG_SECONDS, |r| r.state.lag_seconds),
-        (&c::GROUP_ENTRIES_READ, |r| {
-            r.state.info.entries_read.map(|v| v as f64)
+        (&c::GROUP_LAG_SECONDS, |_, g| g.lag_seconds),
+        (&c::GROUP_ENTRIES_READ, |_, g| {
+            g.info.entries_read.map(|v| v as f64)
         }),
-        (&c::GROUP_LAST_DELIVERED_TS, |r| {
-            id_ts(r.stream, r.state.info.last_delivered_id)
+        (&c::GROUP_LAST_DELIVERED_TS, |s, g| {
+            id_ts(s, g.info.last_delivered_id)
         }),
-        (&c::GROUP_CONSUMERS, |r| Some(r.state.info.consumers as f64)),
-        (&c::GROUP_PENDING, |r| Some(r.state.info.pending as f64)),
-        (&c::GROUP_OLDEST_PENDING_AGE, |r| r.oldest_pending_age),
-        (&c::GROUP_PENDING_MAX_IDLE, |r| {
-            r.last_scan()
-                .map(|s| s.max_idle_ms.map_or(0.0, |ms| ms as f64 / 1000.0))
-        }),
-        (&c::GROUP_PENDING_POISON, |r| {
-            r.last_scan().map(|s| s.poison as f64)
-        }),
-        (&c::GROUP_PENDING_GHOST, |r| {
-            r.last_scan().map(|s| s.ghost as f64)
-        }),
-        (&c::GROUP_PENDING_GHOST_UNCHECKED, |r| {
-            r.last_scan().map(|s| s.ghost_unchecked as f64)
-        }),
-        (&c::GROUP_PENDING_ORPHANED, |r| {
-            r.consumers.map(|c| c.orphaned as f64)
-        }),
-        (&c::GROUP_TRIMMED_UNDELIVERED, |r| {
-            r.state.trimmed_undelivered.map(|v| v as f64)
-        }),
-        (&c::GROUP_PENDING_SCAN_TS, |r| {
-            r.last_scan().map(|s| secs(s.finished_at))
-        }),
-        (&c::GROUP_PENDING_SCAN_PROGRESS, |r| {
-            r.scan.map(|s| s.progress)
+        (&c::GROUP_CONSUMERS, |_, g| Some(g.info.consumers as f64)),
+        (&c::GROUP_PENDING, |_, g| Some(g.info.pending as f64)),
+        (&c::GROUP_TRIMMED_UNDELIVERED, |_, g| {
+            g.trimmed_undelivered.map(|v| v as f64)
         }),
     ];
     for (def, value) in group_families {
         family(&mut sink, def, &mut |f| {
-            for row in &groups {
-                if let Some(v) = value(row) {
-                    f.sample(&row.labels, None, v);
+            for (t, s, st, g, gs) in groups_of(&up) {
+                if let Some(v) = value(st, gs) {
+                    f.sample(&group_labels(t, s, g), v);
+                }
+            }
+        });
+    }
+    family(&mut sink, &c::GROUP_STATUS, &mut |f| {
+        for (t, s, _, g, gs) in groups_of(&up) {
+            let Some(current) = gs.status else {
+                continue;
+            };
+            let [l1, l2, l3] = group_labels(t, s, g);
+            for status in GroupStatus::ALL {
+                let on = if status == current { 1.0 } else { 0.0 };
+                f.sample(&[l1, l2, l3, ("status", status.label().as_bytes())], on);
+            }
+        }
+    });
+
+    // Groups, from the pending summary.
+    family(&mut sink, &c::GROUP_OLDEST_PENDING_AGE, &mut |f| {
+        for t in &up {
+            for ((s, g), age) in t.oldest_pending_age.iter() {
+                f.sample(&group_labels(t, s, g), *age);
+            }
+        }
+    });
+
+    // Groups, from the PEL scan.
+    type ScanValue = fn(&ScanState) -> Option<f64>;
+    let scan_families: [(&'static MetricDef, ScanValue); 6] = [
+        (&c::GROUP_PENDING_MAX_IDLE, |sc| {
+            last_scan(sc).map(|s| s.max_idle_ms.map_or(0.0, |ms| ms as f64 / 1000.0))
+        }),
+        (&c::GROUP_PENDING_POISON, |sc| {
+            last_scan(sc).map(|s| s.poison as f64)
+        }),
+        (&c::GROUP_PENDING_GHOST, |sc| {
+            last_scan(sc).map(|s| s.ghost as f64)
+        }),
+        (&c::GROUP_PENDING_GHOST_UNCHECKED, |sc| {
+            last_scan(sc).map(|s| s.ghost_unchecked as f64)
+        }),
+        (&c::GROUP_PENDING_SCAN_TS, |sc| {
+            last_scan(sc).map(|s| secs(s.finished_at))
+        }),
+        (&c::GROUP_PENDING_SCAN_PROGRESS, |sc| Some(sc.progress)),
+    ];
+    for (def, value) in scan_families {
+        family(&mut sink, def, &mut |f| {
+            for t in &up {
+                for ((s, g), sc) in t.scans.iter() {
+                    if let Some(v) = value(sc) {
+                        f.sample(&group_labels(t, s, g), v);
+                    }
                 }
             }
         });
     }
     let mut le = Vec::with_capacity(24);
     family(&mut sink, &c::GROUP_PENDING_BY_IDLE, &mut |f| {
-        for row in &groups {
-            let Some(scan) = row.last_scan() else {
-                continue;
-            };
-            for (bound, n) in scan.by_idle() {
-                le.clear();
-                write_value(&mut le, bound);
-                f.sample(&row.labels, Some(("le", &le)), n as f64);
+        for t in &up {
+            for ((s, g), sc) in t.scans.iter() {
+                let Some(scan) = last_scan(sc) else {
+                    continue;
+                };
+                let [l1, l2, l3] = group_labels(t, s, g);
+                for (bound, n) in scan.by_idle() {
+                    le.clear();
+                    write_value(&mut le, bound);
+                    f.sample(&[l1, l2, l3, ("le", &le)], n as f64);
+                }
+                f.sample(&[l1, l2, l3, ("le", b"+Inf")], scan.entries as f64);
             }
-            f.sample(&row.labels, Some(("le", b"+Inf")), scan.entries as f64);
         }
     });
     family(&mut sink, &c::GROUP_PENDING_BY_DELIVERY_COUNT, &mut |f| {
-        for row in &groups {
-            let Some(scan) = row.last_scan() else {
-                continue;
-            };
-            for (bound, n) in scan.by_delivery_count() {
-                f.sample(
-                    &row.labels,
-                    Some(("le", itoa::Buffer::new().format(bound).as_bytes())),
-                    n as f64,
-                );
-            }
-            f.sample(&row.labels, Some(("le", b"+Inf")), scan.entries as f64);
-        }
-    });
-    family(&mut sink, &c::GROUP_STATUS, &mut |f| {
-        for row in &groups {
-            let Some(current) = row.state.status else {
-                continue;
-            };
-            for status in GroupStatus::ALL {
-                let on = if status == current { 1.0 } else { 0.0 };
-                f.sample(&row.labels, Some(("status", status.label().as_bytes())), on);
+        for t in &up {
+            for ((s, g), sc) in t.scans.iter() {
+                let Some(scan) = last_scan(sc) else {
+                    continue;
+                };
+                let [l1, l2, l3] = group_labels(t, s, g);
+                for (bound, n) in scan.by_delivery_count() {
+                    let le = itoa::Buffer::new().format(bound).as_bytes().to_owned();
+                    f.sample(&[l1, l2, l3, ("le", &le)], n as f64);
+                }
+                f.sample(&[l1, l2, l3, ("le", b"+Inf")], scan.entries as f64);
             }
         }
     });
 
-    // Consumers.
+    // Groups and consumers, from the consumers probe.
+    family(&mut sink, &c::GROUP_PENDING_ORPHANED, &mut |f| {
+        for t in &up {
+            for ((s, g), cs) in t.consumers.iter() {
+                f.sample(&group_labels(t, s, g), cs.orphaned as f64);
+            }
+        }
+    });
     family(&mut sink, &c::CONSUMER_PENDING, &mut |f| {
-        for row in &groups {
-            let Some(cs) = row.consumers else {
-                continue;
-            };
-            for consumer in &cs.top {
-                f.sample(
-                    &row.labels,
-                    Some(("consumer", &consumer.name)),
-                    consumer.pending as f64,
-                );
-            }
-            if let Some(other) = cs.other_pending {
-                f.sample(&row.labels, Some(("consumer", b"__other__")), other as f64);
-            }
-        }
-    });
-    family(&mut sink, &c::CONSUMER_IDLE, &mut |f| {
-        for row in &groups {
-            let Some(cs) = row.consumers else {
-                continue;
-            };
-            for consumer in &cs.top {
-                f.sample(
-                    &row.labels,
-                    Some(("consumer", &consumer.name)),
-                    consumer.idle_ms as f64 / 1000.0,
-                );
-            }
-        }
-    });
-    family(&mut sink, &c::CONSUMER_INACTIVE, &mut |f| {
-        for row in &groups {
-            let Some(cs) = row.consumers else {
-                continue;
-            };
-            for consumer in &cs.top {
-                if let Some(ms) = consumer.inactive_ms {
-                    f.sample(
-                        &row.labels,
-                        Some(("consumer", &consumer.name)),
-                        ms as f64 / 1000.0,
-                    );
+        for t in &up {
+            for ((s, g), cs) in t.consumers.iter() {
+                let [l1, l2, l3] = group_labels(t, s, g);
+                for consumer in &cs.top {
+                    let labels = [l1, l2, l3, ("consumer", &*consumer.name)];
+                    f.sample(&labels, consumer.pending as f64);
+                }
+                // What the consumers beyond the cap hold, together.
+                if let Some(other) = cs.other_pending {
+                    f.sample(&[l1, l2, l3, ("consumer", b"__other__")], other as f64);
                 }
             }
         }
     });
+    type ConsumerValue = fn(&ConsumerInfo) -> Option<f64>;
+    let consumer_families: [(&'static MetricDef, ConsumerValue); 2] = [
+        (&c::CONSUMER_IDLE, |c| Some(c.idle_ms as f64 / 1000.0)),
+        (&c::CONSUMER_INACTIVE, |c| {
+            c.inactive_ms.map(|ms| ms as f64 / 1000.0)
+        }),
+    ];
+    for (def, value) in consumer_families {
+        family(&mut sink, def, &mut |f| {
+            for t in &up {
+                for ((s, g), cs) in t.consumers.iter() {
+                    let [l1, l2, l3] = group_labels(t, s, g);
+                    for consumer in &cs.top {
+                        if let Some(v) = value(consumer) {
+                            f.sample(&[l1, l2, l3, ("consumer", &*consumer.name)], v);
+                        }
+                    }
+                }
+            }
+        });
+    }
 
     // Targets that are up.
     family(&mut sink, &c::TARGET_INFO, &mut |f| {
-        for t in target_rows.iter().filter(|t| t.snap.up) {
-            if let Some(i) = &t.snap.server {
-                let labels = t
-                    .labels
-                    .with("server", i.server.as_bytes())
-                    .with("version", i.version.as_bytes())
-                    .with("mode", i.mode.as_bytes());
-                f.sample(
-                    &labels,
-                    Some(("maxmemory_policy", i.maxmemory_policy.as_bytes())),
-                    1.0,
-                );
+        for t in &up {
+            if let Some(i) = &t.server {
+                let labels = [
+                    ("target", t.name.as_bytes()),
+                    ("server", i.server.as_bytes()),
+                    ("version", i.version.as_bytes()),
+                    ("mode", i.mode.as_bytes()),
+                    ("maxmemory_policy", i.maxmemory_policy.as_bytes()),
+                ];
+                f.sample(&labels, 1.0);
             }
         }
     });
@@ -343,9 +358,9 @@ pub fn render<W: Write>(
     ];
     for (def, value) in target_families {
         family(&mut sink, def, &mut |f| {
-            for t in target_rows.iter().filter(|t| t.snap.up) {
-                if let Some(v) = value(t.snap) {
-                    f.sample(&t.labels, None, v);
+            for t in &up {
+                if let Some(v) = value(t) {
+                    f.sample(&[("target", t.name.as_bytes())], v);
                 }
             }
         });
@@ -371,9 +386,9 @@ pub fn render<W: Write>(
     ];
     for (def, value) in exporter_families {
         family(&mut sink, def, &mut |f| {
-            for t in &target_rows {
-                if let Some(v) = value(t.snap) {
-                    f.sample(&t.labels, None, v);
+            for t in targets {
+                if let Some(v) = value(t) {
+                    f.sample(&[("target", t.name.as_bytes())], v);
                 }
             }
         });
@@ -392,49 +407,58 @@ pub fn render<W: Write>(
     ];
     for (def, value) in probe_families {
         family(&mut sink, def, &mut |f| {
-            for t in &target_rows {
-                for (kind, p) in &t.snap.probes {
+            for t in targets {
+                for (kind, p) in &t.probes {
                     if let Some(v) = value(p) {
-                        f.sample(&t.labels, Some(("probe", kind.label().as_bytes())), v);
+                        let labels = [
+                            ("target", t.name.as_bytes()),
+                            ("probe", kind.label().as_bytes()),
+                        ];
+                        f.sample(&labels, v);
                     }
                 }
             }
         });
     }
     family(&mut sink, &c::EXPORTER_COMMANDS, &mut |f| {
-        for t in &target_rows {
-            for (command, n) in &t.snap.stats.commands {
-                f.sample(&t.labels, Some(("command", command.as_bytes())), *n as f64);
+        for t in targets {
+            for (command, n) in &t.stats.commands {
+                let labels = [
+                    ("target", t.name.as_bytes()),
+                    ("command", command.as_bytes()),
+                ];
+                f.sample(&labels, *n as f64);
             }
         }
     });
     family(&mut sink, &c::EXPORTER_ERRORS, &mut |f| {
-        for t in &target_rows {
+        for t in targets {
             for kind in ErrorKind::ALL {
-                let n = t.snap.stats.errors.get(kind.label()).copied().unwrap_or(0);
-                f.sample(&t.labels, Some(("kind", kind.label().as_bytes())), n as f64);
+                let n = t.stats.errors.get(kind.label()).copied().unwrap_or(0);
+                let labels = [
+                    ("target", t.name.as_bytes()),
+                    ("kind", kind.label().as_bytes()),
+                ];
+                f.sample(&labels, n as f64);
             }
         }
     });
     family(&mut sink, &c::EXPORTER_BUILD_INFO, &mut |f| {
-        let labels = Labels::new().with("version", build.version.as_bytes());
-        f.sample(&labels, Some(("revision", build.revision.as_bytes())), 1.0);
+        let labels = [
+            ("version", build.version.as_bytes()),
+            ("revision", build.revision.as_bytes()),
+        ];
+        f.sample(&labels, 1.0);
     });
-    let none = Labels::new();
     family(&mut sink, &c::EXPORTER_CONFIG_RELOADS, &mut |f| {
-        f.sample(&none, None, exporter.reloads.load(Ordering::Relaxed) as f64);
+        f.sample(&[], exporter.reloads.load(Ordering::Relaxed) as f64);
     });
     family(&mut sink, &c::EXPORTER_CONFIG_RELOAD_FAILURES, &mut |f| {
-        f.sample(
-            &none,
-            None,
-            exporter.reload_failures.load(Ordering::Relaxed) as f64,
-        );
+        f.sample(&[], exporter.reload_failures.load(Ordering::Relaxed) as f64);
     });
     family(&mut sink, &c::EXPORTER_CONFIG_LAST_RELOAD_OK, &mut |f| {
         f.sample(
-            &none,
-            None,
+            &[],
             if exporter.last_reload_ok.load(Ordering::Relaxed) {
                 1.0
             } else {

@@ -56,31 +56,6 @@ pub fn write_value(out: &mut Vec<u8>, v: f64) {
     }
 }
 
-/// `name="value"` pairs, escaped once and reused for every family.
-#[derive(Clone, Debug, Default)]
-pub struct Labels(Vec<u8>);
-
-impl Labels {
-    /// An empty set.
-    pub fn new() -> Self {
-        Labels(Vec::with_capacity(64))
-    }
-
-    /// This set plus `name="value"`.
-    pub fn with(&self, name: &str, value: &[u8]) -> Labels {
-        let mut out = Vec::with_capacity(self.0.len() + name.len() + value.len() + 4);
-        out.extend_from_slice(&self.0);
-        if !out.is_empty() {
-            out.push(b',');
-        }
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b"=\"");
-        escape_label(&mut out, value);
-        out.push(b'"');
-        Labels(out)
-    }
-}
-
 /// Bytes beyond which the line buffer is handed to the writer.
 const FLUSH_AT: usize = 64 * 1024;
 
@@ -153,28 +128,19 @@ impl<'s, W: Write> Family<'s, W> {
         }
     }
 
-    /// Writes one sample with `labels` (which must follow the definition's
-    /// label order) and, optionally, one more label at the end. The common
-    /// path allocates nothing: labels are copied, the extra one escaped in
-    /// place.
-    pub fn sample(&mut self, labels: &Labels, extra: Option<(&str, &[u8])>, value: f64) {
-        if let Some(seen) = &mut self.seen {
-            let key = match extra {
-                Some((name, v)) => labels.with(name, v).0,
-                None => labels.0.clone(),
-            };
-            if !seen.insert(key) {
-                self.duplicates += 1;
-                return;
-            }
-        }
+    /// Writes one sample with `labels`, which must follow the definition's
+    /// label order. Label values are escaped straight into the line buffer:
+    /// nothing is allocated per sample (except the duplicate check, which
+    /// only runs when some name does not escape uniquely).
+    pub fn sample(&mut self, labels: &[(&str, &[u8])], value: f64) {
+        let def = self.def;
         let buf = &mut self.sink.buf;
         if !self.started {
             self.started = true;
             buf.extend_from_slice(b"# HELP ");
-            buf.extend_from_slice(self.def.name.as_bytes());
+            buf.extend_from_slice(def.name.as_bytes());
             buf.push(b' ');
-            for b in self.def.help.bytes() {
+            for b in def.help.bytes() {
                 match b {
                     b'\\' => buf.extend_from_slice(b"\\\\"),
                     b'\n' => buf.extend_from_slice(b"\\n"),
@@ -182,17 +148,17 @@ impl<'s, W: Write> Family<'s, W> {
                 }
             }
             buf.extend_from_slice(b"\n# TYPE ");
-            buf.extend_from_slice(self.def.name.as_bytes());
+            buf.extend_from_slice(def.name.as_bytes());
             buf.push(b' ');
-            buf.extend_from_slice(self.def.kind.as_str().as_bytes());
+            buf.extend_from_slice(def.kind.as_str().as_bytes());
             buf.push(b'\n');
         }
-        buf.extend_from_slice(self.def.name.as_bytes());
-        if !labels.0.is_empty() || extra.is_some() {
+        let line = buf.len();
+        buf.extend_from_slice(def.name.as_bytes());
+        if !labels.is_empty() {
             buf.push(b'{');
-            buf.extend_from_slice(&labels.0);
-            if let Some((name, v)) = extra {
-                if !labels.0.is_empty() {
+            for (i, (name, v)) in labels.iter().enumerate() {
+                if i > 0 {
                     buf.push(b',');
                 }
                 buf.extend_from_slice(name.as_bytes());
@@ -201,6 +167,13 @@ impl<'s, W: Write> Family<'s, W> {
                 buf.push(b'"');
             }
             buf.push(b'}');
+        }
+        if let Some(seen) = &mut self.seen {
+            if !seen.insert(buf[line..].to_vec()) {
+                buf.truncate(line);
+                self.duplicates += 1;
+                return;
+            }
         }
         buf.push(b' ');
         write_value(buf, value);
@@ -237,11 +210,10 @@ mod tests {
     #[test]
     fn family_header_once_and_duplicates_dropped() {
         let mut sink = Sink::new(Vec::new());
-        let t = Labels::new().with("target", b"t");
         let mut f = Family::new(&mut sink, &STREAM_LENGTH, true);
-        f.sample(&t, Some(("stream", b"s")), 1.0);
-        f.sample(&t, Some(("stream", b"s")), 2.0);
-        f.sample(&t, Some(("stream", b"u")), 3.0);
+        f.sample(&[("target", b"t"), ("stream", b"s")], 1.0);
+        f.sample(&[("target", b"t"), ("stream", b"s")], 2.0);
+        f.sample(&[("target", b"t"), ("stream", b"u")], 3.0);
         assert_eq!(f.duplicates, 1);
         let text = String::from_utf8(sink.finish().unwrap()).unwrap();
         assert_eq!(text.matches("# TYPE").count(), 1);

@@ -90,7 +90,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     .get(&key)
                     .is_none_or(|c| **c != summary)
                 {
-                    state.snapshot.consumers.insert(key, Arc::new(summary));
+                    Arc::make_mut(&mut state.snapshot.consumers).insert(key, Arc::new(summary));
                 }
             }
         },

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::{ProbeContext, ProbeError, ProbeKind, Problems};
 use crate::redis::{Command, reply};
-use crate::snapshot::Name;
+use crate::snapshot::{Name, retain_keys};
 
 /// Runs discovery.
 ///
@@ -89,7 +89,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     {
         let mut state = ctx.state();
         let keep: BTreeSet<&Name> = ordered.iter().collect();
-        state.snapshot.streams.retain(|name, _| keep.contains(name));
+        retain_keys(&mut state.snapshot.streams, |name| keep.contains(name));
         state.snapshot.streams_watched = Some(ordered.len() as u64);
         state.snapshot.streams_dropped = Some(dropped as u64);
         state.watched = ordered;

@@ -63,7 +63,7 @@ impl TargetState {
         self.generation += 1;
         self.snapshot.up = false;
         self.snapshot.server = None;
-        self.snapshot.streams.clear();
+        self.snapshot.streams = Arc::default();
         self.snapshot.prune_groups();
         self.groups.clear();
     }

@@ -428,9 +428,7 @@ fn set_progress(
     if !state.snapshot.has_group(stream, group) {
         return;
     }
-    let entry = state
-        .snapshot
-        .scans
+    let entry = Arc::make_mut(&mut state.snapshot.scans)
         .entry((stream.clone(), group.clone()))
         .or_insert(ScanState {
             last: None,

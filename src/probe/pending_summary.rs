@@ -4,6 +4,8 @@
 //! that age at once.
 
 use super::{ProbeContext, ProbeError, ProbeKind, Problems, age_seconds, known_groups, per_group};
+use std::sync::Arc;
+
 use crate::redis::{Command, reply};
 
 /// Runs the pending-summary probe.
@@ -39,14 +41,13 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                 }
                 match (now_ms, summary.min_id) {
                     (Some(now), Some(id)) if time_ids => {
-                        state
-                            .snapshot
-                            .oldest_pending_age
+                        Arc::make_mut(&mut state.snapshot.oldest_pending_age)
                             .insert(key, age_seconds(now, id.ms));
                     }
-                    _ => {
-                        state.snapshot.oldest_pending_age.remove(&key);
+                    _ if state.snapshot.oldest_pending_age.contains_key(&key) => {
+                        Arc::make_mut(&mut state.snapshot.oldest_pending_age).remove(&key);
                     }
+                    _ => {}
                 }
             }
         },

@@ -13,7 +13,7 @@ use super::{ProbeContext, ProbeError, ProbeKind, Problems, age_seconds};
 use crate::lag::{self, UndeliveredSample};
 use crate::redis::reply::{self, GroupInfo, StreamInfo};
 use crate::redis::{Command, ErrorKind, RangeEnd, RangeStart, Reply};
-use crate::snapshot::{DeadLetter, GroupState, Name, StreamState};
+use crate::snapshot::{DeadLetter, GroupState, Groups, Name, StreamState};
 use crate::status;
 
 /// One stream's XINFO, decoded.
@@ -132,7 +132,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     {
         let mut state = ctx.state();
         ctx.ensure_current(&state, generation)?;
-        state.snapshot.streams = fresh;
+        state.snapshot.streams = Arc::new(fresh);
         state.prune_memory();
     }
     problems.finish(ProbeKind::Stream)
@@ -231,7 +231,7 @@ fn build_stream<'s>(
         window_duration: ctx.config.schedule.stream * ctx.config.status_window as u32,
         max_delay: settings.max_delay,
     };
-    let mut groups = BTreeMap::new();
+    let mut groups = Vec::with_capacity(read.groups.len());
     for (gi, mut group) in read.groups.into_iter().enumerate() {
         let figure = lag::compute(&read.info, &group, sample_for(gi));
         // The name lives in the map key (the previous poll's, when there is
@@ -254,14 +254,13 @@ fn build_stream<'s>(
         let key = (name.clone(), gname.clone());
         match (ages, memory.oldest_pending_id) {
             (Some(now), Some(id)) if group.pending > 0 => {
-                state
-                    .snapshot
-                    .oldest_pending_age
+                Arc::make_mut(&mut state.snapshot.oldest_pending_age)
                     .insert(key, age_seconds(now, id.ms));
             }
-            _ => {
-                state.snapshot.oldest_pending_age.remove(&key);
+            _ if state.snapshot.oldest_pending_age.contains_key(&key) => {
+                Arc::make_mut(&mut state.snapshot.oldest_pending_age).remove(&key);
             }
+            _ => {}
         }
         let status = now_ms.map(|at_ms| {
             let sample = status::Sample {
@@ -288,20 +287,20 @@ fn build_stream<'s>(
             status: status.or_else(|| before.and_then(|b| b.status)),
             info: group,
         };
-        groups.insert(gname, reuse(before, fresh));
+        groups.push((gname, fresh));
     }
     let fresh = StreamState {
         info: read.info,
         time_based_ids: time_ids,
         dead_letter: previous.as_ref().and_then(|p| p.dead_letter),
         settings,
-        groups,
+        groups: Groups::new(groups),
     };
     reuse(previous.as_ref(), fresh)
 }
 
-/// The previous poll's `Arc` when nothing changed, so quiet streams and
-/// groups cost no new allocation per poll (and snapshots share them).
+/// The previous poll's `Arc` when nothing changed, so quiet streams cost no
+/// new allocation per poll (and snapshots share them).
 fn reuse<T: PartialEq>(previous: Option<&Arc<T>>, fresh: T) -> Arc<T> {
     match previous {
         Some(p) if **p == fresh => p.clone(),
