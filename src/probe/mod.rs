@@ -292,10 +292,9 @@ pub async fn per_group<T>(
         .partition(pairs.iter().map(|(s, _)| &**s))
         .await?;
     let per_batch = ctx.config.limits.pipeline_size.saturating_sub(1).max(1);
-    for (node, keys) in by_node {
-        let keys: std::collections::BTreeSet<&[u8]> = keys.into_iter().collect();
-        let mine: Vec<&(Name, Name)> = pairs.iter().filter(|(s, _)| keys.contains(&**s)).collect();
+    for (node, mine) in by_node {
         for batch in mine.chunks(per_batch) {
+            let batch: Vec<&(Name, Name)> = batch.iter().map(|&i| &pairs[i]).collect();
             let mut cmds = Vec::with_capacity(batch.len() + 1);
             cmds.push(Command::Time);
             cmds.extend(batch.iter().map(|(s, g)| make(s, g)));

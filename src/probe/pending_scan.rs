@@ -169,7 +169,11 @@ impl Accumulator {
 struct Work {
     stream: Name,
     group: Name,
-    pass: Pass,
+    /// PEL size at the last stream poll, for a pass not begun yet.
+    pel_size: u64,
+    /// Boxed and made on the first page: at 20,000 groups, passes not begun
+    /// or finished cost a pointer each, not a whole accumulator.
+    pass: Option<Box<Pass>>,
     done: bool,
 }
 
@@ -200,31 +204,24 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                 let pass = state
                     .groups
                     .get_mut(&(stream.clone(), group.clone()))
-                    .and_then(|m| m.scan_pass.take())
-                    .map(|boxed| *boxed)
-                    .unwrap_or(Pass {
-                        next: None,
-                        pel_size,
-                        acc: Accumulator::default(),
-                    });
+                    .and_then(|m| m.scan_pass.take());
                 Work {
                     stream,
                     group,
+                    pel_size,
                     pass,
                     done: false,
                 }
             })
             .collect()
     };
-    let streams: Vec<Name> = work.iter().map(|w| w.stream.clone()).collect();
-    let by_node = ctx.client.partition(streams.iter().map(|s| &**s)).await?;
+    let by_node = ctx
+        .client
+        .partition(work.iter().map(|w| &*w.stream))
+        .await?;
     let per_round = ctx.config.limits.pipeline_size.max(1);
     let mut outcome = Ok(());
-    'nodes: for (node, keys) in by_node {
-        let keys: std::collections::BTreeSet<&[u8]> = keys.into_iter().collect();
-        let mine: Vec<usize> = (0..work.len())
-            .filter(|&i| keys.contains(&*work[i].stream))
-            .collect();
+    'nodes: for (node, mine) in by_node {
         loop {
             let active: Vec<usize> = mine
                 .iter()
@@ -245,11 +242,11 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             let expected: Vec<u32> = active
                 .iter()
                 .map(|&i| {
-                    work[i]
+                    let (pel_size, read) = work[i]
                         .pass
-                        .pel_size
-                        .saturating_sub(work[i].pass.acc.entries)
-                        .clamp(1, u64::from(page)) as u32
+                        .as_ref()
+                        .map_or((work[i].pel_size, 0), |p| (p.pel_size, p.acc.entries));
+                    pel_size.saturating_sub(read).clamp(1, u64::from(page)) as u32
                 })
                 .collect();
             ctx.client
@@ -260,7 +257,11 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                 .map(|&i| Command::XpendingRange {
                     key: work[i].stream.to_vec(),
                     group: work[i].group.to_vec(),
-                    start: work[i].pass.next.map_or(RangeStart::Min, RangeStart::From),
+                    start: work[i]
+                        .pass
+                        .as_ref()
+                        .and_then(|p| p.next)
+                        .map_or(RangeStart::Min, RangeStart::From),
                     count: page,
                 })
                 .collect();
@@ -313,10 +314,18 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     max_deleted_entry_id: max_deleted,
                     ghost_budget: ctx.config.limits.ghost_checks_per_scan,
                 };
-                work[i].pass.acc.add(&entries, &rules);
+                let pel_size = work[i].pel_size;
+                let pass = work[i].pass.get_or_insert_with(|| {
+                    Box::new(Pass {
+                        next: None,
+                        pel_size,
+                        acc: Accumulator::default(),
+                    })
+                });
+                pass.acc.add(&entries, &rules);
                 let complete = entries.len() < page as usize;
                 match entries.last().and_then(|e| e.id.successor()) {
-                    Some(next) if !complete => work[i].pass.next = Some(next),
+                    Some(next) if !complete => pass.next = Some(next),
                     _ => finished.push(i),
                 }
             }
@@ -324,20 +333,22 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                 ctx.client.acquire_pending_entries(excess).await;
             }
             for i in finished {
-                let confirmed = match check_ghosts(ctx, &node, &work[i]).await {
+                // The finished pass is freed now, not at the end of a run
+                // that may cover 20,000 groups.
+                let Some(pass) = work[i].pass.take() else {
+                    continue;
+                };
+                work[i].done = true;
+                let confirmed = match check_ghosts(ctx, &node, &work[i].stream, &pass.acc).await {
                     Ok(n) => n,
                     Err(e) => {
                         outcome = Err(e);
                         break 'nodes;
                     }
                 };
-                let result = work[i].pass.acc.finish(
-                    confirmed,
-                    &idle_bounds,
-                    &delivery_bounds,
-                    SystemTime::now(),
-                );
-                work[i].done = true;
+                let result =
+                    pass.acc
+                        .finish(confirmed, &idle_bounds, &delivery_bounds, SystemTime::now());
                 let mut state = ctx.state();
                 if let Err(e) = ctx.ensure_current(&state, generation) {
                     outcome = Err(e);
@@ -358,13 +369,12 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let mut state = ctx.state();
     ctx.ensure_current(&state, generation)?;
     for w in work.into_iter().filter(|w| !w.done) {
-        let progress = if w.pass.pel_size == 0 {
-            0.0
-        } else {
-            (w.pass.acc.entries as f64 / w.pass.pel_size as f64).min(0.999)
+        let progress = match &w.pass {
+            Some(p) if p.pel_size > 0 => (p.acc.entries as f64 / p.pel_size as f64).min(0.999),
+            _ => 0.0,
         };
         if let Some(memory) = state.groups.get_mut(&(w.stream.clone(), w.group.clone())) {
-            memory.scan_pass = Some(Box::new(w.pass));
+            memory.scan_pass = w.pass;
         }
         set_progress(&mut state, &w.stream, &w.group, None, progress);
     }
@@ -394,18 +404,17 @@ fn rules_for(ctx: &ProbeContext, w: &Work) -> Option<RulesOwned> {
 async fn check_ghosts(
     ctx: &ProbeContext,
     node: &crate::redis::NodeAddr,
-    w: &Work,
+    stream: &Name,
+    acc: &Accumulator,
 ) -> Result<u64, ProbeError> {
-    if w.pass.acc.candidates.is_empty() {
+    if acc.candidates.is_empty() {
         return Ok(0);
     }
-    let cmds: Vec<Command> = w
-        .pass
-        .acc
+    let cmds: Vec<Command> = acc
         .candidates
         .iter()
         .map(|id| Command::Xrange {
-            key: w.stream.to_vec(),
+            key: stream.to_vec(),
             start: RangeStart::From(*id),
             end: RangeEnd::To(*id),
             count: 1,

@@ -47,15 +47,14 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             }
         }
     }
-    // Keys come back from routing as slices; keep using the watched names'
-    // allocations instead of copying every name on every poll.
-    let names: HashMap<&[u8], &Name> = watched.iter().map(|n| (&**n, n)).collect();
     let by_node = ctx.client.partition(watched.iter().map(|n| &**n)).await?;
-    for (node, keys) in by_node {
-        for batch in keys.chunks(per_batch) {
+    for (node, mine) in by_node {
+        for batch in mine.chunks(per_batch) {
+            // The watched names' allocations are kept, not copied per poll.
+            let batch: Vec<&Name> = batch.iter().map(|&i| &watched[i]).collect();
             let mut cmds = Vec::with_capacity(1 + batch.len() * 2);
             cmds.push(Command::Time);
-            for key in batch {
+            for key in &batch {
                 cmds.push(Command::XinfoStream { key: key.to_vec() });
                 cmds.push(Command::XinfoGroups { key: key.to_vec() });
             }
@@ -70,12 +69,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     &replies[2 + 2 * i],
                     &mut problems,
                 ) {
-                    reads.push((
-                        names
-                            .get(*key)
-                            .map_or_else(|| Arc::from(*key), |n| (*n).clone()),
-                        read,
-                    ));
+                    reads.push(((*key).clone(), read));
                 }
             }
             // Second round trip: first undelivered entries where needed.
@@ -333,7 +327,8 @@ async fn dead_letters(
         .client
         .partition(wanted.iter().map(|(_, dl)| dl.as_slice()))
         .await?;
-    for (node, keys) in by_node {
+    for (node, mine) in by_node {
+        let keys: Vec<&[u8]> = mine.iter().map(|&i| wanted[i].1.as_slice()).collect();
         let cmds: Vec<Command> = keys
             .iter()
             .map(|k| Command::XinfoStream { key: k.to_vec() })

@@ -278,21 +278,22 @@ impl TargetClient {
         }
     }
 
-    /// Groups keys by the node that serves them.
+    /// Groups keys by the node that serves them, as positions in `keys`
+    /// (in order), so callers keep their own items without a lookup.
     ///
     /// # Errors
     /// When the topology cannot be read.
     pub async fn partition<'k>(
         &self,
         keys: impl IntoIterator<Item = &'k [u8]>,
-    ) -> Result<BTreeMap<NodeAddr, Vec<&'k [u8]>>, TargetError> {
+    ) -> Result<BTreeMap<NodeAddr, Vec<usize>>, TargetError> {
         let nodes = self.nodes().await?;
         let Some(fallback) = nodes.first() else {
             return Err(self.topology_error("no primary to ask".into()));
         };
-        let mut out: BTreeMap<NodeAddr, Vec<&[u8]>> = BTreeMap::new();
+        let mut out: BTreeMap<NodeAddr, Vec<usize>> = BTreeMap::new();
         let topo = self.topo();
-        for key in keys {
+        for (i, key) in keys.into_iter().enumerate() {
             // A slot no primary serves (a cluster being reconfigured): ask
             // any primary, whose MOVED then says where it went.
             let node = match &*topo {
@@ -301,7 +302,7 @@ impl TargetClient {
                 }
                 _ => fallback.clone(),
             };
-            out.entry(node).or_default().push(key);
+            out.entry(node).or_default().push(i);
         }
         Ok(out)
     }
