@@ -472,6 +472,17 @@ class Bench:
             "--daemonize", "no",
         ]
         self.redis_proc = self.procs.start(argv, self.tmp / "redis.stdout")
+        # Redis measures command time on the wall clock: on a 2-core machine
+        # shared with the exporters and this script, a command preempted
+        # mid-way lands in SLOWLOG whoever sent it. In production Redis has
+        # its cores to itself; a higher priority is the closest we get here
+        # (it favours both exporters' commands alike).
+        try:
+            os.setpriority(os.PRIO_PROCESS, self.redis_proc.pid, -10)
+            self.results["redis_nice"] = -10
+        except OSError as e:
+            self.results["redis_nice"] = 0
+            log(f"could not raise redis-server's priority ({e}); SLOWLOG may count preempted commands")
         deadline = time.monotonic() + 20
         while True:
             try:
@@ -1222,6 +1233,7 @@ def main() -> int:
     header = (
         f"redis-streams-exporter {bench.results.get('ours_build', '?')}, redis-server {bench.results.get('redis_version')}, "
         f"{os.cpu_count()} CPUs, load average {load0[0]:.2f} at start / {os.getloadavg()[0]:.2f} at end, "
+        f"redis-server at nice {bench.results.get('redis_nice', 0)}, "
         f"{'QUICK sizes (not the SPEC sizes)' if args.quick else 'full sizes'}, {total / 60:.1f} min"
     )
     if status:
