@@ -46,6 +46,8 @@ OUR_CLIENT_NAME = "redis-streams-exporter"
 PEER_CLIENT_NAME = "redis_exporter"
 STREAM_PREFIX = "bench:stream:"
 PEER_PATTERN = "db0=bench:stream:*"
+# Both exporters are told the same: which keys are the streams.
+OUR_PATTERN = "bench:stream:*"
 # What Prometheus 2.x sends by default.
 PROM_ACCEPT = (
     "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
@@ -582,6 +584,7 @@ class Bench:
             "[[targets]]\n"
             'name = "bench"\n'
             f'url = "redis://127.0.0.1:{self.redis_port}"\n'
+            f'patterns = ["{OUR_PATTERN}"]\n'
         )
         if cps is not None:
             text += f"[limits]\ncommands_per_second = {cps}\n"
