@@ -485,6 +485,7 @@ async fn pel_scan_larger_than_one_interval() {
         "progress must grow: {progress:?}"
     );
     assert_eq!(*progress.last().unwrap(), 1.0, "{progress:?}");
+    eprintln!("PEL scan progress after each run: {progress:?}");
     let m = h.metrics();
     assert_eq!(
         m.value(
