@@ -432,7 +432,11 @@ pub fn time_ms(v: &Value) -> Result<u64, DecodeError> {
         .ok_or_else(|| bad(C, "expected [seconds, microseconds]"))?;
     let secs = count(C, "seconds", &parts[0])?;
     let micros = count(C, "microseconds", &parts[1])?;
-    Ok(secs * 1000 + micros / 1000)
+    // A garbled reply must not overflow (a panic in debug builds, a wrong
+    // clock in release builds).
+    secs.checked_mul(1000)
+        .and_then(|ms| ms.checked_add(micros / 1000))
+        .ok_or_else(|| bad(C, "seconds out of range"))
 }
 
 /// One page of `SCAN`.
@@ -743,6 +747,9 @@ mod tests {
             time_ms(&arr(vec![b("1700000000"), b("123456")])).unwrap(),
             1_700_000_000_123
         );
+        // Found by the fuzz test: a garbled TIME overflowed the multiplication.
+        let huge = (u64::MAX / 10).to_string();
+        assert!(time_ms(&arr(vec![b(&huge), b("0")])).is_err());
         let page = scan_page(&arr(vec![
             b("17"),
             arr(vec![b("s1"), Value::BulkString(vec![0xff])]),
