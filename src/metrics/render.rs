@@ -273,7 +273,8 @@ pub fn render<W: Write>(
                 };
                 let [l1, l2, l3] = group_labels(t, s, g);
                 for (bound, n) in scan.by_delivery_count() {
-                    let le = itoa::Buffer::new().format(bound).as_bytes().to_owned();
+                    le.clear();
+                    le.extend_from_slice(itoa::Buffer::new().format(bound).as_bytes());
                     f.sample(&[l1, l2, l3, ("le", &le)], n as f64);
                 }
                 f.sample(&[l1, l2, l3, ("le", b"+Inf")], scan.entries as f64);
