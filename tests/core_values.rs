@@ -430,3 +430,58 @@ async fn max_streams_and_vanishing_streams() {
         0.0
     );
 }
+
+/// A discovery walk of many SCAN pages, sent a rate-limit burst at a time
+/// (several bursts here), finds every stream once and sends exactly the
+/// calls it counts: the walk neither stops at a burst boundary nor repeats
+/// a page.
+#[tokio::test]
+async fn discovery_walk_over_many_bursts() {
+    let server = RedisServer::start(Server::Redis70);
+    let mut c = server.conn();
+    let mut pipe = redis::pipe();
+    for i in 0..3000 {
+        pipe.set(format!("k:{i}"), i).ignore();
+    }
+    let _: () = pipe.query(&mut c).unwrap();
+    let streams: Vec<String> = (0..7).map(|i| format!("s:{i}")).collect();
+    for s in &streams {
+        xadd_n(&mut c, s, 1);
+    }
+    let text = format!(
+        "[[targets]]\nname = \"t\"\nurl = \"{}\"\npatterns = [\"s:*\"]\nscan_count = 10\n\
+         [limits]\npipeline_size = 20\ncommands_per_second = 2000\n",
+        server.url()
+    );
+    let config =
+        redis_streams_exporter::config::from_str("t.toml", &text, &Default::default()).unwrap();
+    let h = Harness::new(config);
+    let before = common::cluster::command_calls(&server)
+        .get("scan")
+        .copied()
+        .unwrap_or(0);
+    h.probe(redis_streams_exporter::probe::ProbeKind::Discovery)
+        .await;
+    let sent = common::cluster::command_calls(&server)["scan"] - before;
+    // 3,007 keys at COUNT 10: hundreds of pages, many bursts of 20.
+    assert!(sent > 100, "only {sent} SCAN calls");
+    let m = h.metrics();
+    assert_eq!(
+        m.value(
+            "redis_streams_exporter_redis_commands_total",
+            &[("target", "t"), ("command", "scan")]
+        ),
+        sent as f64
+    );
+    assert_eq!(
+        m.value("redis_streams_exporter_streams", &[("target", "t")]),
+        7.0
+    );
+    assert_eq!(
+        m.value(
+            "redis_streams_exporter_probe_success",
+            &[("target", "t"), ("probe", "discovery")]
+        ),
+        1.0
+    );
+}

@@ -30,6 +30,9 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             _ => None,
         };
         for node in ctx.client.nodes().await? {
+            // Each call needs the previous cursor, so the walk cannot be
+            // pipelined; it is sent back to back instead (see `Sequence`).
+            let mut walk = ctx.client.sequence(node);
             let mut cursor = 0u64;
             loop {
                 let cmd = Command::Scan {
@@ -37,22 +40,20 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     pattern: server_match.clone(),
                     count: target.scan_count,
                 };
-                let reply = ctx.client.execute(&node, &[cmd]).await?.pop();
                 // A walk that cannot finish keeps the streams watched so far:
                 // a refused or garbled page must not make streams vanish.
-                let page = match reply {
-                    Some(Ok(v)) => match reply::scan_page(&v) {
+                let page = match walk.send(&cmd).await? {
+                    Ok(v) => match reply::scan_page(&v) {
                         Ok(p) => p,
                         Err(e) => {
                             problems.add(ctx, e);
                             return problems.finish(ProbeKind::Discovery);
                         }
                     },
-                    Some(Err(e)) => {
+                    Err(e) => {
                         problems.refused(&e);
                         return problems.finish(ProbeKind::Discovery);
                     }
-                    None => return problems.finish(ProbeKind::Discovery),
                 };
                 problems.answered();
                 // SCAN may return a key twice and, with ACL key patterns, keys

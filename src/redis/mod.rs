@@ -10,7 +10,9 @@ pub mod id;
 pub mod reply;
 mod slot;
 
-pub use client::{ClientSetupError, ClientStats, NodeAddr, Reply, StatsSnapshot, TargetClient};
+pub use client::{
+    ClientSetupError, ClientStats, NodeAddr, Reply, Sequence, StatsSnapshot, TargetClient,
+};
 pub use command::{CLIENT_NAME, Command, RangeEnd, RangeStart};
 pub use error::{CommandError, ErrorKind, TargetError};
 pub use id::StreamId;
