@@ -3,6 +3,12 @@
 //! serves the latest result from memory without waiting, however many
 //! scrapes arrive and however large the output is. Only the compressed form
 //! is kept (about 1/20 of the text at 10 000 streams).
+//!
+//! Each [`Section`] of the text is compressed on its own and kept with what
+//! it was written from; a render rewrites only the sections whose snapshot
+//! maps changed (a probe run replaces one map) and joins the pieces into one
+//! gzip member. Compressing 54 MB was most of the exporter's CPU at 10,000
+//! streams.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -10,8 +16,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::metrics::{BuildInfo, render};
-use crate::snapshot::SnapshotStore;
+use crate::metrics::{BuildInfo, Renderer, Section, SectionInputs};
+use crate::snapshot::{ExporterState, SnapshotStore, TargetSnapshot};
 
 /// Changes arriving within this time of each other are rendered together.
 const DEBOUNCE: Duration = Duration::from_millis(50);
@@ -19,9 +25,10 @@ const DEBOUNCE: Duration = Duration::from_millis(50);
 /// After a render taking `d`, the next waits `RENDER_SPACING × d`: a storm of
 /// changes can keep at most 1/(1 + RENDER_SPACING) of a core rendering, while
 /// small expositions (a millisecond to render) follow changes at once. At
-/// 10,000 streams a render takes about 0.25 s, so probes finishing within
-/// about 5 s of each other share one render (a value waits at most that long
-/// to be served, well inside the 15 s stream poll).
+/// 10,000 streams a render that rewrites every section took about 0.25 s,
+/// so probes finishing within about 5 s of each other share one render (a
+/// value waits at most that long to be served, well inside the 15 s stream
+/// poll).
 const RENDER_SPACING: u32 = 20;
 
 /// Size of the pieces the compressed exposition is kept in.
@@ -176,6 +183,7 @@ impl Exposition {
 
 async fn keep_current(store: Arc<SnapshotStore>, exposition: Weak<Exposition>) {
     let mut shown: Option<u64> = None;
+    let mut cache = SectionCache::default();
     loop {
         let generation = store.generation();
         if shown != Some(generation) {
@@ -186,15 +194,16 @@ async fn keep_current(store: Arc<SnapshotStore>, exposition: Weak<Exposition>) {
             let exporter = store.exporter.copy();
             let targets = store.targets();
             let ready_targets = targets.iter().filter(|t| t.ready).count();
+            let mut sections = std::mem::take(&mut cache);
             let rendered = tokio::task::spawn_blocking(move || {
-                let gz = flate2::write::GzEncoder::new(
-                    ChunkWriter::default(),
-                    flate2::Compression::fast(),
-                );
-                let (gz, duplicates) = render(&targets, &exporter, BuildInfo::CURRENT, gz)?;
-                Ok::<_, std::io::Error>((gz.finish()?.finish(), duplicates))
+                let out = render_gzip(&targets, &exporter, &mut sections);
+                (out, sections)
             })
-            .await;
+            .await
+            .map(|(out, sections)| {
+                cache = sections;
+                out
+            });
             let Some(this) = exposition.upgrade() else {
                 return;
             };
@@ -229,10 +238,246 @@ async fn keep_current(store: Arc<SnapshotStore>, exposition: Weak<Exposition>) {
     }
 }
 
+/// The compressed sections of the last render, in [`Section::ALL`] order.
+type SectionCache = [Option<CompressedSection>; Section::ALL.len()];
+
+/// One section, compressed on its own, and what it was written from.
+#[derive(Debug)]
+struct CompressedSection {
+    /// `None`: written afresh every time.
+    inputs: Option<SectionInputs>,
+    deflate: Chunks,
+    crc: flate2::Crc,
+    duplicates: u64,
+}
+
+/// A gzip header: no name, no time, unknown OS.
+const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+/// An empty final deflate block (fixed Huffman codes, BFINAL set).
+const DEFLATE_END: [u8; 2] = [0x03, 0x00];
+
+/// Renders `targets` into one gzip member, compressing again only the
+/// sections whose inputs differ from the cached ones; returns the result and
+/// the number of series dropped as duplicates.
+fn render_gzip(
+    targets: &[Arc<TargetSnapshot>],
+    exporter: &ExporterState,
+    cache: &mut SectionCache,
+) -> std::io::Result<(Chunks, u64)> {
+    let renderer = Renderer::new(targets, exporter, BuildInfo::CURRENT);
+    let mut pieces = vec![bytes::Bytes::from_static(&GZIP_HEADER)];
+    let mut crc = flate2::Crc::new();
+    let mut duplicates = 0;
+    for (slot, section) in cache.iter_mut().zip(Section::ALL) {
+        let inputs = renderer.inputs(section);
+        let reused = slot
+            .take()
+            .filter(|c| c.inputs.is_some() && c.inputs == inputs);
+        let compressed = match reused {
+            Some(c) => c,
+            None => {
+                let (deflater, duplicates) = renderer.section(section, SectionDeflater::new())?;
+                let (deflate, crc) = deflater.finish()?;
+                CompressedSection {
+                    inputs,
+                    deflate,
+                    crc,
+                    duplicates,
+                }
+            }
+        };
+        let compressed = slot.insert(compressed);
+        pieces.extend(compressed.deflate.pieces());
+        crc.combine(&compressed.crc);
+        duplicates += compressed.duplicates;
+    }
+    let mut end = Vec::with_capacity(10);
+    end.extend_from_slice(&DEFLATE_END);
+    end.extend_from_slice(&crc.sum().to_le_bytes());
+    // ISIZE is the length modulo 2^32, which is what `amount` keeps.
+    end.extend_from_slice(&crc.amount().to_le_bytes());
+    pieces.push(end.into());
+    Ok((Chunks(pieces.into()), duplicates))
+}
+
+/// Raw deflate of one section ended by a sync flush: byte-aligned and not
+/// final, and with no reference to bytes before it, so sections compressed
+/// apart join into one valid deflate stream.
+struct SectionDeflater {
+    compress: flate2::Compress,
+    crc: flate2::Crc,
+    out: ChunkWriter,
+    buf: Vec<u8>,
+}
+
+impl SectionDeflater {
+    fn new() -> Self {
+        SectionDeflater {
+            compress: flate2::Compress::new(flate2::Compression::fast(), false),
+            crc: flate2::Crc::new(),
+            out: ChunkWriter::default(),
+            buf: Vec::with_capacity(64 * 1024),
+        }
+    }
+
+    /// Runs the compressor over `input` with `flush` until it has taken all
+    /// of the input and has no more output to give.
+    fn run(&mut self, mut input: &[u8], flush: flate2::FlushCompress) -> std::io::Result<()> {
+        loop {
+            self.buf.clear();
+            let before = self.compress.total_in();
+            self.compress
+                .compress_vec(input, &mut self.buf, flush)
+                .map_err(std::io::Error::other)?;
+            let taken = (self.compress.total_in() - before) as usize;
+            if taken == 0 && self.buf.is_empty() && !input.is_empty() {
+                return Err(std::io::Error::other("deflate made no progress"));
+            }
+            input = &input[taken..];
+            std::io::Write::write_all(&mut self.out, &self.buf)?;
+            // Output space left over means the compressor had no more to say.
+            if input.is_empty() && self.buf.len() < self.buf.capacity() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn finish(mut self) -> std::io::Result<(Chunks, flate2::Crc)> {
+        self.run(&[], flate2::FlushCompress::Sync)?;
+        Ok((self.out.finish(), self.crc))
+    }
+}
+
+impl std::io::Write for SectionDeflater {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.crc.update(data);
+        self.run(data, flate2::FlushCompress::None)?;
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
     use std::io::{Read, Write};
+
+    use crate::config::StreamSettings;
+    use crate::metrics::render;
+    use crate::redis::reply::StreamInfo;
+    use crate::snapshot::{Groups, StreamState};
+
+    fn streams(lengths: &[(&str, u64)]) -> Arc<BTreeMap<crate::snapshot::Name, Arc<StreamState>>> {
+        let state = |length| StreamState {
+            info: StreamInfo {
+                length,
+                ..StreamInfo::default()
+            },
+            time_based_ids: true,
+            settings: Arc::new(StreamSettings::default()),
+            dead_letter: None,
+            groups: Groups::new(Vec::new()),
+        };
+        Arc::new(
+            lengths
+                .iter()
+                .map(|(name, length)| (Arc::from(name.as_bytes()), Arc::new(state(*length))))
+                .collect(),
+        )
+    }
+
+    fn plain(targets: &[Arc<TargetSnapshot>]) -> String {
+        let (out, _) = render(
+            targets,
+            &ExporterState::default(),
+            BuildInfo::CURRENT,
+            Vec::new(),
+        )
+        .unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Decodes exactly one gzip member, checking its CRC and length.
+    fn gunzip(gzip: &Chunks) -> String {
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(gzip.reader())
+            .read_to_string(&mut text)
+            .unwrap();
+        text
+    }
+
+    /// Sections are compressed apart, joined into one gzip member equal to
+    /// the plain render, and recompressed only when their map changed.
+    #[test]
+    fn sections_join_into_one_member_and_unchanged_ones_are_reused() {
+        let exporter = ExporterState::default();
+        let mut cache = SectionCache::default();
+        let mut t = TargetSnapshot {
+            name: "t".into(),
+            up: true,
+            ready: true,
+            streams: streams(&[("a", 3), ("b\"q", 5)]),
+            ..TargetSnapshot::default()
+        };
+        let targets = [Arc::new(t.clone())];
+        let (first, _) = render_gzip(&targets, &exporter, &mut cache).unwrap();
+        let text = gunzip(&first);
+        assert_eq!(text, plain(&targets));
+        assert!(text.contains("redis_streams_stream_length{target=\"t\",stream=\"a\"} 3\n"));
+        let streams_piece = |c: &Chunks| c.pieces().nth(1).unwrap().as_ptr();
+
+        // Another probe's map changes: the streams section is reused as is.
+        t.oldest_pending_age = Arc::new(BTreeMap::from([(
+            (Arc::from(&b"a"[..]), Arc::from(&b"g"[..])),
+            42.0,
+        )]));
+        let targets = [Arc::new(t.clone())];
+        let (second, _) = render_gzip(&targets, &exporter, &mut cache).unwrap();
+        assert_eq!(streams_piece(&second), streams_piece(&first));
+        let text = gunzip(&second);
+        assert_eq!(text, plain(&targets));
+        assert!(
+            text.contains("oldest_pending_age_seconds{target=\"t\",stream=\"a\",group=\"g\"} 42\n")
+        );
+
+        // The stream poll replaces the streams map: rewritten.
+        t.streams = streams(&[("a", 4)]);
+        let targets = [Arc::new(t.clone())];
+        let (third, _) = render_gzip(&targets, &exporter, &mut cache).unwrap();
+        assert_ne!(streams_piece(&third), streams_piece(&second));
+        assert_eq!(gunzip(&third), plain(&targets));
+
+        // The target goes down with the same maps: its data is withdrawn.
+        t.up = false;
+        let targets = [Arc::new(t.clone())];
+        let (fourth, _) = render_gzip(&targets, &exporter, &mut cache).unwrap();
+        let text = gunzip(&fourth);
+        assert_eq!(text, plain(&targets));
+        assert!(!text.contains("redis_streams_stream_length"));
+    }
+
+    /// A section larger than the compressor's buffers and the chunk size
+    /// still round-trips.
+    #[test]
+    fn large_sections_round_trip() {
+        let names: Vec<(String, u64)> = (0..20_000).map(|i| (format!("stream:{i}"), i)).collect();
+        let lengths: Vec<(&str, u64)> = names.iter().map(|(n, l)| (n.as_str(), *l)).collect();
+        let targets = [Arc::new(TargetSnapshot {
+            name: "t".into(),
+            up: true,
+            streams: streams(&lengths),
+            ..TargetSnapshot::default()
+        })];
+        let mut cache = SectionCache::default();
+        let (gzip, _) = render_gzip(&targets, &ExporterState::default(), &mut cache).unwrap();
+        let text = plain(&targets);
+        assert!(text.len() > 16 * 64 * 1024, "{} bytes", text.len());
+        assert_eq!(gunzip(&gzip), text);
+    }
 
     #[test]
     fn chunks_round_trip_across_boundaries() {

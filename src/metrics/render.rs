@@ -7,6 +7,7 @@
 //! they are written; output streams through a [`Sink`], so rendering 10 000
 //! streams needs little more memory than its compressed result.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -17,7 +18,8 @@ use super::text::{Family, Sink, needs_escape, write_value};
 use crate::redis::reply::ConsumerInfo;
 use crate::redis::{ErrorKind, StreamId};
 use crate::snapshot::{
-    ExporterState, GroupState, Name, PelScan, ScanState, StreamState, TargetSnapshot,
+    Consumers, ExporterState, GroupKey, GroupState, Name, PelScan, ScanState, StreamState,
+    TargetSnapshot,
 };
 use crate::status::GroupStatus;
 
@@ -97,14 +99,98 @@ fn any_name_escapes_alike(up: &[&TargetSnapshot]) -> bool {
     })
 }
 
-/// Writes the exposition of `targets` and the exporter state to `out` and
-/// returns the writer and the number of series dropped as duplicates.
+/// The parts of the exposition, in output order. Each reads one map of the
+/// target snapshots (the last reads only small per-target state and the
+/// exporter's own), and those maps are shared between consecutive snapshots
+/// until a probe replaces them: a section whose map is the same writes the
+/// same bytes, so its output can be reused (see [`Renderer::inputs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Section {
+    /// Stream and group families from the stream poll.
+    Streams,
+    /// Oldest pending age, from the pending summary.
+    OldestPending,
+    /// PEL scan results.
+    PelScans,
+    /// Consumer families.
+    Consumers,
+    /// Server info and the exporter's own families: small, always written.
+    Targets,
+}
+
+impl Section {
+    /// Every section, in output order.
+    pub const ALL: [Section; 5] = [
+        Section::Streams,
+        Section::OldestPending,
+        Section::PelScans,
+        Section::Consumers,
+        Section::Targets,
+    ];
+}
+
+/// One map a section reads, held (so it cannot be freed and its address
+/// reused) and compared by identity.
+#[derive(Clone, Debug)]
+enum Input {
+    Streams(Arc<BTreeMap<Name, Arc<StreamState>>>),
+    OldestPending(Arc<BTreeMap<GroupKey, f64>>),
+    PelScans(Arc<BTreeMap<GroupKey, ScanState>>),
+    Consumers(Arc<BTreeMap<GroupKey, Arc<Consumers>>>),
+}
+
+impl PartialEq for Input {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Input::Streams(a), Input::Streams(b)) => Arc::ptr_eq(a, b),
+            (Input::OldestPending(a), Input::OldestPending(b)) => Arc::ptr_eq(a, b),
+            (Input::PelScans(a), Input::PelScans(b)) => Arc::ptr_eq(a, b),
+            (Input::Consumers(a), Input::Consumers(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+/// Everything a section's output depends on: equal inputs, equal bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SectionInputs {
+    dedupe: bool,
+    maps: Vec<(Arc<str>, Input)>,
+}
+
+/// Where one section's families go, and the duplicates they dropped.
+struct Out<W: Write> {
+    sink: Sink<W>,
+    dedupe: bool,
+    duplicates: u64,
+}
+
+impl<W: Write> Out<W> {
+    fn family(&mut self, def: &'static MetricDef, fill: impl FnOnce(&mut Family<'_, W>)) {
+        let mut f = Family::new(&mut self.sink, def, self.dedupe);
+        fill(&mut f);
+        self.duplicates += f.duplicates;
+    }
+}
+
+/// Writes the exposition of some snapshots, section by section.
 ///
 /// Labels are escaped into the output as each sample is written, straight
 /// from the snapshot: a render allocates nothing per stream or group, so
 /// at 10,000 streams it needs little more memory than its compressed
 /// result. The per-group maps are walked in their own (stream, group)
 /// order, which is the order of the streams and their groups.
+#[derive(Debug)]
+pub struct Renderer<'a> {
+    targets: &'a [Arc<TargetSnapshot>],
+    up: Vec<&'a TargetSnapshot>,
+    exporter: &'a ExporterState,
+    build: BuildInfo,
+    dedupe: bool,
+}
+
+/// Writes the exposition of `targets` and the exporter state to `out` and
+/// returns the writer and the number of series dropped as duplicates.
 ///
 /// # Errors
 /// When `out` fails.
@@ -112,360 +198,426 @@ pub fn render<W: Write>(
     targets: &[Arc<TargetSnapshot>],
     exporter: &ExporterState,
     build: BuildInfo,
-    out: W,
+    mut out: W,
 ) -> io::Result<(W, u64)> {
-    let up: Vec<&TargetSnapshot> = targets.iter().map(|t| &**t).filter(|t| t.up).collect();
-    let dedupe = any_name_escapes_alike(&up);
-    let mut sink = Sink::new(out);
+    let renderer = Renderer::new(targets, exporter, build);
     let mut duplicates = 0;
-    let mut family =
-        |sink: &mut Sink<W>, def: &'static MetricDef, fill: &mut dyn FnMut(&mut Family<'_, W>)| {
-            let mut f = Family::new(sink, def, dedupe);
-            fill(&mut f);
-            duplicates += f.duplicates;
+    for section in Section::ALL {
+        let (w, d) = renderer.section(section, out)?;
+        out = w;
+        duplicates += d;
+    }
+    Ok((out, duplicates))
+}
+
+impl<'a> Renderer<'a> {
+    /// A renderer of `targets` (data series only for those that are up).
+    pub fn new(
+        targets: &'a [Arc<TargetSnapshot>],
+        exporter: &'a ExporterState,
+        build: BuildInfo,
+    ) -> Self {
+        let up: Vec<&TargetSnapshot> = targets.iter().map(|t| &**t).filter(|t| t.up).collect();
+        let dedupe = any_name_escapes_alike(&up);
+        Renderer {
+            targets,
+            up,
+            exporter,
+            build,
+            dedupe,
+        }
+    }
+
+    /// What `section` would be written from, or `None` when it is written
+    /// afresh every time.
+    pub fn inputs(&self, section: Section) -> Option<SectionInputs> {
+        let map: fn(&TargetSnapshot) -> Input = match section {
+            Section::Streams => |t| Input::Streams(t.streams.clone()),
+            Section::OldestPending => |t| Input::OldestPending(t.oldest_pending_age.clone()),
+            Section::PelScans => |t| Input::PelScans(t.scans.clone()),
+            Section::Consumers => |t| Input::Consumers(t.consumers.clone()),
+            Section::Targets => return None,
         };
-
-    // Streams.
-    type StreamValue = fn(&StreamState) -> Option<f64>;
-    let stream_families: [(&'static MetricDef, StreamValue); 9] = [
-        (&c::STREAM_LENGTH, |s| Some(s.info.length as f64)),
-        (&c::STREAM_ENTRIES_ADDED, |s| {
-            s.info.entries_added.map(|v| v as f64)
-        }),
-        (&c::STREAM_FIRST_ENTRY_TS, |s| {
-            s.info.first_entry_id.and_then(|id| id_ts(s, id))
-        }),
-        (&c::STREAM_LAST_ENTRY_TS, |s| {
-            id_ts(s, s.info.last_generated_id)
-        }),
-        (&c::STREAM_GROUPS, |s| Some(s.groups.len() as f64)),
-        (&c::STREAM_TIME_BASED_IDS, |s| {
-            Some(if s.time_based_ids { 1.0 } else { 0.0 })
-        }),
-        (&c::STREAM_DEAD_LETTER_LENGTH, |s| {
-            s.dead_letter.map(|dl| dl.length as f64)
-        }),
-        (&c::STREAM_DEAD_LETTER_ADDED, |s| {
-            s.dead_letter
-                .and_then(|dl| dl.entries_added)
-                .map(|v| v as f64)
-        }),
-        (&c::STREAM_MAX_DELAY, |s| {
-            s.settings.max_delay.map(|d| d.as_secs_f64())
-        }),
-    ];
-    for (def, value) in stream_families {
-        family(&mut sink, def, &mut |f| {
-            for t in &up {
-                for (s, st) in t.streams.iter() {
-                    if let Some(v) = value(st) {
-                        f.sample(&[("target", t.name.as_bytes()), ("stream", s)], v);
-                    }
-                }
-            }
-        });
+        Some(SectionInputs {
+            dedupe: self.dedupe,
+            maps: self.up.iter().map(|t| (t.name.clone(), map(t))).collect(),
+        })
     }
 
-    // Groups, from the stream poll.
-    type GroupValue = fn(&StreamState, &GroupState) -> Option<f64>;
-    let group_families: [(&'static MetricDef, GroupValue); 8] = [
-        (&c::GROUP_LAG, |_, g| g.lag.map(|v| v as f64)),
-        (&c::GROUP_LAG_ESTIMATED, |_, g| {
-            Some(if g.lag_estimated { 1.0 } else { 0.0 })
-        }),
-        (&c::GROUP_LAG_SECONDS, |_, g| g.lag_seconds),
-        (&c::GROUP_ENTRIES_READ, |_, g| {
-            g.info.entries_read.map(|v| v as f64)
-        }),
-        (&c::GROUP_LAST_DELIVERED_TS, |s, g| {
-            id_ts(s, g.info.last_delivered_id)
-        }),
-        (&c::GROUP_CONSUMERS, |_, g| Some(g.info.consumers as f64)),
-        (&c::GROUP_PENDING, |_, g| Some(g.info.pending as f64)),
-        (&c::GROUP_TRIMMED_UNDELIVERED, |_, g| {
-            g.trimmed_undelivered.map(|v| v as f64)
-        }),
-    ];
-    for (def, value) in group_families {
-        family(&mut sink, def, &mut |f| {
-            for (t, s, st, g, gs) in groups_of(&up) {
-                if let Some(v) = value(st, gs) {
-                    f.sample(&group_labels(t, s, g), v);
-                }
-            }
-        });
+    /// Writes `section` to `out`; returns the writer and the number of
+    /// series dropped as duplicates.
+    ///
+    /// # Errors
+    /// When `out` fails.
+    pub fn section<W: Write>(&self, section: Section, out: W) -> io::Result<(W, u64)> {
+        let mut out = Out {
+            sink: Sink::new(out),
+            dedupe: self.dedupe,
+            duplicates: 0,
+        };
+        match section {
+            Section::Streams => self.streams(&mut out),
+            Section::OldestPending => self.oldest_pending(&mut out),
+            Section::PelScans => self.pel_scans(&mut out),
+            Section::Consumers => self.consumers(&mut out),
+            Section::Targets => self.targets(&mut out),
+        }
+        Ok((out.sink.finish()?, out.duplicates))
     }
-    family(&mut sink, &c::GROUP_STATUS, &mut |f| {
-        for (t, s, _, g, gs) in groups_of(&up) {
-            let Some(current) = gs.status else {
-                continue;
-            };
-            let [l1, l2, l3] = group_labels(t, s, g);
-            for status in GroupStatus::ALL {
-                let on = if status == current { 1.0 } else { 0.0 };
-                f.sample(&[l1, l2, l3, ("status", status.label().as_bytes())], on);
-            }
-        }
-    });
 
-    // Groups, from the pending summary.
-    family(&mut sink, &c::GROUP_OLDEST_PENDING_AGE, &mut |f| {
-        for t in &up {
-            for ((s, g), age) in t.oldest_pending_age.iter() {
-                f.sample(&group_labels(t, s, g), *age);
-            }
-        }
-    });
-
-    // Groups, from the PEL scan.
-    type ScanValue = fn(&ScanState) -> Option<f64>;
-    let scan_families: [(&'static MetricDef, ScanValue); 6] = [
-        (&c::GROUP_PENDING_MAX_IDLE, |sc| {
-            last_scan(sc).map(|s| s.max_idle_ms.map_or(0.0, |ms| ms as f64 / 1000.0))
-        }),
-        (&c::GROUP_PENDING_POISON, |sc| {
-            last_scan(sc).map(|s| s.poison as f64)
-        }),
-        (&c::GROUP_PENDING_GHOST, |sc| {
-            last_scan(sc).map(|s| s.ghost as f64)
-        }),
-        (&c::GROUP_PENDING_GHOST_UNCHECKED, |sc| {
-            last_scan(sc).map(|s| s.ghost_unchecked as f64)
-        }),
-        (&c::GROUP_PENDING_SCAN_TS, |sc| {
-            last_scan(sc).map(|s| secs(s.finished_at))
-        }),
-        (&c::GROUP_PENDING_SCAN_PROGRESS, |sc| Some(sc.progress)),
-    ];
-    for (def, value) in scan_families {
-        family(&mut sink, def, &mut |f| {
-            for t in &up {
-                for ((s, g), sc) in t.scans.iter() {
-                    if let Some(v) = value(sc) {
-                        f.sample(&group_labels(t, s, g), v);
-                    }
-                }
-            }
-        });
-    }
-    let mut le = Vec::with_capacity(24);
-    family(&mut sink, &c::GROUP_PENDING_BY_IDLE, &mut |f| {
-        for t in &up {
-            for ((s, g), sc) in t.scans.iter() {
-                let Some(scan) = last_scan(sc) else {
-                    continue;
-                };
-                let [l1, l2, l3] = group_labels(t, s, g);
-                for (bound, n) in scan.by_idle() {
-                    le.clear();
-                    write_value(&mut le, bound);
-                    f.sample(&[l1, l2, l3, ("le", &le)], n as f64);
-                }
-                f.sample(&[l1, l2, l3, ("le", b"+Inf")], scan.entries as f64);
-            }
-        }
-    });
-    family(&mut sink, &c::GROUP_PENDING_BY_DELIVERY_COUNT, &mut |f| {
-        for t in &up {
-            for ((s, g), sc) in t.scans.iter() {
-                let Some(scan) = last_scan(sc) else {
-                    continue;
-                };
-                let [l1, l2, l3] = group_labels(t, s, g);
-                for (bound, n) in scan.by_delivery_count() {
-                    le.clear();
-                    le.extend_from_slice(itoa::Buffer::new().format(bound).as_bytes());
-                    f.sample(&[l1, l2, l3, ("le", &le)], n as f64);
-                }
-                f.sample(&[l1, l2, l3, ("le", b"+Inf")], scan.entries as f64);
-            }
-        }
-    });
-
-    // Groups and consumers, from the consumers probe.
-    family(&mut sink, &c::GROUP_PENDING_ORPHANED, &mut |f| {
-        for t in &up {
-            for ((s, g), cs) in t.consumers.iter() {
-                f.sample(&group_labels(t, s, g), cs.orphaned as f64);
-            }
-        }
-    });
-    family(&mut sink, &c::CONSUMER_PENDING, &mut |f| {
-        for t in &up {
-            for ((s, g), cs) in t.consumers.iter() {
-                let [l1, l2, l3] = group_labels(t, s, g);
-                for consumer in &cs.top {
-                    let labels = [l1, l2, l3, ("consumer", &*consumer.name)];
-                    f.sample(&labels, consumer.pending as f64);
-                }
-                // What the consumers beyond the cap hold, together.
-                if let Some(other) = cs.other_pending {
-                    f.sample(&[l1, l2, l3, ("consumer", b"__other__")], other as f64);
-                }
-            }
-        }
-    });
-    type ConsumerValue = fn(&ConsumerInfo) -> Option<f64>;
-    let consumer_families: [(&'static MetricDef, ConsumerValue); 2] = [
-        (&c::CONSUMER_IDLE, |c| Some(c.idle_ms as f64 / 1000.0)),
-        (&c::CONSUMER_INACTIVE, |c| {
-            c.inactive_ms.map(|ms| ms as f64 / 1000.0)
-        }),
-    ];
-    for (def, value) in consumer_families {
-        family(&mut sink, def, &mut |f| {
-            for t in &up {
-                for ((s, g), cs) in t.consumers.iter() {
-                    let [l1, l2, l3] = group_labels(t, s, g);
-                    for consumer in &cs.top {
-                        if let Some(v) = value(consumer) {
-                            f.sample(&[l1, l2, l3, ("consumer", &*consumer.name)], v);
+    fn streams<W: Write>(&self, out: &mut Out<W>) {
+        // Streams.
+        type StreamValue = fn(&StreamState) -> Option<f64>;
+        let stream_families: [(&'static MetricDef, StreamValue); 9] = [
+            (&c::STREAM_LENGTH, |s| Some(s.info.length as f64)),
+            (&c::STREAM_ENTRIES_ADDED, |s| {
+                s.info.entries_added.map(|v| v as f64)
+            }),
+            (&c::STREAM_FIRST_ENTRY_TS, |s| {
+                s.info.first_entry_id.and_then(|id| id_ts(s, id))
+            }),
+            (&c::STREAM_LAST_ENTRY_TS, |s| {
+                id_ts(s, s.info.last_generated_id)
+            }),
+            (&c::STREAM_GROUPS, |s| Some(s.groups.len() as f64)),
+            (&c::STREAM_TIME_BASED_IDS, |s| {
+                Some(if s.time_based_ids { 1.0 } else { 0.0 })
+            }),
+            (&c::STREAM_DEAD_LETTER_LENGTH, |s| {
+                s.dead_letter.map(|dl| dl.length as f64)
+            }),
+            (&c::STREAM_DEAD_LETTER_ADDED, |s| {
+                s.dead_letter
+                    .and_then(|dl| dl.entries_added)
+                    .map(|v| v as f64)
+            }),
+            (&c::STREAM_MAX_DELAY, |s| {
+                s.settings.max_delay.map(|d| d.as_secs_f64())
+            }),
+        ];
+        for (def, value) in stream_families {
+            out.family(def, |f| {
+                for t in &self.up {
+                    for (s, st) in t.streams.iter() {
+                        if let Some(v) = value(st) {
+                            f.sample(&[("target", t.name.as_bytes()), ("stream", s)], v);
                         }
                     }
                 }
-            }
-        });
-    }
-
-    // Targets that are up.
-    family(&mut sink, &c::TARGET_INFO, &mut |f| {
-        for t in &up {
-            if let Some(i) = &t.server {
-                let labels = [
-                    ("target", t.name.as_bytes()),
-                    ("server", i.server.as_bytes()),
-                    ("version", i.version.as_bytes()),
-                    ("mode", i.mode.as_bytes()),
-                    ("maxmemory_policy", i.maxmemory_policy.as_bytes()),
-                ];
-                f.sample(&labels, 1.0);
-            }
+            });
         }
-    });
-    type TargetValue = fn(&TargetSnapshot) -> Option<f64>;
-    let target_families: [(&'static MetricDef, TargetValue); 2] = [
-        (&c::TARGET_MAXMEMORY, |t| {
-            t.server
-                .as_ref()
-                .and_then(|i| i.maxmemory)
-                .map(|v| v as f64)
-        }),
-        (&c::TARGET_USED_MEMORY, |t| {
-            t.server
-                .as_ref()
-                .and_then(|i| i.used_memory)
-                .map(|v| v as f64)
-        }),
-    ];
-    for (def, value) in target_families {
-        family(&mut sink, def, &mut |f| {
-            for t in &up {
-                if let Some(v) = value(t) {
-                    f.sample(&[("target", t.name.as_bytes())], v);
+
+        // Groups, from the stream poll.
+        type GroupValue = fn(&StreamState, &GroupState) -> Option<f64>;
+        let group_families: [(&'static MetricDef, GroupValue); 8] = [
+            (&c::GROUP_LAG, |_, g| g.lag.map(|v| v as f64)),
+            (&c::GROUP_LAG_ESTIMATED, |_, g| {
+                Some(if g.lag_estimated { 1.0 } else { 0.0 })
+            }),
+            (&c::GROUP_LAG_SECONDS, |_, g| g.lag_seconds),
+            (&c::GROUP_ENTRIES_READ, |_, g| {
+                g.info.entries_read.map(|v| v as f64)
+            }),
+            (&c::GROUP_LAST_DELIVERED_TS, |s, g| {
+                id_ts(s, g.info.last_delivered_id)
+            }),
+            (&c::GROUP_CONSUMERS, |_, g| Some(g.info.consumers as f64)),
+            (&c::GROUP_PENDING, |_, g| Some(g.info.pending as f64)),
+            (&c::GROUP_TRIMMED_UNDELIVERED, |_, g| {
+                g.trimmed_undelivered.map(|v| v as f64)
+            }),
+        ];
+        for (def, value) in group_families {
+            out.family(def, |f| {
+                for (t, s, st, g, gs) in groups_of(&self.up) {
+                    if let Some(v) = value(st, gs) {
+                        f.sample(&group_labels(t, s, g), v);
+                    }
+                }
+            });
+        }
+        out.family(&c::GROUP_STATUS, |f| {
+            for (t, s, _, g, gs) in groups_of(&self.up) {
+                let Some(current) = gs.status else {
+                    continue;
+                };
+                let [l1, l2, l3] = group_labels(t, s, g);
+                for status in GroupStatus::ALL {
+                    let on = if status == current { 1.0 } else { 0.0 };
+                    f.sample(&[l1, l2, l3, ("status", status.label().as_bytes())], on);
                 }
             }
         });
     }
 
-    // The exporter itself, for every target whatever its state.
-    let exporter_families: [(&'static MetricDef, TargetValue); 5] = [
-        (&c::EXPORTER_TARGET_UP, |t| {
-            Some(if t.up { 1.0 } else { 0.0 })
-        }),
-        (&c::EXPORTER_STREAMS, |t| {
-            t.streams_watched.map(|n| n as f64)
-        }),
-        (&c::EXPORTER_STREAMS_DROPPED, |t| {
-            t.streams_dropped.map(|n| n as f64)
-        }),
-        (&c::EXPORTER_RATE_LIMITED, |t| {
-            Some(t.stats.rate_limited_seconds)
-        }),
-        (&c::EXPORTER_PENDING_SCANNED, |t| {
-            Some(t.stats.pending_scanned as f64)
-        }),
-    ];
-    for (def, value) in exporter_families {
-        family(&mut sink, def, &mut |f| {
-            for t in targets {
-                if let Some(v) = value(t) {
-                    f.sample(&[("target", t.name.as_bytes())], v);
+    fn oldest_pending<W: Write>(&self, out: &mut Out<W>) {
+        // Groups, from the pending summary.
+        out.family(&c::GROUP_OLDEST_PENDING_AGE, |f| {
+            for t in &self.up {
+                for ((s, g), age) in t.oldest_pending_age.iter() {
+                    f.sample(&group_labels(t, s, g), *age);
                 }
             }
         });
     }
-    type ProbeValue = fn(&crate::snapshot::ProbeStatus) -> Option<f64>;
-    let probe_families: [(&'static MetricDef, ProbeValue); 3] = [
-        (&c::EXPORTER_PROBE_SUCCESS, |p| {
-            Some(if p.success { 1.0 } else { 0.0 })
-        }),
-        (&c::EXPORTER_PROBE_DURATION, |p| {
-            Some(p.duration.as_secs_f64())
-        }),
-        (&c::EXPORTER_PROBE_LAST_SUCCESS, |p| {
-            p.last_success.map(secs)
-        }),
-    ];
-    for (def, value) in probe_families {
-        family(&mut sink, def, &mut |f| {
-            for t in targets {
-                for (kind, p) in &t.probes {
-                    if let Some(v) = value(p) {
-                        let labels = [
-                            ("target", t.name.as_bytes()),
-                            ("probe", kind.label().as_bytes()),
-                        ];
-                        f.sample(&labels, v);
+
+    fn pel_scans<W: Write>(&self, out: &mut Out<W>) {
+        // Groups, from the PEL scan.
+        type ScanValue = fn(&ScanState) -> Option<f64>;
+        let scan_families: [(&'static MetricDef, ScanValue); 6] = [
+            (&c::GROUP_PENDING_MAX_IDLE, |sc| {
+                last_scan(sc).map(|s| s.max_idle_ms.map_or(0.0, |ms| ms as f64 / 1000.0))
+            }),
+            (&c::GROUP_PENDING_POISON, |sc| {
+                last_scan(sc).map(|s| s.poison as f64)
+            }),
+            (&c::GROUP_PENDING_GHOST, |sc| {
+                last_scan(sc).map(|s| s.ghost as f64)
+            }),
+            (&c::GROUP_PENDING_GHOST_UNCHECKED, |sc| {
+                last_scan(sc).map(|s| s.ghost_unchecked as f64)
+            }),
+            (&c::GROUP_PENDING_SCAN_TS, |sc| {
+                last_scan(sc).map(|s| secs(s.finished_at))
+            }),
+            (&c::GROUP_PENDING_SCAN_PROGRESS, |sc| Some(sc.progress)),
+        ];
+        for (def, value) in scan_families {
+            out.family(def, |f| {
+                for t in &self.up {
+                    for ((s, g), sc) in t.scans.iter() {
+                        if let Some(v) = value(sc) {
+                            f.sample(&group_labels(t, s, g), v);
+                        }
+                    }
+                }
+            });
+        }
+        let mut le = Vec::with_capacity(24);
+        out.family(&c::GROUP_PENDING_BY_IDLE, |f| {
+            for t in &self.up {
+                for ((s, g), sc) in t.scans.iter() {
+                    let Some(scan) = last_scan(sc) else {
+                        continue;
+                    };
+                    let [l1, l2, l3] = group_labels(t, s, g);
+                    for (bound, n) in scan.by_idle() {
+                        le.clear();
+                        write_value(&mut le, bound);
+                        f.sample(&[l1, l2, l3, ("le", &le)], n as f64);
+                    }
+                    f.sample(&[l1, l2, l3, ("le", b"+Inf")], scan.entries as f64);
+                }
+            }
+        });
+        out.family(&c::GROUP_PENDING_BY_DELIVERY_COUNT, |f| {
+            for t in &self.up {
+                for ((s, g), sc) in t.scans.iter() {
+                    let Some(scan) = last_scan(sc) else {
+                        continue;
+                    };
+                    let [l1, l2, l3] = group_labels(t, s, g);
+                    for (bound, n) in scan.by_delivery_count() {
+                        le.clear();
+                        le.extend_from_slice(itoa::Buffer::new().format(bound).as_bytes());
+                        f.sample(&[l1, l2, l3, ("le", &le)], n as f64);
+                    }
+                    f.sample(&[l1, l2, l3, ("le", b"+Inf")], scan.entries as f64);
+                }
+            }
+        });
+    }
+
+    fn consumers<W: Write>(&self, out: &mut Out<W>) {
+        // Groups and consumers, from the consumers probe.
+        out.family(&c::GROUP_PENDING_ORPHANED, |f| {
+            for t in &self.up {
+                for ((s, g), cs) in t.consumers.iter() {
+                    f.sample(&group_labels(t, s, g), cs.orphaned as f64);
+                }
+            }
+        });
+        out.family(&c::CONSUMER_PENDING, |f| {
+            for t in &self.up {
+                for ((s, g), cs) in t.consumers.iter() {
+                    let [l1, l2, l3] = group_labels(t, s, g);
+                    for consumer in &cs.top {
+                        let labels = [l1, l2, l3, ("consumer", &*consumer.name)];
+                        f.sample(&labels, consumer.pending as f64);
+                    }
+                    // What the consumers beyond the cap hold, together.
+                    if let Some(other) = cs.other_pending {
+                        f.sample(&[l1, l2, l3, ("consumer", b"__other__")], other as f64);
                     }
                 }
             }
         });
-    }
-    family(&mut sink, &c::EXPORTER_COMMANDS, &mut |f| {
-        for t in targets {
-            for (command, n) in &t.stats.commands {
-                let labels = [
-                    ("target", t.name.as_bytes()),
-                    ("command", command.as_bytes()),
-                ];
-                f.sample(&labels, *n as f64);
-            }
-        }
-    });
-    family(&mut sink, &c::EXPORTER_ERRORS, &mut |f| {
-        for t in targets {
-            for kind in ErrorKind::ALL {
-                let n = t.stats.errors.get(kind.label()).copied().unwrap_or(0);
-                let labels = [
-                    ("target", t.name.as_bytes()),
-                    ("kind", kind.label().as_bytes()),
-                ];
-                f.sample(&labels, n as f64);
-            }
-        }
-    });
-    family(&mut sink, &c::EXPORTER_BUILD_INFO, &mut |f| {
-        let labels = [
-            ("version", build.version.as_bytes()),
-            ("revision", build.revision.as_bytes()),
+        type ConsumerValue = fn(&ConsumerInfo) -> Option<f64>;
+        let consumer_families: [(&'static MetricDef, ConsumerValue); 2] = [
+            (&c::CONSUMER_IDLE, |c| Some(c.idle_ms as f64 / 1000.0)),
+            (&c::CONSUMER_INACTIVE, |c| {
+                c.inactive_ms.map(|ms| ms as f64 / 1000.0)
+            }),
         ];
-        f.sample(&labels, 1.0);
-    });
-    family(&mut sink, &c::EXPORTER_CONFIG_RELOADS, &mut |f| {
-        f.sample(&[], exporter.reloads.load(Ordering::Relaxed) as f64);
-    });
-    family(&mut sink, &c::EXPORTER_CONFIG_RELOAD_FAILURES, &mut |f| {
-        f.sample(&[], exporter.reload_failures.load(Ordering::Relaxed) as f64);
-    });
-    family(&mut sink, &c::EXPORTER_CONFIG_LAST_RELOAD_OK, &mut |f| {
-        f.sample(
-            &[],
-            if exporter.last_reload_ok.load(Ordering::Relaxed) {
-                1.0
-            } else {
-                0.0
-            },
-        );
-    });
-    Ok((sink.finish()?, duplicates))
+        for (def, value) in consumer_families {
+            out.family(def, |f| {
+                for t in &self.up {
+                    for ((s, g), cs) in t.consumers.iter() {
+                        let [l1, l2, l3] = group_labels(t, s, g);
+                        for consumer in &cs.top {
+                            if let Some(v) = value(consumer) {
+                                f.sample(&[l1, l2, l3, ("consumer", &*consumer.name)], v);
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    }
+
+    fn targets<W: Write>(&self, out: &mut Out<W>) {
+        // Targets that are up.
+        out.family(&c::TARGET_INFO, |f| {
+            for t in &self.up {
+                if let Some(i) = &t.server {
+                    let labels = [
+                        ("target", t.name.as_bytes()),
+                        ("server", i.server.as_bytes()),
+                        ("version", i.version.as_bytes()),
+                        ("mode", i.mode.as_bytes()),
+                        ("maxmemory_policy", i.maxmemory_policy.as_bytes()),
+                    ];
+                    f.sample(&labels, 1.0);
+                }
+            }
+        });
+        type TargetValue = fn(&TargetSnapshot) -> Option<f64>;
+        let target_families: [(&'static MetricDef, TargetValue); 2] = [
+            (&c::TARGET_MAXMEMORY, |t| {
+                t.server
+                    .as_ref()
+                    .and_then(|i| i.maxmemory)
+                    .map(|v| v as f64)
+            }),
+            (&c::TARGET_USED_MEMORY, |t| {
+                t.server
+                    .as_ref()
+                    .and_then(|i| i.used_memory)
+                    .map(|v| v as f64)
+            }),
+        ];
+        for (def, value) in target_families {
+            out.family(def, |f| {
+                for t in &self.up {
+                    if let Some(v) = value(t) {
+                        f.sample(&[("target", t.name.as_bytes())], v);
+                    }
+                }
+            });
+        }
+
+        // The exporter itself, for every target whatever its state.
+        let exporter_families: [(&'static MetricDef, TargetValue); 5] = [
+            (&c::EXPORTER_TARGET_UP, |t| {
+                Some(if t.up { 1.0 } else { 0.0 })
+            }),
+            (&c::EXPORTER_STREAMS, |t| {
+                t.streams_watched.map(|n| n as f64)
+            }),
+            (&c::EXPORTER_STREAMS_DROPPED, |t| {
+                t.streams_dropped.map(|n| n as f64)
+            }),
+            (&c::EXPORTER_RATE_LIMITED, |t| {
+                Some(t.stats.rate_limited_seconds)
+            }),
+            (&c::EXPORTER_PENDING_SCANNED, |t| {
+                Some(t.stats.pending_scanned as f64)
+            }),
+        ];
+        for (def, value) in exporter_families {
+            out.family(def, |f| {
+                for t in self.targets {
+                    if let Some(v) = value(t) {
+                        f.sample(&[("target", t.name.as_bytes())], v);
+                    }
+                }
+            });
+        }
+        type ProbeValue = fn(&crate::snapshot::ProbeStatus) -> Option<f64>;
+        let probe_families: [(&'static MetricDef, ProbeValue); 3] = [
+            (&c::EXPORTER_PROBE_SUCCESS, |p| {
+                Some(if p.success { 1.0 } else { 0.0 })
+            }),
+            (&c::EXPORTER_PROBE_DURATION, |p| {
+                Some(p.duration.as_secs_f64())
+            }),
+            (&c::EXPORTER_PROBE_LAST_SUCCESS, |p| {
+                p.last_success.map(secs)
+            }),
+        ];
+        for (def, value) in probe_families {
+            out.family(def, |f| {
+                for t in self.targets {
+                    for (kind, p) in &t.probes {
+                        if let Some(v) = value(p) {
+                            let labels = [
+                                ("target", t.name.as_bytes()),
+                                ("probe", kind.label().as_bytes()),
+                            ];
+                            f.sample(&labels, v);
+                        }
+                    }
+                }
+            });
+        }
+        out.family(&c::EXPORTER_COMMANDS, |f| {
+            for t in self.targets {
+                for (command, n) in &t.stats.commands {
+                    let labels = [
+                        ("target", t.name.as_bytes()),
+                        ("command", command.as_bytes()),
+                    ];
+                    f.sample(&labels, *n as f64);
+                }
+            }
+        });
+        out.family(&c::EXPORTER_ERRORS, |f| {
+            for t in self.targets {
+                for kind in ErrorKind::ALL {
+                    let n = t.stats.errors.get(kind.label()).copied().unwrap_or(0);
+                    let labels = [
+                        ("target", t.name.as_bytes()),
+                        ("kind", kind.label().as_bytes()),
+                    ];
+                    f.sample(&labels, n as f64);
+                }
+            }
+        });
+        out.family(&c::EXPORTER_BUILD_INFO, |f| {
+            let labels = [
+                ("version", self.build.version.as_bytes()),
+                ("revision", self.build.revision.as_bytes()),
+            ];
+            f.sample(&labels, 1.0);
+        });
+        out.family(&c::EXPORTER_CONFIG_RELOADS, |f| {
+            f.sample(&[], self.exporter.reloads.load(Ordering::Relaxed) as f64);
+        });
+        out.family(&c::EXPORTER_CONFIG_RELOAD_FAILURES, |f| {
+            f.sample(
+                &[],
+                self.exporter.reload_failures.load(Ordering::Relaxed) as f64,
+            );
+        });
+        out.family(&c::EXPORTER_CONFIG_LAST_RELOAD_OK, |f| {
+            f.sample(
+                &[],
+                if self.exporter.last_reload_ok.load(Ordering::Relaxed) {
+                    1.0
+                } else {
+                    0.0
+                },
+            );
+        });
+    }
 }
