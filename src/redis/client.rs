@@ -322,12 +322,24 @@ impl TargetClient {
         let mut replies = Vec::with_capacity(cmds.len());
         for chunk in cmds.chunks(self.pipeline_size) {
             self.commands.acquire(chunk.len()).await;
-            let raw = self.round_trip(node, chunk, false).await?;
-            for (cmd, value) in chunk.iter().zip(raw) {
-                replies.push(self.settle(node, cmd, value).await?);
-            }
+            self.send_paid(node, chunk, &mut replies).await?;
         }
         Ok(replies)
+    }
+
+    /// Sends `cmds` as one pipeline whose tokens were already taken and
+    /// appends their settled replies to `replies`.
+    async fn send_paid(
+        &self,
+        node: &NodeAddr,
+        cmds: &[Command],
+        replies: &mut Vec<Reply>,
+    ) -> Result<(), TargetError> {
+        let raw = self.round_trip(node, cmds, false).await?;
+        for (cmd, value) in cmds.iter().zip(raw) {
+            replies.push(self.settle(node, cmd, value).await?);
+        }
+        Ok(())
     }
 
     /// A chain of commands to `node` where each needs the previous reply
@@ -930,11 +942,12 @@ impl Sequence<'_> {
             self.next_batch = batch * 2;
         }
         self.prepaid -= 1;
-        let mut raw = self
-            .client
-            .round_trip(&self.node, std::slice::from_ref(cmd), false)
+        let mut reply = Vec::with_capacity(1);
+        self.client
+            .send_paid(&self.node, std::slice::from_ref(cmd), &mut reply)
             .await?;
-        let value = raw.pop().unwrap_or(Value::Nil);
-        self.client.settle(&self.node, cmd, value).await
+        // `round_trip` returns one reply per command or an error; a missing
+        // one would read as a nil reply, which no decoder accepts.
+        Ok(reply.pop().unwrap_or(Ok(Value::Nil)))
     }
 }
