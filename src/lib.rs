@@ -8,8 +8,9 @@
 //!   connections, rate limit, cluster routing, reply decoding.
 //! - [`probe`]: what to ask on each schedule, one probe per file, producing
 //!   plain data into the target's state.
-//! - [`lag`] and [`status`]: pure arithmetic on what the probes read (lag
-//!   done right, the NULL-lag estimator, group status).
+//! - [`lag`], [`loss`] and [`status`]: pure arithmetic on what the probes
+//!   read (lag done right, the NULL-lag estimator, losses and rewinds between
+//!   polls, group status).
 //! - [`schedule`] and [`ratelimit`]: when to run and how fast, pure and
 //!   tested under paused time.
 //! - [`poller`]: runs a target's probes and publishes its snapshots.
@@ -28,6 +29,7 @@ pub mod exposition;
 pub mod glob;
 pub mod http;
 pub mod lag;
+pub mod loss;
 pub mod metrics;
 pub mod poller;
 pub mod probe;

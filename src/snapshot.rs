@@ -13,6 +13,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
 use crate::config::StreamSettings;
+use crate::loss::Lost;
 use crate::redis::StatsSnapshot;
 use crate::redis::reply::{ConsumerInfo, GroupInfo, StreamInfo};
 use crate::schedule::ProbeKind;
@@ -140,6 +141,13 @@ pub struct GroupState {
     pub lag_seconds: Option<f64>,
     /// Entries trimmed before the group read them; `None` when unknowable.
     pub trimmed_undelivered: Option<u64>,
+    /// Entries lost since the exporter started, by cause; `None` until the
+    /// figure could be known (never before 7.0).
+    pub lost: Option<Lost>,
+    /// Times the group's position moved backwards.
+    pub rewinds: u64,
+    /// last-delivered-id is beyond the stream's last generated ID.
+    pub ahead_of_stream: bool,
     /// Status over the window.
     pub status: Option<GroupStatus>,
 }
@@ -424,6 +432,9 @@ mod tests {
             lag_estimated: false,
             lag_seconds: None,
             trimmed_undelivered: None,
+            lost: None,
+            rewinds: 0,
+            ahead_of_stream: false,
             status: None,
         }
     }

@@ -4,7 +4,9 @@
 //! Pure: the poller pushes each poll's [`Sample`] into the group's
 //! [`Window`], and [`evaluate`] judges the window and the latest sample.
 //! Rules in order:
-//! 1. `data_loss`: entries were trimmed before the group read them.
+//! 1. `data_loss`: entries were removed before the group read them: the
+//!    group is behind a trim that took unread entries, or a loss was counted
+//!    within `data_loss_hold` (it holds after the group caught up).
 //! 2. `stopped`: there is work (undelivered or pending entries) and no
 //!    consumer has read successfully for the whole window (or the group has no
 //!    consumers). Judged from the consumers' last successful read, so it holds
@@ -87,6 +89,8 @@ pub struct Sample {
     pub consumers: u64,
     /// Entries trimmed before the group read them.
     pub trimmed_undelivered: Option<u64>,
+    /// A loss was counted within `data_loss_hold` (see [`crate::loss`]).
+    pub recent_loss: bool,
     /// Smallest pending ID from the latest pending summary.
     pub oldest_pending_id: Option<StreamId>,
     /// Server time (ms) of the most recent successful read by any consumer;
@@ -237,7 +241,7 @@ impl Window {
 pub fn evaluate(window: &Window, latest: &Sample, settings: &Settings) -> GroupStatus {
     let size = u16::try_from(settings.window).unwrap_or(u16::MAX);
     let full = window.seen >= size;
-    if latest.trimmed_undelivered.is_some_and(|t| t > 0) {
+    if latest.recent_loss || latest.trimmed_undelivered.is_some_and(|t| t > 0) {
         return GroupStatus::DataLoss;
     }
     if latest.has_work() {
@@ -312,6 +316,7 @@ mod tests {
             pending: 0,
             consumers: 2,
             trimmed_undelivered: Some(0),
+            recent_loss: false,
             oldest_pending_id: None,
             last_read_at_ms: Some(1_800_000_000_000 + i * 15_000),
         }
@@ -363,6 +368,9 @@ mod tests {
             |i, s| s.trimmed_undelivered = Some(if i == 4 { 3 } else { 0 }),
             Some(300),
         );
+        assert_eq!(st, GroupStatus::DataLoss);
+        // A loss counted within the hold, after the group caught up.
+        let st = run(|i, s| s.recent_loss = i == 4, Some(300));
         assert_eq!(st, GroupStatus::DataLoss);
     }
 

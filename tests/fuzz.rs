@@ -144,6 +144,7 @@ proptest! {
     fn lag_is_bounded_by_the_stream(
         len in 0u64..500, first in 1u64..1000, span in 0u64..1000, ld_off in 0u64..2200,
         reported in prop::option::of(0u64..2000), read in prop::option::of(0u64..2000), sample_n in 0usize..120,
+        prev_gone in prop::option::of(0u64..50),
     ) {
         let last = first + span;
         let stream = StreamInfo {
@@ -154,20 +155,27 @@ proptest! {
             last_entry_id: (len > 0).then(|| StreamId::new(last, 0)),
             entries_added: Some(len + 10),
             max_deleted_entry_id: Some(StreamId::ZERO),
-            recorded_first_entry_id: None,
+            ..StreamInfo::default()
         };
         let ld = StreamId::new(ld_off, 0);
         let group = GroupInfo { name: b"g".to_vec(), consumers: 1, pending: 0, last_delivered_id: ld, entries_read: read, lag: reported };
-        let sample = lag::sample_request(&stream, &group, 100).map(|count| UndeliveredSample {
-            ids: (0..sample_n.min(count as usize)).map(|i| StreamId::new((ld_off + 1 + i as u64).min(last), 0)).collect(),
-            count,
-        });
-        let f = lag::compute(&stream, &group, sample.as_ref());
-        if let Some(l) = f.lag {
-            prop_assert!(l <= len.max(100), "lag {} above length {}", l, len);
-        }
-        if ld >= StreamId::new(last, 0) || len == 0 {
-            prop_assert_eq!(f.lag, Some(0));
+        let previous = prev_gone.map(|g| lag::Trail { last_delivered: StreamId::new(ld_off / 2, 0), entries_read: read.map(|r| r / 2), unread_gone: Some(g) });
+        for arithmetic in [lag::Arithmetic::Current, lag::Arithmetic::Miscounting] {
+            let reading = lag::Reading { stream: &stream, group: &group, arithmetic, previous: previous.as_ref() };
+            let sample = reading.sample_request(100).map(|count| UndeliveredSample {
+                ids: (0..sample_n.min(count as usize)).map(|i| StreamId::new((ld_off + 1 + i as u64).min(last), 0)).collect(),
+                count,
+            });
+            let f = reading.compute(sample.as_ref(), &lag::Evidence::default());
+            if let Some(l) = f.lag {
+                prop_assert!(l <= len.max(100), "lag {} above length {}", l, len);
+            }
+            if ld >= StreamId::new(last, 0) || len == 0 {
+                prop_assert_eq!(f.lag, Some(0));
+            }
+            if let Some(gone) = f.unread_gone {
+                prop_assert!(gone <= len + 10, "gone {} above entries-added", gone);
+            }
         }
     }
 
@@ -210,6 +218,9 @@ fn render_names(names: &[Vec<u8>]) -> String {
             lag_estimated: true,
             lag_seconds: None,
             trimmed_undelivered: Some(0),
+            lost: None,
+            rewinds: 0,
+            ahead_of_stream: false,
             status: None,
         };
         let stream = StreamState {

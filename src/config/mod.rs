@@ -55,6 +55,8 @@ pub struct Config {
     pub metrics: MetricsSettings,
     /// Polls in the group-status sliding window.
     pub status_window: usize,
+    /// How long `data_loss` holds after the last loss was counted.
+    pub data_loss_hold: Duration,
     /// Per-stream settings.
     pub streams: StreamRules,
 }
@@ -279,6 +281,9 @@ impl Default for MetricsSettings {
 
 /// Default number of polls in the status window.
 pub const DEFAULT_STATUS_WINDOW: usize = 10;
+/// Default time `data_loss` holds after the last counted loss: long enough
+/// for whoever is paged to see it, even when the group caught up at once.
+pub const DEFAULT_DATA_LOSS_HOLD: Duration = Duration::from_secs(3600);
 
 /// Settings that apply to one stream.
 #[derive(Clone, Debug, PartialEq, Eq)]

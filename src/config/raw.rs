@@ -108,6 +108,7 @@ pub struct RawMetrics {
 #[serde(deny_unknown_fields)]
 pub struct RawStatus {
     pub window: Option<i64>,
+    pub data_loss_hold: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -276,6 +276,11 @@ impl Validator {
         if status_window < 2 {
             self.problem("status.window", "must be at least 2 polls");
         }
+        let data_loss_hold = self.interval(
+            "status.data_loss_hold",
+            raw.status.data_loss_hold,
+            DEFAULT_DATA_LOSS_HOLD,
+        );
 
         let base = Arc::new(self.stream_settings(
             "stream_defaults",
@@ -321,6 +326,7 @@ impl Validator {
             limits,
             metrics,
             status_window,
+            data_loss_hold,
             streams: StreamRules {
                 defaults: base,
                 rules,

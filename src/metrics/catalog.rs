@@ -48,6 +48,7 @@ const TS: &[&str] = &["target", "stream"];
 const TSG: &[&str] = &["target", "stream", "group"];
 const TSGL: &[&str] = &["target", "stream", "group", "le"];
 const TSGS: &[&str] = &["target", "stream", "group", "status"];
+const TSGCAUSE: &[&str] = &["target", "stream", "group", "cause"];
 const TSGC: &[&str] = &["target", "stream", "group", "consumer"];
 const TP: &[&str] = &["target", "probe"];
 
@@ -129,6 +130,49 @@ metric!(
 );
 
 // Group metrics.
+metric!(
+    STREAM_RADIX_TREE_KEYS,
+    "redis_streams_stream_radix_tree_keys",
+    Gauge,
+    TS,
+    "Keys of the stream's radix tree (XINFO STREAM radix-tree-keys): its listpack nodes, a free proxy for its size in memory. Cached by the poller."
+);
+metric!(
+    STREAM_RADIX_TREE_NODES,
+    "redis_streams_stream_radix_tree_nodes",
+    Gauge,
+    TS,
+    "Nodes of the stream's radix tree (XINFO STREAM radix-tree-nodes). Cached by the poller."
+);
+metric!(
+    STREAM_IDEMPOTENT_IDS_ADDED,
+    "redis_streams_stream_idempotent_ids_added_total",
+    Counter,
+    TS,
+    "Idempotency IDs ever added to the stream by idempotent producers (XINFO STREAM iids-added, Redis 8.6+). Absent on servers without it. Cached by the poller."
+);
+metric!(
+    STREAM_IDEMPOTENT_DUPLICATES,
+    "redis_streams_stream_idempotent_duplicates_total",
+    Counter,
+    TS,
+    "Adds refused as duplicates of a remembered idempotency ID (XINFO STREAM iids-duplicates, Redis 8.6+): producer retries caught. Cached by the poller."
+);
+metric!(
+    STREAM_IDEMPOTENT_PRODUCERS,
+    "redis_streams_stream_idempotent_producers",
+    Gauge,
+    TS,
+    "Producers whose idempotency IDs the stream remembers (XINFO STREAM pids-tracked, Redis 8.6+). Cached by the poller."
+);
+metric!(
+    STREAM_IDEMPOTENT_IDS,
+    "redis_streams_stream_idempotent_ids",
+    Gauge,
+    TS,
+    "Idempotency IDs the stream remembers (XINFO STREAM iids-tracked, Redis 8.6+). Cached by the poller."
+);
+
 metric!(
     GROUP_LAG,
     "redis_streams_group_lag",
@@ -240,6 +284,27 @@ metric!(
     Gauge,
     TSG,
     "Entries removed from the stream before this group read them: lost messages. Absent when the server gives no way to know. Cached by the poller."
+);
+metric!(
+    GROUP_LOST_ENTRIES,
+    "redis_streams_group_lost_entries_total",
+    Counter,
+    TSGCAUSE,
+    "Entries removed from the stream before this group read them, as observed since the exporter started (every increase of entries-added - entries-read - lag, exact figures only; never decreases). cause=trimmed: the group was behind the trimming edge; cause=deleted: XDEL, XDELEX, XACKDEL or a DELREF trim removed unread entries inside its window. Absent where it cannot be known (before Redis 7.0, or entries-read never known)."
+);
+metric!(
+    GROUP_REWINDS,
+    "redis_streams_group_rewinds_total",
+    Counter,
+    TSG,
+    "Times the group's last-delivered-id or entries-read moved backwards (XGROUP SETID to an earlier ID, or the group recreated under the same name), as observed since the exporter started."
+);
+metric!(
+    GROUP_AHEAD_OF_STREAM,
+    "redis_streams_group_ahead_of_stream",
+    Gauge,
+    TSG,
+    "1 when the group's last-delivered-id is beyond the stream's last generated ID (XGROUP SETID into the future): entries added with smaller IDs will never be delivered to it. Cached by the poller."
 );
 metric!(
     GROUP_STATUS,
@@ -420,6 +485,12 @@ pub const METRICS: &[MetricDef] = &[
     STREAM_DEAD_LETTER_LENGTH,
     STREAM_DEAD_LETTER_ADDED,
     STREAM_MAX_DELAY,
+    STREAM_RADIX_TREE_KEYS,
+    STREAM_RADIX_TREE_NODES,
+    STREAM_IDEMPOTENT_IDS_ADDED,
+    STREAM_IDEMPOTENT_DUPLICATES,
+    STREAM_IDEMPOTENT_PRODUCERS,
+    STREAM_IDEMPOTENT_IDS,
     GROUP_LAG,
     GROUP_LAG_ESTIMATED,
     GROUP_LAG_SECONDS,
@@ -436,6 +507,9 @@ pub const METRICS: &[MetricDef] = &[
     GROUP_PENDING_GHOST_UNCHECKED,
     GROUP_PENDING_ORPHANED,
     GROUP_TRIMMED_UNDELIVERED,
+    GROUP_LOST_ENTRIES,
+    GROUP_REWINDS,
+    GROUP_AHEAD_OF_STREAM,
     GROUP_STATUS,
     GROUP_PENDING_SCAN_TS,
     GROUP_PENDING_SCAN_PROGRESS,

@@ -268,7 +268,7 @@ impl<'a> Renderer<'a> {
     fn streams<W: Write>(&self, out: &mut Out<W>) {
         // Streams.
         type StreamValue = fn(&StreamState) -> Option<f64>;
-        let stream_families: [(&'static MetricDef, StreamValue); 9] = [
+        let stream_families: [(&'static MetricDef, StreamValue); 15] = [
             (&c::STREAM_LENGTH, |s| Some(s.info.length as f64)),
             (&c::STREAM_ENTRIES_ADDED, |s| {
                 s.info.entries_added.map(|v| v as f64)
@@ -294,6 +294,24 @@ impl<'a> Renderer<'a> {
             (&c::STREAM_MAX_DELAY, |s| {
                 s.settings.max_delay.map(|d| d.as_secs_f64())
             }),
+            (&c::STREAM_RADIX_TREE_KEYS, |s| {
+                s.info.radix_tree_keys.map(|v| v as f64)
+            }),
+            (&c::STREAM_RADIX_TREE_NODES, |s| {
+                s.info.radix_tree_nodes.map(|v| v as f64)
+            }),
+            (&c::STREAM_IDEMPOTENT_IDS_ADDED, |s| {
+                s.info.idempotence.ids_added.map(|v| v as f64)
+            }),
+            (&c::STREAM_IDEMPOTENT_DUPLICATES, |s| {
+                s.info.idempotence.duplicates.map(|v| v as f64)
+            }),
+            (&c::STREAM_IDEMPOTENT_PRODUCERS, |s| {
+                s.info.idempotence.producers.map(|v| v as f64)
+            }),
+            (&c::STREAM_IDEMPOTENT_IDS, |s| {
+                s.info.idempotence.ids.map(|v| v as f64)
+            }),
         ];
         for (def, value) in stream_families {
             out.family(def, |f| {
@@ -309,7 +327,7 @@ impl<'a> Renderer<'a> {
 
         // Groups, from the stream poll.
         type GroupValue = fn(&StreamState, &GroupState) -> Option<f64>;
-        let group_families: [(&'static MetricDef, GroupValue); 8] = [
+        let group_families: [(&'static MetricDef, GroupValue); 10] = [
             (&c::GROUP_LAG, |_, g| g.lag.map(|v| v as f64)),
             (&c::GROUP_LAG_ESTIMATED, |_, g| {
                 Some(if g.lag_estimated { 1.0 } else { 0.0 })
@@ -326,6 +344,10 @@ impl<'a> Renderer<'a> {
             (&c::GROUP_TRIMMED_UNDELIVERED, |_, g| {
                 g.trimmed_undelivered.map(|v| v as f64)
             }),
+            (&c::GROUP_REWINDS, |_, g| Some(g.rewinds as f64)),
+            (&c::GROUP_AHEAD_OF_STREAM, |_, g| {
+                Some(if g.ahead_of_stream { 1.0 } else { 0.0 })
+            }),
         ];
         for (def, value) in group_families {
             out.family(def, |f| {
@@ -336,6 +358,17 @@ impl<'a> Renderer<'a> {
                 }
             });
         }
+        out.family(&c::GROUP_LOST_ENTRIES, |f| {
+            for (t, s, _, g, gs) in groups_of(&self.up) {
+                let Some(lost) = gs.lost else {
+                    continue;
+                };
+                let [l1, l2, l3] = group_labels(t, s, g);
+                for (cause, n) in [("trimmed", lost.trimmed), ("deleted", lost.deleted)] {
+                    f.sample(&[l1, l2, l3, ("cause", cause.as_bytes())], n as f64);
+                }
+            }
+        });
         out.family(&c::GROUP_STATUS, |f| {
             for (t, s, _, g, gs) in groups_of(&self.up) {
                 let Some(current) = gs.status else {

@@ -24,6 +24,7 @@ use crate::redis::{ErrorKind, StreamId, TargetClient, TargetError};
 pub use crate::schedule::ProbeKind;
 use crate::snapshot::{Name, TargetSnapshot};
 use crate::status;
+use crate::{lag, loss};
 
 /// What the poller remembers about a group between polls, beyond the
 /// snapshot: the status window and the probes' working state.
@@ -37,6 +38,8 @@ pub struct GroupMemory {
     pub oldest_pending_id: Option<StreamId>,
     /// The PEL scan pass in progress.
     pub scan_pass: Option<Box<pending_scan::Pass>>,
+    /// What the last stream poll proved about the group's lag.
+    pub lag_trail: Option<lag::Trail>,
 }
 
 /// The mutable state of one target, owned by its poller.
@@ -48,6 +51,13 @@ pub struct TargetState {
     pub watched: Vec<Name>,
     /// Per-group memory, by (stream, group).
     pub groups: BTreeMap<(Name, Name), GroupMemory>,
+    /// Per-group loss and rewind records. Unlike the rest of the memory they
+    /// survive the target going down: counters must not restart at every
+    /// blip, and `data_loss` holds for `data_loss_hold`.
+    pub ledgers: BTreeMap<(Name, Name), loss::Ledger>,
+    /// Per-stream points of the generated-entries curve from earlier polls,
+    /// for the lag estimator.
+    pub anchors: BTreeMap<Name, Vec<lag::Anchor>>,
     /// Streams already reported as having non-time IDs (logged once).
     pub non_time_logged: std::collections::BTreeSet<Name>,
     /// Bumped whenever the data is dropped. A probe run that began before
@@ -66,6 +76,10 @@ impl TargetState {
         self.snapshot.streams = Arc::default();
         self.snapshot.prune_groups();
         self.groups.clear();
+        self.anchors.clear();
+        for ledger in self.ledgers.values_mut() {
+            ledger.reconnected();
+        }
     }
 
     /// Drops memory and per-group results of groups the stream poll no
@@ -73,7 +87,17 @@ impl TargetState {
     pub fn prune_memory(&mut self) {
         self.snapshot.prune_groups();
         let streams = &self.snapshot.streams;
-        self.groups
+        let known = |(s, g): &(Name, Name)| streams.get(s).is_some_and(|st| st.groups.contains_key(g));
+        self.groups.retain(|k, _| known(k));
+        self.anchors.retain(|s, _| streams.contains_key(s));
+    }
+
+    /// Drops the loss records of groups the last stream poll did not see.
+    /// Only a completed stream poll may do this: after an outage the stream
+    /// map is empty until the next one, and the records must outlive it.
+    pub fn prune_ledgers(&mut self) {
+        let streams = &self.snapshot.streams;
+        self.ledgers
             .retain(|(s, g), _| streams.get(s).is_some_and(|st| st.groups.contains_key(g)));
     }
 }

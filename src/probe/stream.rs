@@ -10,9 +10,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::{ProbeContext, ProbeError, ProbeKind, Problems, age_seconds};
-use crate::lag::{self, UndeliveredSample};
+use crate::lag::{self, Arithmetic, MsEnds, UndeliveredSample};
+use crate::loss;
 use crate::redis::reply::{self, GroupInfo, StreamInfo};
-use crate::redis::{Command, ErrorKind, RangeEnd, RangeStart, Reply};
+use crate::redis::{Command, ErrorKind, RangeEnd, RangeStart, Reply, StreamId};
 use crate::snapshot::{DeadLetter, GroupState, Groups, Name, StreamState};
 use crate::status;
 
@@ -27,9 +28,16 @@ struct Read {
 /// # Errors
 /// When the target cannot be reached or replies cannot be decoded.
 pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
-    let (watched, generation) = {
+    let (watched, generation, arithmetic) = {
         let state = ctx.state();
-        (state.watched.clone(), state.generation)
+        let arithmetic = state
+            .snapshot
+            .server
+            .as_ref()
+            .map_or(Arithmetic::Miscounting, |s| {
+                Arithmetic::of(&s.server, &s.version)
+            });
+        (state.watched.clone(), state.generation, arithmetic)
     };
     let limits = &ctx.config.limits;
     let per_batch = (limits.pipeline_size / 2).max(1);
@@ -73,12 +81,42 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                 }
             }
             // Second round trip: first undelivered entries where needed.
+            let (trails, anchors): (Vec<Vec<Option<lag::Trail>>>, Vec<Vec<lag::Anchor>>) = {
+                let state = ctx.state();
+                reads
+                    .iter()
+                    .map(|(name, read)| {
+                        let trails = read
+                            .groups
+                            .iter()
+                            .map(|g| {
+                                state
+                                    .groups
+                                    .get(&(name.clone(), Name::from(g.name.as_slice())))
+                                    .and_then(|m| m.lag_trail)
+                            })
+                            .collect();
+                        let earlier = state.anchors.get(name).map_or(&[][..], |h| h.as_slice());
+                        let anchors =
+                            lag::stream_anchors(&read.info, &read.groups, arithmetic, earlier);
+                        (trails, anchors)
+                    })
+                    .unzip()
+            };
+            let reading = |si: usize, gi: usize| {
+                let read = &reads[si].1;
+                lag::Reading {
+                    stream: &read.info,
+                    group: &read.groups[gi],
+                    arithmetic,
+                    previous: trails[si][gi].as_ref(),
+                }
+            };
             let mut wanted = Vec::new();
             let mut xranges = Vec::new();
             for (si, (name, read)) in reads.iter().enumerate() {
                 for (gi, group) in read.groups.iter().enumerate() {
-                    let Some(count) =
-                        lag::sample_request(&read.info, group, limits.lag_exact_count)
+                    let Some(count) = reading(si, gi).sample_request(limits.lag_exact_count)
                     else {
                         continue;
                     };
@@ -112,10 +150,52 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     }
                 }
             }
+            // Third round trip, only for lags to estimate: the last entry of
+            // the milliseconds around the group's position.
+            let mut probes: Vec<(usize, u64)> = Vec::new();
+            for (&(si, gi), sample) in &samples {
+                let wanted = reading(si, gi).probes(sample, &anchors[si]);
+                probes.extend(wanted.into_iter().map(|ms| (si, ms)));
+            }
+            probes.sort_unstable();
+            probes.dedup();
+            let mut ends: Vec<MsEnds> = vec![MsEnds::default(); reads.len()];
+            if !probes.is_empty() {
+                let cmds: Vec<Command> = probes
+                    .iter()
+                    .map(|&(si, ms)| Command::Xrevrange {
+                        key: reads[si].0.to_vec(),
+                        end: RangeEnd::To(StreamId::new(ms, u64::MAX)),
+                        start: RangeStart::From(StreamId::new(ms, 0)),
+                        count: 1,
+                    })
+                    .collect();
+                let replies = ctx.client.execute(&node, &cmds).await?;
+                for (&(si, ms), r) in probes.iter().zip(replies) {
+                    match r {
+                        Ok(v) => {
+                            problems.answered();
+                            match reply::range_ids(&v) {
+                                Ok(ids) => ends[si].insert(ms, ids.first().map(|i| i.seq)),
+                                Err(e) => problems.add(ctx, e),
+                            }
+                        }
+                        Err(e) => problems.refused(&e),
+                    }
+                }
+            }
             let mut state = ctx.state();
             ctx.ensure_current(&state, generation)?;
-            for (si, (name, read)) in reads.into_iter().enumerate() {
-                let stream = build_stream(ctx, &mut state, &name, read, now_ms, |gi| {
+            let per_stream = reads.into_iter().zip(ends).zip(anchors);
+            for (si, (((name, read), ends), anchors)) in per_stream.enumerate() {
+                let polled = Polled {
+                    read,
+                    now_ms,
+                    arithmetic,
+                    ends,
+                    anchors,
+                };
+                let stream = build_stream(ctx, &mut state, &name, polled, |gi| {
                     samples.get(&(si, gi))
                 });
                 fresh.insert(name, stream);
@@ -128,6 +208,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         ctx.ensure_current(&state, generation)?;
         state.snapshot.streams = Arc::new(fresh);
         state.prune_memory();
+        state.prune_ledgers();
     }
     problems.finish(ProbeKind::Stream)
 }
@@ -201,14 +282,33 @@ fn time_based(info: &StreamInfo, now_ms: Option<u64>) -> bool {
     lg.is_plausible_time(now) && info.first_entry_id.is_none_or(|f| f.is_plausible_time(now))
 }
 
+/// One stream as this poll read it, with the estimator's probes.
+struct Polled {
+    read: Read,
+    now_ms: Option<u64>,
+    arithmetic: Arithmetic,
+    ends: MsEnds,
+    anchors: Vec<lag::Anchor>,
+}
+
+/// Points of a stream's generated-entries curve kept from earlier polls:
+/// 16 × 24 bytes per stream, and the thinning keeps them where bursts were.
+const ANCHORS_KEPT: usize = 16;
+
 fn build_stream<'s>(
     ctx: &ProbeContext,
     state: &mut super::TargetState,
     name: &Name,
-    read: Read,
-    now_ms: Option<u64>,
+    polled: Polled,
     sample_for: impl Fn(usize) -> Option<&'s UndeliveredSample>,
 ) -> Arc<StreamState> {
+    let Polled {
+        read,
+        now_ms,
+        arithmetic,
+        ends,
+        anchors,
+    } = polled;
     let settings = ctx.config.streams.for_stream(name);
     let time_ids = time_based(&read.info, now_ms);
     if !time_ids && state.non_time_logged.insert(name.clone()) {
@@ -225,27 +325,48 @@ fn build_stream<'s>(
         window_duration: ctx.config.schedule.stream * ctx.config.status_window as u32,
         max_delay: settings.max_delay,
     };
+    let hold_ms = ctx.config.data_loss_hold.as_millis() as u64;
+    lag::remember_anchor(
+        state.anchors.entry(name.clone()).or_default(),
+        &read.info,
+        ANCHORS_KEPT,
+    );
+    let evidence = lag::Evidence {
+        ends: Some(&ends),
+        anchors: &anchors,
+    };
     let mut groups = Vec::with_capacity(read.groups.len());
-    for (gi, mut group) in read.groups.into_iter().enumerate() {
-        let figure = lag::compute(&read.info, &group, sample_for(gi));
+    for (gi, group) in read.groups.iter().enumerate() {
         // The name lives in the map key (the previous poll's, when there is
         // one), not a second time in the group's info.
-        let name_bytes = std::mem::take(&mut group.name);
         let gname: Name = previous
             .as_ref()
-            .and_then(|p| p.groups.get_key_value(name_bytes.as_slice()))
-            .map_or_else(|| Arc::from(name_bytes), |(k, _)| k.clone());
+            .and_then(|p| p.groups.get_key_value(group.name.as_slice()))
+            .map_or_else(|| Arc::from(group.name.as_slice()), |(k, _)| k.clone());
+        let key = (name.clone(), gname.clone());
+        let memory = state.groups.entry(key.clone()).or_default();
+        let reading = lag::Reading {
+            stream: &read.info,
+            group,
+            arithmetic,
+            previous: memory.lag_trail.as_ref(),
+        };
+        let figure = reading.compute(sample_for(gi), &evidence);
+        memory.lag_trail = Some(reading.trail(&figure));
+        let ledger = state.ledgers.entry(key.clone()).or_default();
+        ledger.observe(&loss::Observation {
+            at_ms: now_ms,
+            last_delivered: group.last_delivered_id,
+            entries_read: group.entries_read,
+            first_entry: read.info.first_entry_id,
+            unread_gone: figure.unread_gone,
+        });
         let ages = if time_ids { now_ms } else { None };
         let lag_seconds = ages.and_then(|now| match (figure.lag, figure.first_undelivered) {
             (_, Some(first)) => Some(age_seconds(now, first.ms)),
             (Some(0), None) => Some(0.0),
             _ => None,
         });
-        let memory = state
-            .groups
-            .entry((name.clone(), gname.clone()))
-            .or_default();
-        let key = (name.clone(), gname.clone());
         match (ages, memory.oldest_pending_id) {
             (Some(now), Some(id)) if group.pending > 0 => {
                 Arc::make_mut(&mut state.snapshot.oldest_pending_age)
@@ -266,6 +387,7 @@ fn build_stream<'s>(
                 pending: group.pending,
                 consumers: group.consumers,
                 trimmed_undelivered: figure.trimmed_undelivered,
+                recent_loss: ledger.recent_loss(at_ms, hold_ms),
                 oldest_pending_id: memory.oldest_pending_id,
                 last_read_at_ms: memory.last_read_at_ms,
             };
@@ -278,8 +400,18 @@ fn build_stream<'s>(
             lag_estimated: figure.estimated(),
             lag_seconds,
             trimmed_undelivered: figure.trimmed_undelivered,
+            lost: ledger.lost(),
+            rewinds: ledger.rewinds(),
+            ahead_of_stream: figure.ahead_of_stream,
             status: status.or_else(|| before.and_then(|b| b.status)),
-            info: group,
+            info: GroupInfo {
+                name: Vec::new(),
+                consumers: group.consumers,
+                pending: group.pending,
+                last_delivered_id: group.last_delivered_id,
+                entries_read: group.entries_read,
+                lag: group.lag,
+            },
         };
         groups.push((gname, fresh));
     }

@@ -97,6 +97,17 @@ pub enum Command {
         /// Entries to return (always bounded).
         count: u32,
     },
+    /// `XREVRANGE key end start COUNT n`: the last entries of a range.
+    Xrevrange {
+        /// Stream.
+        key: Vec<u8>,
+        /// Last ID (where the reverse walk starts).
+        end: RangeEnd,
+        /// First ID.
+        start: RangeStart,
+        /// Entries to return (always bounded).
+        count: u32,
+    },
     /// `CLIENT SETNAME name`, so operators can tell our connection apart.
     ClientSetname,
     /// `CLUSTER SHARDS` (7.0+).
@@ -130,6 +141,7 @@ impl Command {
             Command::XpendingSummary { .. } => "xpending_summary",
             Command::XpendingRange { .. } => "xpending_range",
             Command::Xrange { .. } => "xrange",
+            Command::Xrevrange { .. } => "xrevrange",
             Command::ClientSetname => "client_setname",
             Command::ClusterShards => "cluster_shards",
             Command::ClusterSlots => "cluster_slots",
@@ -147,7 +159,8 @@ impl Command {
             | Command::XinfoConsumers { key, .. }
             | Command::XpendingSummary { key, .. }
             | Command::XpendingRange { key, .. }
-            | Command::Xrange { key, .. } => Some(key),
+            | Command::Xrange { key, .. }
+            | Command::Xrevrange { key, .. } => Some(key),
             _ => None,
         }
     }
@@ -158,6 +171,12 @@ impl Command {
             match s {
                 RangeStart::Min => "-".to_string(),
                 RangeStart::From(id) => id.to_string(),
+            }
+        }
+        fn end_arg(e: RangeEnd) -> String {
+            match e {
+                RangeEnd::Max => "+".to_string(),
+                RangeEnd::To(id) => id.to_string(),
             }
         }
         match self {
@@ -216,10 +235,19 @@ impl Command {
             } => redis::cmd("XRANGE")
                 .arg(key.as_slice())
                 .arg(start_arg(*start))
-                .arg(match end {
-                    RangeEnd::Max => "+".to_string(),
-                    RangeEnd::To(id) => id.to_string(),
-                })
+                .arg(end_arg(*end))
+                .arg("COUNT")
+                .arg(*count)
+                .to_owned(),
+            Command::Xrevrange {
+                key,
+                end,
+                start,
+                count,
+            } => redis::cmd("XREVRANGE")
+                .arg(key.as_slice())
+                .arg(end_arg(*end))
+                .arg(start_arg(*start))
                 .arg("COUNT")
                 .arg(*count)
                 .to_owned(),
@@ -281,6 +309,22 @@ mod tests {
                 count: 1
             }),
             ["XRANGE", "s", "-", "3-0", "COUNT", "1"]
+        );
+        assert_eq!(
+            words(&Command::Xrevrange {
+                key: b"s".to_vec(),
+                end: RangeEnd::To(StreamId::new(7, u64::MAX)),
+                start: RangeStart::From(StreamId::new(7, 0)),
+                count: 1
+            }),
+            [
+                "XREVRANGE",
+                "s",
+                "7-18446744073709551615",
+                "7-0",
+                "COUNT",
+                "1"
+            ]
         );
         assert_eq!(
             words(&Command::XinfoStream { key: b"s".to_vec() }),

@@ -164,6 +164,26 @@ pub struct StreamInfo {
     pub max_deleted_entry_id: Option<StreamId>,
     /// Cached first non-deleted ID (7.0+).
     pub recorded_first_entry_id: Option<StreamId>,
+    /// Nodes of the stream's radix tree (listpacks), a free size proxy.
+    pub radix_tree_keys: Option<u64>,
+    /// Nodes of the radix tree, inner ones included.
+    pub radix_tree_nodes: Option<u64>,
+    /// Idempotent-producer tracking (Redis 8.6+, `XCFGSET`).
+    pub idempotence: Idempotence,
+}
+
+/// The idempotent-producer fields of `XINFO STREAM` (Redis 8.6+); each is
+/// `None` on servers that do not report it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Idempotence {
+    /// `pids-tracked`: producers whose IDs are remembered.
+    pub producers: Option<u64>,
+    /// `iids-tracked`: idempotency IDs remembered.
+    pub ids: Option<u64>,
+    /// `iids-added`: idempotency IDs ever added.
+    pub ids_added: Option<u64>,
+    /// `iids-duplicates`: adds refused as duplicates.
+    pub duplicates: Option<u64>,
 }
 
 /// Decodes `XINFO STREAM`.
@@ -187,6 +207,18 @@ pub fn stream_info(v: &Value) -> Result<StreamInfo, DecodeError> {
             }
             b"recorded-first-entry-id" => {
                 info.recorded_first_entry_id = Some(id(C, "recorded-first-entry-id", v)?)
+            }
+            b"radix-tree-keys" => info.radix_tree_keys = nullable_count(C, "radix-tree-keys", v)?,
+            b"radix-tree-nodes" => {
+                info.radix_tree_nodes = nullable_count(C, "radix-tree-nodes", v)?
+            }
+            b"pids-tracked" => {
+                info.idempotence.producers = nullable_count(C, "pids-tracked", v)?
+            }
+            b"iids-tracked" => info.idempotence.ids = nullable_count(C, "iids-tracked", v)?,
+            b"iids-added" => info.idempotence.ids_added = nullable_count(C, "iids-added", v)?,
+            b"iids-duplicates" => {
+                info.idempotence.duplicates = nullable_count(C, "iids-duplicates", v)?
             }
             _ => {}
         }

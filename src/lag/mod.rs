@@ -1,0 +1,1018 @@
+//! Group lag done right (SPEC §5, §12): pure arithmetic over what the stream
+//! probe read, with no I/O and no clock.
+//!
+//! The probe asks [`Reading::sample_request`] whether it must read the first
+//! undelivered entries (`XRANGE key <successor of last-delivered-id> + COUNT
+//! k`), then, when the count cannot be had otherwise, [`Reading::probes`] for
+//! the milliseconds the estimator needs, and calls [`Reading::compute`] with
+//! everything it has. The result says which number to export, whether it is
+//! Redis's own count or ours (`lag_estimated`), the entries removed before
+//! the group read them, and which entry is the oldest undelivered one (for
+//! `lag_seconds`). [`Reading::trail`] is what the next poll needs to know of
+//! this one.
+//!
+//! # Method
+//! 1. **Positions that settle it**: an empty stream, a group at or past the
+//!    last entry, or a group past the last generated ID (ahead of the stream:
+//!    nothing will ever be delivered until IDs pass it) have lag 0. A group
+//!    behind the first entry has lag = length: every retained entry is
+//!    undelivered, whatever Redis says (old servers keep counting the
+//!    trimmed ones).
+//! 2. **Counted**: when fewer than `k` entries follow the group, the sample
+//!    holds them all.
+//! 3. **Redis's count where it is known to be right.** Servers with the
+//!    current arithmetic (Redis 7.2.7+, 7.4.2+, 8.x) report a right lag
+//!    whenever it is not nil. Old servers (7.0.x, 7.2.0–7.2.6, 7.4.0–7.4.1,
+//!    Valkey, or a server whose version is unknown) keep counting entries a
+//!    trim removed before the group read them: their `entries-read` misses
+//!    the gap, so `lag` = entries-added − entries-read is too high by the
+//!    entries lost. Their count is used only when it can be proven: nothing
+//!    was ever removed from the stream (entries-added = length), or the last
+//!    poll proved how many unread entries were gone (`unread_gone`) and
+//!    nothing since can have changed that (no rewind, the trimming edge did
+//!    not pass the group's last position, no deletion after it): then the
+//!    lag is Redis's count minus that many, re-derived.
+//! 4. **Estimated** otherwise (nil lag after XDEL or SETID, no lag before
+//!    7.0, an old server's unproven count): see [`estimate`]. The estimate is
+//!    clamped into what Redis's counters prove when it knows entries-read:
+//!    at least length − min(length, entries-read) and at most
+//!    min(length, entries-added − entries-read). `lag_estimated` is 1 for
+//!    counted and estimated figures (SPEC §5); with nothing sound the lag is
+//!    absent, never 0.
+//!
+//! **Unread entries gone** (`unread_gone`) is entries-added − entries-read −
+//! lag, computed only when all three are exact (SPEC §12): the entries this
+//! group will never read because a trim or a deletion removed them first.
+//! Trimming is the cause when the group is behind the first entry;
+//! deletions (XDEL, XDELEX, XACKDEL, DELREF trims) when it is inside the
+//! window.
+
+mod estimate;
+
+pub use estimate::{Anchor, MsEnds, Split};
+
+use crate::redis::StreamId;
+use crate::redis::reply::{GroupInfo, StreamInfo};
+
+/// Which lag arithmetic a server runs (research §1.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arithmetic {
+    /// Redis 7.2.7+, 7.4.2+ and 8.x: `lag` is right whenever it is not nil.
+    Current,
+    /// Redis 7.0.x, 7.2.0–7.2.6, 7.4.0–7.4.1, Valkey, and servers whose
+    /// version is unknown: `lag` can keep counting trimmed entries, so it is
+    /// trusted only where it can be proven.
+    Miscounting,
+}
+
+impl Arithmetic {
+    /// The arithmetic of a server, from `INFO server` (`redis` or `valkey`
+    /// and the server's own version).
+    pub fn of(server: &str, version: &str) -> Arithmetic {
+        if server != "redis" {
+            // Valkey reports redis_version 7.2.4 and keeps the old code for
+            // trimmed groups (SPEC §12).
+            return Arithmetic::Miscounting;
+        }
+        let mut parts = version.split('.').map(|p| p.parse::<u64>().ok());
+        let (Some(Some(major)), Some(Some(minor))) = (parts.next(), parts.next()) else {
+            return Arithmetic::Miscounting;
+        };
+        let patch = parts.next().flatten().unwrap_or(0);
+        match (major, minor) {
+            (8.., _) => Arithmetic::Current,
+            // 8.0 release candidates report 7.9.x.
+            (7, 9..) => Arithmetic::Current,
+            (7, 2) if patch >= 7 => Arithmetic::Current,
+            (7, 4) if patch >= 2 => Arithmetic::Current,
+            _ => Arithmetic::Miscounting,
+        }
+    }
+}
+
+/// How a lag figure was obtained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LagMethod {
+    /// Redis's `lag` field, or 0 for a group with nothing after it.
+    Reported,
+    /// An old server's `lag` minus the unread entries it still counts,
+    /// proven by earlier polls.
+    Rederived,
+    /// The stream length, because the group is behind the first entry.
+    TrimCorrected,
+    /// Counted with XRANGE (fewer than `k` undelivered entries).
+    Counted,
+    /// Estimated by the fallback estimator, within the counters' bounds.
+    Estimated,
+    /// Nothing sound was available.
+    Unknown,
+}
+
+/// The lag of one group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LagFigure {
+    /// Undelivered entries; `None` when unknown.
+    pub lag: Option<u64>,
+    /// How `lag` was obtained.
+    pub method: LagMethod,
+    /// Entries removed before the group read them, while it is behind the
+    /// first entry (`trimmed_undelivered`); `None` when unknowable.
+    pub trimmed_undelivered: Option<u64>,
+    /// Entries removed (trimmed or deleted) before the group read them, as
+    /// Redis's counters show them now: entries-added − entries-read − lag,
+    /// when all three are exact.
+    pub unread_gone: Option<u64>,
+    /// The oldest undelivered entry still in the stream, when known (for
+    /// `lag_seconds`); `None` with `lag == Some(0)` means nothing is undelivered.
+    pub first_undelivered: Option<StreamId>,
+    /// The group's last-delivered-id is older than the first entry.
+    pub behind_first_entry: bool,
+    /// The group's last-delivered-id is beyond the last generated ID (SETID
+    /// into the future: entries added below it will never be delivered).
+    pub ahead_of_stream: bool,
+}
+
+impl LagFigure {
+    /// True when `lag` is the exporter's own figure rather than Redis's
+    /// count or a position that settles it.
+    pub fn estimated(&self) -> bool {
+        !matches!(
+            self.method,
+            LagMethod::Reported | LagMethod::Rederived | LagMethod::TrimCorrected
+        )
+    }
+
+    /// True when `lag` is exact (counted, reported where right, or settled).
+    pub fn exact(&self) -> bool {
+        self.lag.is_some() && !matches!(self.method, LagMethod::Estimated | LagMethod::Unknown)
+    }
+}
+
+/// The first undelivered entries, as read by the probe.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UndeliveredSample {
+    /// IDs returned by `XRANGE key <successor> + COUNT count`.
+    pub ids: Vec<StreamId>,
+    /// The COUNT asked for.
+    pub count: u32,
+}
+
+impl UndeliveredSample {
+    /// True when the reply held every undelivered entry.
+    fn is_complete(&self) -> bool {
+        (self.ids.len() as u64) < u64::from(self.count)
+    }
+}
+
+/// What one poll proved about a group, for the next.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Trail {
+    /// The group's position.
+    pub last_delivered: StreamId,
+    /// Its entries-read, when Redis knew it.
+    pub entries_read: Option<u64>,
+    /// Unread entries gone, when proven exactly.
+    pub unread_gone: Option<u64>,
+}
+
+/// What the estimator may use beyond the group's own sample.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Evidence<'a> {
+    /// Last sequence numbers of probed milliseconds.
+    pub ends: Option<&'a MsEnds>,
+    /// Points of the stream's generated-entries curve (see [`stream_anchors`]).
+    pub anchors: &'a [Anchor],
+}
+
+/// The estimator's model for one group (see [`estimate`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Model {
+    /// Entries generated after the position, between two anchors.
+    Generated(Anchor, estimate::Split),
+    /// Retained entries around the sample, or the answer it settles.
+    Retained(Result<estimate::Split, Option<f64>>),
+}
+
+/// Where the group stands in its stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Position {
+    /// The stream holds no entry.
+    Empty,
+    /// Beyond the last generated ID.
+    Ahead,
+    /// At or past the last entry.
+    CaughtUp,
+    /// Before the first entry (a trim passed the group).
+    Behind(StreamId),
+    /// Between the first and the last entry.
+    Inside,
+}
+
+/// One group as one stream poll read it, with what the last poll proved.
+#[derive(Clone, Copy, Debug)]
+pub struct Reading<'a> {
+    /// XINFO STREAM.
+    pub stream: &'a StreamInfo,
+    /// The group's XINFO GROUPS entry.
+    pub group: &'a GroupInfo,
+    /// The server's lag arithmetic.
+    pub arithmetic: Arithmetic,
+    /// What the previous poll proved, if there was one.
+    pub previous: Option<&'a Trail>,
+}
+
+impl Reading<'_> {
+    fn position(&self) -> Position {
+        let ld = self.group.last_delivered_id;
+        if ld > self.stream.last_generated_id {
+            return Position::Ahead;
+        }
+        if self.stream.length == 0 {
+            return Position::Empty;
+        }
+        if let Some(first) = self.stream.first_entry_id.filter(|f| ld < *f) {
+            return Position::Behind(first);
+        }
+        if self.stream.last_entry_id.is_none_or(|last| ld >= last) {
+            return Position::CaughtUp;
+        }
+        Position::Inside
+    }
+
+    /// Entries-read, or 0 for a group at `0-0` on a stream that never had a
+    /// deletion (it has read nothing: SETID/CREATE at 0 leaves the counter nil).
+    fn entries_read(&self) -> Option<u64> {
+        match self.group.entries_read {
+            Some(read) => Some(read),
+            None if self.group.last_delivered_id.is_zero()
+                && self.stream.max_deleted_entry_id == Some(StreamId::ZERO) =>
+            {
+                Some(0)
+            }
+            None => None,
+        }
+    }
+
+    /// Entries-added − entries-read − `lag`, when the counters allow.
+    fn gone(&self, lag: u64) -> Option<u64> {
+        self.stream
+            .entries_added?
+            .checked_sub(self.entries_read()?)?
+            .checked_sub(lag)
+    }
+
+    /// Redis's count, as is or re-derived, when it can be trusted.
+    fn trusted_report(&self) -> Option<(u64, LagMethod)> {
+        let length = self.stream.length;
+        let reported = self.group.lag.filter(|&l| l <= length)?;
+        if self.arithmetic == Arithmetic::Current {
+            return Some((reported, LagMethod::Reported));
+        }
+        if self.stream.entries_added == Some(length) {
+            // Nothing was ever trimmed or deleted: nothing can be miscounted.
+            return Some((reported, LagMethod::Reported));
+        }
+        let previous = self.previous?;
+        let gone = previous.unread_gone?;
+        let ld = self.group.last_delivered_id;
+        let (read, read_before) = (self.group.entries_read?, previous.entries_read?);
+        let moved_on = ld >= previous.last_delivered && read >= read_before;
+        // Entries a trim removed must be at or before the group's last
+        // position, or the group may have lost some since.
+        let edge_behind = self
+            .stream
+            .first_entry_id
+            .is_none_or(|f| Some(f) <= previous.last_delivered.successor());
+        // A deletion after the last position may have removed unread entries,
+        // and makes the server re-estimate entries-read as the group reads.
+        let no_deletion_after = self
+            .stream
+            .max_deleted_entry_id
+            .is_none_or(|d| d <= previous.last_delivered);
+        if !(moved_on && edge_behind && no_deletion_after) {
+            return None;
+        }
+        let lag = reported.checked_sub(gone)?;
+        let method = if gone == 0 {
+            LagMethod::Reported
+        } else {
+            LagMethod::Rederived
+        };
+        Some((lag, method))
+    }
+
+    /// How many undelivered entries the probe must read for this group, or
+    /// `None` when the lag and its age follow from XINFO alone.
+    pub fn sample_request(&self, exact_limit: u32) -> Option<u32> {
+        if self.position() != Position::Inside {
+            return None;
+        }
+        match self.trusted_report() {
+            Some((0, _)) => None,
+            // Only the first entry's ID is needed, for its age.
+            Some(_) => Some(1),
+            None => Some(exact_limit.max(1)),
+        }
+    }
+
+    /// True when, with this sample, the lag must be estimated.
+    fn needs_estimate(&self, sample: &UndeliveredSample) -> bool {
+        self.position() == Position::Inside
+            && !sample.is_complete()
+            && !sample.ids.is_empty()
+            && self.trusted_report().is_none()
+    }
+
+    /// The milliseconds whose last entry the estimator needs probed
+    /// (`XREVRANGE key ms-max ms-0 COUNT 1`), empty when the lag will not be
+    /// estimated.
+    pub fn probes(&self, sample: &UndeliveredSample, anchors: &[Anchor]) -> Vec<u64> {
+        if !self.needs_estimate(sample) {
+            return Vec::new();
+        }
+        match self.model(sample, anchors) {
+            Some(Model::Generated(_, split)) | Some(Model::Retained(Ok(split))) => split.probes(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The estimator's model: entries generated after the position when
+    /// nothing after it was deleted and anchors surround it, else the
+    /// retained entries around the sample.
+    fn model(&self, sample: &UndeliveredSample, anchors: &[Anchor]) -> Option<Model> {
+        let ld = self.group.last_delivered_id;
+        let nothing_deleted_after = self
+            .stream
+            .max_deleted_entry_id
+            .is_some_and(|d| d <= ld);
+        if nothing_deleted_after && self.stream.entries_added.is_some() {
+            if let Some((below, split)) = estimate::generated_split(ld, anchors) {
+                return Some(Model::Generated(below, split));
+            }
+        }
+        Some(Model::Retained(estimate::retained_split(
+            self.stream.first_entry_id?,
+            self.stream.last_entry_id?,
+            self.stream.length,
+            &sample.ids,
+        )))
+    }
+
+    /// The bounds Redis's counters prove for the lag of a group inside the
+    /// window: `[length − min(length, read), min(length, added − read)]`.
+    fn counter_bounds(&self) -> Option<(u64, u64)> {
+        let length = self.stream.length;
+        let read = self.group.entries_read?;
+        let added = self.stream.entries_added?;
+        let low = length - length.min(read);
+        let high = length.min(added.checked_sub(read)?);
+        (low <= high).then_some((low, high))
+    }
+
+    /// Computes the lag from XINFO, the sample [`Self::sample_request`]
+    /// asked for, and the estimator's evidence.
+    pub fn compute(
+        &self,
+        sample: Option<&UndeliveredSample>,
+        evidence: &Evidence<'_>,
+    ) -> LagFigure {
+        let settled = |lag: u64, method, trimmed, gone, behind| LagFigure {
+            lag: Some(lag),
+            method,
+            trimmed_undelivered: trimmed,
+            unread_gone: gone,
+            first_undelivered: None,
+            behind_first_entry: behind,
+            ahead_of_stream: false,
+        };
+        let reported_or_counted = if self.group.lag.is_some() {
+            LagMethod::Reported
+        } else {
+            LagMethod::Counted
+        };
+        match self.position() {
+            Position::Ahead => LagFigure {
+                ahead_of_stream: true,
+                ..settled(0, reported_or_counted, Some(0), None, false)
+            },
+            Position::Empty => {
+                // Anything generated after the group's position was removed
+                // before it read it.
+                let gone = self.gone(0);
+                settled(0, reported_or_counted, gone, gone, false)
+            }
+            Position::CaughtUp => settled(0, reported_or_counted, Some(0), self.gone(0), false),
+            Position::Behind(first) => {
+                let length = self.stream.length;
+                let gone = self.gone(length);
+                LagFigure {
+                    first_undelivered: Some(first),
+                    ..settled(length, LagMethod::TrimCorrected, gone, gone, true)
+                }
+            }
+            Position::Inside => self.inside(sample, evidence),
+        }
+    }
+
+    fn inside(&self, sample: Option<&UndeliveredSample>, evidence: &Evidence<'_>) -> LagFigure {
+        // Inside the window no undelivered entry can have been trimmed
+        // (trimming removes from the head).
+        let figure = |lag: Option<u64>, method, first_undelivered| LagFigure {
+            lag,
+            method,
+            trimmed_undelivered: Some(0),
+            unread_gone: None,
+            first_undelivered,
+            behind_first_entry: false,
+            ahead_of_stream: false,
+        };
+        let first_undelivered = sample.and_then(|s| s.ids.first().copied());
+        if let Some(s) = sample.filter(|s| s.is_complete()) {
+            // The sample holds every undelivered entry: the stream itself is
+            // the truth, whatever Redis counted.
+            let lag = s.ids.len() as u64;
+            let method = if lag == 0 && self.group.lag == Some(0) {
+                LagMethod::Reported
+            } else {
+                LagMethod::Counted
+            };
+            return LagFigure {
+                unread_gone: self.gone(lag),
+                ..figure(Some(lag), method, first_undelivered)
+            };
+        }
+        if let Some((lag, method)) = self.trusted_report() {
+            return LagFigure {
+                unread_gone: self.gone(lag),
+                ..figure(Some(lag), method, first_undelivered)
+            };
+        }
+        let Some(sample) = sample.filter(|s| !s.ids.is_empty()) else {
+            return figure(None, LagMethod::Unknown, first_undelivered);
+        };
+        let lag = self.estimate(sample, evidence).map(|e| {
+            let k = sample.ids.len() as u64;
+            let (low, high) = self
+                .counter_bounds()
+                .map_or((k, self.stream.length), |(l, h)| (l.max(k), h.max(k)));
+            (e.round() as u64).clamp(low, high.max(low))
+        });
+        let method = if lag.is_some() {
+            LagMethod::Estimated
+        } else {
+            LagMethod::Unknown
+        };
+        figure(lag, method, first_undelivered)
+    }
+
+    /// The estimate, before clamping.
+    fn estimate(&self, sample: &UndeliveredSample, evidence: &Evidence<'_>) -> Option<f64> {
+        let empty = MsEnds::default();
+        let ends = evidence.ends.unwrap_or(&empty);
+        match self.model(sample, evidence.anchors)? {
+            Model::Generated(..) => estimate::generated_after(
+                self.group.last_delivered_id,
+                evidence.anchors,
+                self.stream.entries_added?,
+                ends,
+            ),
+            Model::Retained(_) => estimate::retained_after(
+                self.stream.first_entry_id?,
+                self.stream.last_entry_id?,
+                self.stream.length,
+                &sample.ids,
+                ends,
+            ),
+        }
+    }
+
+    /// What the next poll needs to know of this one.
+    pub fn trail(&self, figure: &LagFigure) -> Trail {
+        Trail {
+            last_delivered: self.group.last_delivered_id,
+            entries_read: self.group.entries_read,
+            unread_gone: if figure.exact() {
+                figure.unread_gone
+            } else {
+                None
+            },
+        }
+    }
+}
+
+/// The exact points of a stream's generated-entries curve known at one poll:
+/// its last generated ID (entries-added), its first entry when nothing inside
+/// the window was deleted (every removed entry lies before it), the groups
+/// whose entries-read is right (servers with the current arithmetic), and
+/// `earlier`, the last IDs of earlier polls. Empty before 7.0.
+pub fn stream_anchors(
+    stream: &StreamInfo,
+    groups: &[GroupInfo],
+    arithmetic: Arithmetic,
+    earlier: &[Anchor],
+) -> Vec<Anchor> {
+    let Some(added) = stream.entries_added else {
+        return Vec::new();
+    };
+    let mut anchors: Vec<Anchor> = earlier.to_vec();
+    anchors.push(Anchor {
+        id: stream.last_generated_id,
+        generated: added,
+    });
+    if let (Some(first), Some(deleted)) = (stream.first_entry_id, stream.max_deleted_entry_id) {
+        if deleted < first {
+            if let Some(before) = added.checked_sub(stream.length) {
+                anchors.push(Anchor {
+                    id: first,
+                    generated: before + 1,
+                });
+            }
+        }
+    }
+    if arithmetic == Arithmetic::Current {
+        anchors.extend(groups.iter().filter_map(|g| {
+            Some(Anchor {
+                id: g.last_delivered_id,
+                generated: g.entries_read?,
+            })
+        }));
+    }
+    anchors.sort_unstable();
+    anchors.dedup_by_key(|a| a.id);
+    anchors
+}
+
+/// Adds this poll's last ID to a stream's anchor history, keeping at most
+/// `cap` points: when full, the point whose removal merges the two
+/// smallest neighbouring gaps goes, so the history keeps its detail where
+/// entries arrived in bursts. A history the stream contradicts (entries-added
+/// went down or the last ID went back: the stream was recreated) restarts.
+pub fn remember_anchor(history: &mut Vec<Anchor>, stream: &StreamInfo, cap: usize) {
+    let Some(added) = stream.entries_added else {
+        history.clear();
+        return;
+    };
+    let now = Anchor {
+        id: stream.last_generated_id,
+        generated: added,
+    };
+    if history
+        .last()
+        .is_some_and(|last| last.id > now.id || last.generated > now.generated)
+    {
+        history.clear();
+    }
+    if history.last().is_some_and(|last| last.id == now.id) {
+        return;
+    }
+    history.push(now);
+    while history.len() > cap.max(2) {
+        let victim = (1..history.len() - 1)
+            .min_by_key(|&i| history[i + 1].generated - history[i - 1].generated)
+            .unwrap_or(0);
+        history.remove(victim);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(ms: u64) -> StreamId {
+        StreamId::new(ms, 0)
+    }
+
+    fn stream(len: u64, first: u64, last: u64) -> StreamInfo {
+        StreamInfo {
+            length: len,
+            groups: 1,
+            last_generated_id: id(last),
+            first_entry_id: (len > 0).then(|| id(first)),
+            last_entry_id: (len > 0).then(|| id(last)),
+            entries_added: Some(len),
+            max_deleted_entry_id: Some(StreamId::ZERO),
+            recorded_first_entry_id: Some(id(first)),
+            ..StreamInfo::default()
+        }
+    }
+
+    fn group(ld: u64, lag: Option<u64>, read: Option<u64>) -> GroupInfo {
+        GroupInfo {
+            name: b"g".to_vec(),
+            consumers: 1,
+            pending: 0,
+            last_delivered_id: id(ld),
+            entries_read: read,
+            lag,
+        }
+    }
+
+    fn reading<'a>(
+        s: &'a StreamInfo,
+        g: &'a GroupInfo,
+        arithmetic: Arithmetic,
+        previous: Option<&'a Trail>,
+    ) -> Reading<'a> {
+        Reading {
+            stream: s,
+            group: g,
+            arithmetic,
+            previous,
+        }
+    }
+
+    fn current<'a>(s: &'a StreamInfo, g: &'a GroupInfo) -> Reading<'a> {
+        reading(s, g, Arithmetic::Current, None)
+    }
+
+    fn sample(ids: impl IntoIterator<Item = u64>, count: u32) -> UndeliveredSample {
+        UndeliveredSample {
+            ids: ids.into_iter().map(id).collect(),
+            count,
+        }
+    }
+
+    fn none() -> Evidence<'static> {
+        Evidence::default()
+    }
+
+    #[test]
+    fn arithmetic_follows_the_version() {
+        use Arithmetic::*;
+        for (server, version, want) in [
+            ("redis", "7.0.15", Miscounting),
+            ("redis", "7.2.4", Miscounting),
+            ("redis", "7.2.6", Miscounting),
+            ("redis", "7.2.7", Current),
+            ("redis", "7.4.1", Miscounting),
+            ("redis", "7.4.2", Current),
+            ("redis", "7.9.224", Current),
+            ("redis", "8.0.0", Current),
+            ("redis", "8.6.1", Current),
+            ("redis", "6.2.14", Miscounting),
+            ("valkey", "9.1.2", Miscounting),
+            ("redis", "", Miscounting),
+            ("redis", "garbage", Miscounting),
+        ] {
+            assert_eq!(Arithmetic::of(server, version), want, "{server} {version}");
+        }
+    }
+
+    #[test]
+    fn sound_report_is_used_and_needs_only_the_first_id() {
+        let s = stream(10, 1, 10);
+        let g = group(4, Some(6), Some(4));
+        let r = current(&s, &g);
+        assert_eq!(r.sample_request(100), Some(1));
+        let f = r.compute(Some(&sample([5], 1)), &none());
+        assert_eq!(f.lag, Some(6));
+        assert!(!f.estimated());
+        assert_eq!(f.first_undelivered, Some(id(5)));
+        assert_eq!(f.trimmed_undelivered, Some(0));
+        assert_eq!(f.unread_gone, Some(0));
+    }
+
+    #[test]
+    fn caught_up_needs_no_sample() {
+        let s = stream(10, 1, 10);
+        let g = group(10, Some(0), Some(10));
+        let r = current(&s, &g);
+        assert_eq!(r.sample_request(100), None);
+        let f = r.compute(None, &none());
+        assert_eq!(
+            (f.lag, f.estimated(), f.first_undelivered),
+            (Some(0), false, None)
+        );
+    }
+
+    /// The 7.0.15 miscount from research §1.2: 10 entries, group read 2,
+    /// XDEL 5, XTRIM MINID 7 → XLEN 4, Redis says lag 8.
+    #[test]
+    fn trim_past_group_corrects_old_server_overcount() {
+        let mut s = stream(4, 7, 10);
+        s.entries_added = Some(10);
+        s.max_deleted_entry_id = Some(id(5));
+        let g = group(2, Some(8), Some(2));
+        let r = reading(&s, &g, Arithmetic::Miscounting, None);
+        assert_eq!(r.sample_request(100), None);
+        let f = r.compute(None, &none());
+        assert_eq!(f.lag, Some(4));
+        assert_eq!(f.method, LagMethod::TrimCorrected);
+        assert!(!f.estimated() && f.behind_first_entry);
+        // 10 added − 2 read − 4 retained: entries 3, 4, 6 were trimmed, 5 deleted.
+        assert_eq!(f.trimmed_undelivered, Some(4));
+        assert_eq!(f.unread_gone, Some(4));
+        assert_eq!(f.first_undelivered, Some(id(7)));
+    }
+
+    #[test]
+    fn trim_past_group_without_counters_loss_is_unknown() {
+        let mut s = stream(4, 7, 10);
+        s.entries_added = None;
+        let g = group(2, None, None);
+        let f = current(&s, &g).compute(None, &none());
+        assert_eq!((f.lag, f.trimmed_undelivered), (Some(4), None));
+    }
+
+    /// A group created at `$` that never caught up: Redis's lag equals the
+    /// length and entries-read is nil, so the loss cannot be known.
+    #[test]
+    fn trim_past_group_with_nil_entries_read_is_unknown_not_zero() {
+        let mut s = stream(10, 51, 60);
+        s.entries_added = Some(60);
+        let g0 = group(0, Some(10), None);
+        let f = current(&s, &g0).compute(None, &none());
+        assert_eq!(f.lag, Some(10));
+        // At 0-0 without deletions, nothing was read: 50 lost.
+        assert_eq!(f.trimmed_undelivered, Some(50));
+        let g3 = group(3, Some(10), None);
+        assert_eq!(
+            current(&s, &g3).compute(None, &none()).trimmed_undelivered,
+            None
+        );
+        s.max_deleted_entry_id = Some(id(20));
+        assert_eq!(
+            current(&s, &g0).compute(None, &none()).trimmed_undelivered,
+            None,
+            "deletions make the loss unknown"
+        );
+    }
+
+    /// Redis 7.0.15, measured: 20 entries, the group reads 10, MAXLEN 8
+    /// trims 2 of its unread entries, the group reads 3 more. Redis says
+    /// entries-read 13 and lag 7; 5 entries remain undelivered.
+    #[test]
+    fn old_server_count_after_a_gap_is_not_trusted() {
+        let mut s = stream(8, 13, 20);
+        s.entries_added = Some(20);
+        let g = group(15, Some(7), Some(13));
+        let before = Trail {
+            last_delivered: id(10),
+            entries_read: Some(10),
+            unread_gone: Some(0),
+        };
+        let r = reading(&s, &g, Arithmetic::Miscounting, Some(&before));
+        // The trimming edge passed the group's last position: count.
+        assert_eq!(r.sample_request(100), Some(100));
+        let f = r.compute(Some(&sample(16..=20, 100)), &none());
+        assert_eq!((f.lag, f.method), (Some(5), LagMethod::Counted));
+        assert_eq!(f.unread_gone, Some(2), "the two trimmed unread entries");
+        // The next poll may carry that proof forward: Redis's count minus 2.
+        let proven = r.trail(&f);
+        let mut s2 = s.clone();
+        s2.entries_added = Some(40);
+        s2.length = 28;
+        s2.last_generated_id = id(40);
+        s2.last_entry_id = Some(id(40));
+        let g2 = group(17, Some(25), Some(15));
+        let r2 = reading(&s2, &g2, Arithmetic::Miscounting, Some(&proven));
+        assert_eq!(r2.sample_request(100), Some(1));
+        let f2 = r2.compute(Some(&sample([18], 1)), &none());
+        assert_eq!((f2.lag, f2.method), (Some(23), LagMethod::Rederived));
+        assert!(!f2.estimated());
+        assert_eq!(f2.unread_gone, Some(2));
+        // The same figures on a server with the current arithmetic are Redis's.
+        let r3 = reading(&s2, &g2, Arithmetic::Current, None);
+        assert_eq!(r3.compute(Some(&sample([18], 1)), &none()).lag, Some(25));
+    }
+
+    #[test]
+    fn old_server_count_is_trusted_when_nothing_was_removed() {
+        let s = stream(10, 1, 10);
+        let g = group(4, Some(6), Some(4));
+        let r = reading(&s, &g, Arithmetic::Miscounting, None);
+        assert_eq!(r.sample_request(100), Some(1));
+        assert_eq!(r.compute(Some(&sample([5], 1)), &none()).lag, Some(6));
+    }
+
+    #[test]
+    fn old_server_proof_breaks_on_rewind_deletion_or_trim() {
+        let mut s = stream(500, 501, 1000);
+        s.entries_added = Some(1000);
+        let proven = Trail {
+            last_delivered: id(600),
+            entries_read: Some(600),
+            unread_gone: Some(0),
+        };
+        let ok = group(700, Some(300), Some(700));
+        let r = reading(&s, &ok, Arithmetic::Miscounting, Some(&proven));
+        assert_eq!(r.trusted_report(), Some((300, LagMethod::Reported)));
+        let back = group(550, Some(450), Some(550));
+        let r = reading(&s, &back, Arithmetic::Miscounting, Some(&proven));
+        assert_eq!(r.trusted_report(), None, "rewound");
+        let mut deleted = s.clone();
+        deleted.max_deleted_entry_id = Some(id(650));
+        let r = reading(&deleted, &ok, Arithmetic::Miscounting, Some(&proven));
+        assert_eq!(r.trusted_report(), None, "deletion after the last position");
+        let mut trimmed = s.clone();
+        trimmed.first_entry_id = Some(id(650));
+        let r = reading(&trimmed, &ok, Arithmetic::Miscounting, Some(&proven));
+        assert_eq!(r.trusted_report(), None, "trim passed the last position");
+        let unproven = Trail {
+            unread_gone: None,
+            ..proven
+        };
+        let r = reading(&s, &ok, Arithmetic::Miscounting, Some(&unproven));
+        assert_eq!(r.trusted_report(), None);
+    }
+
+    /// XDEL of unread entries inside the window: Redis's lag is nil,
+    /// entries-read still valid; the count proves what was deleted.
+    #[test]
+    fn deletions_inside_the_window_are_unread_gone() {
+        let mut s = stream(8, 1, 10);
+        s.entries_added = Some(10);
+        s.max_deleted_entry_id = Some(id(6));
+        let g = group(3, None, Some(3));
+        let r = current(&s, &g);
+        assert_eq!(r.sample_request(100), Some(100));
+        let f = r.compute(Some(&sample([4, 7, 8, 9, 10], 100)), &none());
+        assert_eq!(f.lag, Some(5));
+        assert_eq!(f.unread_gone, Some(2));
+        assert_eq!(f.trimmed_undelivered, Some(0));
+        assert!(f.exact());
+    }
+
+    #[test]
+    fn null_lag_small_range_is_counted_exactly() {
+        let s = stream(10, 1, 10);
+        let g = group(7, None, None);
+        let r = current(&s, &g);
+        assert_eq!(r.sample_request(100), Some(100));
+        let f = r.compute(Some(&sample(8..=10, 100)), &none());
+        assert_eq!(f.lag, Some(3));
+        assert_eq!(f.method, LagMethod::Counted);
+        assert!(f.estimated() && f.exact());
+    }
+
+    #[test]
+    fn null_lag_large_range_is_estimated_and_clamped() {
+        // 1001 entries, one per ms from 1000 to 2000; group at 1499.
+        let s = stream(1001, 1000, 2000);
+        let g = group(1499, None, None);
+        let r = current(&s, &g);
+        let sm = sample(1500..1600, 100);
+        assert_eq!(r.probes(&sm, &[]), vec![1000, 1599]);
+        let f = r.compute(Some(&sm), &none());
+        assert_eq!(f.lag, Some(501));
+        assert_eq!(f.method, LagMethod::Estimated);
+        assert!(f.estimated() && !f.exact());
+        assert_eq!(r.trail(&f).unread_gone, None);
+    }
+
+    /// The burst: 1,000 entries in two milliseconds, 100 delivered,
+    /// 90 of the rest deleted. Redis's counters prove 810 ≤ lag ≤ 900.
+    #[test]
+    fn burst_with_deletions_stays_within_the_counters_bounds() {
+        let ms = 1_800_000_000_000;
+        let mut all: Vec<StreamId> = (0..600)
+            .map(|q| StreamId::new(ms, q))
+            .chain((0..400).map(|q| StreamId::new(ms + 1, q)))
+            .collect();
+        let mut i = 0;
+        all.retain(|_| {
+            i += 1;
+            i <= 100 || (i - 100) % 10 != 0
+        });
+        let s = StreamInfo {
+            length: all.len() as u64,
+            groups: 1,
+            last_generated_id: StreamId::new(ms + 1, 399),
+            first_entry_id: all.first().copied(),
+            last_entry_id: all.last().copied(),
+            entries_added: Some(1000),
+            max_deleted_entry_id: Some(StreamId::new(ms + 1, 399)),
+            recorded_first_entry_id: all.first().copied(),
+            ..StreamInfo::default()
+        };
+        let g = GroupInfo {
+            last_delivered_id: all[99],
+            entries_read: Some(100),
+            lag: None,
+            ..group(0, None, None)
+        };
+        let r = current(&s, &g);
+        assert_eq!(r.counter_bounds(), Some((810, 900)));
+        let sm = UndeliveredSample {
+            ids: all[100..200].to_vec(),
+            count: 100,
+        };
+        let mut ends = MsEnds::default();
+        for m in r.probes(&sm, &[]) {
+            ends.insert(m, all.iter().filter(|i| i.ms == m).max().map(|i| i.seq));
+        }
+        let f = r.compute(
+            Some(&sm),
+            &Evidence {
+                ends: Some(&ends),
+                anchors: &[],
+            },
+        );
+        let lag = f.lag.unwrap();
+        assert!((810..=891).contains(&lag), "{lag}");
+    }
+
+    #[test]
+    fn null_lag_without_sample_is_unknown_not_zero() {
+        let s = stream(10, 1, 10);
+        let g = group(3, None, None);
+        let f = current(&s, &g).compute(None, &none());
+        assert_eq!(f.lag, None);
+        assert_eq!(f.method, LagMethod::Unknown);
+        assert!(f.estimated());
+    }
+
+    #[test]
+    fn report_larger_than_length_is_not_trusted() {
+        let s = stream(10, 1, 10);
+        let g = group(5, Some(50), None);
+        let r = current(&s, &g);
+        assert_eq!(r.sample_request(100), Some(100));
+        let f = r.compute(Some(&sample(6..=10, 100)), &none());
+        assert_eq!((f.lag, f.method), (Some(5), LagMethod::Counted));
+    }
+
+    #[test]
+    fn emptied_stream_reports_loss_when_counters_allow() {
+        let mut s = stream(0, 0, 10);
+        s.entries_added = Some(10);
+        let g = group(4, Some(6), Some(4));
+        let f = current(&s, &g).compute(None, &none());
+        assert_eq!((f.lag, f.trimmed_undelivered), (Some(0), Some(6)));
+        let g = group(10, Some(0), Some(10));
+        assert_eq!(
+            current(&s, &g).compute(None, &none()).trimmed_undelivered,
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn setid_into_the_future_is_ahead_of_the_stream() {
+        let s = stream(10, 1, 10);
+        let g = group(99, None, None);
+        let r = current(&s, &g);
+        assert_eq!(r.sample_request(100), None);
+        let f = r.compute(None, &none());
+        assert_eq!(f.lag, Some(0));
+        assert!(f.ahead_of_stream);
+        let at_end = group(10, None, None);
+        assert!(!current(&s, &at_end).compute(None, &none()).ahead_of_stream);
+    }
+
+    #[test]
+    fn sequence_only_ids_estimate_on_seq() {
+        let mut s = stream(1000, 0, 0);
+        s.first_entry_id = Some(StreamId::new(5, 1));
+        s.last_entry_id = Some(StreamId::new(5, 1000));
+        s.last_generated_id = StreamId::new(5, 1000);
+        s.entries_added = None;
+        let mut g = group(0, None, None);
+        g.last_delivered_id = StreamId::new(5, 400);
+        let ids: Vec<StreamId> = (401..501).map(|q| StreamId::new(5, q)).collect();
+        let f = current(&s, &g).compute(Some(&UndeliveredSample { ids, count: 100 }), &none());
+        assert_eq!(f.lag, Some(600));
+    }
+
+    #[test]
+    fn anchors_come_from_counters_and_history() {
+        let mut s = stream(500, 501, 1000);
+        s.entries_added = Some(1000);
+        let groups = [group(700, Some(300), Some(700)), group(600, None, None)];
+        let earlier = [Anchor {
+            id: id(800),
+            generated: 800,
+        }];
+        let a = stream_anchors(&s, &groups, Arithmetic::Current, &earlier);
+        let ids: Vec<u64> = a.iter().map(|a| a.id.ms).collect();
+        assert_eq!(ids, [501, 700, 800, 1000]);
+        assert_eq!(a[0].generated, 501);
+        // Old servers' entries-read may miss a gap: not an anchor.
+        let a = stream_anchors(&s, &groups, Arithmetic::Miscounting, &earlier);
+        assert_eq!(a.len(), 3);
+        // Deletions inside the window: the first entry's count is unknown.
+        s.max_deleted_entry_id = Some(id(900));
+        assert_eq!(stream_anchors(&s, &[], Arithmetic::Current, &[]).len(), 1);
+        s.entries_added = None;
+        assert!(stream_anchors(&s, &groups, Arithmetic::Current, &earlier).is_empty());
+    }
+
+    #[test]
+    fn anchor_history_keeps_bursts_and_restarts_on_recreation() {
+        let mut h = Vec::new();
+        let mut s = stream(1, 1, 1);
+        // One entry per poll, except a burst of 1,000 at poll 10.
+        let mut added = 0;
+        for p in 1..=40u64 {
+            added += if p == 10 { 1000 } else { 1 };
+            s.last_generated_id = id(p * 1000);
+            s.entries_added = Some(added);
+            remember_anchor(&mut h, &s, 8);
+        }
+        assert_eq!(h.len(), 8);
+        // Both sides of the burst are kept.
+        assert!(h.iter().any(|a| a.id == id(9000)) && h.iter().any(|a| a.id == id(10_000)));
+        s.entries_added = Some(3);
+        remember_anchor(&mut h, &s, 8);
+        assert_eq!(h.len(), 1, "recreated stream: history restarts");
+    }
+}
