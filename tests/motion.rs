@@ -1,0 +1,642 @@
+//! Issue 11: the truth when things move between two polls, on every server
+//! (Redis 6.2, 7.0, 8.6 and Valkey 9): a loss that lasts one poll stays
+//! counted, deletions inside a group's window are counted, an old server's
+//! miscount is not exported as exact, bursts do not defeat the estimator,
+//! rewinds and a group ahead of its stream are seen, and Redis 8.6's
+//! idempotent producers are exported.
+//!
+//! Each scenario builds its truth on a real server, polls with the exporter's
+//! own probes, and prints one `MOTION` line (server, scenario, truth,
+//! exported) so a run with `--nocapture` gives the table of the issue.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use redis_streams_exporter::probe::ProbeKind;
+
+const FAST: &str = "[schedule]\nstream = \"100ms\"\n[status]\nwindow = 3\n";
+
+fn report(kind: Server, scenario: &str, truth: &str, exported: &str) {
+    println!("MOTION | {kind:?} | {scenario} | truth: {truth} | exported: {exported}");
+}
+
+/// `XGROUP CREATE key group id`, with `ENTRIESREAD n` where the server has it.
+fn create_group(
+    c: &mut redis::Connection,
+    kind: Server,
+    key: &str,
+    group: &str,
+    id: &str,
+    read: Option<u64>,
+) {
+    let mut cmd = redis::cmd("XGROUP");
+    cmd.arg("CREATE").arg(key).arg(group).arg(id).arg("MKSTREAM");
+    if let (Some(n), true) = (read, kind.has_lag()) {
+        cmd.arg("ENTRIESREAD").arg(n);
+    }
+    let _: () = cmd.query(c).unwrap();
+}
+
+fn status_of(m: &Metrics, stream: &str, group: &str) -> String {
+    let prefix = format!(
+        "redis_streams_group_status{{target=\"t\",stream=\"{stream}\",group=\"{group}\",status=\""
+    );
+    let on: Vec<String> = m
+        .family("redis_streams_group_status")
+        .iter()
+        .filter(|(k, v)| k.starts_with(&prefix) && *v == 1.0)
+        .map(|(k, _)| k[prefix.len()..k.len() - 2].to_string())
+        .collect();
+    assert_eq!(on.len(), 1, "one status for {stream}/{group}: {on:?}");
+    on[0].clone()
+}
+
+fn lost(m: &Metrics, stream: &str, group: &str, cause: &str) -> Option<f64> {
+    m.get(
+        "redis_streams_group_lost_entries_total",
+        &[
+            ("target", "t"),
+            ("stream", stream),
+            ("group", group),
+            ("cause", cause),
+        ],
+    )
+}
+
+fn fmt(v: Option<f64>) -> String {
+    v.map_or_else(|| "absent".to_string(), |v| v.to_string())
+}
+
+/// A trim overtakes a slow group and takes 40 of its unread entries; the
+/// group then reads past the gap before the next poll. The loss lasted one
+/// poll: the gauge falls back to 0, the counter keeps 40 and the status
+/// holds `data_loss`.
+async fn trim_then_catch_up(kind: Server) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    xadd_n(&mut c, "q", 200);
+    create_group(&mut c, kind, "q", "slow", "0", Some(0));
+    read_group(&mut c, "q", "slow", "c1", 100);
+    let h = Harness::new(config_for(&server, FAST));
+    h.collect().await;
+    let g = tsg("q", "slow");
+    let m = h.metrics();
+    let baseline = lost(&m, "q", "slow", "trimmed");
+    let _: u64 = redis::cmd("XTRIM")
+        .arg("q")
+        .arg("MAXLEN")
+        .arg(60)
+        .query(&mut c)
+        .unwrap();
+    h.probe(ProbeKind::Stream).await;
+    let during = h.metrics();
+    assert_eq!(during.value("redis_streams_group_lag", &g), 60.0);
+    assert_eq!(during.value("redis_streams_group_lag_estimated", &g), 0.0);
+    read_group(&mut c, "q", "slow", "c1", 100);
+    h.probe(ProbeKind::Stream).await;
+    let after = h.metrics();
+    assert_eq!(after.value("redis_streams_group_lag", &g), 0.0);
+    let exported = lost(&after, "q", "slow", "trimmed");
+    if kind.has_lag() {
+        assert_eq!(baseline, Some(0.0));
+        assert_eq!(
+            during.get("redis_streams_group_trimmed_undelivered", &g),
+            Some(40.0)
+        );
+        assert_eq!(lost(&during, "q", "slow", "trimmed"), Some(40.0));
+        assert_eq!(exported, Some(40.0), "the counter keeps the loss");
+        assert_eq!(lost(&after, "q", "slow", "deleted"), Some(0.0));
+        assert_eq!(
+            after.get("redis_streams_group_trimmed_undelivered", &g),
+            Some(0.0)
+        );
+        assert_eq!(status_of(&after, "q", "slow"), "data_loss", "held");
+    } else {
+        // 6.2 has no counters: the loss cannot be known, so it is absent.
+        assert_eq!(exported, None);
+        assert_eq!(baseline, None);
+    }
+    report(
+        kind,
+        "trim then catch-up (loss visible for one poll)",
+        "40 lost",
+        &format!(
+            "lost_entries_total{{trimmed}} {} (gauge {} during, {} after), status {}",
+            fmt(exported),
+            fmt(during.get("redis_streams_group_trimmed_undelivered", &g)),
+            fmt(after.get("redis_streams_group_trimmed_undelivered", &g)),
+            status_of(&after, "q", "slow")
+        ),
+    );
+}
+
+/// Redis 7.0.15's miscount: 20 entries, the group reads 10, `XTRIM MAXLEN
+/// 8` removes 2 of its unread entries, the group reads 3 more, all between
+/// two polls. 7.0 then reports lag 7 where 5 remain.
+async fn small_trim_miscount(kind: Server) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    xadd_n(&mut c, "m", 20);
+    create_group(&mut c, kind, "m", "g", "0", Some(0));
+    read_group(&mut c, "m", "g", "c", 10);
+    let h = Harness::new(config_for(&server, FAST));
+    h.collect().await;
+    let _: u64 = redis::cmd("XTRIM")
+        .arg("m")
+        .arg("MAXLEN")
+        .arg(8)
+        .query(&mut c)
+        .unwrap();
+    read_group(&mut c, "m", "g", "c", 3);
+    h.probe(ProbeKind::Stream).await;
+    let m = h.metrics();
+    let g = tsg("m", "g");
+    let redis_lag = group_field(&mut c, "m", "g", "lag");
+    assert_eq!(m.value("redis_streams_group_lag", &g), 5.0, "never Redis's 7");
+    let exported_lost = lost(&m, "m", "g", "trimmed");
+    if kind.old_lag_algorithm() && kind != Server::Valkey9 {
+        // 7.0 keeps the 2 in its count: the exporter counts the truth and
+        // the difference is the loss.
+        assert_eq!(redis_lag.as_deref(), Some("7"));
+        assert_eq!(exported_lost, Some(2.0));
+    }
+    if kind.has_lag() {
+        // Never more than the truth.
+        assert!(exported_lost.unwrap() <= 2.0);
+    } else {
+        assert_eq!(exported_lost, None);
+    }
+    // A later poll carries the proof forward: still the truth.
+    xadd_n(&mut c, "m", 10);
+    h.probe(ProbeKind::Stream).await;
+    let later = h.metrics();
+    assert_eq!(later.value("redis_streams_group_lag", &g), 15.0);
+    report(
+        kind,
+        "7.0 small-trim miscount (2 unread trimmed, then 3 read, between polls)",
+        "lag 5, 2 lost",
+        &format!(
+            "lag {} (Redis said {}), lag_estimated {}, lost {}; after 10 more: lag {} (Redis said {})",
+            m.value("redis_streams_group_lag", &g),
+            redis_lag.as_deref().unwrap_or("none"),
+            m.value("redis_streams_group_lag_estimated", &g),
+            fmt(exported_lost),
+            later.value("redis_streams_group_lag", &g),
+            group_field(&mut c, "m", "g", "lag").as_deref().unwrap_or("none"),
+        ),
+    );
+}
+
+/// One field of a group's `XINFO GROUPS` entry, as text (`None` for nil or
+/// absent).
+fn group_field(c: &mut redis::Connection, key: &str, group: &str, field: &str) -> Option<String> {
+    let v: redis::Value = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg(key)
+        .query(c)
+        .unwrap();
+    let redis::Value::Array(groups) = v else {
+        return None;
+    };
+    for g in groups {
+        let pairs: Vec<redis::Value> = match g {
+            redis::Value::Array(p) => p,
+            redis::Value::Map(m) => m.into_iter().flat_map(|(k, v)| [k, v]).collect(),
+            _ => continue,
+        };
+        let text = |v: &redis::Value| match v {
+            redis::Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            redis::Value::SimpleString(s) => Some(s.clone()),
+            redis::Value::Int(i) => Some(i.to_string()),
+            _ => None,
+        };
+        let fields: Vec<(Option<String>, Option<String>)> = pairs
+            .chunks(2)
+            .map(|kv| (text(&kv[0]), kv.get(1).and_then(text)))
+            .collect();
+        if fields
+            .iter()
+            .any(|(k, v)| k.as_deref() == Some("name") && v.as_deref() == Some(group))
+        {
+            return fields
+                .into_iter()
+                .find(|(k, _)| k.as_deref() == Some(field))
+                .and_then(|(_, v)| v);
+        }
+    }
+    None
+}
+
+/// XDEL of three unread entries inside the group's window.
+async fn xdel_unread(kind: Server) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    let ids = xadd_n(&mut c, "d", 20);
+    create_group(&mut c, kind, "d", "g", "0", Some(0));
+    read_group(&mut c, "d", "g", "c", 5);
+    let h = Harness::new(config_for(&server, FAST));
+    h.collect().await;
+    let _: u64 = redis::cmd("XDEL")
+        .arg("d")
+        .arg(&ids[7])
+        .arg(&ids[8])
+        .arg(&ids[11])
+        .query(&mut c)
+        .unwrap();
+    h.probe(ProbeKind::Stream).await;
+    let m = h.metrics();
+    let g = tsg("d", "g");
+    assert_eq!(m.value("redis_streams_group_lag", &g), 12.0);
+    let deleted = lost(&m, "d", "g", "deleted");
+    if kind.has_lag() {
+        assert_eq!(deleted, Some(3.0));
+        assert_eq!(lost(&m, "d", "g", "trimmed"), Some(0.0));
+        assert_eq!(status_of(&m, "d", "g"), "data_loss");
+    } else {
+        assert_eq!(deleted, None);
+    }
+    report(
+        kind,
+        "XDEL of 3 unread entries",
+        "lag 12, 3 lost (deleted)",
+        &format!(
+            "lag {}, lost_entries_total{{deleted}} {}",
+            m.value("redis_streams_group_lag", &g),
+            fmt(deleted)
+        ),
+    );
+}
+
+/// Redis 8.2+: `XDELEX` (default KEEPREF) of two unread entries, and
+/// `XACKDEL` by a group that read ten entries another group had not.
+async fn xdelex_and_xackdel(kind: Server) {
+    if !kind.has_xdelex() {
+        // The commands do not exist there (measured in tests/common).
+        let server = RedisServer::start(kind);
+        let mut c = server.conn();
+        let e = redis::cmd("XDELEX")
+            .arg("x")
+            .arg("IDS")
+            .arg(1)
+            .arg("1-0")
+            .query::<redis::Value>(&mut c)
+            .unwrap_err();
+        assert!(e.to_string().to_lowercase().contains("unknown command"), "{e}");
+        report(kind, "XDELEX / XACKDEL", "n/a", "commands unknown to this server");
+        return;
+    }
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    let ids = xadd_n(&mut c, "x", 30);
+    create_group(&mut c, kind, "x", "fast", "0", Some(0));
+    create_group(&mut c, kind, "x", "slow", "0", Some(0));
+    read_group(&mut c, "x", "slow", "c", 5);
+    let h = Harness::new(config_for(&server, FAST));
+    h.collect().await;
+    let _: redis::Value = redis::cmd("XDELEX")
+        .arg("x")
+        .arg("IDS")
+        .arg(2)
+        .arg(&ids[6])
+        .arg(&ids[7])
+        .query(&mut c)
+        .unwrap();
+    h.probe(ProbeKind::Stream).await;
+    let m = h.metrics();
+    assert_eq!(lost(&m, "x", "slow", "deleted"), Some(2.0));
+    assert_eq!(lost(&m, "x", "fast", "deleted"), Some(2.0));
+    let after_xdelex = (lost(&m, "x", "slow", "deleted"), lost(&m, "x", "fast", "deleted"));
+    // The fast group reads ten more and acknowledges them with deletion;
+    // the slow group (at entry 5) had not read entries 10..19.
+    let read = read_group(&mut c, "x", "fast", "c", 20);
+    let acked: Vec<&String> = read.iter().skip(8).take(10).collect();
+    let mut cmd = redis::cmd("XACKDEL");
+    cmd.arg("x").arg("fast").arg("IDS").arg(acked.len());
+    for id in &acked {
+        cmd.arg(id.as_str());
+    }
+    let _: redis::Value = cmd.query(&mut c).unwrap();
+    h.probe(ProbeKind::Stream).await;
+    let m = h.metrics();
+    assert_eq!(lost(&m, "x", "slow", "deleted"), Some(12.0));
+    assert_eq!(lost(&m, "x", "fast", "deleted"), Some(2.0), "it read them first");
+    report(
+        kind,
+        "XDELEX of 2 unread, then XACKDEL of 10 by another group",
+        "slow: 2 then 12 lost; fast: 2",
+        &format!(
+            "slow {} then {}; fast {} then {}",
+            fmt(after_xdelex.0),
+            fmt(lost(&m, "x", "slow", "deleted")),
+            fmt(after_xdelex.1),
+            fmt(lost(&m, "x", "fast", "deleted"))
+        ),
+    );
+}
+
+/// Entries per millisecond of the densest millisecond among `ids`.
+fn densest_ms(ids: &[String]) -> usize {
+    let mut per: std::collections::BTreeMap<u64, usize> = Default::default();
+    for id in ids {
+        *per.entry(id_ms(id)).or_default() += 1;
+    }
+    per.values().copied().max().unwrap_or(0)
+}
+
+/// The issue's burst: 1,000 entries pipelined in a few milliseconds, 100
+/// delivered, 90 of the rest deleted. Truth 810; 7.0+ counters prove
+/// 810..=900.
+async fn burst_with_deletions(kind: Server) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    let ids = xadd_n(&mut c, "b", 1000);
+    let densest = densest_ms(&ids);
+    create_group(&mut c, kind, "b", "g", "0", Some(0));
+    read_group(&mut c, "b", "g", "c", 100);
+    let mut del = redis::cmd("XDEL");
+    del.arg("b");
+    for id in ids[100..].iter().step_by(10) {
+        del.arg(id.as_str());
+    }
+    let _: u64 = del.query(&mut c).unwrap();
+    let h = Harness::new(config_for(&server, FAST));
+    h.collect().await;
+    let m = h.metrics();
+    let g = tsg("b", "g");
+    let lag = m.value("redis_streams_group_lag", &g);
+    let error = (lag - 810.0).abs() / 810.0;
+    assert!(error <= 0.10, "lag {lag} vs 810 ({densest}/ms)");
+    if kind.has_lag() {
+        assert!((810.0..=900.0).contains(&lag), "outside the counters' bounds: {lag}");
+    }
+    assert_eq!(m.value("redis_streams_group_lag_estimated", &g), 1.0);
+    report(
+        kind,
+        &format!("1,000-entry burst ({densest}/ms at most), 100 read, 90 deleted"),
+        "lag 810 (counters: 810..=900)",
+        &format!("lag {lag} ({:.1} % off), lag_estimated 1", error * 100.0),
+    );
+}
+
+/// Positions in a stream written by `produce`, each set with `XGROUP CREATE`
+/// at an entry (no ENTRIESREAD: Redis has no lag for them), estimated within
+/// 10%. With `poll_while_producing` the exporter polls every 100 ms while the
+/// producer runs (its anchors then pin the bursts); without, it sees the
+/// stream for the first time afterwards.
+async fn estimate_positions(
+    kind: Server,
+    scenario: &str,
+    poll_while_producing: bool,
+    produce: impl FnOnce(&mut redis::Connection) -> Vec<String> + Send + 'static,
+) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    let h = Harness::new(config_for(&server, FAST));
+    let mut producer_conn = server.conn();
+    let producer = tokio::task::spawn_blocking(move || produce(&mut producer_conn));
+    if poll_while_producing {
+        while !producer.is_finished() {
+            h.probe(ProbeKind::Discovery).await;
+            h.probe(ProbeKind::Info).await;
+            h.probe(ProbeKind::Stream).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let ids = producer.await.unwrap();
+    let n = ids.len();
+    let positions = [n / 10, n / 3, n / 2, 2 * n / 3, 9 * n / 10];
+    for (i, &p) in positions.iter().enumerate() {
+        let _: () = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg("p")
+            .arg(format!("g{i}"))
+            .arg(&ids[p - 1])
+            .query(&mut c)
+            .unwrap();
+    }
+    h.probe(ProbeKind::Discovery).await;
+    h.probe(ProbeKind::Info).await;
+    h.probe(ProbeKind::Stream).await;
+    let m = h.metrics();
+    let mut rows = Vec::new();
+    let mut worst: f64 = 0.0;
+    for (i, &p) in positions.iter().enumerate() {
+        let group = format!("g{i}");
+        let truth = (n - p) as f64;
+        let lag = m.value("redis_streams_group_lag", &tsg("p", &group));
+        let error = (lag - truth).abs() / truth;
+        worst = worst.max(error);
+        rows.push(format!("{truth}→{lag} ({:.1} %)", error * 100.0));
+    }
+    let polled = if poll_while_producing {
+        "polled while producing"
+    } else {
+        "first poll after"
+    };
+    report(
+        kind,
+        &format!("{scenario}, {polled} ({n} entries, {}/ms at most)", densest_ms(&ids)),
+        "lag of 5 groups created at entries",
+        &rows.join(", "),
+    );
+    assert!(worst <= 0.10, "{scenario}: {rows:?}");
+}
+
+fn steady(c: &mut redis::Connection) -> Vec<String> {
+    let mut ids = Vec::new();
+    for _ in 0..1500 {
+        ids.extend(xadd_n(c, "p", 1));
+        std::thread::sleep(Duration::from_micros(900));
+    }
+    ids
+}
+
+fn bursty(c: &mut redis::Connection) -> Vec<String> {
+    let mut ids = Vec::new();
+    for _ in 0..12 {
+        ids.extend(xadd_n(c, "p", 500));
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    ids
+}
+
+fn mixed(c: &mut redis::Connection) -> Vec<String> {
+    let mut ids = Vec::new();
+    for round in 0..30 {
+        if round % 3 == 0 {
+            ids.extend(xadd_n(c, "p", 200));
+        }
+        for _ in 0..20 {
+            ids.extend(xadd_n(c, "p", 1));
+            std::thread::sleep(Duration::from_micros(900));
+        }
+    }
+    ids
+}
+
+/// Steady for a while, one large burst, steady again: the burst sits where
+/// no sample or probe of a cold start can see it, so only the anchors of
+/// polls taken while it was written place it.
+fn phases(c: &mut redis::Connection) -> Vec<String> {
+    let mut ids = Vec::new();
+    for _ in 0..600 {
+        ids.extend(xadd_n(c, "p", 1));
+        std::thread::sleep(Duration::from_micros(900));
+    }
+    ids.extend(xadd_n(c, "p", 3000));
+    for _ in 0..600 {
+        ids.extend(xadd_n(c, "p", 1));
+        std::thread::sleep(Duration::from_micros(900));
+    }
+    ids
+}
+
+async fn steady_producer(kind: Server) {
+    estimate_positions(kind, "steady producer", false, steady).await;
+}
+
+async fn bursty_producer(kind: Server) {
+    estimate_positions(kind, "bursty producer", false, bursty).await;
+}
+
+async fn mixed_producer(kind: Server) {
+    estimate_positions(kind, "mixed producer", false, mixed).await;
+}
+
+async fn phased_producer_polled(kind: Server) {
+    estimate_positions(kind, "steady, 3000-entry burst, steady", true, phases).await;
+}
+
+/// XGROUP SETID backwards (a replay) and into the future.
+async fn setid_back_and_forward(kind: Server) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    let ids = xadd_n(&mut c, "s", 100);
+    create_group(&mut c, kind, "s", "g", "0", Some(0));
+    read_group(&mut c, "s", "g", "c", 50);
+    let h = Harness::new(config_for(&server, FAST));
+    h.collect().await;
+    let g = tsg("s", "g");
+    let m = h.metrics();
+    assert_eq!(m.value("redis_streams_group_rewinds_total", &g), 0.0);
+    assert_eq!(m.value("redis_streams_group_ahead_of_stream", &g), 0.0);
+    let _: () = redis::cmd("XGROUP")
+        .arg("SETID")
+        .arg("s")
+        .arg("g")
+        .arg(&ids[9])
+        .query(&mut c)
+        .unwrap();
+    h.probe(ProbeKind::Stream).await;
+    let back = h.metrics();
+    assert_eq!(back.value("redis_streams_group_rewinds_total", &g), 1.0);
+    assert_eq!(back.value("redis_streams_group_lag", &g), 90.0);
+    // A replay is not a loss.
+    if kind.has_lag() {
+        assert_eq!(lost(&back, "s", "g", "deleted"), Some(0.0));
+        assert_eq!(lost(&back, "s", "g", "trimmed"), Some(0.0));
+    }
+    let future = format!("{}-0", id_ms(&ids[99]) + 3_600_000);
+    let _: () = redis::cmd("XGROUP")
+        .arg("SETID")
+        .arg("s")
+        .arg("g")
+        .arg(&future)
+        .query(&mut c)
+        .unwrap();
+    xadd_n(&mut c, "s", 5);
+    h.probe(ProbeKind::Stream).await;
+    let ahead = h.metrics();
+    assert_eq!(ahead.value("redis_streams_group_ahead_of_stream", &g), 1.0);
+    assert_eq!(ahead.value("redis_streams_group_lag", &g), 0.0);
+    assert_eq!(ahead.value("redis_streams_group_rewinds_total", &g), 1.0);
+    report(
+        kind,
+        "SETID back 40 entries, then 1 h into the future + 5 adds",
+        "1 rewind, lag 90; ahead of stream, 5 entries never delivered",
+        &format!(
+            "rewinds_total {}, lag {}; ahead_of_stream {}, lag {}",
+            back.value("redis_streams_group_rewinds_total", &g),
+            back.value("redis_streams_group_lag", &g),
+            ahead.value("redis_streams_group_ahead_of_stream", &g),
+            ahead.value("redis_streams_group_lag", &g)
+        ),
+    );
+}
+
+/// Redis 8.6 idempotent producers: one producer adds 3 entries, retries one
+/// of them twice.
+async fn idempotent_duplicates(kind: Server) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    xadd_n(&mut c, "i", 1);
+    if kind.has_idmp() {
+        for iid in ["a", "b", "c", "b", "b"] {
+            let _: String = redis::cmd("XADD")
+                .arg("i")
+                .arg("IDMP")
+                .arg("p1")
+                .arg(iid)
+                .arg("*")
+                .arg("f")
+                .arg("v")
+                .query(&mut c)
+                .unwrap();
+        }
+    }
+    let h = Harness::new(config_for(&server, FAST));
+    h.collect().await;
+    let m = h.metrics();
+    let s = ts("i");
+    let got = |name: &str| m.get(name, &s);
+    if kind.has_idmp() {
+        assert_eq!(got("redis_streams_stream_idempotent_ids_added_total"), Some(3.0));
+        assert_eq!(got("redis_streams_stream_idempotent_duplicates_total"), Some(2.0));
+        assert_eq!(got("redis_streams_stream_idempotent_producers"), Some(1.0));
+        assert_eq!(got("redis_streams_stream_idempotent_ids"), Some(3.0));
+        assert_eq!(got("redis_streams_stream_length"), Some(4.0));
+    } else {
+        for name in [
+            "redis_streams_stream_idempotent_ids_added_total",
+            "redis_streams_stream_idempotent_duplicates_total",
+            "redis_streams_stream_idempotent_producers",
+            "redis_streams_stream_idempotent_ids",
+        ] {
+            assert_eq!(got(name), None, "{name} absent before 8.6");
+        }
+    }
+    report(
+        kind,
+        "IDMP: 3 ids, 2 duplicate retries",
+        if kind.has_idmp() {
+            "3 added, 2 duplicates, 1 producer, 3 tracked"
+        } else {
+            "absent (no IDMP)"
+        },
+        &format!(
+            "added {}, duplicates {}, producers {}, tracked {}",
+            fmt(got("redis_streams_stream_idempotent_ids_added_total")),
+            fmt(got("redis_streams_stream_idempotent_duplicates_total")),
+            fmt(got("redis_streams_stream_idempotent_producers")),
+            fmt(got("redis_streams_stream_idempotent_ids"))
+        ),
+    );
+}
+
+per_server!(
+    trim_then_catch_up,
+    small_trim_miscount,
+    xdel_unread,
+    xdelex_and_xackdel,
+    burst_with_deletions,
+    steady_producer,
+    bursty_producer,
+    mixed_producer,
+    phased_producer_polled,
+    setid_back_and_forward,
+    idempotent_duplicates
+);
