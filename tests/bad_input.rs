@@ -234,18 +234,7 @@ async fn corpus(kind: Server) {
     );
 }
 
-#[tokio::test]
-async fn corpus_redis_6_2() {
-    corpus(Server::Redis62).await;
-}
-#[tokio::test]
-async fn corpus_redis_7_0() {
-    corpus(Server::Redis70).await;
-}
-#[tokio::test]
-async fn corpus_valkey_9() {
-    corpus(Server::Valkey9).await;
-}
+per_server!(corpus);
 
 /// A user whose ACL key pattern hides some streams: SCAN still lists them
 /// (SCAN is not key-filtered), XINFO is refused with NOPERM, which is counted;

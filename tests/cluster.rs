@@ -4,7 +4,7 @@
 //! owning node's `TIME`, and a slot migration done while the exporter polls
 //! is followed through `ASK` and `MOVED` without a wrong value. Redis 6.2
 //! (no `CLUSTER SHARDS`) exercises the `CLUSTER SLOTS` fallback; Redis 7.0
-//! and Valkey 9 use `CLUSTER SHARDS`.
+//! and 8.6 and Valkey 9 use `CLUSTER SHARDS`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
 
@@ -254,7 +254,7 @@ async fn routes_every_stream_to_its_owner(kind: Server) {
     // and XINFO CONSUMERS per group (two groups each).
     assert_eq!(errors(&m, "cluster"), 0.0);
     assert_eq!(commands(&m, "asking"), 0.0);
-    if kind == Server::Redis62 {
+    if !kind.has_cluster_shards() {
         // No CLUSTER SHARDS before 7.0: it is tried once, then SLOTS.
         assert_eq!(commands(&m, "cluster_shards"), 1.0);
         assert_eq!(commands(&m, "cluster_slots"), 1.0);
@@ -322,20 +322,7 @@ async fn routes_every_stream_to_its_owner(kind: Server) {
     assert_eq!(commands(&m, "asking"), 0.0);
 }
 
-#[tokio::test]
-async fn routes_every_stream_to_its_owner_redis_7_0() {
-    routes_every_stream_to_its_owner(Server::Redis70).await;
-}
-
-#[tokio::test]
-async fn routes_every_stream_to_its_owner_redis_6_2_cluster_slots() {
-    routes_every_stream_to_its_owner(Server::Redis62).await;
-}
-
-#[tokio::test]
-async fn routes_every_stream_to_its_owner_valkey_9() {
-    routes_every_stream_to_its_owner(Server::Valkey9).await;
-}
+per_server!(routes_every_stream_to_its_owner);
 
 /// One look at the daemon's exposition during the migration.
 #[derive(Clone, Debug)]

@@ -1,5 +1,5 @@
 //! Issue 2: every value the core probes export equals the known truth of a
-//! stream state built on a real server (Redis 6.2, Redis 7.0, Valkey 9).
+//! stream state built on a real server (Redis 6.2, 7.0 and 8.6, Valkey 9).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
 
@@ -234,7 +234,7 @@ async fn core_values(kind: Server) {
     assert_eq!(m.value("redis_streams_consumer_pending", &cons("c1")), 3.0);
     assert_eq!(m.value("redis_streams_consumer_pending", &cons("c2")), 2.0);
     assert!(m.value("redis_streams_consumer_idle_seconds", &cons("c1")) < 10.0);
-    if kind == Server::Valkey9 {
+    if kind.reports_inactive() {
         assert!(m.value("redis_streams_consumer_inactive_seconds", &cons("c1")) < 10.0);
     } else {
         assert_eq!(
@@ -277,16 +277,8 @@ async fn core_values(kind: Server) {
     );
 
     // Target and exporter.
-    let server_label = if kind == Server::Valkey9 {
-        "valkey"
-    } else {
-        "redis"
-    };
-    let version = match kind {
-        Server::Redis62 => "6.2.14",
-        Server::Redis70 => "7.0.15",
-        Server::Valkey9 => "9.1.2",
-    };
+    let server_label = kind.server_label();
+    let version = kind.version();
     let info = m.family("redis_streams_target_info");
     assert_eq!(info.len(), 1, "{info:?}");
     assert!(info[0].0.contains(&format!("server=\"{server_label}\",version=\"{version}\",mode=\"standalone\",maxmemory_policy=\"noeviction\"")), "{info:?}");
@@ -355,20 +347,7 @@ async fn core_values(kind: Server) {
     );
 }
 
-#[tokio::test]
-async fn core_values_redis_6_2() {
-    core_values(Server::Redis62).await;
-}
-
-#[tokio::test]
-async fn core_values_redis_7_0() {
-    core_values(Server::Redis70).await;
-}
-
-#[tokio::test]
-async fn core_values_valkey_9() {
-    core_values(Server::Valkey9).await;
-}
+per_server!(core_values);
 
 /// `max_streams` caps discovery and the dropped count is exported; streams
 /// that vanish leave the output.

@@ -10,10 +10,10 @@
 //! series of the target is served while it is down, collection recovers by
 //! itself with fresh values, and connections, tasks and memory stay flat.
 //!
-//! The daemon runs in-process (`app::run`) on the test's multi-thread
-//! runtime, so the runtime's task count and the process's RSS and file
-//! descriptors are the exporter's own (the proxy runs on a runtime of its
-//! own).
+//! The daemon runs in-process (`common::Daemon`, `app::run`) on the test's
+//! multi-thread runtime, so the runtime's task count and the process's RSS
+//! and file descriptors are the exporter's own (the proxy runs on a runtime
+//! of its own).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
 
@@ -23,8 +23,6 @@ use std::time::{Duration, Instant};
 
 use common::proxy::{Mode, Proxy};
 use common::*;
-use redis_streams_exporter::{app, config};
-use tokio::sync::oneshot;
 
 /// The soak test measures the whole process (RSS, file descriptors), so it
 /// runs alone; the other tests of this file may run side by side.
@@ -37,60 +35,6 @@ const SCRAPE_LIMIT: Duration = Duration::from_millis(500);
 /// Scheduling slack on a loaded two-core machine, added to "one poll plus
 /// the command timeout".
 const SLACK: Duration = Duration::from_millis(700);
-
-/// The daemon, run in-process on a loopback port.
-struct Daemon {
-    base: String,
-    http: reqwest::Client,
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), app::AppError>>,
-}
-
-impl Daemon {
-    async fn start(text: &str) -> Daemon {
-        let config = config::from_str("test.toml", text, &Default::default())
-            .unwrap_or_else(|e| panic!("{e}"));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(app::run(config, Default::default(), listener, async move {
-            let _ = rx.await;
-        }));
-        let http = reqwest::Client::builder()
-            .no_gzip()
-            .timeout(Duration::from_secs(10))
-            .build()
-            .unwrap();
-        Daemon {
-            base,
-            http,
-            stop: Some(tx),
-            task,
-        }
-    }
-
-    /// One scrape and how long it took.
-    async fn scrape(&self) -> (Metrics, Duration) {
-        let asked = Instant::now();
-        let r = self
-            .http
-            .get(format!("{}/metrics", self.base))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
-        let text = r.text().await.unwrap();
-        (Metrics::parse(&text), asked.elapsed())
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        let result = tokio::time::timeout(Duration::from_secs(10), self.task)
-            .await
-            .expect("shutdown hung");
-        result.unwrap().unwrap();
-    }
-}
 
 /// What a run of [`Daemon::scrape_until`] saw.
 #[derive(Debug)]

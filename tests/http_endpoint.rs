@@ -8,55 +8,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use redis_streams_exporter::{app, config};
-use tokio::sync::oneshot;
-
-struct Daemon {
-    base: String,
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), app::AppError>>,
-}
-
-impl Daemon {
-    async fn start(text: &str) -> Daemon {
-        let config = config::from_str("test.toml", text, &Default::default())
-            .unwrap_or_else(|e| panic!("{e}"));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(app::run(config, Default::default(), listener, async move {
-            let _ = rx.await;
-        }));
-        Daemon {
-            base,
-            stop: Some(tx),
-            task,
-        }
-    }
-
-    async fn get(&self, path: &str) -> reqwest::Response {
-        reqwest::Client::builder()
-            .no_gzip()
-            .build()
-            .unwrap()
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .unwrap()
-    }
-
-    async fn metrics(&self) -> Metrics {
-        Metrics::parse(&self.get("/metrics").await.text().await.unwrap())
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        let result = tokio::time::timeout(Duration::from_secs(10), self.task)
-            .await
-            .expect("shutdown hung");
-        result.unwrap().unwrap();
-    }
-}
+use redis_streams_exporter::config;
 
 fn fast_config(url: &str) -> String {
     format!(

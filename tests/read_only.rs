@@ -16,10 +16,10 @@ use redis_streams_exporter::config;
 
 /// SPEC §3's commands for a standalone server (plus `info`).
 fn acl_rule(kind: Server) -> String {
-    let keys = if kind == Server::Redis62 {
-        "~*"
-    } else {
+    let keys = if kind.has_acl_key_permissions() {
         "%R~*"
+    } else {
+        "~*"
     };
     format!(
         "on >exporter-pw resetchannels {keys} -@all +ping +info +time +scan +type +xinfo|stream +xinfo|groups \
@@ -133,18 +133,7 @@ async fn under_minimal_acl(kind: Server) {
     assert_eq!(err.code(), Some("NOPERM"), "{err}");
 }
 
-#[tokio::test]
-async fn minimal_acl_redis_6_2() {
-    under_minimal_acl(Server::Redis62).await;
-}
-#[tokio::test]
-async fn minimal_acl_redis_7_0() {
-    under_minimal_acl(Server::Redis70).await;
-}
-#[tokio::test]
-async fn minimal_acl_valkey_9() {
-    under_minimal_acl(Server::Valkey9).await;
-}
+per_server!(under_minimal_acl);
 
 /// Commands (first word, or first two for container commands) the exporter
 /// may send.
@@ -240,7 +229,7 @@ fn parse_monitor_line(line: &str) -> Option<Vec<String>> {
     Some(words)
 }
 
-fn assert_only_allowed(kind: Server) {
+fn monitor_shows_only_allowed_commands(kind: Server) {
     let seen = monitored(kind);
     assert!(seen.len() > 20, "MONITOR saw only {} commands", seen.len());
     let mut names = std::collections::BTreeSet::new();
@@ -301,15 +290,4 @@ fn assert_only_allowed(kind: Server) {
     }
 }
 
-#[test]
-fn monitor_shows_only_allowed_commands_redis_6_2() {
-    assert_only_allowed(Server::Redis62);
-}
-#[test]
-fn monitor_shows_only_allowed_commands_redis_7_0() {
-    assert_only_allowed(Server::Redis70);
-}
-#[test]
-fn monitor_shows_only_allowed_commands_valkey_9() {
-    assert_only_allowed(Server::Valkey9);
-}
+per_server!(sync: monitor_shows_only_allowed_commands);

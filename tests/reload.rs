@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use redis_streams_exporter::{app, config};
+use redis_streams_exporter::config;
 
 fn target(name: &str, server: &RedisServer) -> String {
     format!(
@@ -45,12 +45,8 @@ async fn reload_over_http() {
     let path = dir.path().join("c.toml");
     std::fs::write(&path, format!("{}{FAST}", target("a", &a))).unwrap();
     let cfg = config::load(Some(&path), &Default::default()).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let daemon = tokio::spawn(app::run(cfg, Default::default(), listener, async move {
-        let _ = stopped.await;
-    }));
+    let d = Daemon::start_config(cfg).await;
+    let base = d.base.clone();
     wait_for(
         &base,
         "/metrics",
@@ -68,11 +64,7 @@ async fn reload_over_http() {
         ),
     )
     .unwrap();
-    let r = reqwest::Client::new()
-        .post(format!("{base}/-/reload"))
-        .send()
-        .await
-        .unwrap();
+    let r = d.post("/-/reload").await;
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
     let text = wait_for(
         &base,
@@ -83,21 +75,11 @@ async fn reload_over_http() {
     assert!(text.contains("redis_streams_stream_length{target=\"a\",stream=\"sa\"} 1"));
     assert!(text.contains("redis_streams_exporter_config_reloads_total 1"));
     assert!(text.contains("redis_streams_exporter_config_last_reload_successful 1\n"));
-    assert_eq!(
-        reqwest::get(format!("{base}/metrics"))
-            .await
-            .unwrap()
-            .status(),
-        404
-    );
+    assert_eq!(d.get("/metrics").await.status(), 404);
 
     // An invalid file: rejected with the reason, the old config stays.
     std::fs::write(&path, "[schedule]\nstream = \"never\"\n").unwrap();
-    let r = reqwest::Client::new()
-        .post(format!("{base}/-/reload"))
-        .send()
-        .await
-        .unwrap();
+    let r = d.post("/-/reload").await;
     assert_eq!(r.status(), 400);
     let reason = r.text().await.unwrap();
     assert!(
@@ -119,11 +101,7 @@ async fn reload_over_http() {
 
     // Removing a target removes its series.
     std::fs::write(&path, format!("{}{FAST}", target("b", &b))).unwrap();
-    let r = reqwest::Client::new()
-        .post(format!("{base}/-/reload"))
-        .send()
-        .await
-        .unwrap();
+    let r = d.post("/-/reload").await;
     assert_eq!(r.status(), 200);
     // Counters are read before targets when rendering, so once the success
     // shows, the removal shows with it.
@@ -141,15 +119,8 @@ async fn reload_over_http() {
         !text.contains("target=\"a\""),
         "removed target still served:\n{text}"
     );
-    assert_eq!(
-        reqwest::get(format!("{base}/-/reload"))
-            .await
-            .unwrap()
-            .status(),
-        405
-    );
-    let _ = stop.send(());
-    daemon.await.unwrap().unwrap();
+    assert_eq!(d.get("/-/reload").await.status(), 405);
+    d.stop().await;
 }
 
 #[tokio::test]

@@ -1,7 +1,7 @@
 //! Topologies built from real servers on loopback for the cluster, sentinel
 //! and many-target tests: a Redis Cluster joined with `redis-cli --cluster
 //! create`, manual slot migration, a primary with a replica watched by a
-//! sentinel, a TCP blackhole, and the daemon run in-process.
+//! sentinel, and a TCP blackhole.
 //!
 //! Every process is started here and killed on drop; nothing else is
 //! touched. A missing binary fails the test.
@@ -11,10 +11,7 @@ use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use redis_streams_exporter::{app, config};
-use tokio::sync::oneshot;
-
-use super::{Metrics, RedisServer, Server, free_port, which};
+use super::{RedisServer, Server, free_port, which};
 
 /// A loopback port at most 55535 whose cluster bus port (`port + 10000`,
 /// the only choice before Redis 7.0) is free too.
@@ -413,85 +410,5 @@ impl Blackhole {
 
     pub fn port(&self) -> u16 {
         self.listener.local_addr().unwrap().port()
-    }
-}
-
-/// The daemon (`app::run`) in-process on a loopback port.
-pub struct Daemon {
-    pub base: String,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<Result<(), app::AppError>>>,
-    client: reqwest::Client,
-}
-
-impl Daemon {
-    pub async fn start(toml: &str) -> Daemon {
-        let config = config::from_str("test.toml", toml, &Default::default())
-            .unwrap_or_else(|e| panic!("{e}\n{toml}"));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(app::run(config, Default::default(), listener, async move {
-            let _ = rx.await;
-        }));
-        Daemon {
-            base,
-            stop: Some(tx),
-            task: Some(task),
-            client: reqwest::Client::builder().no_gzip().build().unwrap(),
-        }
-    }
-
-    pub async fn metrics(&self) -> Metrics {
-        let text = self
-            .client
-            .get(format!("{}/metrics", self.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        Metrics::parse(&text)
-    }
-
-    pub async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        let task = self.task.take().unwrap();
-        let result = tokio::time::timeout(Duration::from_secs(10), task)
-            .await
-            .expect("shutdown hung");
-        result.unwrap().unwrap();
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
-}
-
-/// Polls `/metrics` until `check` accepts a sample or `limit` passes;
-/// returns the accepted sample.
-pub async fn wait_metrics(
-    d: &Daemon,
-    limit: Duration,
-    what: &str,
-    mut check: impl FnMut(&Metrics) -> bool,
-) -> Metrics {
-    let deadline = Instant::now() + limit;
-    loop {
-        let m = d.metrics().await;
-        if check(&m) {
-            return m;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} not seen within {limit:?}; last exposition:\n{}",
-            m.text
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

