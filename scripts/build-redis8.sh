@@ -105,12 +105,13 @@ while read -r v; do
   fi
 done < <(apt-cache "${apt_opts[@]}" showsrc redis 2>/dev/null | sed -n 's/^Version: //p')
 if [ -z "$version" ]; then
-  found=$(apt-cache "${apt_opts[@]}" showsrc redis 2>/dev/null | sed -n 's/^Version: //p' | tr '\n' ' ')
-  die "no Redis 8.6.x source package in Debian unstable or experimental on $mirror (found: ${found:-none}); set RSE_REDIS8_SERVER to a Redis 8.6 redis-server instead"
+  found=$(apt-cache "${apt_opts[@]}" showsrc redis 2>/dev/null | sed -n 's/^Version: //p' | paste -sd ' ')
+  die "no Redis 8.6.x source package in Debian unstable or experimental on $mirror (found: ${found:-none}); point RSE_REDIS8_SERVER at a Redis 8.6+ redis-server and rerun scripts/test.sh"
 fi
 echo "build-redis8: downloading source package redis=$version"
 (cd "$apt_dir/download" && apt-get "${apt_opts[@]}" -qq source --download-only "redis=$version")
 
+fetched=$SECONDS
 upstream=${version#*:}
 upstream=${upstream%-*}
 tarball=$(find "$apt_dir/download" -maxdepth 1 -name "redis_${upstream}.orig.tar.*" | head -n 1)
@@ -128,4 +129,6 @@ mkdir -p "$dest"
 cp "$build/src/redis-server" "$binary.tmp"
 mv "$binary.tmp" "$binary"
 rm -rf "$build"
+rmdir "$cache/build" 2>/dev/null || true
+echo "build-redis8: $binary ready after ${SECONDS}s (source fetched after ${fetched}s)"
 "$binary" --version

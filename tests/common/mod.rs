@@ -140,6 +140,13 @@ impl Server {
     /// reports 4, the truth. With `XDEL` of entry 5 and `XTRIM MINID 7-0`
     /// instead: 7.0.15 reports 8, Valkey 9.1.2 nil, 8.6.3 4. False for 6.2,
     /// which reports no lag at all.
+    ///
+    /// The two old ones differ once the group reads again. After a trim
+    /// (MAXLEN 100, 600 entries) overtook a group that had read 10, then one
+    /// more read: 7.0.15 keeps entries-read 11 and lag 599 with XLEN 100
+    /// (the overcount stays for good), while Valkey 9.1.2 re-estimates
+    /// entries-read to 511 and reports lag 99, exact, as 8.6.3 does (8.6.3
+    /// reported lag 100 = XLEN already while the group was behind).
     pub fn old_lag_algorithm(self) -> bool {
         matches!(self, Server::Redis70 | Server::Valkey9)
     }
