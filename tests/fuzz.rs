@@ -162,10 +162,10 @@ proptest! {
         let previous = prev_gone.map(|g| lag::Trail { last_delivered: StreamId::new(ld_off / 2, 0), entries_read: read.map(|r| r / 2), unread_gone: Some(g) });
         for arithmetic in [lag::Arithmetic::Current, lag::Arithmetic::Miscounting] {
             let reading = lag::Reading { stream: &stream, group: &group, arithmetic, previous: previous.as_ref() };
-            let sample = reading.sample_request(100).map(|count| UndeliveredSample {
-                ids: (0..sample_n.min(count as usize)).map(|i| StreamId::new((ld_off + 1 + i as u64).min(last), 0)).collect(),
+            let sample = reading.sample_request(100).map(|count| UndeliveredSample::head(
+                (0..sample_n.min(count as usize)).map(|i| StreamId::new((ld_off + 1 + i as u64).min(last), 0)).collect(),
                 count,
-            });
+            ));
             let f = reading.compute(sample.as_ref(), &lag::Evidence::default());
             if let Some(l) = f.lag {
                 prop_assert!(l <= len.max(100), "lag {} above length {}", l, len);

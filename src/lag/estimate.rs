@@ -47,51 +47,196 @@ pub struct Anchor {
     pub generated: u64,
 }
 
-/// What probes of single milliseconds found: the sequence of the last entry
-/// in each probed millisecond, `None` for a probed millisecond with none.
+/// What walks over a stream's milliseconds found: the sequence of the last
+/// entry of each millisecond read (`None`: it holds none), and ranges of
+/// milliseconds known to hold no entry.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MsEnds(BTreeMap<u64, Option<u64>>);
+pub struct MsEnds {
+    last: BTreeMap<u64, Option<u64>>,
+    /// Disjoint empty ranges, start → end (inclusive).
+    empty: BTreeMap<u64, u64>,
+}
 
 impl MsEnds {
-    /// Records a probe of millisecond `ms`: the sequence of its last entry,
-    /// or `None` when it holds none.
+    /// Records that the last entry of millisecond `ms` has sequence
+    /// `last_seq`, or that it holds none.
     pub fn insert(&mut self, ms: u64, last_seq: Option<u64>) {
-        let at = self.0.entry(ms).or_insert(last_seq);
+        let at = self.last.entry(ms).or_insert(last_seq);
         *at = (*at).max(last_seq);
     }
 
-    /// Entries generated in `id`'s millisecond after it, when probed (else 0).
+    /// Records that milliseconds `from..=to` hold no entry.
+    pub fn insert_empty(&mut self, from: u64, to: u64) {
+        if from > to {
+            return;
+        }
+        let (mut start, mut end) = (from, to);
+        let touching: Vec<(u64, u64)> = self
+            .empty
+            .range(..=to.saturating_add(1))
+            .filter(|&(_, &e)| e.saturating_add(1) >= from)
+            .map(|(&s, &e)| (s, e))
+            .collect();
+        for (s, e) in touching {
+            self.empty.remove(&s);
+            start = start.min(s);
+            end = end.max(e);
+        }
+        self.empty.insert(start, end);
+    }
+
+    fn is_empty_ms(&self, ms: u64) -> bool {
+        self.empty
+            .range(..=ms)
+            .next_back()
+            .is_some_and(|(_, &end)| end >= ms)
+    }
+
+    /// Entries generated in `id`'s millisecond after it, when read (else 0).
     fn after(&self, id: StreamId) -> f64 {
-        match self.0.get(&id.ms) {
+        match self.last.get(&id.ms) {
             Some(Some(last)) => last.saturating_sub(id.seq) as f64,
             _ => 0.0,
         }
     }
 
-    /// Entries generated in the whole milliseconds `from..=to`, when every
-    /// one of them was probed.
-    fn whole(&self, from: u64, to: u64) -> Option<f64> {
+    /// Over the whole milliseconds `from..=to`: the entries generated in
+    /// those that were read, and how many were not.
+    fn inside(&self, from: u64, to: u64) -> (f64, f64) {
         if from > to {
-            return Some(0.0);
+            return (0.0, 0.0);
         }
-        let span = to - from + 1;
-        if span > MAX_WHOLE_PROBES {
-            return None;
+        let mut covered = 0u64;
+        for (&s, &e) in self.empty.range(..=to) {
+            if e >= from {
+                covered += e.min(to) - s.max(from) + 1;
+            }
         }
-        (from..=to)
-            .map(|ms| {
-                self.0
-                    .get(&ms)
-                    .map(|last| last.map_or(0.0, |s| s as f64 + 1.0))
-            })
-            .sum()
+        let mut known = 0.0;
+        for (&ms, last) in self.last.range(from..=to) {
+            if !self.is_empty_ms(ms) {
+                known += last.map_or(0.0, |s| s as f64 + 1.0);
+                covered += 1;
+            }
+        }
+        (known, (to - from + 1).saturating_sub(covered) as f64)
     }
 }
 
-/// Whole milliseconds of a gap worth probing one by one: a gap this short
-/// can hold bursts that the even-density model would misplace badly, and
-/// probing it costs at most this many `XREVRANGE … COUNT 1`.
-const MAX_WHOLE_PROBES: u64 = 8;
+/// Round trips a walk may take: each reads one occupied millisecond per
+/// gap, so sparse bursts are counted exactly, while a steady stream (every
+/// millisecond occupied) is read next to the position and modelled beyond.
+pub const WALK_ROUNDS: usize = 16;
+
+/// One read of a walk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// The last entry in milliseconds `from..=to` (`XREVRANGE key to-max
+    /// from-0 COUNT 1`).
+    Last {
+        /// First millisecond.
+        from: u64,
+        /// Last millisecond.
+        to: u64,
+    },
+    /// The first entry in milliseconds `from..=to` (`XRANGE key from-0
+    /// to-max COUNT 1`).
+    First {
+        /// First millisecond.
+        from: u64,
+        /// Last millisecond.
+        to: u64,
+    },
+}
+
+/// A walk over the whole milliseconds of a [`Split`]'s two gaps, the ones
+/// next to the position first: backwards from `x` through the first gap
+/// (each `Last` gives an occupied millisecond and its size at once),
+/// forwards from `y` through the second (a `First` finds the next occupied
+/// millisecond, a `Last` of it its size, in the next round trip).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Walk {
+    edges: Vec<u64>,
+    back: Option<(u64, u64)>,
+    forward: Option<(u64, u64)>,
+    size_of: Option<u64>,
+}
+
+impl Walk {
+    /// A walk of `split`'s gaps.
+    pub fn new(split: &Split) -> Walk {
+        let gap = |a: StreamId, b: StreamId| (b.ms > a.ms + 1).then(|| (a.ms + 1, b.ms - 1));
+        let mut edges = vec![split.p.ms, split.y.ms];
+        edges.dedup();
+        Walk {
+            edges,
+            back: gap(split.p, split.x),
+            forward: gap(split.y, split.q),
+            size_of: None,
+        }
+    }
+
+    /// The reads of the next round trip; empty when the walk is over.
+    pub fn steps(&self) -> Vec<Step> {
+        let mut steps: Vec<Step> = self
+            .edges
+            .iter()
+            .map(|&ms| Step::Last { from: ms, to: ms })
+            .collect();
+        if let Some((from, to)) = self.back {
+            steps.push(Step::Last { from, to });
+        }
+        if let Some((from, to)) = self.forward {
+            steps.push(Step::First { from, to });
+        }
+        if let Some(ms) = self.size_of {
+            steps.push(Step::Last { from: ms, to: ms });
+        }
+        steps
+    }
+
+    /// Applies what a step of [`Self::steps`] found (`None`: no entry).
+    pub fn apply(&mut self, step: Step, found: Option<StreamId>, ends: &mut MsEnds) {
+        match step {
+            Step::Last { from, to } => {
+                match found {
+                    Some(id) => {
+                        ends.insert(id.ms, Some(id.seq));
+                        ends.insert_empty(id.ms.saturating_add(1), to);
+                    }
+                    None => ends.insert_empty(from, to),
+                }
+                if from == to {
+                    self.edges.retain(|&ms| ms != from);
+                    if self.size_of == Some(from) {
+                        self.size_of = None;
+                    }
+                }
+                if self.back == Some((from, to)) {
+                    self.back = found
+                        .filter(|id| id.ms > from)
+                        .map(|id| (from, id.ms - 1));
+                }
+            }
+            Step::First { from, to } => {
+                if self.forward != Some((from, to)) {
+                    return;
+                }
+                match found {
+                    Some(id) => {
+                        ends.insert_empty(from, id.ms.saturating_sub(1));
+                        self.size_of = Some(id.ms);
+                        self.forward = (id.ms < to).then(|| (id.ms + 1, to));
+                    }
+                    None => {
+                        ends.insert_empty(from, to);
+                        self.forward = None;
+                    }
+                }
+            }
+        }
+    }
+}
 
 /// An interval of a stream, `(p, q]`, whose entries number `total` once a
 /// known block `(x, y]` is left out, to be split at `x`: the estimator's
@@ -111,8 +256,8 @@ pub struct Split {
 }
 
 /// Generated entries in `(a, b]`: a part known from sequences and probes,
-/// and the whole milliseconds in between whose entries are unknown (0 when
-/// they were all probed).
+/// and the number of whole milliseconds in between whose entries are
+/// unknown.
 fn generated(a: StreamId, b: StreamId, ends: &MsEnds) -> (f64, f64) {
     if b <= a {
         (0.0, 0.0)
@@ -120,31 +265,12 @@ fn generated(a: StreamId, b: StreamId, ends: &MsEnds) -> (f64, f64) {
         ((b.seq - a.seq) as f64, 0.0)
     } else {
         let edges = ends.after(a) + b.seq as f64 + 1.0;
-        match ends.whole(a.ms + 1, b.ms - 1) {
-            Some(inside) => (edges + inside, 0.0),
-            None => (edges, (b.ms - a.ms - 1) as f64),
-        }
+        let (known, unknown) = ends.inside(a.ms + 1, b.ms - 1);
+        (edges + known, unknown)
     }
 }
 
 impl Split {
-    /// The milliseconds to probe: the ends of `p`'s and `y`'s milliseconds
-    /// (how many entries follow them there), and every millisecond inside
-    /// the shorter gap when it has few.
-    pub fn probes(&self) -> Vec<u64> {
-        let mut ms = vec![self.p.ms, self.y.ms];
-        let gaps = [(self.p.ms, self.x.ms), (self.y.ms, self.q.ms)];
-        let inner = |(a, b): (u64, u64)| b.saturating_sub(a).saturating_sub(1);
-        if let Some(&(a, b)) = gaps.iter().min_by_key(|&&g| inner(g)) {
-            if (1..=MAX_WHOLE_PROBES).contains(&inner((a, b))) {
-                ms.extend(a + 1..b);
-            }
-        }
-        ms.sort_unstable();
-        ms.dedup();
-        ms
-    }
-
     /// The estimated entries in `(p, x]`.
     pub fn share(&self, ends: &MsEnds) -> f64 {
         let total = self.total as f64;
@@ -197,45 +323,52 @@ pub fn generated_after(
     Some((entries_added as f64 - up_to).max(0.0))
 }
 
-/// The split that ranks `sample[0]` in a stream from `first` to `last`
-/// (`length` entries), `sample` being consecutive entries of it; `Err` with
-/// the answer when the sample settles it.
+/// The split that ranks `head[0]` in a stream from `first` to `last`
+/// (`length` entries), `head` being consecutive entries of it and `tail`
+/// (possibly empty) its last entries, both in ID order; `Err` with the
+/// answer when the samples settle it.
 pub fn retained_split(
     first: StreamId,
     last: StreamId,
     length: u64,
-    sample: &[StreamId],
+    head: &[StreamId],
+    tail: &[StreamId],
 ) -> Result<Split, Option<f64>> {
-    let (Some(&u), Some(&v)) = (sample.first(), sample.last()) else {
+    let (Some(&u), Some(&v)) = (head.first(), head.last()) else {
         return Err(None);
     };
-    let k = sample.len() as u64;
+    let k = head.len() as u64;
     if u <= first {
         return Err(Some(length as f64));
     }
     if v >= last || length <= k {
         return Err(Some(k as f64));
     }
-    // Entries in (first, u] ∪ (v, last]: all but `first` and the sample
-    // after `u`.
+    // The entries not in the samples: (first, u] ∪ (v, t] where t is the
+    // tail's first entry (or the last entry without a tail).
+    let (t, known_tail) = match tail.first() {
+        Some(&t) if t > v => (t, tail.len() as u64 - 1),
+        _ => (last, 0),
+    };
     Ok(Split {
         p: first,
         x: u,
         y: v,
-        q: last,
-        total: length - k,
+        q: t,
+        total: length.checked_sub(k + known_tail).ok_or(Some(length as f64))?,
     })
 }
 
-/// Entries at or after `sample[0]`.
+/// Entries at or after `head[0]` (see [`retained_split`]).
 pub fn retained_after(
     first: StreamId,
     last: StreamId,
     length: u64,
-    sample: &[StreamId],
+    head: &[StreamId],
+    tail: &[StreamId],
     ends: &MsEnds,
 ) -> Option<f64> {
-    match retained_split(first, last, length, sample) {
+    match retained_split(first, last, length, head, tail) {
         Err(settled) => settled,
         Ok(split) => {
             let rank = split.share(ends).clamp(1.0, split.total as f64);
@@ -262,10 +395,30 @@ mod tests {
             .collect()
     }
 
-    fn ends_of(all: &[StreamId], ms: &[u64]) -> MsEnds {
+    /// Runs a walk of `split` against the stream `all`, as the probe would.
+    fn walked(all: &[StreamId], split: &Split) -> MsEnds {
         let mut ends = MsEnds::default();
-        for &m in ms {
-            ends.insert(m, all.iter().filter(|i| i.ms == m).max().map(|i| i.seq));
+        let mut walk = Walk::new(split);
+        for _ in 0..WALK_ROUNDS {
+            let steps = walk.steps();
+            if steps.is_empty() {
+                break;
+            }
+            for step in steps {
+                let found = match step {
+                    Step::Last { from, to } => all
+                        .iter()
+                        .filter(|i| (from..=to).contains(&i.ms))
+                        .max()
+                        .copied(),
+                    Step::First { from, to } => all
+                        .iter()
+                        .filter(|i| (from..=to).contains(&i.ms))
+                        .min()
+                        .copied(),
+                };
+                walk.apply(step, found, &mut ends);
+            }
         }
         ends
     }
@@ -275,16 +428,10 @@ mod tests {
     /// would send (first entry's, position's and sample end's milliseconds).
     fn retained(all: &[StreamId], at: usize, k: usize) -> f64 {
         let sample = &all[at..(at + k).min(all.len())];
-        let split = retained_split(all[0], all[all.len() - 1], all.len() as u64, sample).unwrap();
-        let ends = ends_of(all, &split.probes());
-        retained_after(
-            all[0],
-            all[all.len() - 1],
-            all.len() as u64,
-            sample,
-            &ends,
-        )
-        .unwrap()
+        let (first, last, n) = (all[0], all[all.len() - 1], all.len() as u64);
+        let split = retained_split(first, last, n, sample, &[]).unwrap();
+        let ends = walked(all, &split);
+        retained_after(first, last, n, sample, &[], &ends).unwrap()
     }
 
     fn within(estimate: f64, truth: usize, tolerance: f64) -> bool {
@@ -364,7 +511,7 @@ mod tests {
         for at in [2_000, 7_000, 15_000, 17_000] {
             let position = all[at - 1];
             let (_, split) = generated_split(position, &anchors).unwrap();
-            let ends = ends_of(&all, &split.probes());
+            let ends = walked(&all, &split);
             let e = generated_after(position, &anchors, added, &ends).unwrap();
             let truth = all.len() - at;
             assert!(within(e, truth, 0.01), "at {at}: {e} vs {truth}");
@@ -374,21 +521,61 @@ mod tests {
         assert!(!within(e, all.len() - 2_000, 0.10), "{e}");
     }
 
+    /// Sparse bursts: 500 entries every 19 ms, in 1 or 2 ms each. The walk
+    /// reads one burst per round trip, so the gaps next to the position are
+    /// counted, not modelled.
+    #[test]
+    fn sparse_bursts_are_walked() {
+        let per_ms: Vec<u64> = (0..240)
+            .map(|i| match i % 19 {
+                0 => 300,
+                1 => 200,
+                _ => 0,
+            })
+            .collect();
+        let all = ids(3_000, &per_ms);
+        for at in [1_000, 2_600, 3_333, 5_000] {
+            let truth = all.len() - at;
+            let e = retained(&all, at, 100);
+            assert!(within(e, truth, 0.02), "at {at}: {e} vs {truth}");
+        }
+    }
+
+    #[test]
+    fn empty_ranges_merge_and_count_once() {
+        let mut ends = MsEnds::default();
+        ends.insert_empty(10, 19);
+        ends.insert_empty(15, 30);
+        ends.insert_empty(31, 31);
+        ends.insert(40, Some(4));
+        ends.insert(20, None);
+        assert_eq!(ends.inside(10, 49), (5.0, 17.0));
+        assert_eq!(ends.inside(0, 9), (0.0, 10.0));
+    }
+
     #[test]
     fn degenerate_samples() {
         let all = ids(1, &[1; 10]);
         let ends = MsEnds::default();
         // Sample reaching the last entry: exactly the sample.
         assert_eq!(
-            retained_after(all[0], all[9], 10, &all[5..], &ends),
+            retained_after(all[0], all[9], 10, &all[5..], &[], &ends),
             Some(5.0)
         );
         // Sample starting at the first entry: everything.
         assert_eq!(
-            retained_after(all[0], all[9], 10, &all[..3], &ends),
+            retained_after(all[0], all[9], 10, &all[..3], &[], &ends),
             Some(10.0)
         );
-        assert_eq!(retained_after(all[0], all[9], 10, &[], &ends), None);
+        assert_eq!(retained_after(all[0], all[9], 10, &[], &[], &ends), None);
+        // A tail narrows the unknown region: steady stream, head 3..5,
+        // tail 8..9: (0, 3] ∪ (5, 8] hold 6 entries, split 3 / 3.
+        let split = retained_split(all[0], all[9], 10, &all[3..6], &all[8..]).unwrap();
+        assert_eq!((split.q, split.total), (all[8], 6));
+        assert_eq!(
+            retained_after(all[0], all[9], 10, &all[3..6], &all[8..], &ends),
+            Some(7.0)
+        );
         // No anchor above the position.
         let anchors = [Anchor {
             id: all[2],

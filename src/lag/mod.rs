@@ -49,7 +49,7 @@
 
 mod estimate;
 
-pub use estimate::{Anchor, MsEnds, Split};
+pub use estimate::{Anchor, MsEnds, Split, Step, WALK_ROUNDS, Walk};
 
 use crate::redis::StreamId;
 use crate::redis::reply::{GroupInfo, StreamInfo};
@@ -148,19 +148,41 @@ impl LagFigure {
     }
 }
 
-/// The first undelivered entries, as read by the probe.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The first undelivered entries, as read by the probe, and, when the lag
+/// must be estimated, the last entries after them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct UndeliveredSample {
     /// IDs returned by `XRANGE key <successor> + COUNT count`.
     pub ids: Vec<StreamId>,
     /// The COUNT asked for.
     pub count: u32,
+    /// IDs returned by `XREVRANGE key + <successor of the last id> COUNT
+    /// count` (see [`Reading::tail_request`]), in ID order; empty when not read.
+    pub tail: Vec<StreamId>,
+    /// The COUNT asked for the tail; 0 when it was not read.
+    pub tail_count: u32,
 }
 
 impl UndeliveredSample {
+    /// A sample of the first undelivered entries only.
+    pub fn head(ids: Vec<StreamId>, count: u32) -> UndeliveredSample {
+        UndeliveredSample {
+            ids,
+            count,
+            ..UndeliveredSample::default()
+        }
+    }
+
     /// True when the reply held every undelivered entry.
     fn is_complete(&self) -> bool {
         (self.ids.len() as u64) < u64::from(self.count)
+    }
+
+    /// With a tail read: every undelivered entry, when head and tail held
+    /// them all between them.
+    fn counted_with_tail(&self) -> Option<u64> {
+        (self.tail_count > 0 && (self.tail.len() as u64) < u64::from(self.tail_count))
+            .then(|| (self.ids.len() + self.tail.len()) as u64)
     }
 }
 
@@ -320,19 +342,46 @@ impl Reading<'_> {
         self.position() == Position::Inside
             && !sample.is_complete()
             && !sample.ids.is_empty()
+            && sample.counted_with_tail().is_none()
             && self.trusted_report().is_none()
     }
 
-    /// The milliseconds whose last entry the estimator needs probed
-    /// (`XREVRANGE key ms-max ms-0 COUNT 1`), empty when the lag will not be
-    /// estimated.
-    pub fn probes(&self, sample: &UndeliveredSample, anchors: &[Anchor]) -> Vec<u64> {
-        if !self.needs_estimate(sample) {
-            return Vec::new();
+    /// The last entries to read when the lag must be estimated: `XREVRANGE
+    /// key + <start> COUNT n`, from just after the sample's last entry. When
+    /// fewer than `n` come back the lag is counted exactly; otherwise they
+    /// narrow what the estimator must guess.
+    pub fn tail_request(&self, sample: &UndeliveredSample) -> Option<(StreamId, u32)> {
+        if sample.tail_count > 0 || !self.needs_estimate(sample) {
+            return None;
         }
-        match self.model(sample, anchors) {
-            Some(Model::Generated(_, split)) | Some(Model::Retained(Ok(split))) => split.probes(),
-            _ => Vec::new(),
+        Some((sample.ids.last()?.successor()?, sample.count))
+    }
+
+    /// The anchors, with the tail's first entry when nothing after the
+    /// position was deleted (then the entries generated up to it are
+    /// entries-added minus the tail after it).
+    fn anchors_with_tail(&self, sample: &UndeliveredSample, anchors: &[Anchor]) -> Vec<Anchor> {
+        let mut all = anchors.to_vec();
+        if let (Some(&t), Some(added)) = (sample.tail.first(), self.stream.entries_added) {
+            if let Some(generated) = added.checked_sub(sample.tail.len() as u64 - 1) {
+                all.push(Anchor { id: t, generated });
+                all.sort_unstable();
+                all.dedup_by_key(|a| a.id);
+            }
+        }
+        all
+    }
+
+    /// The walk of the stream's milliseconds the estimator needs (see
+    /// [`estimate::Walk`]), when the lag will be estimated.
+    pub fn walk(&self, sample: &UndeliveredSample, anchors: &[Anchor]) -> Option<Walk> {
+        if !self.needs_estimate(sample) {
+            return None;
+        }
+        let anchors = self.anchors_with_tail(sample, anchors);
+        match self.model(sample, &anchors)? {
+            Model::Generated(_, split) | Model::Retained(Ok(split)) => Some(Walk::new(&split)),
+            Model::Retained(Err(_)) => None,
         }
     }
 
@@ -355,6 +404,7 @@ impl Reading<'_> {
             self.stream.last_entry_id?,
             self.stream.length,
             &sample.ids,
+            &sample.tail,
         )))
     }
 
@@ -447,6 +497,12 @@ impl Reading<'_> {
                 ..figure(Some(lag), method, first_undelivered)
             };
         }
+        if let Some(lag) = sample.and_then(UndeliveredSample::counted_with_tail) {
+            return LagFigure {
+                unread_gone: self.gone(lag),
+                ..figure(Some(lag), LagMethod::Counted, first_undelivered)
+            };
+        }
         let Some(sample) = sample.filter(|s| !s.ids.is_empty()) else {
             return figure(None, LagMethod::Unknown, first_undelivered);
         };
@@ -469,10 +525,11 @@ impl Reading<'_> {
     fn estimate(&self, sample: &UndeliveredSample, evidence: &Evidence<'_>) -> Option<f64> {
         let empty = MsEnds::default();
         let ends = evidence.ends.unwrap_or(&empty);
-        match self.model(sample, evidence.anchors)? {
+        let anchors = self.anchors_with_tail(sample, evidence.anchors);
+        match self.model(sample, &anchors)? {
             Model::Generated(..) => estimate::generated_after(
                 self.group.last_delivered_id,
-                evidence.anchors,
+                &anchors,
                 self.stream.entries_added?,
                 ends,
             ),
@@ -481,6 +538,7 @@ impl Reading<'_> {
                 self.stream.last_entry_id?,
                 self.stream.length,
                 &sample.ids,
+                &sample.tail,
                 ends,
             ),
         }
@@ -626,10 +684,7 @@ mod tests {
     }
 
     fn sample(ids: impl IntoIterator<Item = u64>, count: u32) -> UndeliveredSample {
-        UndeliveredSample {
-            ids: ids.into_iter().map(id).collect(),
-            count,
-        }
+        UndeliveredSample::head(ids.into_iter().map(id).collect(), count)
     }
 
     fn none() -> Evidence<'static> {
@@ -852,7 +907,8 @@ mod tests {
         let g = group(1499, None, None);
         let r = current(&s, &g);
         let sm = sample(1500..1600, 100);
-        assert_eq!(r.probes(&sm, &[]), vec![1000, 1599]);
+        assert!(r.walk(&sm, &[]).is_some());
+        assert!(r.walk(&sample(1500..1550, 100), &[]).is_none(), "counted");
         let f = r.compute(Some(&sm), &none());
         assert_eq!(f.lag, Some(501));
         assert_eq!(f.method, LagMethod::Estimated);
@@ -893,13 +949,19 @@ mod tests {
         };
         let r = current(&s, &g);
         assert_eq!(r.counter_bounds(), Some((810, 900)));
-        let sm = UndeliveredSample {
-            ids: all[100..200].to_vec(),
-            count: 100,
-        };
+        let sm = UndeliveredSample::head(all[100..200].to_vec(), 100);
         let mut ends = MsEnds::default();
-        for m in r.probes(&sm, &[]) {
-            ends.insert(m, all.iter().filter(|i| i.ms == m).max().map(|i| i.seq));
+        let mut walk = r.walk(&sm, &[]).unwrap();
+        for _ in 0..WALK_ROUNDS {
+            for step in walk.steps() {
+                let (Step::Last { from, to } | Step::First { from, to }) = step;
+                let inside = all.iter().filter(|i| (from..=to).contains(&i.ms));
+                let found = match step {
+                    Step::Last { .. } => inside.max().copied(),
+                    Step::First { .. } => inside.min().copied(),
+                };
+                walk.apply(step, found, &mut ends);
+            }
         }
         let f = r.compute(
             Some(&sm),
@@ -969,7 +1031,7 @@ mod tests {
         let mut g = group(0, None, None);
         g.last_delivered_id = StreamId::new(5, 400);
         let ids: Vec<StreamId> = (401..501).map(|q| StreamId::new(5, q)).collect();
-        let f = current(&s, &g).compute(Some(&UndeliveredSample { ids, count: 100 }), &none());
+        let f = current(&s, &g).compute(Some(&UndeliveredSample::head(ids, 100)), &none());
         assert_eq!(f.lag, Some(600));
     }
 

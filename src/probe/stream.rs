@@ -1,7 +1,9 @@
 //! The stream probe, every 15 s by default: `TIME`, then `XINFO STREAM` and
 //! `XINFO GROUPS` for each watched stream, pipelined per batch; then, only for
 //! groups whose lag or lag age does not follow from XINFO, one bounded
-//! `XRANGE` (see [`crate::lag`]); then `XINFO STREAM` of configured
+//! `XRANGE`; only for lags that must be estimated, one bounded `XREVRANGE`
+//! of the last entries and a few `XREVRANGE … COUNT 1` of single
+//! milliseconds (see [`crate::lag`]); then `XINFO STREAM` of configured
 //! dead-letter streams. It computes lag, lag seconds, trimmed-undelivered
 //! entries and the group status, and rebuilds the stream part of the
 //! snapshot, keeping what the other probes contributed to each group.
@@ -141,7 +143,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                             problems.answered();
                             match reply::range_ids(&v) {
                                 Ok(ids) => {
-                                    samples.insert((si, gi), UndeliveredSample { ids, count });
+                                    samples.insert((si, gi), UndeliveredSample::head(ids, count));
                                 }
                                 Err(e) => problems.add(ctx, e),
                             }
@@ -150,33 +152,73 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     }
                 }
             }
-            // Third round trip, only for lags to estimate: the last entry of
-            // the milliseconds around the group's position.
-            let mut probes: Vec<(usize, u64)> = Vec::new();
+            // Third round trip, only for lags to estimate: the last entries,
+            // which count small lags exactly and narrow larger ones.
+            let mut tails = Vec::new();
+            let mut tail_cmds = Vec::new();
             for (&(si, gi), sample) in &samples {
-                let wanted = reading(si, gi).probes(sample, &anchors[si]);
-                probes.extend(wanted.into_iter().map(|ms| (si, ms)));
-            }
-            probes.sort_unstable();
-            probes.dedup();
-            let mut ends: Vec<MsEnds> = vec![MsEnds::default(); reads.len()];
-            if !probes.is_empty() {
-                let cmds: Vec<Command> = probes
-                    .iter()
-                    .map(|&(si, ms)| Command::Xrevrange {
+                if let Some((start, count)) = reading(si, gi).tail_request(sample) {
+                    tails.push(((si, gi), count));
+                    tail_cmds.push(Command::Xrevrange {
                         key: reads[si].0.to_vec(),
-                        end: RangeEnd::To(StreamId::new(ms, u64::MAX)),
-                        start: RangeStart::From(StreamId::new(ms, 0)),
-                        count: 1,
-                    })
-                    .collect();
-                let replies = ctx.client.execute(&node, &cmds).await?;
-                for (&(si, ms), r) in probes.iter().zip(replies) {
+                        end: RangeEnd::Max,
+                        start: RangeStart::From(start),
+                        count,
+                    });
+                }
+            }
+            if !tail_cmds.is_empty() {
+                let replies = ctx.client.execute(&node, &tail_cmds).await?;
+                for ((key, count), r) in tails.into_iter().zip(replies) {
                     match r {
                         Ok(v) => {
                             problems.answered();
                             match reply::range_ids(&v) {
-                                Ok(ids) => ends[si].insert(ms, ids.first().map(|i| i.seq)),
+                                Ok(mut ids) => {
+                                    if let Some(sample) = samples.get_mut(&key) {
+                                        ids.reverse();
+                                        sample.tail = ids;
+                                        sample.tail_count = count;
+                                    }
+                                }
+                                Err(e) => problems.add(ctx, e),
+                            }
+                        }
+                        Err(e) => problems.refused(&e),
+                    }
+                }
+            }
+            // Then, for lags still to estimate, a walk over the milliseconds
+            // around each group's position: one round trip per step, every
+            // group's step in it.
+            let mut ends: Vec<MsEnds> = vec![MsEnds::default(); reads.len()];
+            let mut walks: Vec<((usize, usize), lag::Walk)> = samples
+                .iter()
+                .filter_map(|(&(si, gi), sample)| {
+                    reading(si, gi)
+                        .walk(sample, &anchors[si])
+                        .map(|w| ((si, gi), w))
+                })
+                .collect();
+            for _ in 0..lag::WALK_ROUNDS {
+                let mut steps: Vec<(usize, usize, lag::Step)> = Vec::new();
+                for (i, ((si, _), walk)) in walks.iter().enumerate() {
+                    steps.extend(walk.steps().into_iter().map(|st| (i, *si, st)));
+                }
+                if steps.is_empty() {
+                    break;
+                }
+                let cmds: Vec<Command> = steps
+                    .iter()
+                    .map(|&(_, si, step)| walk_command(&reads[si].0, step))
+                    .collect();
+                let replies = ctx.client.execute(&node, &cmds).await?;
+                for ((i, si, step), r) in steps.into_iter().zip(replies) {
+                    match r {
+                        Ok(v) => {
+                            problems.answered();
+                            match reply::range_ids(&v) {
+                                Ok(ids) => walks[i].1.apply(step, ids.first().copied(), &mut ends[si]),
                                 Err(e) => problems.add(ctx, e),
                             }
                         }
@@ -423,6 +465,29 @@ fn build_stream<'s>(
         groups: Groups::new(groups),
     };
     reuse(previous.as_ref(), fresh)
+}
+
+/// The command that reads one step of an estimator's walk.
+fn walk_command(key: &Name, step: lag::Step) -> Command {
+    let (from, to) = match step {
+        lag::Step::Last { from, to } | lag::Step::First { from, to } => {
+            (StreamId::new(from, 0), StreamId::new(to, u64::MAX))
+        }
+    };
+    match step {
+        lag::Step::Last { .. } => Command::Xrevrange {
+            key: key.to_vec(),
+            end: RangeEnd::To(to),
+            start: RangeStart::From(from),
+            count: 1,
+        },
+        lag::Step::First { .. } => Command::Xrange {
+            key: key.to_vec(),
+            start: RangeStart::From(from),
+            end: RangeEnd::To(to),
+            count: 1,
+        },
+    }
 }
 
 /// The previous poll's `Arc` when nothing changed, so quiet streams cost no
