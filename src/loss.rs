@@ -36,6 +36,8 @@ pub struct Observation {
     pub entries_read: Option<u64>,
     /// The stream's first entry, when it has one.
     pub first_entry: Option<StreamId>,
+    /// The stream's max-deleted-entry-id (7.0+).
+    pub max_deleted: Option<StreamId>,
     /// Unread entries gone, when exact.
     pub unread_gone: Option<u64>,
 }
@@ -45,8 +47,8 @@ pub struct Observation {
 pub struct Ledger {
     /// Unread entries gone at the last poll that knew it.
     baseline: Option<u64>,
-    /// The position and entries-read of the last poll.
-    last: Option<(StreamId, Option<u64>)>,
+    /// The position, entries-read and max-deleted-entry-id of the last poll.
+    last: Option<(StreamId, Option<u64>, Option<StreamId>)>,
     /// Losses counted; `None` until the figure was known once.
     lost: Option<Lost>,
     /// Rewinds counted.
@@ -58,9 +60,12 @@ pub struct Ledger {
 impl Ledger {
     /// Records one poll.
     pub fn observe(&mut self, o: &Observation) {
-        let previous = self.last.replace((o.last_delivered, o.entries_read));
-        let rewound = previous.is_some_and(|(ld, read)| {
-            o.last_delivered < ld || matches!((o.entries_read, read), (Some(now), Some(then)) if now < then)
+        let previous = self
+            .last
+            .replace((o.last_delivered, o.entries_read, o.max_deleted));
+        let rewound = previous.is_some_and(|(ld, read, _)| {
+            o.last_delivered < ld
+                || matches!((o.entries_read, read), (Some(now), Some(then)) if now < then)
         });
         if rewound {
             self.rewinds += 1;
@@ -72,13 +77,18 @@ impl Ledger {
         let lost = self.lost.get_or_insert_with(Lost::default);
         if let Some(baseline) = self.baseline.filter(|&b| gone > b) {
             let more = gone - baseline;
-            // Behind the first entry, or the trimming edge passed where the
-            // group stood last time: a trim took them. Otherwise they were
-            // deleted inside the group's window.
-            let trimmed = o.first_entry.is_some_and(|first| {
-                o.last_delivered < first
-                    || previous.is_some_and(|(ld, _)| Some(first) > ld.successor())
+            // A deletion past where the group stood last time (the stream's
+            // max-deleted-entry-id moved there) took them. Otherwise, when
+            // the group is behind the first entry or the trimming edge passed
+            // its last position, a trim did.
+            let deletion = previous.is_some_and(|(ld, _, deleted_before)| {
+                o.max_deleted > deleted_before && o.max_deleted.is_some_and(|d| d > ld)
             });
+            let trimmed = !deletion
+                && o.first_entry.is_some_and(|first| {
+                    o.last_delivered < first
+                        || previous.is_some_and(|(ld, _, _)| Some(first) > ld.successor())
+                });
             if trimmed {
                 lost.trimmed += more;
             } else {
@@ -127,6 +137,7 @@ mod tests {
             last_delivered: id(ld),
             entries_read: Some(read),
             first_entry: Some(id(first)),
+            max_deleted: Some(StreamId::ZERO),
             unread_gone: gone,
         }
     }
@@ -188,6 +199,25 @@ mod tests {
             Some(Lost {
                 trimmed: 2,
                 deleted: 0
+            })
+        );
+    }
+
+    /// A group at 0-0 is behind the first entry without any trim: a
+    /// deletion ahead of it is a deletion.
+    #[test]
+    fn a_deletion_is_a_deletion_even_behind_the_first_entry() {
+        let mut l = Ledger::default();
+        l.observe(&obs(1, 0, 0, 1, Some(0)));
+        l.observe(&Observation {
+            max_deleted: Some(id(8)),
+            ..obs(2, 0, 0, 1, Some(2))
+        });
+        assert_eq!(
+            l.lost(),
+            Some(Lost {
+                trimmed: 0,
+                deleted: 2
             })
         );
     }

@@ -34,7 +34,11 @@ fn create_group(
     read: Option<u64>,
 ) {
     let mut cmd = redis::cmd("XGROUP");
-    cmd.arg("CREATE").arg(key).arg(group).arg(id).arg("MKSTREAM");
+    cmd.arg("CREATE")
+        .arg(key)
+        .arg(group)
+        .arg(id)
+        .arg("MKSTREAM");
     if let (Some(n), true) = (read, kind.has_lag()) {
         cmd.arg("ENTRIESREAD").arg(n);
     }
@@ -156,7 +160,11 @@ async fn small_trim_miscount(kind: Server) {
     let m = h.metrics();
     let g = tsg("m", "g");
     let redis_lag = group_field(&mut c, "m", "g", "lag");
-    assert_eq!(m.value("redis_streams_group_lag", &g), 5.0, "never Redis's 7");
+    assert_eq!(
+        m.value("redis_streams_group_lag", &g),
+        5.0,
+        "never Redis's 7"
+    );
     let exported_lost = lost(&m, "m", "g", "trimmed");
     if kind.old_lag_algorithm() && kind != Server::Valkey9 {
         // 7.0 keeps the 2 in its count: the exporter counts the truth and
@@ -186,7 +194,9 @@ async fn small_trim_miscount(kind: Server) {
             m.value("redis_streams_group_lag_estimated", &g),
             fmt(exported_lost),
             later.value("redis_streams_group_lag", &g),
-            group_field(&mut c, "m", "g", "lag").as_deref().unwrap_or("none"),
+            group_field(&mut c, "m", "g", "lag")
+                .as_deref()
+                .unwrap_or("none"),
         ),
     );
 }
@@ -194,11 +204,7 @@ async fn small_trim_miscount(kind: Server) {
 /// One field of a group's `XINFO GROUPS` entry, as text (`None` for nil or
 /// absent).
 fn group_field(c: &mut redis::Connection, key: &str, group: &str, field: &str) -> Option<String> {
-    let v: redis::Value = redis::cmd("XINFO")
-        .arg("GROUPS")
-        .arg(key)
-        .query(c)
-        .unwrap();
+    let v: redis::Value = redis::cmd("XINFO").arg("GROUPS").arg(key).query(c).unwrap();
     let redis::Value::Array(groups) = v else {
         return None;
     };
@@ -285,8 +291,16 @@ async fn xdelex_and_xackdel(kind: Server) {
             .arg("1-0")
             .query::<redis::Value>(&mut c)
             .unwrap_err();
-        assert!(e.to_string().to_lowercase().contains("unknown command"), "{e}");
-        report(kind, "XDELEX / XACKDEL", "n/a", "commands unknown to this server");
+        assert!(
+            e.to_string().to_lowercase().contains("unknown command"),
+            "{e}"
+        );
+        report(
+            kind,
+            "XDELEX / XACKDEL",
+            "n/a",
+            "commands unknown to this server",
+        );
         return;
     }
     let server = RedisServer::start(kind);
@@ -309,7 +323,10 @@ async fn xdelex_and_xackdel(kind: Server) {
     let m = h.metrics();
     assert_eq!(lost(&m, "x", "slow", "deleted"), Some(2.0));
     assert_eq!(lost(&m, "x", "fast", "deleted"), Some(2.0));
-    let after_xdelex = (lost(&m, "x", "slow", "deleted"), lost(&m, "x", "fast", "deleted"));
+    let after_xdelex = (
+        lost(&m, "x", "slow", "deleted"),
+        lost(&m, "x", "fast", "deleted"),
+    );
     // The fast group reads ten more and acknowledges them with deletion;
     // the slow group (at entry 5) had not read entries 10..19.
     let read = read_group(&mut c, "x", "fast", "c", 20);
@@ -323,7 +340,11 @@ async fn xdelex_and_xackdel(kind: Server) {
     h.probe(ProbeKind::Stream).await;
     let m = h.metrics();
     assert_eq!(lost(&m, "x", "slow", "deleted"), Some(12.0));
-    assert_eq!(lost(&m, "x", "fast", "deleted"), Some(2.0), "it read them first");
+    assert_eq!(
+        lost(&m, "x", "fast", "deleted"),
+        Some(2.0),
+        "it read them first"
+    );
     report(
         kind,
         "XDELEX of 2 unread, then XACKDEL of 10 by another group",
@@ -371,7 +392,10 @@ async fn burst_with_deletions(kind: Server) {
     let error = (lag - 810.0).abs() / 810.0;
     assert!(error <= 0.10, "lag {lag} vs 810 ({densest}/ms)");
     if kind.has_lag() {
-        assert!((810.0..=900.0).contains(&lag), "outside the counters' bounds: {lag}");
+        assert!(
+            (810.0..=900.0).contains(&lag),
+            "outside the counters' bounds: {lag}"
+        );
     }
     assert_eq!(m.value("redis_streams_group_lag_estimated", &g), 1.0);
     report(
@@ -439,7 +463,10 @@ async fn estimate_positions(
     };
     report(
         kind,
-        &format!("{scenario}, {polled} ({n} entries, {}/ms at most)", densest_ms(&ids)),
+        &format!(
+            "{scenario}, {polled} ({n} entries, {}/ms at most)",
+            densest_ms(&ids)
+        ),
         "lag of 5 groups created at entries",
         &rows.join(", "),
     );
@@ -594,8 +621,14 @@ async fn idempotent_duplicates(kind: Server) {
     let s = ts("i");
     let got = |name: &str| m.get(name, &s);
     if kind.has_idmp() {
-        assert_eq!(got("redis_streams_stream_idempotent_ids_added_total"), Some(3.0));
-        assert_eq!(got("redis_streams_stream_idempotent_duplicates_total"), Some(2.0));
+        assert_eq!(
+            got("redis_streams_stream_idempotent_ids_added_total"),
+            Some(3.0)
+        );
+        assert_eq!(
+            got("redis_streams_stream_idempotent_duplicates_total"),
+            Some(2.0)
+        );
         assert_eq!(got("redis_streams_stream_idempotent_producers"), Some(1.0));
         assert_eq!(got("redis_streams_stream_idempotent_ids"), Some(3.0));
         assert_eq!(got("redis_streams_stream_length"), Some(4.0));

@@ -85,6 +85,11 @@ impl MsEnds {
         self.empty.insert(start, end);
     }
 
+    /// True when millisecond `ms` was read or is known empty.
+    fn knows(&self, ms: u64) -> bool {
+        self.last.contains_key(&ms) || self.is_empty_ms(ms)
+    }
+
     fn is_empty_ms(&self, ms: u64) -> bool {
         self.empty
             .range(..=ms)
@@ -123,10 +128,16 @@ impl MsEnds {
     }
 }
 
-/// Round trips a walk may take: each reads one occupied millisecond per
-/// gap, so sparse bursts are counted exactly, while a steady stream (every
-/// millisecond occupied) is read next to the position and modelled beyond.
+/// Round trips a walk may take. Each reads, per gap, the next
+/// [`WALK_WIDTH`] milliseconds one by one and then jumps to the next
+/// occupied one, so sparse bursts are counted exactly in a few round trips,
+/// and a steady stream (every millisecond occupied) is read for
+/// `WALK_ROUNDS × (WALK_WIDTH + 1)` milliseconds on each side of the
+/// position and modelled beyond.
 pub const WALK_ROUNDS: usize = 16;
+
+/// Single milliseconds a walk reads per gap and round trip.
+const WALK_WIDTH: u64 = 4;
 
 /// One read of a walk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -150,88 +161,105 @@ pub enum Step {
 }
 
 /// A walk over the whole milliseconds of a [`Split`]'s two gaps, the ones
-/// next to the position first: backwards from `x` through the first gap
-/// (each `Last` gives an occupied millisecond and its size at once),
-/// forwards from `y` through the second (a `First` finds the next occupied
-/// millisecond, a `Last` of it its size, in the next round trip).
+/// next to the position first. From an end of a gap, a round trip reads the
+/// next [`WALK_WIDTH`] milliseconds one by one and jumps over the empty ones
+/// beyond: a `Last` over the rest of the gap gives its last occupied
+/// millisecond and that millisecond's size at once, a `First` its first
+/// occupied millisecond (read one by one next time). Each gap is walked from
+/// its end at the position; the shorter one from both ends, so that it is
+/// often read whole, and then the even-density model has nothing to split.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Walk {
-    edges: Vec<u64>,
-    back: Option<(u64, u64)>,
-    forward: Option<(u64, u64)>,
-    size_of: Option<u64>,
+    /// `p`'s and `y`'s milliseconds: how many entries follow them there.
+    edges: [u64; 2],
+    /// The first gap's milliseconds, walked down from `x`.
+    first: Option<(u64, u64)>,
+    /// The second gap's milliseconds, walked up from `y`.
+    second: Option<(u64, u64)>,
+    /// Which gap is also walked from its other end.
+    shorter_is_first: bool,
 }
 
 impl Walk {
     /// A walk of `split`'s gaps.
     pub fn new(split: &Split) -> Walk {
         let gap = |a: StreamId, b: StreamId| (b.ms > a.ms + 1).then(|| (a.ms + 1, b.ms - 1));
-        let mut edges = vec![split.p.ms, split.y.ms];
-        edges.dedup();
+        let (first, second) = (gap(split.p, split.x), gap(split.y, split.q));
+        let span = |g: Option<(u64, u64)>| g.map_or(0, |(a, b)| b - a);
         Walk {
-            edges,
-            back: gap(split.p, split.x),
-            forward: gap(split.y, split.q),
-            size_of: None,
+            edges: [split.p.ms, split.y.ms],
+            first,
+            second,
+            shorter_is_first: span(first) <= span(second),
         }
     }
 
-    /// The reads of the next round trip; empty when the walk is over.
-    pub fn steps(&self) -> Vec<Step> {
+    /// The reads of the next round trip, given what `ends` knows; empty when
+    /// the walk is over.
+    pub fn steps(&self, ends: &MsEnds) -> Vec<Step> {
         let mut steps: Vec<Step> = self
             .edges
             .iter()
+            .filter(|&&ms| !ends.knows(ms))
             .map(|&ms| Step::Last { from: ms, to: ms })
             .collect();
-        if let Some((from, to)) = self.back {
-            steps.push(Step::Last { from, to });
-        }
-        if let Some((from, to)) = self.forward {
-            steps.push(Step::First { from, to });
-        }
-        if let Some(ms) = self.size_of {
-            steps.push(Step::Last { from: ms, to: ms });
-        }
+        steps.dedup();
+        let walk = |steps: &mut Vec<Step>, gap: Option<(u64, u64)>, down: bool, up: bool| {
+            let Some((mut lo, mut hi)) = gap else {
+                return;
+            };
+            // What earlier rounds learnt narrows the gap from both ends.
+            while lo <= hi && ends.knows(lo) {
+                lo += 1;
+            }
+            while hi >= lo && ends.knows(hi) {
+                hi = hi.saturating_sub(1);
+                if hi == 0 {
+                    break;
+                }
+            }
+            if lo > hi {
+                return;
+            }
+            let (mut from, mut to) = (lo, hi);
+            if down {
+                let near = to.saturating_sub(WALK_WIDTH - 1).max(from);
+                steps.extend((near..=to).map(|ms| Step::Last { from: ms, to: ms }));
+                to = near.saturating_sub(1);
+            }
+            if up && from <= to {
+                let near = from.saturating_add(WALK_WIDTH - 1).min(to);
+                steps.extend((from..=near).map(|ms| Step::Last { from: ms, to: ms }));
+                from = near + 1;
+            }
+            if from <= to && from >= lo {
+                if down {
+                    steps.push(Step::Last { from, to });
+                }
+                if up {
+                    steps.push(Step::First { from, to });
+                }
+            }
+        };
+        walk(&mut steps, self.first, true, self.shorter_is_first);
+        walk(&mut steps, self.second, !self.shorter_is_first, true);
         steps
     }
 
-    /// Applies what a step of [`Self::steps`] found (`None`: no entry).
-    pub fn apply(&mut self, step: Step, found: Option<StreamId>, ends: &mut MsEnds) {
-        match step {
-            Step::Last { from, to } => {
-                match found {
-                    Some(id) => {
-                        ends.insert(id.ms, Some(id.seq));
-                        ends.insert_empty(id.ms.saturating_add(1), to);
-                    }
-                    None => ends.insert_empty(from, to),
+    /// Records what one round's steps found (`None`: no entry).
+    pub fn apply(found: &[(Step, Option<StreamId>)], ends: &mut MsEnds) {
+        for &(step, id) in found {
+            match (step, id) {
+                (Step::Last { to, .. }, Some(id)) => {
+                    ends.insert(id.ms, Some(id.seq));
+                    ends.insert_empty(id.ms.saturating_add(1), to);
                 }
-                if from == to {
-                    self.edges.retain(|&ms| ms != from);
-                    if self.size_of == Some(from) {
-                        self.size_of = None;
-                    }
+                (Step::First { from, .. }, Some(id)) => {
+                    // The millisecond found is read whole next round.
+                    ends.insert_empty(from, id.ms.saturating_sub(1));
                 }
-                if self.back == Some((from, to)) {
-                    self.back = found
-                        .filter(|id| id.ms > from)
-                        .map(|id| (from, id.ms - 1));
-                }
-            }
-            Step::First { from, to } => {
-                if self.forward != Some((from, to)) {
-                    return;
-                }
-                match found {
-                    Some(id) => {
-                        ends.insert_empty(from, id.ms.saturating_sub(1));
-                        self.size_of = Some(id.ms);
-                        self.forward = (id.ms < to).then(|| (id.ms + 1, to));
-                    }
-                    None => {
-                        ends.insert_empty(from, to);
-                        self.forward = None;
-                    }
+                (Step::Last { from, to } | Step::First { from, to }, None) => {
+                    ends.insert_empty(from, to);
                 }
             }
         }
@@ -355,7 +383,9 @@ pub fn retained_split(
         x: u,
         y: v,
         q: t,
-        total: length.checked_sub(k + known_tail).ok_or(Some(length as f64))?,
+        total: length
+            .checked_sub(k + known_tail)
+            .ok_or(Some(length as f64))?,
     })
 }
 
@@ -398,27 +428,31 @@ mod tests {
     /// Runs a walk of `split` against the stream `all`, as the probe would.
     fn walked(all: &[StreamId], split: &Split) -> MsEnds {
         let mut ends = MsEnds::default();
-        let mut walk = Walk::new(split);
+        let walk = Walk::new(split);
         for _ in 0..WALK_ROUNDS {
-            let steps = walk.steps();
+            let steps = walk.steps(&ends);
             if steps.is_empty() {
                 break;
             }
-            for step in steps {
-                let found = match step {
-                    Step::Last { from, to } => all
-                        .iter()
-                        .filter(|i| (from..=to).contains(&i.ms))
-                        .max()
-                        .copied(),
-                    Step::First { from, to } => all
-                        .iter()
-                        .filter(|i| (from..=to).contains(&i.ms))
-                        .min()
-                        .copied(),
-                };
-                walk.apply(step, found, &mut ends);
-            }
+            let found: Vec<(Step, Option<StreamId>)> = steps
+                .into_iter()
+                .map(|step| {
+                    let found = match step {
+                        Step::Last { from, to } => all
+                            .iter()
+                            .filter(|i| (from..=to).contains(&i.ms))
+                            .max()
+                            .copied(),
+                        Step::First { from, to } => all
+                            .iter()
+                            .filter(|i| (from..=to).contains(&i.ms))
+                            .min()
+                            .copied(),
+                    };
+                    (step, found)
+                })
+                .collect();
+            Walk::apply(&found, &mut ends);
         }
         ends
     }
@@ -480,7 +514,9 @@ mod tests {
     #[test]
     fn mixed_steady_and_bursts_interleaved() {
         // One entry per ms, and a burst of 120 every 10 ms.
-        let per_ms: Vec<u64> = (0..3_000).map(|i| if i % 10 == 3 { 120 } else { 1 }).collect();
+        let per_ms: Vec<u64> = (0..3_000)
+            .map(|i| if i % 10 == 3 { 120 } else { 1 })
+            .collect();
         let all = ids(9_000, &per_ms);
         for at in [1_000, 10_000, 30_000] {
             let truth = all.len() - at;

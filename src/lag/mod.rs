@@ -186,6 +186,11 @@ impl UndeliveredSample {
     }
 }
 
+/// How many times the head sample's size the tail read asks for: lags up
+/// to `(1 + TAIL_FACTOR) × k` are then counted, not estimated, for one
+/// bounded read of the last entries.
+const TAIL_FACTOR: u32 = 4;
+
 /// What one poll proved about a group, for the next.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Trail {
@@ -354,7 +359,10 @@ impl Reading<'_> {
         if sample.tail_count > 0 || !self.needs_estimate(sample) {
             return None;
         }
-        Some((sample.ids.last()?.successor()?, sample.count))
+        Some((
+            sample.ids.last()?.successor()?,
+            sample.count.saturating_mul(TAIL_FACTOR),
+        ))
     }
 
     /// The anchors, with the tail's first entry when nothing after the
@@ -390,10 +398,7 @@ impl Reading<'_> {
     /// retained entries around the sample.
     fn model(&self, sample: &UndeliveredSample, anchors: &[Anchor]) -> Option<Model> {
         let ld = self.group.last_delivered_id;
-        let nothing_deleted_after = self
-            .stream
-            .max_deleted_entry_id
-            .is_some_and(|d| d <= ld);
+        let nothing_deleted_after = self.stream.max_deleted_entry_id.is_some_and(|d| d <= ld);
         if nothing_deleted_after && self.stream.entries_added.is_some() {
             if let Some((below, split)) = estimate::generated_split(ld, anchors) {
                 return Some(Model::Generated(below, split));
@@ -951,17 +956,22 @@ mod tests {
         assert_eq!(r.counter_bounds(), Some((810, 900)));
         let sm = UndeliveredSample::head(all[100..200].to_vec(), 100);
         let mut ends = MsEnds::default();
-        let mut walk = r.walk(&sm, &[]).unwrap();
+        let walk = r.walk(&sm, &[]).unwrap();
         for _ in 0..WALK_ROUNDS {
-            for step in walk.steps() {
-                let (Step::Last { from, to } | Step::First { from, to }) = step;
-                let inside = all.iter().filter(|i| (from..=to).contains(&i.ms));
-                let found = match step {
-                    Step::Last { .. } => inside.max().copied(),
-                    Step::First { .. } => inside.min().copied(),
-                };
-                walk.apply(step, found, &mut ends);
-            }
+            let found: Vec<(Step, Option<StreamId>)> = walk
+                .steps(&ends)
+                .into_iter()
+                .map(|step| {
+                    let (Step::Last { from, to } | Step::First { from, to }) = step;
+                    let inside = all.iter().filter(|i| (from..=to).contains(&i.ms));
+                    let found = match step {
+                        Step::Last { .. } => inside.max().copied(),
+                        Step::First { .. } => inside.min().copied(),
+                    };
+                    (step, found)
+                })
+                .collect();
+            Walk::apply(&found, &mut ends);
         }
         let f = r.compute(
             Some(&sm),

@@ -87,7 +87,8 @@ impl TargetState {
     pub fn prune_memory(&mut self) {
         self.snapshot.prune_groups();
         let streams = &self.snapshot.streams;
-        let known = |(s, g): &(Name, Name)| streams.get(s).is_some_and(|st| st.groups.contains_key(g));
+        let known =
+            |(s, g): &(Name, Name)| streams.get(s).is_some_and(|st| st.groups.contains_key(g));
         self.groups.retain(|k, _| known(k));
         self.anchors.retain(|s, _| streams.contains_key(s));
     }

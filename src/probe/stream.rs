@@ -45,6 +45,12 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let per_batch = (limits.pipeline_size / 2).max(1);
     let mut problems = Problems::default();
     let mut fresh: BTreeMap<Name, Arc<StreamState>> = BTreeMap::new();
+    // The estimator's walks spend at most a tenth of what the rate limit
+    // allows over one stream interval (at least 200 commands).
+    let mut walk_budget = ((limits.commands_per_second as f64
+        * ctx.config.schedule.stream.as_secs_f64()
+        / 10.0) as usize)
+        .max(200);
     if watched.is_empty() {
         // Nothing to read, but the stream poll is the target's heartbeat:
         // a dead server must show as down within one poll.
@@ -118,8 +124,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             let mut xranges = Vec::new();
             for (si, (name, read)) in reads.iter().enumerate() {
                 for (gi, group) in read.groups.iter().enumerate() {
-                    let Some(count) = reading(si, gi).sample_request(limits.lag_exact_count)
-                    else {
+                    let Some(count) = reading(si, gi).sample_request(limits.lag_exact_count) else {
                         continue;
                     };
                     let Some(start) = group.last_delivered_id.successor() else {
@@ -192,7 +197,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             // around each group's position: one round trip per step, every
             // group's step in it.
             let mut ends: Vec<MsEnds> = vec![MsEnds::default(); reads.len()];
-            let mut walks: Vec<((usize, usize), lag::Walk)> = samples
+            let walks: Vec<((usize, usize), lag::Walk)> = samples
                 .iter()
                 .filter_map(|(&(si, gi), sample)| {
                     reading(si, gi)
@@ -203,7 +208,12 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             for _ in 0..lag::WALK_ROUNDS {
                 let mut steps: Vec<(usize, usize, lag::Step)> = Vec::new();
                 for (i, ((si, _), walk)) in walks.iter().enumerate() {
-                    steps.extend(walk.steps().into_iter().map(|st| (i, *si, st)));
+                    let mine = walk.steps(&ends[*si]);
+                    if walk_budget < mine.len() {
+                        continue;
+                    }
+                    walk_budget -= mine.len();
+                    steps.extend(mine.into_iter().map(|st| (i, *si, st)));
                 }
                 if steps.is_empty() {
                     break;
@@ -213,17 +223,22 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     .map(|&(_, si, step)| walk_command(&reads[si].0, step))
                     .collect();
                 let replies = ctx.client.execute(&node, &cmds).await?;
-                for ((i, si, step), r) in steps.into_iter().zip(replies) {
+                let mut found: Vec<Vec<(lag::Step, Option<StreamId>)>> =
+                    vec![Vec::new(); reads.len()];
+                for ((_, si, step), r) in steps.into_iter().zip(replies) {
                     match r {
                         Ok(v) => {
                             problems.answered();
                             match reply::range_ids(&v) {
-                                Ok(ids) => walks[i].1.apply(step, ids.first().copied(), &mut ends[si]),
+                                Ok(ids) => found[si].push((step, ids.first().copied())),
                                 Err(e) => problems.add(ctx, e),
                             }
                         }
                         Err(e) => problems.refused(&e),
                     }
+                }
+                for (si, found) in found.iter().enumerate() {
+                    lag::Walk::apply(found, &mut ends[si]);
                 }
             }
             let mut state = ctx.state();
@@ -237,9 +252,8 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     ends,
                     anchors,
                 };
-                let stream = build_stream(ctx, &mut state, &name, polled, |gi| {
-                    samples.get(&(si, gi))
-                });
+                let stream =
+                    build_stream(ctx, &mut state, &name, polled, |gi| samples.get(&(si, gi)));
                 fresh.insert(name, stream);
             }
         }
@@ -401,6 +415,7 @@ fn build_stream<'s>(
             last_delivered: group.last_delivered_id,
             entries_read: group.entries_read,
             first_entry: read.info.first_entry_id,
+            max_deleted: read.info.max_deleted_entry_id,
             unread_gone: figure.unread_gone,
         });
         let ages = if time_ids { now_ms } else { None };

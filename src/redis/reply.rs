@@ -212,9 +212,7 @@ pub fn stream_info(v: &Value) -> Result<StreamInfo, DecodeError> {
             b"radix-tree-nodes" => {
                 info.radix_tree_nodes = nullable_count(C, "radix-tree-nodes", v)?
             }
-            b"pids-tracked" => {
-                info.idempotence.producers = nullable_count(C, "pids-tracked", v)?
-            }
+            b"pids-tracked" => info.idempotence.producers = nullable_count(C, "pids-tracked", v)?,
             b"iids-tracked" => info.idempotence.ids = nullable_count(C, "iids-tracked", v)?,
             b"iids-added" => info.idempotence.ids_added = nullable_count(C, "iids-added", v)?,
             b"iids-duplicates" => {
