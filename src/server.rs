@@ -28,7 +28,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -58,12 +58,11 @@ const LOG_EVERY: Duration = Duration::from_secs(10);
 /// loop does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
-/// Where a connection stands; only the first four may be closed to make room.
+/// Where a connection stands; only the first three may be closed to make
+/// room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 enum Phase {
-    /// TLS: waiting for a handshake slot.
-    Queued = 0,
     /// TLS handshake in progress.
     Handshake = 1,
     /// Receiving a request's headers (or nothing yet on a new connection).
@@ -81,7 +80,6 @@ enum Phase {
 impl Phase {
     fn from_u8(v: u8) -> Phase {
         match v {
-            0 => Phase::Queued,
             1 => Phase::Handshake,
             2 => Phase::Head,
             3 => Phase::Idle,
@@ -92,10 +90,7 @@ impl Phase {
     }
 
     fn waiting(self) -> bool {
-        matches!(
-            self,
-            Phase::Queued | Phase::Handshake | Phase::Head | Phase::Idle
-        )
+        matches!(self, Phase::Handshake | Phase::Head | Phase::Idle)
     }
 }
 
@@ -128,6 +123,9 @@ struct Conn {
     changed: Notify,
     /// Cancelled to close the connection to make room.
     evict: CancellationToken,
+    /// Holds one of the `max_tls_handshakes` slots (changed under the
+    /// registry's lock).
+    handshake_slot: AtomicBool,
 }
 
 impl Conn {
@@ -195,7 +193,7 @@ impl Conn {
             )),
             // The handshake has its own timeout; handlers are bounded by
             // their own design (they never wait on Redis).
-            Phase::Queued | Phase::Handshake | Phase::Handling | Phase::Closing => None,
+            Phase::Handshake | Phase::Handling | Phase::Closing => None,
         }
     }
 }
@@ -237,14 +235,20 @@ impl LogGate {
     }
 }
 
+/// Open connections, and how many hold a handshake slot.
+#[derive(Debug, Default)]
+struct Registry {
+    conns: HashMap<u64, Arc<Conn>>,
+    handshaking: usize,
+}
+
 #[derive(Debug)]
 struct Shared {
     limits: HttpLimits,
     clock: Clock,
-    conns: Mutex<HashMap<u64, Arc<Conn>>>,
+    registry: Mutex<Registry>,
     next_id: AtomicU64,
     slots: Arc<Semaphore>,
-    handshakes: Arc<Semaphore>,
     connection_cap: LogGate,
     handshake_cap: LogGate,
     accept_errors: LogGate,
@@ -260,31 +264,76 @@ impl Shared {
             last_io: AtomicU64::new(now),
             changed: Notify::new(),
             evict: CancellationToken::new(),
+            handshake_slot: AtomicBool::new(false),
         });
-        self.conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(conn.id, conn.clone());
+        self.registry().conns.insert(conn.id, conn.clone());
         conn
     }
 
-    /// Closes the connection in one of `phases` whose phase began earliest,
-    /// other than `except`. False when there is none.
-    fn evict(&self, phases: impl Fn(Phase) -> bool, except: Option<u64>) -> bool {
-        let conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
-        let victim = conns
+    fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Closes the connection waiting (not mid-request) whose phase began
+    /// earliest. False when every connection is busy.
+    fn evict_longest_waiting(&self) -> bool {
+        let registry = self.registry();
+        let victim = registry
+            .conns
             .values()
-            .filter(|c| Some(c.id) != except && phases(c.phase()))
+            .filter(|c| c.phase().waiting())
             .min_by_key(|c| c.since.load(Ordering::Acquire));
         match victim {
             Some(c) => {
-                c.phase.store(Phase::Closing as u8, Ordering::Release);
-                c.evict.cancel();
+                close(c);
                 true
             }
             None => false,
         }
     }
+
+    /// Gives `conn` a handshake slot: a free one, or at the cap the slot of
+    /// the handshake that started earliest, which is closed. The newest
+    /// handshake wins because stalled ones are the oldest. True when one was
+    /// closed.
+    fn begin_handshake(&self, conn: &Conn) -> bool {
+        let mut registry = self.registry();
+        let mut closed = false;
+        if registry.handshaking < self.limits.max_tls_handshakes {
+            registry.handshaking += 1;
+        } else {
+            let victim = registry
+                .conns
+                .values()
+                .filter(|c| c.id != conn.id && c.handshake_slot.load(Ordering::Acquire))
+                .min_by_key(|c| c.since.load(Ordering::Acquire));
+            match victim {
+                // The slot passes to `conn`: the count stays.
+                Some(v) => {
+                    v.handshake_slot.store(false, Ordering::Release);
+                    close(v);
+                    closed = true;
+                }
+                None => registry.handshaking += 1,
+            }
+        }
+        conn.handshake_slot.store(true, Ordering::Release);
+        drop(registry);
+        conn.enter(Phase::Handshake, self.clock.now());
+        closed
+    }
+
+    fn end_handshake(&self, conn: &Conn) {
+        let mut registry = self.registry();
+        if conn.handshake_slot.swap(false, Ordering::AcqRel) {
+            registry.handshaking -= 1;
+        }
+    }
+}
+
+fn close(c: &Conn) {
+    c.phase.store(Phase::Closing as u8, Ordering::Release);
+    c.evict.cancel();
 }
 
 /// Removes a connection from the registry when its task ends.
@@ -292,11 +341,16 @@ struct Registered<'a>(&'a Shared, u64);
 
 impl Drop for Registered<'_> {
     fn drop(&mut self) {
-        self.0
-            .conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.1);
+        self.0.registry().conns.remove(&self.1);
+    }
+}
+
+/// Returns a connection's handshake slot when its handshake ends.
+struct HandshakeSlot<'a>(&'a Shared, &'a Conn);
+
+impl Drop for HandshakeSlot<'_> {
+    fn drop(&mut self) {
+        self.0.end_handshake(self.1);
     }
 }
 
@@ -340,10 +394,9 @@ pub async fn serve(
         clock: Clock {
             epoch: Instant::now(),
         },
-        conns: Mutex::new(HashMap::new()),
+        registry: Mutex::new(Registry::default()),
         next_id: AtomicU64::new(0),
         slots: Arc::new(Semaphore::new(limits.max_connections)),
-        handshakes: Arc::new(Semaphore::new(limits.max_tls_handshakes)),
         connection_cap: LogGate::new(),
         handshake_cap: LogGate::new(),
         accept_errors: LogGate::new(),
@@ -371,7 +424,7 @@ pub async fn serve(
         let permit = match shared.slots.clone().try_acquire_owned() {
             Ok(p) => p,
             Err(_) => {
-                let evicted = shared.evict(Phase::waiting, None);
+                let evicted = shared.evict_longest_waiting();
                 if let Some(more) = shared.connection_cap.due(shared.clock.now()) {
                     if evicted {
                         tracing::warn!(
@@ -398,7 +451,7 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let conn = shared.register(if tls.is_some() {
-            Phase::Queued
+            Phase::Handshake
         } else {
             Phase::Head
         });
@@ -462,27 +515,17 @@ async fn handshake(
     shutdown: &CancellationToken,
 ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
     let deadline = Instant::now() + shared.limits.tls_handshake_timeout;
-    let _permit = match shared.handshakes.clone().try_acquire_owned() {
-        Ok(p) => p,
-        Err(_) => {
-            let evicted = shared.evict(|p| p == Phase::Handshake, Some(conn.id));
-            if let Some(more) = shared.handshake_cap.due(shared.clock.now()) {
-                tracing::warn!(
-                    max_tls_handshakes = shared.limits.max_tls_handshakes,
-                    closed_oldest = evicted,
-                    times_since_last_message = more,
-                    "TLS handshake limit reached"
-                );
-            }
-            tokio::select! {
-                p = shared.handshakes.clone().acquire_owned() => p.ok()?,
-                _ = tokio::time::sleep_until(deadline) => return None,
-                _ = conn.evict.cancelled() => return None,
-                _ = shutdown.cancelled() => return None,
-            }
+    let closed_oldest = shared.begin_handshake(conn);
+    let _slot = HandshakeSlot(shared, conn);
+    if closed_oldest {
+        if let Some(more) = shared.handshake_cap.due(shared.clock.now()) {
+            tracing::warn!(
+                max_tls_handshakes = shared.limits.max_tls_handshakes,
+                times_since_last_message = more,
+                "TLS handshake limit reached: closed the handshake that started earliest"
+            );
         }
-    };
-    conn.enter(Phase::Handshake, shared.clock.now());
+    }
     let accept = async {
         let start =
             tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream)
@@ -508,7 +551,10 @@ async fn handshake(
                 None
             }
         },
-        _ = conn.evict.cancelled() => None,
+        _ = conn.evict.cancelled() => {
+            tracing::debug!(%peer, "TLS handshake closed to make room");
+            None
+        }
         _ = shutdown.cancelled() => None,
     }
 }
@@ -743,6 +789,25 @@ mod tests {
             last_io: AtomicU64::new(since),
             changed: Notify::new(),
             evict: CancellationToken::new(),
+            handshake_slot: AtomicBool::new(false),
+        }
+    }
+
+    fn shared(max_tls_handshakes: usize) -> Shared {
+        Shared {
+            limits: HttpLimits {
+                max_tls_handshakes,
+                ..HttpLimits::default()
+            },
+            clock: Clock {
+                epoch: Instant::now(),
+            },
+            registry: Mutex::new(Registry::default()),
+            next_id: AtomicU64::new(0),
+            slots: Arc::new(Semaphore::new(1)),
+            connection_cap: LogGate::new(),
+            handshake_cap: LogGate::new(),
+            accept_errors: LogGate::new(),
         }
     }
 
@@ -774,34 +839,43 @@ mod tests {
 
     #[test]
     fn eviction_takes_the_longest_waiting_and_spares_busy_connections() {
-        let shared = Shared {
-            limits: HttpLimits::default(),
-            clock: Clock {
-                epoch: Instant::now(),
-            },
-            conns: Mutex::new(HashMap::new()),
-            next_id: AtomicU64::new(0),
-            slots: Arc::new(Semaphore::new(1)),
-            handshakes: Arc::new(Semaphore::new(1)),
-            connection_cap: LogGate::new(),
-            handshake_cap: LogGate::new(),
-            accept_errors: LogGate::new(),
-        };
+        let shared = shared(1);
         let add = |phase, since| {
             let c = Arc::new(conn(phase, since));
-            shared.conns.lock().unwrap().insert(c.id, c.clone());
+            shared.registry().conns.insert(c.id, c.clone());
             c
         };
         let busy = add(Phase::Handling, 1);
         let sending = add(Phase::Sending, 2);
         let idle = add(Phase::Idle, 5);
         let head = add(Phase::Head, 3);
-        assert!(shared.evict(Phase::waiting, None));
+        assert!(shared.evict_longest_waiting());
         assert!(head.evict.is_cancelled() && !idle.evict.is_cancelled());
-        assert!(shared.evict(Phase::waiting, None));
+        assert!(shared.evict_longest_waiting());
         assert!(idle.evict.is_cancelled());
-        assert!(!shared.evict(Phase::waiting, None), "only busy ones left");
+        assert!(!shared.evict_longest_waiting(), "only busy ones left");
         assert!(!busy.evict.is_cancelled() && !sending.evict.is_cancelled());
+    }
+
+    #[test]
+    fn a_new_handshake_takes_the_slot_of_the_oldest() {
+        let shared = shared(2);
+        let add = |since| {
+            let c = Arc::new(conn(Phase::Handshake, since));
+            shared.registry().conns.insert(c.id, c.clone());
+            c
+        };
+        let (a, b, c) = (add(1), add(2), add(3));
+        assert!(!shared.begin_handshake(&a));
+        assert!(!shared.begin_handshake(&b));
+        assert!(shared.begin_handshake(&c), "at the cap");
+        assert!(a.evict.is_cancelled() && !b.evict.is_cancelled());
+        assert_eq!(shared.registry().handshaking, 2);
+        shared.end_handshake(&a);
+        assert_eq!(shared.registry().handshaking, 2, "a's slot went to c");
+        shared.end_handshake(&b);
+        shared.end_handshake(&c);
+        assert_eq!(shared.registry().handshaking, 0);
     }
 
     #[test]

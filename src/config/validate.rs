@@ -141,7 +141,8 @@ impl Validator {
                     raw.web.max_header_bytes,
                     DEFAULT_MAX_HEADER_BYTES,
                     1024,
-                    16 * 1024 * 1024,
+                    // hyper's read buffer (about 400 KiB) caps it anyway.
+                    256 * 1024,
                 ) as usize,
                 max_body_bytes: self.ranged(
                     "web.max_body_bytes",
