@@ -533,6 +533,10 @@ fn systemd_unit_runs_the_exporter_unprivileged() {
     // Exit code 2 is an invalid configuration: restarting cannot help.
     assert_eq!(one("Service", "RestartPreventExitStatus"), "2");
     assert_eq!(one("Service", "ExecReload"), "/bin/kill -HUP $MAINPID");
+    // Room for the default HTTP connection cap (512, kept under half the
+    // limit) and Redis connections besides; systemd's default is 1024.
+    let nofile: u64 = one("Service", "LimitNOFILE").parse().expect("LimitNOFILE");
+    assert!(nofile >= 4 * 512, "LimitNOFILE={nofile}");
     assert_eq!(one("Install", "WantedBy"), "multi-user.target");
 }
 
