@@ -336,7 +336,7 @@ async fn timeouts_close_what_is_held_below_the_cap() {
         dir.path(),
         &exporter_config(
             &server,
-            "header_read_timeout = \"1s\"\nidle_timeout = \"2s\"\n",
+            "header_read_timeout = \"2s\"\nidle_timeout = \"3s\"\n",
         ),
         Some(NOFILE),
         &[],
@@ -372,7 +372,7 @@ async fn timeouts_close_what_is_held_below_the_cap() {
             .collect()
     };
     eprintln!(
-        "header_read_timeout 1s, idle_timeout 2s; closed by the server:\n idle {}\n half-sent {}\n kept-alive after a response {}",
+        "header_read_timeout 2s, idle_timeout 3s; closed by the server:\n idle {}\n half-sent {}\n kept-alive after a response {}",
         percentiles(times("idle")),
         percentiles(times("half-sent")),
         percentiles(times("kept-alive")),
@@ -498,10 +498,9 @@ async fn stalled_handshakes_do_not_keep_a_scraper_out() {
     );
     assert_eq!(status, 200);
     let log = exporter.log();
-    assert_eq!(
-        lines(&log, "TLS handshake closed to make room"),
-        17,
-        "the scraper's handshake took the oldest stalled one's slot:\n{log}"
+    assert!(
+        lines(&log, "TLS handshake closed to make room") >= 17,
+        "the scraper's handshake takes the oldest stalled one's slot:\n{log}"
     );
     assert!(log.contains("TLS handshake limit reached"));
 }
