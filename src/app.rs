@@ -22,7 +22,7 @@ pub enum AppError {
     /// A target's client could not be built.
     #[error(transparent)]
     Client(#[from] crate::redis::ClientSetupError),
-    /// The HTTP server failed.
+    /// The HTTP listener's address could not be read.
     #[error("HTTP server: {0}")]
     Http(#[from] std::io::Error),
     /// The web config file (TLS, basic auth) is invalid.
@@ -94,6 +94,8 @@ impl Supervisor {
         Ok(())
     }
 
+    /// Reloads the file. The error is for HTTP clients: which keys are wrong,
+    /// never file paths (the log has the full story).
     fn reload(&mut self, overrides: &CliOverrides) -> Result<(), String> {
         let store = self.store.clone();
         let exporter = &store.exporter;
@@ -103,40 +105,69 @@ impl Supervisor {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let result = config::load(current.source.as_deref(), overrides)
-            .map_err(|e| e.to_string())
-            .and_then(|next| {
-                if next.web.listen_address != current.web.listen_address
-                    || next.web.config_file != current.web.config_file
-                {
+        let result = match config::load(current.source.as_deref(), overrides) {
+            Err(e) => Err((e.to_string(), public_reason(&e))),
+            Ok(next) => {
+                let web_changed = |a: &config::Web, b: &config::Web| {
+                    a.listen_address != b.listen_address
+                        || a.config_file != b.config_file
+                        || a.config_file_check_interval != b.config_file_check_interval
+                        || a.limits != b.limits
+                };
+                if web_changed(&next.web, &current.web) {
                     tracing::warn!(
-                        "web.listen_address and web.config_file changes take effect after a restart"
+                        "web settings other than telemetry_path take effect after a restart (the web config file's content is reloaded on its own)"
                     );
                 }
-                self.apply(Arc::new(next), Some(&current))
-                    .map_err(|e| e.to_string())
-            });
-        match &result {
+                self.apply(Arc::new(next), Some(&current)).map_err(|e| {
+                    (
+                        e.to_string(),
+                        "a target's connection settings could not be applied; the exporter's log says why".to_string(),
+                    )
+                })
+            }
+        };
+        self.store.touch();
+        match result {
             Ok(()) => {
                 exporter.last_reload_ok.store(true, Ordering::Relaxed);
                 tracing::info!("configuration reloaded");
+                Ok(())
             }
-            Err(e) => {
+            Err((full, public)) => {
                 exporter.reload_failures.fetch_add(1, Ordering::Relaxed);
                 exporter.last_reload_ok.store(false, Ordering::Relaxed);
-                tracing::error!(error = %e, "configuration reload rejected; the previous configuration stays in force");
+                tracing::error!(error = %full, "configuration reload rejected; the previous configuration stays in force");
+                Err(format!(
+                    "configuration reload rejected, the previous configuration stays in force: {public}"
+                ))
             }
         }
-        self.store.touch();
-        result
     }
 }
 
+/// What a failed reload tells an HTTP client: the keys at fault, not the
+/// messages, which may quote file paths (of the file itself, of password or
+/// CA files).
+fn public_reason(e: &config::ConfigError) -> String {
+    let mut keys: Vec<&str> = e.problems.iter().map(|p| p.key.as_str()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    if keys.iter().any(|k| k.is_empty()) {
+        return "the file could not be read or parsed; the exporter's log says why".into();
+    }
+    format!(
+        "invalid value at {}; the exporter's log says why",
+        keys.join(", ")
+    )
+}
+
 /// Runs the daemon on `listener` until `shutdown` completes. `overrides`
-/// are re-applied on every reload.
+/// are re-applied on every reload. Returns once the listener is closed and
+/// connections have drained (within a short grace).
 ///
 /// # Errors
-/// When a target's client cannot be built or the HTTP server fails.
+/// When the web config file or a target's client settings are unusable.
 pub async fn run(
     config: Config,
     overrides: CliOverrides,
@@ -147,8 +178,10 @@ pub async fn run(
         .web
         .config_file
         .as_deref()
-        .map(crate::web::load)
+        .map(crate::web::Live::load)
         .transpose()?;
+    let web_check_interval = config.web.config_file_check_interval;
+    let limits = config.web.limits.clone();
     let store = Arc::new(SnapshotStore::default());
     let config = Arc::new(config);
     let shared = Arc::new(RwLock::new(config.clone()));
@@ -181,33 +214,33 @@ pub async fn run(
     });
 
     let state = HttpState::new(store, shared, reload_tx);
-    let app = http::router(state, web.as_ref());
-    let stop_http = stop_all.clone();
-    let stopped = async move {
-        tokio::select! {
-            _ = shutdown => {}
-            _ = stop_http.cancelled() => {}
+    let app = http::router(state, web.clone());
+    let stop_http = CancellationToken::new();
+    tokio::spawn({
+        let (stop_all, stop_http) = (stop_all.clone(), stop_http.clone());
+        async move {
+            tokio::select! {
+                _ = shutdown => {}
+                _ = stop_all.cancelled() => {}
+            }
+            stop_http.cancel();
         }
-    };
-    let served = match web.and_then(|w| w.tls) {
-        Some(tls) => {
-            tracing::info!(address = %listener.local_addr()?, "listening (TLS)");
-            let listener = crate::web::TlsListener::new(listener, tls)?;
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stopped)
-                .await
-        }
-        None => {
-            tracing::info!(address = %listener.local_addr()?, "listening");
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stopped)
-                .await
-        }
-    };
+    });
+    if let Some(web) = &web {
+        tokio::spawn(web.clone().watch(web_check_interval, stop_all.clone()));
+    }
+    let tls = web.filter(|w| w.tls());
+    tracing::info!(
+        address = %listener.local_addr()?,
+        tls = tls.is_some(),
+        max_connections = limits.max_connections,
+        "listening"
+    );
+    crate::server::serve(listener, app, tls, &limits, stop_http).await;
     stop_all.cancel();
     let _ = reloads.await;
     tracing::info!("stopped");
-    served.map_err(AppError::from)
+    Ok(())
 }
 
 #[cfg(unix)]

@@ -24,6 +24,14 @@ pub struct Cli {
     /// TLS and basic-auth settings, in the Prometheus exporter-toolkit format.
     #[arg(long = "web.config.file", global = true)]
     pub web_config_file: Option<PathBuf>,
+    /// Serve `POST /-/reload` (refused with 403 otherwise; SIGHUP always
+    /// reloads), as Prometheus's flag of the same name.
+    #[arg(long = "web.enable-lifecycle", global = true)]
+    pub enable_lifecycle: bool,
+    /// HTTP connections open at once (default 512); at the cap the
+    /// longest-waiting idle connection is closed to make room.
+    #[arg(long = "web.max-connections", global = true)]
+    pub max_connections: Option<i64>,
     /// Log format: text or json.
     #[arg(long = "log.format", global = true)]
     pub log_format: Option<String>,
@@ -60,6 +68,8 @@ impl Cli {
             log_format: self.log_format.clone(),
             log_level: self.log_level.clone(),
             redis_url: self.redis_url.clone(),
+            enable_lifecycle: self.enable_lifecycle,
+            max_connections: self.max_connections,
         }
     }
 }

@@ -1,5 +1,7 @@
-//! The HTTP side: `/metrics` (path configurable), `/healthz`, `/readyz`, the
-//! `/` landing page and `POST /-/reload`. Only this module knows axum.
+//! The HTTP endpoints: `/metrics` (path configurable), `/healthz`, `/readyz`,
+//! the `/` landing page and `POST /-/reload` (with `--web.enable-lifecycle`);
+//! a known path asked with another method gets 405 and `Allow`. Only this
+//! module and [`crate::server`], which runs the connections, know axum.
 //!
 //! `/metrics` never talks to Redis and never renders: it serves the latest
 //! exposition, which [`crate::exposition`] keeps current in the background.
@@ -17,9 +19,10 @@ use crate::config::Config;
 use crate::exposition::{Chunks, Exposition};
 use crate::metrics::BuildInfo;
 use crate::snapshot::SnapshotStore;
-use crate::web::{BasicAuth, WebConfig};
+use crate::web::{Admission, Live, WebConfig};
 
-/// A reload request: the reply says whether the new file was accepted.
+/// A reload request: the reply says whether the new file was accepted, and
+/// if not why, in words fit for an HTTP client (no file paths).
 pub type ReloadRequest = oneshot::Sender<Result<(), String>>;
 
 /// What the handlers share.
@@ -64,63 +67,75 @@ impl HttpState {
 }
 
 /// The router. Paths are matched in one handler because the metrics path
-/// can change on reload. With a web config, every request needs basic auth
-/// (when users are configured) and gets the configured headers.
-pub fn router(state: Arc<HttpState>, web: Option<&WebConfig>) -> Router {
-    let mut router = Router::new().fallback(dispatch).with_state(state);
-    if let Some(web) = web {
-        if let Some(auth) = &web.auth {
-            router = router.layer(axum::middleware::from_fn_with_state(
-                auth.clone(),
-                require_auth,
-            ));
-        }
-        if !web.headers.is_empty() {
-            router = router.layer(axum::middleware::from_fn_with_state(
-                Arc::new(web.headers.clone()),
-                add_headers,
-            ));
-        }
+/// can change on reload. With a web config, every request passes its rate
+/// limit and basic auth, and every response gets its headers, as the config
+/// in force at that request says.
+pub fn router(state: Arc<HttpState>, web: Option<Arc<Live>>) -> Router {
+    let router = Router::new().fallback(dispatch).with_state(state);
+    match web {
+        Some(web) => router.layer(axum::middleware::from_fn_with_state(web, web_config)),
+        None => router,
     }
-    router
 }
 
-async fn require_auth(
-    State(auth): State<Arc<BasicAuth>>,
+async fn web_config(
+    State(web): State<Arc<Live>>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let header = request
+    let web = web.current();
+    let authorization = request
         .headers()
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    if auth.check(header).await {
-        next.run(request).await
-    } else {
-        (
-            StatusCode::UNAUTHORIZED,
-            [(
-                header::WWW_AUTHENTICATE,
-                "Basic realm=\"redis-streams-exporter\"",
-            )],
-            "Unauthorized\n",
-        )
-            .into_response()
-    }
-}
-
-type ExtraHeaders = Arc<Vec<(header::HeaderName, header::HeaderValue)>>;
-
-async fn add_headers(
-    State(headers): State<ExtraHeaders>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    let mut response = next.run(request).await;
-    for (name, value) in headers.iter() {
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let mut response = match admit(&web, authorization.as_deref()).await {
+        Some(refusal) => refusal,
+        None => next.run(request).await,
+    };
+    for (name, value) in &web.headers {
         response.headers_mut().insert(name.clone(), value.clone());
     }
     response
+}
+
+/// The refusal, if the web config refuses this request.
+async fn admit(web: &WebConfig, authorization: Option<&str>) -> Option<Response> {
+    if web.rate_limit.as_ref().is_some_and(|l| !l.allow()) {
+        return Some((StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n").into_response());
+    }
+    let auth = web.auth.as_ref()?;
+    match auth.check(authorization).await {
+        Admission::Allowed => None,
+        Admission::Denied => Some(
+            (
+                StatusCode::UNAUTHORIZED,
+                [(
+                    header::WWW_AUTHENTICATE,
+                    "Basic realm=\"redis-streams-exporter\"",
+                )],
+                "Unauthorized\n",
+            )
+                .into_response(),
+        ),
+        Admission::Busy => Some(
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many password checks in progress, try again\n",
+            )
+                .into_response(),
+        ),
+    }
+}
+
+/// 405 with the methods the path takes.
+fn method_not_allowed(allow: &'static str) -> Response {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(header::ALLOW, allow)],
+        format!("method not allowed: use {allow}\n"),
+    )
+        .into_response()
 }
 
 async fn dispatch(
@@ -131,13 +146,32 @@ async fn dispatch(
 ) -> Response {
     let config = state.config();
     let path = uri.path();
-    match (method, path) {
-        (Method::GET | Method::HEAD, p) if p == config.web.telemetry_path => {
-            metrics(&state, &headers).await
+    let known = path == config.web.telemetry_path
+        || matches!(path, "/" | "/healthz" | "/readyz" | "/-/reload");
+    if !known {
+        return (StatusCode::NOT_FOUND, "not found\n").into_response();
+    }
+    if path == "/-/reload" {
+        if method != Method::POST && method != Method::PUT {
+            return method_not_allowed("POST, PUT");
         }
-        (Method::GET | Method::HEAD, "/") => landing(&state, &config),
-        (Method::GET | Method::HEAD, "/healthz") => (StatusCode::OK, "ok\n").into_response(),
-        (Method::GET | Method::HEAD, "/readyz") => {
+        if !config.web.enable_lifecycle {
+            return (
+                StatusCode::FORBIDDEN,
+                "Lifecycle API is not enabled: start the exporter with --web.enable-lifecycle, or send it SIGHUP\n",
+            )
+                .into_response();
+        }
+        return reload(&state).await;
+    }
+    if method != Method::GET && method != Method::HEAD {
+        return method_not_allowed("GET, HEAD");
+    }
+    match path {
+        p if p == config.web.telemetry_path => metrics(&state, &headers).await,
+        "/" => landing(&state, &config),
+        "/healthz" => (StatusCode::OK, "ok\n").into_response(),
+        _ => {
             let served = state.exposition.current().map_or(0, |r| r.ready_targets);
             if served >= config.targets.len() {
                 (StatusCode::OK, "ready\n").into_response()
@@ -149,9 +183,6 @@ async fn dispatch(
                     .into_response()
             }
         }
-        (Method::POST | Method::PUT, "/-/reload") => reload(&state).await,
-        (_, "/-/reload") => (StatusCode::METHOD_NOT_ALLOWED, "use POST\n").into_response(),
-        _ => (StatusCode::NOT_FOUND, "not found\n").into_response(),
     }
 }
 

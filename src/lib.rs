@@ -17,8 +17,10 @@
 //! - [`snapshot`]: the immutable picture `/metrics` renders.
 //! - [`metrics`]: the only module that knows metric names (the catalog) and
 //!   the text exposition; [`exposition`] keeps it rendered in the background.
-//! - [`http`]: the endpoints; [`web`]: TLS and basic auth from an
-//!   exporter-toolkit web config. [`app`]: wiring, reload and shutdown.
+//! - [`http`]: the endpoints; [`server`]: bounded connections (caps,
+//!   timeouts, size limits, shutdown); [`web`]: TLS, basic auth, rate limit
+//!   and headers from an exporter-toolkit web config, kept current with its
+//!   file. [`app`]: wiring, reload and shutdown.
 //! - [`check`]: the one-shot table. [`glob`]: Redis-style patterns.
 
 pub mod app;
@@ -36,6 +38,7 @@ pub mod probe;
 pub mod ratelimit;
 pub mod redis;
 pub mod schedule;
+pub mod server;
 pub mod snapshot;
 pub mod status;
 pub mod telemetry;

@@ -66,7 +66,7 @@ use std::time::{Duration, Instant};
 
 use common::{RedisServer, Server, free_port, which};
 use serde_json::Value as Json;
-use serde_yaml::Value as Yaml;
+use serde_norway::Value as Yaml;
 
 /// `for:`, `keep_firing_for:` and range windows are divided by this.
 const TIME_SCALE: u64 = 20;
@@ -295,7 +295,7 @@ fn scale_ranges(expr: &str) -> String {
 
 /// The test copy of the rules (see the module docs).
 fn test_rules(original: &str) -> String {
-    let mut doc: Yaml = serde_yaml::from_str(original).unwrap();
+    let mut doc: Yaml = serde_norway::from_str(original).unwrap();
     let mut replaced = [0usize; STALE_CONSTANTS.len()];
     for group in doc["groups"].as_sequence_mut().unwrap() {
         for rule in group["rules"].as_sequence_mut().unwrap() {
@@ -320,12 +320,12 @@ fn test_rules(original: &str) -> String {
             "`{from}` no longer appears in {RULES}: update STALE_CONSTANTS in tests/e2e.rs"
         );
     }
-    serde_yaml::to_string(&doc).unwrap()
+    serde_norway::to_string(&doc).unwrap()
 }
 
 /// alertname → (severity, original `for:`).
 fn rule_facts(original: &str) -> BTreeMap<String, (String, String)> {
-    let doc: Yaml = serde_yaml::from_str(original).unwrap();
+    let doc: Yaml = serde_norway::from_str(original).unwrap();
     let mut facts = BTreeMap::new();
     for group in doc["groups"].as_sequence().unwrap() {
         for rule in group["rules"].as_sequence().unwrap() {

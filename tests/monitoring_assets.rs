@@ -17,7 +17,7 @@ use std::process::Command;
 
 use redis_streams_exporter::metrics::catalog;
 use serde_json::Value as Json;
-use serde_yaml::Value as Yaml;
+use serde_norway::Value as Yaml;
 
 type TestResult = Result<(), Box<dyn Error>>;
 
@@ -393,7 +393,7 @@ struct Rule {
 }
 
 fn rules() -> Result<Vec<Rule>, Box<dyn Error>> {
-    let doc: Yaml = serde_yaml::from_str(&read(RULES)?)?;
+    let doc: Yaml = serde_norway::from_str(&read(RULES)?)?;
     let mut rules = Vec::new();
     for group in doc["groups"].as_sequence().ok_or("rules: no groups")? {
         let name = group["name"]
@@ -566,7 +566,7 @@ fn every_alert_has_firing_and_quiet_promtool_cases() -> TestResult {
     let mut quiet: BTreeMap<String, usize> = BTreeMap::new();
     for file in files_in(RULE_TESTS_DIR, &[".yml", ".yaml"])? {
         let text = std::fs::read_to_string(&file)?;
-        let doc: Yaml = serde_yaml::from_str(&text)?;
+        let doc: Yaml = serde_norway::from_str(&text)?;
         for test in doc["tests"].as_sequence().ok_or("rule tests: no tests")? {
             for case in test["alert_rule_test"].as_sequence().into_iter().flatten() {
                 let name = case["alertname"]
@@ -621,7 +621,7 @@ fn rule_metrics_and_labels_exist_in_the_catalog() -> TestResult {
 
 #[test]
 fn alertmanager_example_routes_by_severity_and_inhibits_on_target_down() -> TestResult {
-    let doc: Yaml = serde_yaml::from_str(&read(ALERTMANAGER_EXAMPLE)?)?;
+    let doc: Yaml = serde_norway::from_str(&read(ALERTMANAGER_EXAMPLE)?)?;
     let routes = doc["route"]["routes"]
         .as_sequence()
         .ok_or("no child routes")?;

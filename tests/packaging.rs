@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_yaml::Value as Yaml;
+use serde_norway::Value as Yaml;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -243,7 +243,7 @@ fn dockerignore_keeps_only_the_build_inputs() {
 // docker-compose.yml
 
 fn compose() -> Yaml {
-    serde_yaml::from_str(&read("docker-compose.yml")).expect("docker-compose.yml is valid YAML")
+    serde_norway::from_str(&read("docker-compose.yml")).expect("docker-compose.yml is valid YAML")
 }
 
 /// `host path → container path` of a service's bind mounts.
@@ -374,7 +374,7 @@ fn compose_stack_is_complete_and_references_files_that_exist() {
         .get("./deploy/grafana/provisioning")
         .expect("./deploy/grafana/provisioning mounted");
     assert_eq!(provisioning_at, "/etc/grafana/provisioning");
-    let provider: Yaml = serde_yaml::from_str(&read(
+    let provider: Yaml = serde_norway::from_str(&read(
         "deploy/grafana/provisioning/dashboards/redis-streams.yaml",
     ))
     .unwrap();
@@ -382,7 +382,7 @@ fn compose_stack_is_complete_and_references_files_that_exist() {
         provider["providers"][0]["options"]["path"].as_str(),
         Some(dashboards_at.as_str())
     );
-    let datasource: Yaml = serde_yaml::from_str(&read(
+    let datasource: Yaml = serde_norway::from_str(&read(
         "deploy/grafana/provisioning/datasources/prometheus.yaml",
     ))
     .unwrap();
@@ -409,7 +409,7 @@ fn compose_prometheus_loads_the_shipped_rules_and_scrapes_the_exporter() {
         .get("./alerts/redis-streams.rules.yml")
         .expect("the shipped rules are mounted");
     let text = read("deploy/prometheus/prometheus.yml");
-    let config: Yaml = serde_yaml::from_str(&text).unwrap();
+    let config: Yaml = serde_norway::from_str(&text).unwrap();
     let rule_files = strings(&config["rule_files"]);
     assert!(
         rule_files.iter().any(|pattern| {
@@ -447,7 +447,7 @@ fn compose_prometheus_loads_the_shipped_rules_and_scrapes_the_exporter() {
             .into(),
     ]);
     let path = dir.path().join("prometheus.yml");
-    std::fs::write(&path, serde_yaml::to_string(&copy).unwrap()).unwrap();
+    std::fs::write(&path, serde_norway::to_string(&copy).unwrap()).unwrap();
     let promtool = std::env::var_os("PROMTOOL")
         .map(PathBuf::from)
         .unwrap_or_else(|| "promtool".into());
@@ -533,6 +533,10 @@ fn systemd_unit_runs_the_exporter_unprivileged() {
     // Exit code 2 is an invalid configuration: restarting cannot help.
     assert_eq!(one("Service", "RestartPreventExitStatus"), "2");
     assert_eq!(one("Service", "ExecReload"), "/bin/kill -HUP $MAINPID");
+    // Room for the default HTTP connection cap (512, kept under half the
+    // limit) and Redis connections besides; systemd's default is 1024.
+    let nofile: u64 = one("Service", "LimitNOFILE").parse().expect("LimitNOFILE");
+    assert!(nofile >= 4 * 512, "LimitNOFILE={nofile}");
     assert_eq!(one("Install", "WantedBy"), "multi-user.target");
 }
 

@@ -1,6 +1,7 @@
 //! Issue 6: live reload through POST /-/reload and SIGHUP: a new file is
 //! applied without dropping the HTTP server; an invalid one keeps the old
-//! configuration and is logged and counted.
+//! configuration and is logged and counted. Issue 18.6: POST /-/reload only
+//! with --web.enable-lifecycle, and its error replies name no file path.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
 
@@ -10,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use redis_streams_exporter::config;
+use redis_streams_exporter::{app, config};
 
 fn target(name: &str, server: &RedisServer) -> String {
     format!(
@@ -44,9 +45,17 @@ async fn reload_over_http() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.toml");
     std::fs::write(&path, format!("{}{FAST}", target("a", &a))).unwrap();
-    let cfg = config::load(Some(&path), &Default::default()).unwrap();
-    let d = Daemon::start_config(cfg).await;
-    let base = d.base.clone();
+    let lifecycle = config::CliOverrides {
+        enable_lifecycle: true,
+        ..Default::default()
+    };
+    let cfg = config::load(Some(&path), &lifecycle).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let daemon = tokio::spawn(app::run(cfg, lifecycle, listener, async move {
+        let _ = stopped.await;
+    }));
     wait_for(
         &base,
         "/metrics",
@@ -64,7 +73,11 @@ async fn reload_over_http() {
         ),
     )
     .unwrap();
-    let r = d.post("/-/reload").await;
+    let r = reqwest::Client::new()
+        .post(format!("{base}/-/reload"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
     let text = wait_for(
         &base,
@@ -75,25 +88,56 @@ async fn reload_over_http() {
     assert!(text.contains("redis_streams_stream_length{target=\"a\",stream=\"sa\"} 1"));
     assert!(text.contains("redis_streams_exporter_config_reloads_total 1"));
     assert!(text.contains("redis_streams_exporter_config_last_reload_successful 1\n"));
-    assert_eq!(d.get("/metrics").await.status(), 404);
+    assert_eq!(
+        reqwest::get(format!("{base}/metrics"))
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
 
-    // An invalid file: rejected with the reason, the old config stays.
+    // An invalid file: rejected with the key at fault (the log has the
+    // message), the old config stays. The reply names no file path.
     std::fs::write(&path, "[schedule]\nstream = \"never\"\n").unwrap();
-    let r = d.post("/-/reload").await;
+    let r = reqwest::Client::new()
+        .post(format!("{base}/-/reload"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
     let reason = r.text().await.unwrap();
     assert!(
-        reason.contains("c.toml: schedule.stream: \"never\" is not a duration"),
+        reason.contains("invalid value at schedule.stream"),
         "{reason}"
     );
+    let dir_name = dir.path().to_str().unwrap();
+    assert!(
+        !reason.contains("c.toml") && !reason.contains(dir_name),
+        "the reply names the file: {reason}"
+    );
+    // A file that cannot be read: still no path in the reply.
+    std::fs::rename(&path, dir.path().join("moved.toml")).unwrap();
+    let r = reqwest::Client::new()
+        .put(format!("{base}/-/reload"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let reason = r.text().await.unwrap();
+    assert!(reason.contains("could not be read or parsed"), "{reason}");
+    assert!(
+        !reason.contains(dir_name),
+        "the reply names the file: {reason}"
+    );
+    std::fs::rename(dir.path().join("moved.toml"), &path).unwrap();
     let text = wait_for(
         &base,
         "/m2",
-        "redis_streams_exporter_config_reload_failures_total 1",
+        "redis_streams_exporter_config_reload_failures_total 2",
     )
     .await;
     assert!(text.contains("redis_streams_exporter_config_last_reload_successful 0\n"));
-    assert!(text.contains("redis_streams_exporter_config_reloads_total 2"));
+    assert!(text.contains("redis_streams_exporter_config_reloads_total 3"));
     assert!(
         text.contains("redis_streams_stream_length{target=\"b\",stream=\"sb\"} 2"),
         "old config must stay"
@@ -101,7 +145,11 @@ async fn reload_over_http() {
 
     // Removing a target removes its series.
     std::fs::write(&path, format!("{}{FAST}", target("b", &b))).unwrap();
-    let r = d.post("/-/reload").await;
+    let r = reqwest::Client::new()
+        .post(format!("{base}/-/reload"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     // Counters are read before targets when rendering, so once the success
     // shows, the removal shows with it.
@@ -112,15 +160,82 @@ async fn reload_over_http() {
     )
     .await;
     assert!(
-        text.contains("redis_streams_exporter_config_reloads_total 3\n"),
+        text.contains("redis_streams_exporter_config_reloads_total 4\n"),
         "{text}"
     );
     assert!(
         !text.contains("target=\"a\""),
         "removed target still served:\n{text}"
     );
-    assert_eq!(d.get("/-/reload").await.status(), 405);
-    d.stop().await;
+    let r = reqwest::get(format!("{base}/-/reload")).await.unwrap();
+    assert_eq!(r.status(), 405);
+    assert_eq!(r.headers()["allow"], "POST, PUT");
+    let _ = stop.send(());
+    daemon.await.unwrap().unwrap();
+}
+
+/// Without --web.enable-lifecycle, POST /-/reload is refused and changes
+/// nothing; wrong methods get 405 with Allow on every endpoint.
+#[tokio::test]
+async fn reload_endpoint_needs_the_lifecycle_flag() {
+    let a = RedisServer::start(Server::Redis70);
+    xadd_n(&mut a.conn(), "sa", 1);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, format!("{}{FAST}", target("a", &a))).unwrap();
+    let cfg = config::load(Some(&path), &Default::default()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let daemon = tokio::spawn(app::run(cfg, Default::default(), listener, async move {
+        let _ = stopped.await;
+    }));
+    wait_for(&base, "/metrics", "stream=\"sa\"} 1").await;
+    std::fs::write(&path, "[web]\ntelemetry_path = \"/m2\"\n").unwrap();
+    let http = reqwest::Client::new();
+    for r in [
+        http.post(format!("{base}/-/reload")).send().await.unwrap(),
+        http.put(format!("{base}/-/reload")).send().await.unwrap(),
+    ] {
+        assert_eq!(r.status(), 403);
+        let body = r.text().await.unwrap();
+        assert!(body.contains("--web.enable-lifecycle"), "{body}");
+    }
+    let text = wait_for(
+        &base,
+        "/metrics",
+        "redis_streams_exporter_config_reloads_total 0",
+    )
+    .await;
+    assert!(
+        text.contains("stream=\"sa\"} 1"),
+        "the old configuration stays"
+    );
+    for (method, path, allow) in [
+        (reqwest::Method::POST, "/metrics", "GET, HEAD"),
+        (reqwest::Method::DELETE, "/", "GET, HEAD"),
+        (reqwest::Method::PUT, "/healthz", "GET, HEAD"),
+        (reqwest::Method::POST, "/readyz", "GET, HEAD"),
+        (reqwest::Method::GET, "/-/reload", "POST, PUT"),
+    ] {
+        let r = http
+            .request(method.clone(), format!("{base}{path}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 405, "{method} {path}");
+        assert_eq!(r.headers()["allow"], allow, "{method} {path}");
+    }
+    assert_eq!(
+        http.post(format!("{base}/nowhere"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    let _ = stop.send(());
+    daemon.await.unwrap().unwrap();
 }
 
 #[tokio::test]

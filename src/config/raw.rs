@@ -39,6 +39,14 @@ pub struct RawWeb {
     pub listen_address: Option<String>,
     pub telemetry_path: Option<String>,
     pub config_file: Option<String>,
+    pub config_file_check_interval: Option<String>,
+    pub max_connections: Option<i64>,
+    pub max_tls_handshakes: Option<i64>,
+    pub tls_handshake_timeout: Option<String>,
+    pub header_read_timeout: Option<String>,
+    pub idle_timeout: Option<String>,
+    pub max_header_bytes: Option<i64>,
+    pub max_body_bytes: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -25,6 +25,10 @@ pub struct CliOverrides {
     pub log_level: Option<String>,
     /// `--redis.url`: the URL of the default target when the file names none.
     pub redis_url: Option<String>,
+    /// `--web.enable-lifecycle`: serve `POST /-/reload`.
+    pub enable_lifecycle: bool,
+    /// `--web.max-connections`.
+    pub max_connections: Option<i64>,
 }
 
 /// Parses and validates configuration text. `file` names the source in
@@ -96,6 +100,58 @@ impl Validator {
                 .web_config_file
                 .clone()
                 .or(raw.web.config_file.map(PathBuf::from)),
+            config_file_check_interval: self.interval(
+                "web.config_file_check_interval",
+                raw.web.config_file_check_interval,
+                DEFAULT_WEB_CONFIG_CHECK_INTERVAL,
+            ),
+            enable_lifecycle: cli.enable_lifecycle,
+            limits: HttpLimits {
+                max_connections: self.positive(
+                    "web.max_connections",
+                    cli.max_connections.or(raw.web.max_connections),
+                    DEFAULT_MAX_CONNECTIONS,
+                    1_000_000,
+                ) as usize,
+                max_tls_handshakes: self.positive(
+                    "web.max_tls_handshakes",
+                    raw.web.max_tls_handshakes,
+                    DEFAULT_MAX_TLS_HANDSHAKES,
+                    1_000_000,
+                ) as usize,
+                tls_handshake_timeout: self.interval(
+                    "web.tls_handshake_timeout",
+                    raw.web.tls_handshake_timeout,
+                    DEFAULT_TLS_HANDSHAKE_TIMEOUT,
+                ),
+                header_read_timeout: self.interval(
+                    "web.header_read_timeout",
+                    raw.web.header_read_timeout,
+                    DEFAULT_HEADER_READ_TIMEOUT,
+                ),
+                idle_timeout: self.interval(
+                    "web.idle_timeout",
+                    raw.web.idle_timeout,
+                    DEFAULT_IDLE_TIMEOUT,
+                ),
+                // Below 1 KiB even a browser's request line and Host header
+                // may not fit.
+                max_header_bytes: self.ranged(
+                    "web.max_header_bytes",
+                    raw.web.max_header_bytes,
+                    DEFAULT_MAX_HEADER_BYTES,
+                    1024,
+                    // hyper's read buffer (about 400 KiB) caps it anyway.
+                    256 * 1024,
+                ) as usize,
+                max_body_bytes: self.ranged(
+                    "web.max_body_bytes",
+                    raw.web.max_body_bytes,
+                    DEFAULT_MAX_BODY_BYTES,
+                    0,
+                    16 * 1024 * 1024,
+                ) as usize,
+            },
         };
         let log = Log {
             format: match cli.log_format.clone().or(raw.log.format).as_deref() {
