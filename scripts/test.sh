@@ -92,4 +92,4 @@ fi
 
 cargo fmt --all --check
 cargo clippy --all-targets --locked -- -D warnings
-cargo test --locked --all-targets -- --test-threads="${RSE_TEST_THREADS:-4}"
+cargo test --locked --all-targets --no-fail-fast -- --test-threads="${RSE_TEST_THREADS:-4}"
