@@ -29,7 +29,8 @@ fn main() {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    match cargo_lines(&env, &git, now) {
+    let exists = |path: &str| std::path::Path::new(path).exists();
+    match cargo_lines(&env, &git, &exists, now) {
         Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
         // A panic is how a build script fails the build.
         Err(e) => panic!("{e}"),
@@ -40,6 +41,7 @@ fn main() {
 pub fn cargo_lines(
     env: &dyn Fn(&str) -> Option<String>,
     git: &dyn Fn(&[&str]) -> Option<String>,
+    exists: &dyn Fn(&str) -> bool,
     now: u64,
 ) -> Result<Vec<String>, String> {
     let mut lines = vec![
@@ -50,17 +52,25 @@ pub fn cargo_lines(
         "cargo:rerun-if-changed=build.rs".to_string(),
     ];
     // Rerun when HEAD moves. In a worktree `.git` is a file, so ask git where HEAD and the
-    // branch's ref really live instead of watching `.git/HEAD`.
+    // branch's ref really live instead of watching `.git/HEAD`. Only files that exist: cargo
+    // reruns the script on every build for a missing one (packed-refs often is).
+    let mut watch = Vec::new();
     if let Some(git_dir) = git(&["rev-parse", "--git-dir"]) {
-        lines.push(format!("cargo:rerun-if-changed={git_dir}/HEAD"));
+        watch.push(format!("{git_dir}/HEAD"));
         if let (Some(common), Some(reference)) = (
             git(&["rev-parse", "--git-common-dir"]),
             git(&["symbolic-ref", "-q", "HEAD"]),
         ) {
-            lines.push(format!("cargo:rerun-if-changed={common}/{reference}"));
-            lines.push(format!("cargo:rerun-if-changed={common}/packed-refs"));
+            watch.push(format!("{common}/{reference}"));
+            watch.push(format!("{common}/packed-refs"));
         }
     }
+    lines.extend(
+        watch
+            .into_iter()
+            .filter(|path| exists(path))
+            .map(|path| format!("cargo:rerun-if-changed={path}")),
+    );
     Ok(lines)
 }
 
