@@ -2,8 +2,15 @@
 #
 # redis-streams-exporter container image.
 #
-#   docker build -t redis-streams-exporter .
+#   docker build -t redis-streams-exporter \
+#     --build-arg REVISION="$(git rev-parse HEAD)" \
+#     --build-arg SOURCE_DATE_EPOCH="$(git log -1 --format=%ct)" \
+#     --build-arg CREATED="$(date -u +%Y-%m-%dT%H:%M:%SZ)" .
 #   docker run --rm -p 9763:9763 redis-streams-exporter --redis.url redis://redis.example:6379
+#
+# .git is not in the build context: REVISION is how `--version` and build_info{revision} learn
+# the revision (build.rs reads it as RSE_GIT_REVISION; without it they say "unknown").
+# SOURCE_DATE_EPOCH, when given, is the build date they show (reproducible builds).
 #
 # Stages:
 #   builder    rust:1-bookworm; dependencies are compiled in their own layer (a stub crate with the
@@ -16,6 +23,9 @@ ARG RUST_VERSION=1
 
 FROM rust:${RUST_VERSION}-bookworm AS builder
 WORKDIR /build
+# .cargo/config.toml bakes the jemalloc settings into tikv-jemalloc-sys (behind the README's memory
+# figures): it must be there before the dependency layer builds that crate.
+COPY .cargo/config.toml .cargo/config.toml
 # Dependency layer: rebuilt only when the manifest or the lock file change. The stubs stand in for
 # build.rs, the library and both binaries (the simulator is auto-discovered from src/bin/).
 COPY Cargo.toml Cargo.lock ./
@@ -30,8 +40,12 @@ RUN mkdir -p src/bin \
 # build: touch them so that cargo rebuilds the crate instead of shipping the stubs.
 COPY build.rs ./
 COPY src ./src
+# Declared after the dependency layer so that a new revision does not rebuild the dependencies.
+# SOURCE_DATE_EPOCH reaches build.rs as it is (an ARG is in the environment of RUN).
+ARG REVISION=unknown
+ARG SOURCE_DATE_EPOCH
 RUN touch build.rs src/lib.rs src/main.rs src/bin/redis-streams-simulator.rs \
-    && cargo build --release --locked --bins \
+    && RSE_GIT_REVISION="${REVISION}" cargo build --release --locked --bins \
     && install -D -m 0755 target/release/redis-streams-exporter /out/redis-streams-exporter \
     && install -D -m 0755 target/release/redis-streams-simulator /out/redis-streams-simulator
 

@@ -10,6 +10,10 @@
 #     scripts/build-redis8.sh (about 3 min; make, gcc and g++ for it)
 # Then: cargo fmt --check, clippy with -D warnings, and every test.
 # With --prepare it stops after the prerequisites (to set up a worktree).
+# Some tests install their own tools into .cache/ when missing: tests/debian_package.rs cargo-deb
+# (cargo install, about 1.5 min; it also installs and purges the package with dpkg, so it needs
+# root or password-less sudo), tests/kubernetes.rs kubernetes-validate and pykustomize (pip) and
+# @kubernetes-models/prometheus-operator with typescript (npm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)

@@ -7,9 +7,20 @@ use clap::{Parser, Subcommand};
 
 use crate::config::CliOverrides;
 
+/// What `--version` prints after the name: version, git revision and build date, the values of
+/// `redis_streams_exporter_build_info` (both set by build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (revision ",
+    env!("RSE_GIT_REVISION"),
+    ", built ",
+    env!("RSE_BUILD_DATE"),
+    ")"
+);
+
 /// Prometheus exporter for Redis Streams used as message queues.
 #[derive(Debug, Parser)]
-#[command(name = "redis-streams-exporter", version, about, long_about = None)]
+#[command(name = "redis-streams-exporter", version = VERSION, about, long_about = None)]
 pub struct Cli {
     /// Configuration file (TOML). Without it, redis://127.0.0.1:6379 is
     /// watched and every stream is discovered.

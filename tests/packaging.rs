@@ -155,6 +155,46 @@ fn dockerfile_builds_a_locked_release_into_a_small_non_root_image() {
         runs[0]
     );
 
+    // The jemalloc settings of .cargo/config.toml are compiled into tikv-jemalloc-sys, in the
+    // dependency layer: the file must be copied before the first cargo build.
+    let first_build = builder
+        .iter()
+        .position(|(k, r)| k == "RUN" && r.contains("cargo build"))
+        .unwrap();
+    assert!(
+        builder[..first_build]
+            .iter()
+            .any(|(k, r)| k == "COPY" && r.split_whitespace().next() == Some(".cargo/config.toml")),
+        ".cargo/config.toml is not copied before the dependency build"
+    );
+    // .git is not in the context: the revision comes in as a build argument that build.rs reads.
+    let last_build = builder
+        .iter()
+        .rposition(|(k, r)| k == "RUN" && r.contains("cargo build"))
+        .unwrap();
+    let args_before: Vec<&str> = builder[..last_build]
+        .iter()
+        .filter(|(k, _)| k == "ARG")
+        .map(|(_, r)| r.split('=').next().unwrap())
+        .collect();
+    assert!(
+        args_before.contains(&"REVISION") && args_before.contains(&"SOURCE_DATE_EPOCH"),
+        "the builder declares ARG REVISION and ARG SOURCE_DATE_EPOCH before the crate build: {args_before:?}"
+    );
+    assert!(
+        builder[last_build]
+            .1
+            .contains(r#"RSE_GIT_REVISION="${REVISION}" cargo build"#),
+        "the crate build passes REVISION to build.rs: {}",
+        builder[last_build].1
+    );
+    assert!(
+        !builder[..first_build]
+            .iter()
+            .any(|(k, r)| k == "ARG" && r.starts_with("REVISION")),
+        "ARG REVISION before the dependency layer would rebuild the dependencies on every commit"
+    );
+
     let (final_from, _, last) = stages.last().unwrap();
     assert!(
         final_from.starts_with("gcr.io/distroless/") || final_from.starts_with("debian:"),
@@ -187,6 +227,13 @@ fn dockerfile_builds_a_locked_release_into_a_small_non_root_image() {
         get("COPY")
     );
     let labels = get("LABEL").join(" ");
+    let manifest: toml::Table = toml::from_str(&read("Cargo.toml")).unwrap();
+    let version = manifest["package"]["version"].as_str().unwrap();
+    assert!(
+        get("ARG").contains(&format!("VERSION={version}").as_str()),
+        "ARG VERSION's default should be Cargo.toml's version {version}: {:?}",
+        get("ARG")
+    );
     for label in [
         "title",
         "description",
@@ -212,7 +259,8 @@ fn dockerignore_keeps_only_the_build_inputs() {
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(str::to_string)
         .collect();
-    // Top-level entries only, last matching rule wins (Docker's semantics for these patterns).
+    // Top-level entries, or the exact path of a re-included file; last matching rule wins
+    // (Docker's semantics for these patterns).
     let excluded = |entry: &str| {
         let mut out = false;
         for rule in &rules {
@@ -227,7 +275,13 @@ fn dockerignore_keeps_only_the_build_inputs() {
         }
         out
     };
-    for needed in ["Cargo.toml", "Cargo.lock", "build.rs", "src"] {
+    for needed in [
+        "Cargo.toml",
+        "Cargo.lock",
+        "build.rs",
+        "src",
+        ".cargo/config.toml",
+    ] {
         assert!(!excluded(needed), ".dockerignore excludes {needed}");
         assert!(root().join(needed).exists(), "{needed} missing");
     }
@@ -522,7 +576,7 @@ fn systemd_unit_runs_the_exporter_unprivileged() {
     assert!(one("Unit", "After").contains("network-online.target"));
     let exec = one("Service", "ExecStart");
     assert!(
-        exec.starts_with("/usr/local/bin/redis-streams-exporter ") && exec.contains("--config /"),
+        exec.starts_with("/usr/bin/redis-streams-exporter ") && exec.contains("--config /"),
         "ExecStart: {exec}"
     );
     let user = one("Service", "User");

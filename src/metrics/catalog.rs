@@ -449,8 +449,8 @@ metric!(
     EXPORTER_BUILD_INFO,
     "redis_streams_exporter_build_info",
     Gauge,
-    &["version", "revision"],
-    "Always 1; labels give the exporter's version and source revision."
+    &["version", "revision", "build_date"],
+    "Always 1; labels give the exporter's version, source revision and build date (as --version prints them)."
 );
 metric!(
     EXPORTER_CONFIG_RELOADS,

@@ -23,23 +23,23 @@ use crate::snapshot::{
 };
 use crate::status::GroupStatus;
 
-/// The exporter's own version, for `build_info`.
+/// The exporter's own version, for `build_info` (the same values as `--version`).
 #[derive(Clone, Copy, Debug)]
 pub struct BuildInfo {
     /// Crate version.
     pub version: &'static str,
-    /// Source revision.
+    /// Source revision (12 hex digits, or `unknown`).
     pub revision: &'static str,
+    /// Build date, RFC 3339 UTC (`SOURCE_DATE_EPOCH` when the build set it).
+    pub build_date: &'static str,
 }
 
 impl BuildInfo {
-    /// This build.
+    /// This build; build.rs always sets both variables.
     pub const CURRENT: BuildInfo = BuildInfo {
         version: env!("CARGO_PKG_VERSION"),
-        revision: match option_env!("RSE_GIT_REVISION") {
-            Some(r) => r,
-            None => "unknown",
-        },
+        revision: env!("RSE_GIT_REVISION"),
+        build_date: env!("RSE_BUILD_DATE"),
     };
 }
 
@@ -630,6 +630,7 @@ impl<'a> Renderer<'a> {
             let labels = [
                 ("version", self.build.version.as_bytes()),
                 ("revision", self.build.revision.as_bytes()),
+                ("build_date", self.build.build_date.as_bytes()),
             ];
             f.sample(&labels, 1.0);
         });
