@@ -29,7 +29,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
-use serde_yaml::Value as Yaml;
+use serde_norway::Value as Yaml;
 
 const KUBERNETES_VALIDATE: &str = "1.37.0";
 const PYKUSTOMIZE: &str = "0.1.4";
@@ -177,7 +177,7 @@ fn kustomize_build(dir: &Path) -> Vec<Yaml> {
         .arg(root().join("tests/kubernetes/kustomize_build.py"))
         .arg(&t.kustomize)
         .arg(dir));
-    serde_yaml::Deserializer::from_str(&out)
+    serde_norway::Deserializer::from_str(&out)
         .map(|d| Yaml::deserialize(d).unwrap())
         .filter(|v| !v.is_null())
         .collect()
@@ -341,7 +341,7 @@ fn every_manifest_builds_with_kustomize_and_is_valid() {
     let mut manifests = 0;
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
-        for doc in serde_yaml::Deserializer::from_str(&text) {
+        for doc in serde_norway::Deserializer::from_str(&text) {
             let doc = Yaml::deserialize(doc)
                 .unwrap_or_else(|e| panic!("{}: not YAML: {e}", file.display()));
             let kind = doc["kind"].as_str().unwrap_or_default();
@@ -398,7 +398,7 @@ fn kustomize_resources_exist_and_parse() {
         .collect();
     assert!(kustomizations.len() >= 5, "{kustomizations:?}");
     for k in kustomizations {
-        let doc: Yaml = serde_yaml::from_str(&std::fs::read_to_string(k).unwrap()).unwrap();
+        let doc: Yaml = serde_norway::from_str(&std::fs::read_to_string(k).unwrap()).unwrap();
         let dir = k.parent().unwrap();
         let mut listed: Vec<String> = Vec::new();
         for key in ["resources", "components"] {
@@ -420,7 +420,7 @@ fn kustomize_resources_exist_and_parse() {
             assert!(path.exists(), "{}: {r} does not exist", k.display());
             if path.is_file() && r.ends_with(".yaml") {
                 let text = std::fs::read_to_string(&path).unwrap();
-                for d in serde_yaml::Deserializer::from_str(&text) {
+                for d in serde_norway::Deserializer::from_str(&text) {
                     Yaml::deserialize(d).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 }
             }
@@ -439,9 +439,9 @@ fn generated_manifests_match_their_sources() {
     assert!(out.contains("up to date"), "{out}");
 
     // Independently of the script: the PrometheusRule's spec is the rule file, parsed.
-    let rules: Yaml = serde_yaml::from_str(&read("alerts/redis-streams.rules.yml")).unwrap();
+    let rules: Yaml = serde_norway::from_str(&read("alerts/redis-streams.rules.yml")).unwrap();
     let rule: Yaml =
-        serde_yaml::from_str(&read(&format!("{KUBE}/rules/redis-streams.yaml"))).unwrap();
+        serde_norway::from_str(&read(&format!("{KUBE}/rules/redis-streams.yaml"))).unwrap();
     assert_eq!(rule["kind"].as_str(), Some("PrometheusRule"));
     assert_eq!(
         rule["apiVersion"].as_str(),
@@ -461,7 +461,7 @@ fn generated_manifests_match_their_sources() {
     dashboards.sort();
     assert!(!dashboards.is_empty());
     let listing: Yaml =
-        serde_yaml::from_str(&read(&format!("{KUBE}/dashboards/kustomization.yaml"))).unwrap();
+        serde_norway::from_str(&read(&format!("{KUBE}/dashboards/kustomization.yaml"))).unwrap();
     let listed: Vec<&str> = listing["resources"]
         .as_sequence()
         .unwrap()
@@ -474,7 +474,7 @@ fn generated_manifests_match_their_sources() {
         let stem = path.file_stem().unwrap().to_str().unwrap();
         assert!(listed.contains(&format!("{stem}.yaml").as_str()));
         let cm: Yaml =
-            serde_yaml::from_str(&read(&format!("{KUBE}/dashboards/{stem}.yaml"))).unwrap();
+            serde_norway::from_str(&read(&format!("{KUBE}/dashboards/{stem}.yaml"))).unwrap();
         assert_eq!(cm["kind"].as_str(), Some("ConfigMap"));
         assert_eq!(
             cm["metadata"]["labels"]["grafana_dashboard"].as_str(),
@@ -555,7 +555,7 @@ fn deployment_is_hardened_and_the_objects_are_wired_together() {
     assert_eq!(sc["privileged"], Yaml::Bool(false));
     assert_eq!(
         sc["capabilities"]["drop"],
-        serde_yaml::from_str::<Yaml>("[ALL]").unwrap()
+        serde_norway::from_str::<Yaml>("[ALL]").unwrap()
     );
     assert_eq!(
         c["livenessProbe"]["httpGet"]["path"].as_str(),
@@ -648,7 +648,7 @@ fn deployment_is_hardened_and_the_objects_are_wired_together() {
     // The namespace the multi-target example sends /probe scrapes to.
     let namespace = deployment["metadata"]["namespace"].as_str().unwrap();
     let name = service["metadata"]["name"].as_str().unwrap();
-    let scrape: Yaml = serde_yaml::from_str(&read(&format!(
+    let scrape: Yaml = serde_norway::from_str(&read(&format!(
         "{KUBE}/components/multi-target/scrapeconfig.yaml"
     )))
     .unwrap();
@@ -857,8 +857,8 @@ fn multi_target_scrape_config_sends_probe_requests_through_prometheus() {
     }
     let relabel = job_map.remove("relabelings").unwrap();
     job_map.insert("relabel_configs".into(), relabel);
-    let config = serde_yaml::to_string(
-        &serde_yaml::from_str::<Yaml>(&format!(
+    let config = serde_norway::to_string(
+        &serde_norway::from_str::<Yaml>(&format!(
             "global: {{scrape_interval: 1s}}\nscrape_configs: [{}]",
             serde_json::to_string(&job).unwrap()
         ))
