@@ -124,6 +124,25 @@ impl std::io::Write for ChunkWriter {
     }
 }
 
+/// Why a target is not ready: the failure of the probe it waits for, or
+/// that the probe has not run yet.
+pub fn not_ready_reason(t: &TargetSnapshot) -> String {
+    use crate::schedule::ProbeKind;
+    for kind in [ProbeKind::Discovery, ProbeKind::Stream] {
+        match t.probes.get(&kind) {
+            Some(p) if p.last_success.is_some() => {}
+            Some(p) => {
+                return match &p.last_error {
+                    Some(e) => format!("{} failed: {e}", kind.label()),
+                    None => format!("{} has not succeeded yet", kind.label()),
+                };
+            }
+            None => return format!("{} has not run yet", kind.label()),
+        }
+    }
+    "ready".to_string()
+}
+
 /// One rendered exposition.
 #[derive(Clone, Debug)]
 pub struct Rendered {
@@ -132,9 +151,12 @@ pub struct Rendered {
     /// The text, gzip-compressed, in chunks (it is written in pieces of
     /// fixed size so it never needs a doubled buffer, and served as is).
     pub gzip: Chunks,
-    /// Targets in it that finished a first collection: `/readyz` answers
-    /// from what `/metrics` serves, not from what is still being rendered.
+    /// Targets in it that are ready (a discovery and a stream poll each
+    /// succeeded): `/readyz` answers from what `/metrics` serves, not from
+    /// what is still being rendered.
     pub ready_targets: usize,
+    /// The targets in it that are not ready, each with why.
+    pub not_ready: Vec<(Arc<str>, String)>,
 }
 
 /// The latest rendered exposition and the task that keeps it current.
@@ -194,6 +216,11 @@ async fn keep_current(store: Arc<SnapshotStore>, exposition: Weak<Exposition>) {
             let exporter = store.exporter.copy();
             let targets = store.targets();
             let ready_targets = targets.iter().filter(|t| t.ready).count();
+            let not_ready = targets
+                .iter()
+                .filter(|t| !t.ready)
+                .map(|t| (t.name.clone(), not_ready_reason(t)))
+                .collect();
             let mut sections = std::mem::take(&mut cache);
             let rendered = tokio::task::spawn_blocking(move || {
                 let out = render_gzip(&targets, &exporter, &mut sections);
@@ -217,6 +244,7 @@ async fn keep_current(store: Arc<SnapshotStore>, exposition: Weak<Exposition>) {
                         generation,
                         gzip,
                         ready_targets,
+                        not_ready,
                     }));
                 }
                 Ok(Err(e)) => tracing::error!(error = %e, "rendering metrics failed"),

@@ -172,15 +172,22 @@ async fn dispatch(
         "/" => landing(&state, &config),
         "/healthz" => (StatusCode::OK, "ok\n").into_response(),
         _ => {
-            let served = state.exposition.current().map_or(0, |r| r.ready_targets);
+            let current = state.exposition.current();
+            let served = current.as_ref().map_or(0, |r| r.ready_targets);
             if served >= config.targets.len() {
                 (StatusCode::OK, "ready\n").into_response()
             } else {
-                (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "not ready: a target has not finished its first collection\n",
-                )
-                    .into_response()
+                let mut body = String::from(
+                    "not ready: every target needs a successful discovery and stream poll\n",
+                );
+                for (target, why) in current.iter().flat_map(|r| r.not_ready.iter()) {
+                    body.push_str(&format!(
+                        "{}: {}\n",
+                        crate::text::printable(target.as_bytes()),
+                        why
+                    ));
+                }
+                (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
             }
         }
     }

@@ -22,6 +22,7 @@
 //!   and headers from an exporter-toolkit web config, kept current with its
 //!   file. [`app`]: wiring, reload and shutdown.
 //! - [`check`]: the one-shot table. [`glob`]: Redis-style patterns.
+//!   [`text`]: names from Redis made safe to print.
 
 pub mod app;
 pub mod check;
@@ -42,4 +43,5 @@ pub mod server;
 pub mod snapshot;
 pub mod status;
 pub mod telemetry;
+pub mod text;
 pub mod web;

@@ -9,7 +9,7 @@
 //! never served as fresh.
 
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, Target};
 use crate::probe::{self, ProbeContext, ProbeError, ProbeKind, TargetState};
 use crate::redis::{ClientSetupError, TargetClient};
-use crate::schedule;
+use crate::schedule::{self, Next};
 use crate::snapshot::{Owner, SnapshotStore, TargetSnapshot};
 
 /// Polls one target.
@@ -29,6 +29,8 @@ pub struct Poller {
     /// The right to publish, taken when the poller starts (0 = not yet), so
     /// a poller built but never started takes nothing from the one running.
     owner: Arc<std::sync::atomic::AtomicU64>,
+    /// Wakes the stream loop when discovery finds new streams.
+    stream_wake: Arc<tokio::sync::Notify>,
 }
 
 impl Poller {
@@ -51,6 +53,7 @@ impl Poller {
         };
         Ok(Poller {
             owner: Arc::default(),
+            stream_wake: Arc::default(),
             ctx: ProbeContext {
                 config,
                 target,
@@ -86,31 +89,34 @@ impl Poller {
         self.store.publish(self.owner(), snapshot);
     }
 
-    /// Runs every probe once, in order, and marks the target ready (the
-    /// one-shot `check` and tests use this; the daemon's [`Self::run`] does
-    /// not wait for the PEL scan).
+    /// Runs every probe once, in order (the one-shot `check` and tests use
+    /// this; the daemon's [`Self::run`] does not wait for the PEL scan).
     pub async fn first_collection(&self) {
         for kind in ProbeKind::ALL {
             self.run_probe(kind).await;
         }
-        self.ctx.state().snapshot.ready = true;
-        self.publish();
     }
 
     /// Collects until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
         self.publish();
         let start = Instant::now();
-        // Ready once the streams are known and read: discovery, info and the
-        // stream poll, in order. The per-group probes (pending summary,
-        // consumers, and the PEL scan, which can run for a whole interval)
-        // start right after, concurrently, instead of holding readiness back.
+        // Discovery, info and the stream poll first, in order; the per-group
+        // probes (pending summary, consumers, and the PEL scan, which can run
+        // for a whole interval) start right after, concurrently, instead of
+        // holding readiness back. Readiness itself waits for a successful
+        // discovery and stream poll, however many retries that takes.
+        let mut discovery_next = Duration::ZERO;
         let first = async {
             for kind in ProbeKind::ALL.into_iter().filter(|k| !k.per_group()) {
-                self.run_probe(kind).await;
+                let next = self.run_probe(kind).await;
+                if kind == ProbeKind::Discovery {
+                    discovery_next = match next {
+                        Next::After(d) => d,
+                        Next::Grid => kind.interval(&self.ctx.config),
+                    };
+                }
             }
-            self.ctx.state().snapshot.ready = true;
-            self.publish();
         };
         tokio::select! {
             _ = first => {}
@@ -119,22 +125,24 @@ impl Poller {
         let mut loops = JoinSet::new();
         for kind in ProbeKind::ALL {
             let period = kind.interval(&self.ctx.config);
-            let first_due = if kind.per_group() {
-                Instant::now()
-            } else {
-                start + period
+            let first_due = match kind {
+                _ if kind.per_group() => Instant::now(),
+                ProbeKind::Discovery => Instant::now() + discovery_next,
+                _ => start + period,
             };
             let this = self.clone();
             let shutdown = shutdown.clone();
             loops.spawn(async move {
-                schedule::every(first_due, period, shutdown, || this.run_probe(kind)).await;
+                let wake = (kind == ProbeKind::Stream).then_some(&*this.stream_wake);
+                schedule::every(first_due, period, shutdown, wake, || this.run_probe(kind)).await;
             });
         }
         while loops.join_next().await.is_some() {}
     }
 
-    /// Runs one probe, records its outcome and publishes.
-    pub async fn run_probe(&self, kind: ProbeKind) {
+    /// Runs one probe, records its outcome, publishes, and says when it
+    /// should run next.
+    pub async fn run_probe(&self, kind: ProbeKind) -> Next {
         let started = Instant::now();
         let mut result = probe::run(kind, &self.ctx).await;
         if kind == ProbeKind::Stream && matches!(result, Err(ProbeError::Interrupted { .. })) {
@@ -142,32 +150,86 @@ impl Poller {
             // new server now rather than a whole interval later.
             result = probe::run(kind, &self.ctx).await;
         }
+        // A run that had nothing to ask proves nothing: while the target is
+        // unreachable it has not succeeded, whatever it had to do.
+        if result.is_ok() && self.ctx.client.reachable() == Some(false) {
+            result = Err(ProbeError::Unreachable {
+                target: self.ctx.target.name.clone(),
+            });
+        }
         let duration = started.elapsed();
         let name = &self.ctx.target.name;
-        let snapshot = {
+        let period = kind.interval(&self.ctx.config);
+        let (snapshot, next) = {
             let mut state = self.ctx.state();
             let was = state
                 .snapshot
                 .probes
                 .get(&kind)
-                .copied()
+                .cloned()
                 .unwrap_or_default();
+            let failures_in_a_row = if result.is_ok() {
+                0
+            } else {
+                state.failures_in_a_row.get(&kind).copied().unwrap_or(0) + 1
+            };
+            state.failures_in_a_row.insert(kind, failures_in_a_row);
+            let next = match kind {
+                ProbeKind::Discovery => Next::After(schedule::discovery_next(
+                    schedule::DiscoveryRun {
+                        ok: result.is_ok(),
+                        failures_in_a_row,
+                        keys_walked: state.discovery.and_then(|d| d.keys_walked),
+                    },
+                    period,
+                )),
+                _ => Next::Grid,
+            };
             let status = state.snapshot.probes.entry(kind).or_default();
             status.duration = duration;
             status.success = result.is_ok();
+            status.interval = Some(match next {
+                Next::After(d) => d,
+                Next::Grid => period,
+            });
             match &result {
                 Ok(()) => {
                     status.last_success = Some(SystemTime::now());
+                    status.last_error = None;
                     if !was.success {
                         tracing::debug!(target = %name, probe = kind.label(), ?duration, "probe succeeded");
                     }
                 }
-                // Log a failure when it starts, not on every run of a long outage.
-                Err(e) if was.success || was.last_success.is_none() && was.duration.is_zero() => {
-                    tracing::warn!(target = %name, probe = kind.label(), error = %e, "probe failed");
-                }
                 Err(e) => {
-                    tracing::debug!(target = %name, probe = kind.label(), error = %e, "probe still failing")
+                    status.last_error = Some(e.to_string().into());
+                    // Log a failure when it starts, not on every run of a long outage.
+                    if was.success || was.last_success.is_none() && was.duration.is_zero() {
+                        tracing::warn!(target = %name, probe = kind.label(), error = %e, "probe failed");
+                    } else {
+                        tracing::debug!(target = %name, probe = kind.label(), error = %e, "probe still failing");
+                    }
+                }
+            }
+            if kind == ProbeKind::Discovery {
+                if let (Ok(()), Some(report)) = (&result, state.discovery) {
+                    let next_in = match next {
+                        Next::After(d) => d,
+                        Next::Grid => period,
+                    };
+                    tracing::info!(
+                        target = %name,
+                        watched = report.watched,
+                        added = report.added,
+                        removed = report.removed,
+                        keys_walked = report.keys_walked,
+                        ?duration,
+                        next_in = ?next_in,
+                        "discovery"
+                    );
+                    if report.added > 0 {
+                        // New streams are read now, not a stream interval later.
+                        self.stream_wake.notify_one();
+                    }
                 }
             }
             // Up or down follows the last round trip, whatever probe made it
@@ -177,19 +239,35 @@ impl Poller {
             let down = matches!(&result, Err(e) if e.target_down())
                 || self.ctx.client.reachable() == Some(false);
             if down {
-                if state.snapshot.up {
-                    tracing::warn!(target = %name, "target down; its data series are withdrawn");
+                if state.snapshot.up || state.last_down_reason.is_none() {
+                    let reason = match &result {
+                        Err(e) => e.to_string(),
+                        Ok(()) => "unreachable".to_string(),
+                    };
+                    tracing::warn!(target = %name, %reason, "target down; its data series are withdrawn");
+                    state.last_down_reason = Some(reason);
                 }
                 state.forget_data();
             } else if self.ctx.client.reachable() == Some(true) {
                 if !state.snapshot.up {
                     tracing::info!(target = %name, "target up");
+                    state.last_down_reason = None;
                 }
                 state.snapshot.up = true;
             }
+            let succeeded = |k: ProbeKind| {
+                state
+                    .snapshot
+                    .probes
+                    .get(&k)
+                    .is_some_and(|p| p.last_success.is_some())
+            };
+            let ready = succeeded(ProbeKind::Discovery) && succeeded(ProbeKind::Stream);
+            state.snapshot.ready = ready;
             state.snapshot.stats = self.ctx.client.stats_snapshot();
-            Arc::new(state.snapshot.clone())
+            (Arc::new(state.snapshot.clone()), next)
         };
         self.store.publish(self.owner(), snapshot);
+        next
     }
 }

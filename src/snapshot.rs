@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime};
 
 use crate::config::StreamSettings;
 use crate::loss::Lost;
-use crate::redis::StatsSnapshot;
 use crate::redis::reply::{ConsumerInfo, GroupInfo, StreamInfo};
+use crate::redis::{StatsSnapshot, StreamId};
 use crate::schedule::ProbeKind;
 use crate::status::GroupStatus;
 
@@ -40,7 +40,7 @@ pub struct ServerInfo {
 }
 
 /// The last run of one probe.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ProbeStatus {
     /// Whether it succeeded.
     pub success: bool,
@@ -48,6 +48,11 @@ pub struct ProbeStatus {
     pub duration: Duration,
     /// When it last succeeded.
     pub last_success: Option<SystemTime>,
+    /// Time from this run to the next one scheduled (the configured interval,
+    /// or discovery's adaptive cadence and backoff).
+    pub interval: Option<Duration>,
+    /// Why the last run failed, when it did (no credentials, no paths).
+    pub last_error: Option<Arc<str>>,
 }
 
 /// The dead-letter stream of a stream.
@@ -57,6 +62,8 @@ pub struct DeadLetter {
     pub length: u64,
     /// Entries ever added (7.0+).
     pub entries_added: Option<u64>,
+    /// ID of its oldest entry; `None` when it holds none.
+    pub oldest_id: Option<StreamId>,
 }
 
 /// Results of the last complete PEL scan of a group.
@@ -230,7 +237,7 @@ pub struct TargetSnapshot {
     pub name: Arc<str>,
     /// The last connection attempt succeeded.
     pub up: bool,
-    /// A first collection (discovery and stream probe) completed.
+    /// Discovery and the stream poll have each succeeded at least once.
     pub ready: bool,
     /// From INFO.
     pub server: Option<ServerInfo>,

@@ -389,13 +389,28 @@ async fn max_streams_and_vanishing_streams() {
     let m = h.metrics();
     assert_eq!(m.get("redis_streams_stream_length", &ts("s:a")), None);
     assert_eq!(m.value("redis_streams_stream_length", &ts("s:b")), 1.0);
-    // Both XINFO STREAM and XINFO GROUPS of the vanished stream failed.
+    // A vanished stream is an event, not an error (issue 18): nothing is
+    // counted, and it leaves the watch list at once.
     assert_eq!(
         m.value(
             "redis_streams_exporter_errors_total",
             &[("target", "t"), ("kind", "nosuchkey")]
         ),
+        0.0
+    );
+    assert_eq!(
+        m.value("redis_streams_exporter_streams", &[("target", "t")]),
         2.0
+    );
+    h.probe(redis_streams_exporter::probe::ProbeKind::Stream)
+        .await;
+    assert_eq!(
+        h.metrics().value(
+            "redis_streams_exporter_redis_commands_total",
+            &[("target", "t"), ("command", "xinfo_stream")]
+        ),
+        3.0 + 3.0 + 2.0,
+        "the next poll no longer asks for it"
     );
     // Rediscovery picks up s:d now that there is room.
     h.probe(redis_streams_exporter::probe::ProbeKind::Discovery)

@@ -180,8 +180,10 @@ impl Validator {
                 .redis_url
                 .clone()
                 .unwrap_or_else(|| DEFAULT_REDIS_URL.to_string());
+            // Unnamed: named after its address, so that two exporters of two
+            // servers never share a target name.
             let default = RawTarget {
-                name: Some("default".into()),
+                name: None,
                 url: Some(url),
                 password_env: std::env::var_os("REDIS_PASSWORD").map(|_| "REDIS_PASSWORD".into()),
                 patterns: vec!["*".into()],
@@ -540,7 +542,17 @@ impl Validator {
                 self.problem(format!("{key}.name"), "must not be empty");
                 String::new()
             }
-            None => format!("{}:{}", endpoint.host, endpoint.port),
+            None => {
+                let host = if endpoint.host.contains(':') {
+                    format!("[{}]", endpoint.host)
+                } else {
+                    endpoint.host.clone()
+                };
+                match endpoint.db {
+                    0 => format!("{host}:{}", endpoint.port),
+                    db => format!("{host}:{}/{db}", endpoint.port),
+                }
+            }
         };
         let password = self
             .secret(key, "password", raw.password_env, raw.password_file)
@@ -916,6 +928,35 @@ mod tests {
             p,
             vec!["test.toml: targets[1].name: duplicate target name \"a\""]
         );
+    }
+
+    /// Without a name a target is named after its address (SPEC §12), never
+    /// a constant every exporter would share.
+    #[test]
+    fn unnamed_targets_are_named_after_their_address() {
+        let names = |text: &str| -> Vec<String> {
+            from_str("test.toml", text, &CliOverrides::default())
+                .unwrap()
+                .targets
+                .iter()
+                .map(|t| t.name.clone())
+                .collect()
+        };
+        assert_eq!(names(""), ["127.0.0.1:6379"]);
+        assert_eq!(
+            names("[[targets]]\nurl = \"redis://10.0.0.5:6380/3\"\n"),
+            ["10.0.0.5:6380/3"]
+        );
+        assert_eq!(
+            names("[[targets]]\nurl = \"redis://[::1]:7000\"\n"),
+            ["[::1]:7000"]
+        );
+        let cli = CliOverrides {
+            redis_url: Some("redis://cache.internal:6379/0".into()),
+            ..CliOverrides::default()
+        };
+        let c = from_str("test.toml", "", &cli).unwrap();
+        assert_eq!(c.targets[0].name, "cache.internal:6379");
     }
 
     #[test]

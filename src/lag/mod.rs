@@ -37,8 +37,10 @@
 //!    clamped into what Redis's counters prove when it knows entries-read:
 //!    at least length − min(length, entries-read) and at most
 //!    min(length, entries-added − entries-read). `lag_estimated` is 1 for
-//!    counted and estimated figures (SPEC §5); with nothing sound the lag is
-//!    absent, never 0.
+//!    estimated figures and for counts that stand in for a nil lag (SPEC
+//!    §5); a count that checks an untrusted `lag` is Redis's figure proven
+//!    or corrected, and exact (`lag_estimated` 0). With nothing sound the
+//!    lag is absent, never 0.
 //!
 //! **Unread entries gone** (`unread_gone`) is entries-added − entries-read −
 //! lag, computed only when all three are exact (SPEC §12): the entries this
@@ -96,7 +98,8 @@ pub enum LagMethod {
     /// Redis's `lag` field, or 0 for a group with nothing after it.
     Reported,
     /// An old server's `lag` minus the unread entries it still counts,
-    /// proven by earlier polls.
+    /// proven by earlier polls, or a `lag` that could not be trusted,
+    /// replaced by a count of the stream's entries.
     Rederived,
     /// The stream length, because the group is behind the first entry.
     TrimCorrected,
@@ -486,14 +489,9 @@ impl Reading<'_> {
             // The sample holds every undelivered entry: the stream itself is
             // the truth, whatever Redis counted.
             let lag = s.ids.len() as u64;
-            let method = if lag == 0 && self.group.lag == Some(0) {
-                LagMethod::Reported
-            } else {
-                LagMethod::Counted
-            };
             return LagFigure {
                 unread_gone: self.gone(lag),
-                ..figure(Some(lag), method, first_undelivered)
+                ..figure(Some(lag), self.counted(lag), first_undelivered)
             };
         }
         if let Some((lag, method)) = self.trusted_report() {
@@ -505,7 +503,7 @@ impl Reading<'_> {
         if let Some(lag) = sample.and_then(UndeliveredSample::counted_with_tail) {
             return LagFigure {
                 unread_gone: self.gone(lag),
-                ..figure(Some(lag), LagMethod::Counted, first_undelivered)
+                ..figure(Some(lag), self.counted(lag), first_undelivered)
             };
         }
         let Some(sample) = sample.filter(|s| !s.ids.is_empty()) else {
@@ -524,6 +522,19 @@ impl Reading<'_> {
             LagMethod::Unknown
         };
         figure(lag, method, first_undelivered)
+    }
+
+    /// How a lag counted in the stream is labelled: Redis's own figure when
+    /// it said the same; Redis's figure re-derived when it gave one that
+    /// could not be trusted (SPEC §12: checked against the stream, so
+    /// exact); the fallback's count (`lag_estimated 1`, SPEC §5) when Redis
+    /// gave none.
+    fn counted(&self, lag: u64) -> LagMethod {
+        match self.group.lag {
+            Some(reported) if reported == lag => LagMethod::Reported,
+            Some(_) => LagMethod::Rederived,
+            None => LagMethod::Counted,
+        }
     }
 
     /// The estimate, before clamping.
@@ -815,7 +826,8 @@ mod tests {
         // The trimming edge passed the group's last position: count.
         assert_eq!(r.sample_request(100), Some(100));
         let f = r.compute(Some(&sample(16..=20, 100)), &none());
-        assert_eq!((f.lag, f.method), (Some(5), LagMethod::Counted));
+        assert_eq!((f.lag, f.method), (Some(5), LagMethod::Rederived));
+        assert!(!f.estimated(), "counted in the stream: exact");
         assert_eq!(f.unread_gone, Some(2), "the two trimmed unread entries");
         // The next poll may carry that proof forward: Redis's count minus 2.
         let proven = r.trail(&f);
@@ -1001,7 +1013,7 @@ mod tests {
         let r = current(&s, &g);
         assert_eq!(r.sample_request(100), Some(100));
         let f = r.compute(Some(&sample(6..=10, 100)), &none());
-        assert_eq!((f.lag, f.method), (Some(5), LagMethod::Counted));
+        assert_eq!((f.lag, f.method), (Some(5), LagMethod::Rederived));
     }
 
     #[test]

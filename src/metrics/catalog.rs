@@ -404,6 +404,13 @@ metric!(
     "When the probe last succeeded, in seconds since the epoch. Values of that probe are as fresh as this."
 );
 metric!(
+    EXPORTER_PROBE_INTERVAL,
+    "redis_streams_exporter_probe_interval_seconds",
+    Gauge,
+    TP,
+    "Time from the probe's last run to its next scheduled one: the configured interval, or discovery's current cadence (sized to the keyspace, shorter while retrying a failure). Staleness thresholds derive from it."
+);
+metric!(
     EXPORTER_COMMANDS,
     "redis_streams_exporter_redis_commands_total",
     Counter,
@@ -523,6 +530,7 @@ pub const METRICS: &[MetricDef] = &[
     EXPORTER_PROBE_SUCCESS,
     EXPORTER_PROBE_DURATION,
     EXPORTER_PROBE_LAST_SUCCESS,
+    EXPORTER_PROBE_INTERVAL,
     EXPORTER_COMMANDS,
     EXPORTER_ERRORS,
     EXPORTER_STREAMS,

@@ -577,7 +577,7 @@ impl<'a> Renderer<'a> {
             });
         }
         type ProbeValue = fn(&crate::snapshot::ProbeStatus) -> Option<f64>;
-        let probe_families: [(&'static MetricDef, ProbeValue); 3] = [
+        let probe_families: [(&'static MetricDef, ProbeValue); 4] = [
             (&c::EXPORTER_PROBE_SUCCESS, |p| {
                 Some(if p.success { 1.0 } else { 0.0 })
             }),
@@ -586,6 +586,9 @@ impl<'a> Renderer<'a> {
             }),
             (&c::EXPORTER_PROBE_LAST_SUCCESS, |p| {
                 p.last_success.map(secs)
+            }),
+            (&c::EXPORTER_PROBE_INTERVAL, |p| {
+                p.interval.map(|d| d.as_secs_f64())
             }),
         ];
         for (def, value) in probe_families {

@@ -22,6 +22,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     ctx.client.invalidate_topology();
     let mut problems = Problems::default();
     let mut found: BTreeSet<Vec<u8>> = BTreeSet::new();
+    let mut scan_calls: Option<u64> = None;
     if !target.patterns.is_empty() {
         // One pattern goes to Redis as MATCH; several are matched locally
         // over one unfiltered pass, so the keyspace is walked once per node.
@@ -56,6 +57,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     }
                 };
                 problems.answered();
+                *scan_calls.get_or_insert(0) += 1;
                 // SCAN may return a key twice and, with ACL key patterns, keys
                 // outside them: match locally too.
                 found.extend(
@@ -87,14 +89,38 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         tracing::warn!(target = %target.name, dropped, max_streams = target.max_streams, "more streams than max_streams; the rest are not watched");
         ordered.truncate(target.max_streams);
     }
-    {
+    let result = problems.finish(ProbeKind::Discovery);
+    if result.is_ok() {
         let mut state = ctx.state();
         let keep: BTreeSet<&Name> = ordered.iter().collect();
+        let before: BTreeSet<&Name> = state.watched.iter().collect();
+        let added = ordered.iter().filter(|n| !before.contains(n)).count();
+        let removed = before.iter().filter(|n| !keep.contains(*n)).count();
+        state.discovery = Some(DiscoveryReport {
+            watched: ordered.len(),
+            added,
+            removed,
+            keys_walked: scan_calls.map(|c| c * u64::from(target.scan_count)),
+        });
         retain_keys(&mut state.snapshot.streams, |name| keep.contains(name));
         state.snapshot.streams_watched = Some(ordered.len() as u64);
         state.snapshot.streams_dropped = Some(dropped as u64);
         state.watched = ordered;
         state.prune_memory();
     }
-    problems.finish(ProbeKind::Discovery)
+    result
+}
+
+/// What the last successful discovery found, for its log line and the
+/// next run's delay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DiscoveryReport {
+    /// Streams watched.
+    pub watched: usize,
+    /// Watched now and not before.
+    pub added: usize,
+    /// Watched before and not now.
+    pub removed: usize,
+    /// Keys the SCAN walks covered (calls × COUNT); `None` without a walk.
+    pub keys_walked: Option<u64>,
 }

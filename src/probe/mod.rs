@@ -58,6 +58,12 @@ pub struct TargetState {
     /// Per-stream points of the generated-entries curve from earlier polls,
     /// for the lag estimator.
     pub anchors: BTreeMap<Name, Vec<lag::Anchor>>,
+    /// What the last successful discovery found.
+    pub discovery: Option<discovery::DiscoveryReport>,
+    /// Failed runs in a row, per probe (discovery's backoff).
+    pub failures_in_a_row: BTreeMap<ProbeKind, u32>,
+    /// Why the target went down, while it is down (logged once).
+    pub last_down_reason: Option<String>,
     /// Streams already reported as having non-time IDs (logged once).
     pub non_time_logged: std::collections::BTreeSet<Name>,
     /// Bumped whenever the data is dropped. A probe run that began before
@@ -158,6 +164,12 @@ pub enum ProbeError {
     /// The target went down during the run; what it read was discarded.
     #[error("target {target}: went down during the run; its results were discarded")]
     Interrupted {
+        /// Target name.
+        target: String,
+    },
+    /// The run had nothing to ask, and the target is unreachable.
+    #[error("target {target}: unreachable")]
+    Unreachable {
         /// Target name.
         target: String,
     },

@@ -17,7 +17,7 @@ use crate::loss;
 use crate::redis::reply::{self, GroupInfo, StreamInfo};
 use crate::redis::{Command, ErrorKind, RangeEnd, RangeStart, Reply, StreamId};
 use crate::snapshot::{DeadLetter, GroupState, Groups, Name, StreamState};
-use crate::status;
+use crate::{status, text};
 
 /// One stream's XINFO, decoded.
 struct Read {
@@ -44,6 +44,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let limits = &ctx.config.limits;
     let per_batch = (limits.pipeline_size / 2).max(1);
     let mut problems = Problems::default();
+    let mut vanished: Vec<Name> = Vec::new();
     let mut fresh: BTreeMap<Name, Arc<StreamState>> = BTreeMap::new();
     // The estimator's walks spend at most a tenth of what the rate limit
     // allows over one stream interval (at least 200 commands).
@@ -84,6 +85,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     &replies[1 + 2 * i],
                     &replies[2 + 2 * i],
                     &mut problems,
+                    &mut vanished,
                 ) {
                     reads.push(((*key).clone(), read));
                 }
@@ -263,6 +265,11 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         let mut state = ctx.state();
         ctx.ensure_current(&state, generation)?;
         state.snapshot.streams = Arc::new(fresh);
+        if !vanished.is_empty() {
+            let gone: std::collections::BTreeSet<&Name> = vanished.iter().collect();
+            state.watched.retain(|n| !gone.contains(n));
+            state.snapshot.streams_watched = Some(state.watched.len() as u64);
+        }
         state.prune_memory();
         state.prune_ledgers();
     }
@@ -289,10 +296,11 @@ fn time_of(ctx: &ProbeContext, r: &Reply, problems: &mut Problems) -> Option<u64
 
 fn decode_stream(
     ctx: &ProbeContext,
-    key: &[u8],
+    key: &Name,
     info: &Reply,
     groups: &Reply,
     problems: &mut Problems,
+    vanished: &mut Vec<Name>,
 ) -> Option<Read> {
     let info = match info {
         Ok(v) => match reply::stream_info(v).inspect(|_| problems.answered()) {
@@ -302,13 +310,19 @@ fn decode_stream(
                 return None;
             }
         },
+        Err(e) if e.kind.is_vanished() => {
+            // Deleted since discovery: it leaves the watch list now (an
+            // event, not an error); discovery finds it again if it returns.
+            tracing::debug!(target = %ctx.target.name, stream = %text::printable(&**key), "stream vanished");
+            vanished.push(key.clone());
+            return None;
+        }
         Err(e) => {
-            // Deleted since discovery, not a stream, or not ours to read:
-            // counted by the client (errors_total); the stream leaves the
-            // output. Logged at debug so a permanent condition cannot flood
-            // the log every poll.
+            // Not a stream, or not ours to read: counted by the client
+            // (errors_total); the stream leaves the output. Logged at debug
+            // so a permanent condition cannot flood the log every poll.
             problems.refused(e);
-            tracing::debug!(target = %ctx.target.name, stream = %String::from_utf8_lossy(key), error = %e, "stream skipped");
+            tracing::debug!(target = %ctx.target.name, stream = %text::printable(&**key), error = %e, "stream skipped");
             return None;
         }
     };
@@ -541,30 +555,63 @@ async fn dead_letters(
         .await?;
     for (node, mine) in by_node {
         let keys: Vec<&[u8]> = mine.iter().map(|&i| wanted[i].1.as_slice()).collect();
+        // XINFO STREAM for the counts, and the oldest entry for its age
+        // (XRANGE answers an empty list for a missing stream).
         let cmds: Vec<Command> = keys
             .iter()
-            .map(|k| Command::XinfoStream { key: k.to_vec() })
+            .flat_map(|k| {
+                [
+                    Command::XinfoStream { key: k.to_vec() },
+                    Command::Xrange {
+                        key: k.to_vec(),
+                        start: RangeStart::Min,
+                        end: RangeEnd::Max,
+                        count: 1,
+                    },
+                ]
+            })
             .collect();
         let replies = ctx.client.execute(&node, &cmds).await?;
-        for (key, r) in keys.into_iter().zip(replies) {
-            let dl = match r {
-                Ok(v) => match reply::stream_info(&v).inspect(|_| problems.answered()) {
+        for (key, pair) in keys.into_iter().zip(replies.chunks(2)) {
+            let oldest_id = match pair.get(1) {
+                Some(Ok(v)) => {
+                    problems.answered();
+                    match reply::range_ids(v) {
+                        Ok(ids) => ids.first().copied(),
+                        Err(e) => {
+                            problems.add(ctx, e);
+                            None
+                        }
+                    }
+                }
+                Some(Err(e)) => {
+                    problems.refused(e);
+                    None
+                }
+                None => None,
+            };
+            let dl = match &pair[0] {
+                Ok(v) => match reply::stream_info(v).inspect(|_| problems.answered()) {
                     Ok(info) => DeadLetter {
                         length: info.length,
                         entries_added: info.entries_added,
+                        oldest_id,
                     },
                     Err(e) => {
                         problems.add(ctx, e);
                         continue;
                     }
                 },
+                // Not created yet (the usual state): no dead letters, and
+                // no error (a missing key is not counted as one).
                 Err(e) if e.kind == ErrorKind::NoSuchKey => DeadLetter {
                     length: 0,
                     entries_added: counters.then_some(0),
+                    oldest_id: None,
                 },
                 Err(e) => {
-                    problems.refused(&e);
-                    tracing::debug!(target = %ctx.target.name, stream = %String::from_utf8_lossy(key), error = %e, "dead-letter stream skipped");
+                    problems.refused(e);
+                    tracing::debug!(target = %ctx.target.name, stream = %text::printable(key), error = %e, "dead-letter stream skipped");
                     continue;
                 }
             };

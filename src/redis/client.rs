@@ -377,7 +377,9 @@ impl TargetClient {
                 "ASK" => true,
                 _ => {
                     let kind = ErrorKind::from_server(&code, &details);
-                    self.stats.error(kind);
+                    if !kind.is_vanished() {
+                        self.stats.error(kind);
+                    }
                     return Ok(Err(CommandError {
                         kind,
                         command: cmd.label(),

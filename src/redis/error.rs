@@ -68,6 +68,13 @@ impl ErrorKind {
         }
     }
 
+    /// True for a key or group that no longer exists: an event (a stream
+    /// deleted, a group destroyed between two polls), not an error of the
+    /// exporter or the server, so it is not counted in `errors_total`.
+    pub fn is_vanished(self) -> bool {
+        matches!(self, ErrorKind::NoSuchKey | ErrorKind::NoGroup)
+    }
+
     /// Classifies a server error by its code and text.
     pub fn from_server(code: &str, details: &str) -> ErrorKind {
         match code {
