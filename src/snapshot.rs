@@ -250,6 +250,9 @@ pub struct TargetSnapshot {
     /// Age of each group's smallest pending ID, in seconds: the ID from the
     /// pending summary, aged by the server clock of the latest poll.
     pub oldest_pending_age: Arc<BTreeMap<GroupKey, f64>>,
+    /// Poison entries among each stuck group's oldest pending entries (the
+    /// pending summary; see `probe::pending_summary`).
+    pub head_poison: Arc<BTreeMap<GroupKey, u64>>,
     /// Each group's consumers (the consumers probe).
     pub consumers: Arc<BTreeMap<GroupKey, Arc<Consumers>>>,
     /// Each group's PEL scan.
@@ -273,6 +276,7 @@ impl TargetSnapshot {
         let streams = &self.streams;
         let known = |(s, g): &GroupKey| streams.get(s).is_some_and(|st| st.groups.contains_key(g));
         retain_keys(&mut self.oldest_pending_age, known);
+        retain_keys(&mut self.head_poison, known);
         retain_keys(&mut self.consumers, known);
         retain_keys(&mut self.scans, known);
     }
