@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime};
 
 use crate::config::StreamSettings;
 use crate::loss::Lost;
+use crate::redis::StatsSnapshot;
 use crate::redis::reply::{ConsumerInfo, GroupInfo, StreamInfo};
-use crate::redis::{StatsSnapshot, StreamId};
 use crate::schedule::ProbeKind;
 use crate::status::GroupStatus;
 
@@ -56,14 +56,15 @@ pub struct ProbeStatus {
 }
 
 /// The dead-letter stream of a stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DeadLetter {
     /// XLEN; 0 when the stream does not exist (yet).
     pub length: u64,
     /// Entries ever added (7.0+).
     pub entries_added: Option<u64>,
-    /// ID of its oldest entry; `None` when it holds none.
-    pub oldest_id: Option<StreamId>,
+    /// Age of its oldest entry by the server's clock, in seconds; `None`
+    /// when it holds none or its IDs are not time-based.
+    pub oldest_age: Option<f64>,
 }
 
 /// Results of the last complete PEL scan of a group.
@@ -155,6 +156,13 @@ pub struct GroupState {
     pub rewinds: u64,
     /// last-delivered-id is beyond the stream's last generated ID.
     pub ahead_of_stream: bool,
+    /// Seconds of ID time between the stream's first entry and the group's
+    /// first undelivered one (time-based IDs, something undelivered).
+    pub retention_margin: Option<f64>,
+    /// Seconds until trimming reaches undelivered entries, at recent rates.
+    pub overtake_eta: Option<f64>,
+    /// Seconds until the lag reaches 0, at recent rates.
+    pub drain_eta: Option<f64>,
     /// Status over the window.
     pub status: Option<GroupStatus>,
 }
@@ -446,6 +454,9 @@ mod tests {
             lost: None,
             rewinds: 0,
             ahead_of_stream: false,
+            retention_margin: None,
+            overtake_eta: None,
+            drain_eta: None,
             status: None,
         }
     }

@@ -309,7 +309,7 @@ impl<'a> Renderer<'a> {
     fn streams<W: Write>(&self, out: &mut Out<W>) {
         // Streams.
         type StreamValue = fn(&StreamState) -> Option<f64>;
-        let stream_families: [(&'static MetricDef, StreamValue); 15] = [
+        let stream_families: [(&'static MetricDef, StreamValue); 16] = [
             (&c::STREAM_LENGTH, |s| Some(s.info.length as f64)),
             (&c::STREAM_ENTRIES_ADDED, |s| {
                 s.info.entries_added.map(|v| v as f64)
@@ -334,6 +334,9 @@ impl<'a> Renderer<'a> {
             }),
             (&c::STREAM_MAX_DELAY, |s| {
                 s.settings.max_delay.map(|d| d.as_secs_f64())
+            }),
+            (&c::STREAM_DEAD_LETTER_OLDEST_AGE, |s| {
+                s.dead_letter.and_then(|dl| dl.oldest_age)
             }),
             (&c::STREAM_RADIX_TREE_KEYS, |s| {
                 s.info.radix_tree_keys.map(|v| v as f64)
@@ -368,7 +371,7 @@ impl<'a> Renderer<'a> {
 
         // Groups, from the stream poll.
         type GroupValue = fn(&StreamState, &GroupState) -> Option<f64>;
-        let group_families: [(&'static MetricDef, GroupValue); 10] = [
+        let group_families: [(&'static MetricDef, GroupValue); 13] = [
             (&c::GROUP_LAG, |_, g| g.lag.map(|v| v as f64)),
             (&c::GROUP_LAG_ESTIMATED, |_, g| {
                 Some(if g.lag_estimated { 1.0 } else { 0.0 })
@@ -389,6 +392,9 @@ impl<'a> Renderer<'a> {
             (&c::GROUP_AHEAD_OF_STREAM, |_, g| {
                 Some(if g.ahead_of_stream { 1.0 } else { 0.0 })
             }),
+            (&c::GROUP_RETENTION_MARGIN, |_, g| g.retention_margin),
+            (&c::GROUP_TRIM_OVERTAKE_ETA, |_, g| g.overtake_eta),
+            (&c::GROUP_DRAIN_ETA, |_, g| g.drain_eta),
         ];
         for (def, value) in group_families {
             out.family(def, |f| {
