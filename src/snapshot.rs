@@ -37,6 +37,10 @@ pub struct ServerInfo {
     pub maxmemory: Option<u64>,
     /// `used_memory` in bytes.
     pub used_memory: Option<u64>,
+    /// `run_id`, new at every start of the server (for a cluster, its
+    /// primaries' joined): tells the same server, back after an outage,
+    /// from another one; empty when unknown.
+    pub run_id: String,
 }
 
 /// The last run of one probe.

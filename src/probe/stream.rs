@@ -272,6 +272,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         }
         state.prune_memory();
         state.prune_ledgers();
+        state.settle_parked();
     }
     problems.finish(ProbeKind::Stream)
 }
