@@ -8,7 +8,7 @@
 //! latest snapshot is not rendered: a vanished stream vanishes.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
@@ -314,6 +314,8 @@ pub struct ExporterState {
     pub reload_failures: AtomicU64,
     /// Last reload succeeded (or none attempted).
     pub last_reload_ok: AtomicBool,
+    /// `metrics.max_label_value_bytes` of the configuration in force.
+    pub label_limit: AtomicUsize,
 }
 
 impl ExporterState {
@@ -323,6 +325,7 @@ impl ExporterState {
             reloads: AtomicU64::new(self.reloads.load(Ordering::Relaxed)),
             reload_failures: AtomicU64::new(self.reload_failures.load(Ordering::Relaxed)),
             last_reload_ok: AtomicBool::new(self.last_reload_ok.load(Ordering::Relaxed)),
+            label_limit: AtomicUsize::new(self.label_limit.load(Ordering::Relaxed)),
         }
     }
 }
@@ -333,6 +336,7 @@ impl Default for ExporterState {
             reloads: AtomicU64::new(0),
             reload_failures: AtomicU64::new(0),
             last_reload_ok: AtomicBool::new(true),
+            label_limit: AtomicUsize::new(crate::config::DEFAULT_MAX_LABEL_VALUE_BYTES),
         }
     }
 }

@@ -508,6 +508,13 @@ metric!(
     &[],
     "1 when the last configuration reload succeeded (or none was attempted), else 0."
 );
+metric!(
+    EXPORTER_LABELS_SHORTENED,
+    "redis_streams_exporter_label_values_shortened",
+    Gauge,
+    &[],
+    "Label values in this exposition whose stream, group or consumer name was longer than metrics.max_label_value_bytes, written shortened (first bytes, then \\… and a hash of the whole name)."
+);
 
 /// Every metric the exporter can emit, in the order families are rendered.
 pub const METRICS: &[MetricDef] = &[
@@ -573,6 +580,7 @@ pub const METRICS: &[MetricDef] = &[
     EXPORTER_CONFIG_RELOADS,
     EXPORTER_CONFIG_RELOAD_FAILURES,
     EXPORTER_CONFIG_LAST_RELOAD_OK,
+    EXPORTER_LABELS_SHORTENED,
 ];
 
 /// Looks a metric up by its full name.

@@ -149,11 +149,8 @@ impl TargetState {
         }
         let snapshot = &mut self.snapshot;
         let streams = snapshot.streams.clone();
-        let known = |(s, g): &(Name, Name)| {
-            streams
-                .get(s)
-                .is_some_and(|st| st.groups.contains_key(g))
-        };
+        let known =
+            |(s, g): &(Name, Name)| streams.get(s).is_some_and(|st| st.groups.contains_key(g));
         restore(&mut snapshot.scans, &parked.scans, known);
         restore(&mut snapshot.consumers, &parked.consumers, known);
         restore(&mut snapshot.head_poison, &parked.head_poison, known);

@@ -385,7 +385,7 @@ fn build_stream<'s>(
     if !time_ids && state.non_time_logged.insert(name.clone()) {
         tracing::info!(
             target = %ctx.target.name,
-            stream = %String::from_utf8_lossy(name),
+            stream = %text::printable(&**name),
             last_id = %read.info.last_generated_id,
             "stream IDs are not wall-clock time; ages of this stream are not exported"
         );
