@@ -110,7 +110,7 @@ async fn the_same_server_back_after_40_s_keeps_its_evidence() {
     // Watch every exposition from the heal on: how long the target is up
     // without its evidence.
     let mut up_at: Option<Instant> = None;
-    let mut first_scan_time = None;
+    let first_scan_time;
     let back_at = loop {
         let m = d.metrics().await;
         let up = m.get("redis_streams_exporter_target_up", &[("target", "t")]) == Some(1.0);
