@@ -298,6 +298,47 @@ pub struct ExporterState {
     pub reload_failures: AtomicU64,
     /// Last reload succeeded (or none attempted).
     pub last_reload_ok: AtomicBool,
+    /// What `/probe` is doing.
+    pub probes: ProbeCounters,
+}
+
+/// `/probe` at a glance, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct ProbeCounters {
+    /// Targets polled for `/probe` now.
+    pub targets: AtomicU64,
+    /// `[probe] max_targets`.
+    pub max_targets: AtomicU64,
+    /// Targets dropped after their time to live.
+    pub expired: AtomicU64,
+    /// Requests by result (`ok` or the refusal's label).
+    pub requests: std::sync::Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl ProbeCounters {
+    /// Counts one request.
+    pub fn request(&self, result: &'static str) {
+        *self
+            .requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(result)
+            .or_insert(0) += 1;
+    }
+
+    fn copy(&self) -> ProbeCounters {
+        ProbeCounters {
+            targets: AtomicU64::new(self.targets.load(Ordering::Relaxed)),
+            max_targets: AtomicU64::new(self.max_targets.load(Ordering::Relaxed)),
+            expired: AtomicU64::new(self.expired.load(Ordering::Relaxed)),
+            requests: std::sync::Mutex::new(
+                self.requests
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone(),
+            ),
+        }
+    }
 }
 
 impl ExporterState {
@@ -307,6 +348,7 @@ impl ExporterState {
             reloads: AtomicU64::new(self.reloads.load(Ordering::Relaxed)),
             reload_failures: AtomicU64::new(self.reload_failures.load(Ordering::Relaxed)),
             last_reload_ok: AtomicBool::new(self.last_reload_ok.load(Ordering::Relaxed)),
+            probes: self.probes.copy(),
         }
     }
 }
@@ -317,6 +359,7 @@ impl Default for ExporterState {
             reloads: AtomicU64::new(0),
             reload_failures: AtomicU64::new(0),
             last_reload_ok: AtomicBool::new(true),
+            probes: ProbeCounters::default(),
         }
     }
 }

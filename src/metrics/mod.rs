@@ -6,4 +6,4 @@ pub mod catalog;
 mod render;
 mod text;
 
-pub use render::{BuildInfo, Renderer, Section, SectionInputs, render};
+pub use render::{BuildInfo, Renderer, Section, SectionInputs, render, render_probe_answer};
