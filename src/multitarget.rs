@@ -349,6 +349,12 @@ impl ProbedTargets {
                 .collect()
         };
         let n = expired.len();
+        for (url, entry) in expired {
+            stop(entry).await;
+            tracing::info!(target = %url, ttl = ?ttl, "probed target dropped: not probed within target_ttl");
+        }
+        // Counted once the pollers are joined: a target counted as expired
+        // sends nothing more.
         if n > 0 {
             self.exporter
                 .exporter
@@ -356,10 +362,6 @@ impl ProbedTargets {
                 .expired
                 .fetch_add(n as u64, Ordering::Relaxed);
             self.set_count(self.len());
-        }
-        for (url, entry) in expired {
-            stop(entry).await;
-            tracing::info!(target = %url, ttl = ?ttl, "probed target dropped: not probed within target_ttl");
         }
         n
     }
