@@ -8,9 +8,9 @@
 //!   connections, rate limit, cluster routing, reply decoding.
 //! - [`probe`]: what to ask on each schedule, one probe per file, producing
 //!   plain data into the target's state.
-//! - [`lag`], [`loss`] and [`status`]: pure arithmetic on what the probes
-//!   read (lag done right, the NULL-lag estimator, losses and rewinds between
-//!   polls, group status).
+//! - [`lag`], [`loss`], [`trend`] and [`status`]: pure arithmetic on what
+//!   the probes read (lag done right, the NULL-lag estimator, losses and
+//!   rewinds between polls, time to loss and to drain, group status).
 //! - [`schedule`] and [`ratelimit`]: when to run and how fast, pure and
 //!   tested under paused time.
 //! - [`poller`]: runs a target's probes and publishes its snapshots;
@@ -46,4 +46,5 @@ pub mod snapshot;
 pub mod status;
 pub mod telemetry;
 pub mod text;
+pub mod trend;
 pub mod web;

@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime};
 
 use crate::config::StreamSettings;
 use crate::loss::Lost;
+use crate::redis::StatsSnapshot;
 use crate::redis::reply::{ConsumerInfo, GroupInfo, StreamInfo};
-use crate::redis::{StatsSnapshot, StreamId};
 use crate::schedule::ProbeKind;
 use crate::status::GroupStatus;
 
@@ -56,14 +56,15 @@ pub struct ProbeStatus {
 }
 
 /// The dead-letter stream of a stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DeadLetter {
     /// XLEN; 0 when the stream does not exist (yet).
     pub length: u64,
     /// Entries ever added (7.0+).
     pub entries_added: Option<u64>,
-    /// ID of its oldest entry; `None` when it holds none.
-    pub oldest_id: Option<StreamId>,
+    /// Age of its oldest entry by the server's clock, in seconds; `None`
+    /// when it holds none or its IDs are not time-based.
+    pub oldest_age: Option<f64>,
 }
 
 /// Results of the last complete PEL scan of a group.
@@ -155,6 +156,13 @@ pub struct GroupState {
     pub rewinds: u64,
     /// last-delivered-id is beyond the stream's last generated ID.
     pub ahead_of_stream: bool,
+    /// Seconds of ID time between the stream's first entry and the group's
+    /// first undelivered one (time-based IDs, something undelivered).
+    pub retention_margin: Option<f64>,
+    /// Seconds until trimming reaches undelivered entries, at recent rates.
+    pub overtake_eta: Option<f64>,
+    /// Seconds until the lag reaches 0, at recent rates.
+    pub drain_eta: Option<f64>,
     /// Status over the window.
     pub status: Option<GroupStatus>,
 }
@@ -250,6 +258,9 @@ pub struct TargetSnapshot {
     /// Age of each group's smallest pending ID, in seconds: the ID from the
     /// pending summary, aged by the server clock of the latest poll.
     pub oldest_pending_age: Arc<BTreeMap<GroupKey, f64>>,
+    /// Poison entries among each stuck group's oldest pending entries (the
+    /// pending summary; see `probe::pending_summary`).
+    pub head_poison: Arc<BTreeMap<GroupKey, u64>>,
     /// Each group's consumers (the consumers probe).
     pub consumers: Arc<BTreeMap<GroupKey, Arc<Consumers>>>,
     /// Each group's PEL scan.
@@ -273,6 +284,7 @@ impl TargetSnapshot {
         let streams = &self.streams;
         let known = |(s, g): &GroupKey| streams.get(s).is_some_and(|st| st.groups.contains_key(g));
         retain_keys(&mut self.oldest_pending_age, known);
+        retain_keys(&mut self.head_poison, known);
         retain_keys(&mut self.consumers, known);
         retain_keys(&mut self.scans, known);
     }
@@ -485,6 +497,9 @@ mod tests {
             lost: None,
             rewinds: 0,
             ahead_of_stream: false,
+            retention_margin: None,
+            overtake_eta: None,
+            drain_eta: None,
             status: None,
         }
     }

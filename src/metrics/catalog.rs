@@ -131,6 +131,13 @@ metric!(
 
 // Group metrics.
 metric!(
+    STREAM_DEAD_LETTER_OLDEST_AGE,
+    "redis_streams_stream_dead_letter_oldest_age_seconds",
+    Gauge,
+    TS,
+    "Age of the oldest entry in the stream's configured dead-letter stream, by the server's clock (XRANGE dlq - + COUNT 1): how long the oldest dead letter has waited for someone. Absent when it holds none or its IDs are not time-based. Cached by the poller."
+);
+metric!(
     STREAM_RADIX_TREE_KEYS,
     "redis_streams_stream_radix_tree_keys",
     Gauge,
@@ -305,6 +312,27 @@ metric!(
     Gauge,
     TSG,
     "1 when the group's last-delivered-id is beyond the stream's last generated ID (XGROUP SETID into the future): entries added with smaller IDs will never be delivered to it. Cached by the poller."
+);
+metric!(
+    GROUP_RETENTION_MARGIN,
+    "redis_streams_group_retention_margin_seconds",
+    Gauge,
+    TSG,
+    "Time part of the group's first undelivered entry minus that of the stream's first entry, in seconds: how far the trimming edge is from entries this group has not read. Absent when nothing is undelivered or IDs are not time-based. Cached by the poller."
+);
+metric!(
+    GROUP_TRIM_OVERTAKE_ETA,
+    "redis_streams_group_trim_overtake_eta_seconds",
+    Gauge,
+    TSG,
+    "At the recent rates (a robust slope over the last polls) at which the stream's first entry and the group's first undelivered entry advance, seconds until trimming reaches entries this group has not read; 0 when it already has. Absent when the edge is not closing in. Cached by the poller."
+);
+metric!(
+    GROUP_DRAIN_ETA,
+    "redis_streams_group_drain_eta_seconds",
+    Gauge,
+    TSG,
+    "At the recent rates (a robust slope of the lag over the last polls: consumption minus production), seconds until the lag reaches 0; 0 when there is none. Absent while the lag is not shrinking. Cached by the poller."
 );
 metric!(
     GROUP_STATUS,
@@ -527,6 +555,7 @@ pub const METRICS: &[MetricDef] = &[
     STREAM_DEAD_LETTER_LENGTH,
     STREAM_DEAD_LETTER_ADDED,
     STREAM_MAX_DELAY,
+    STREAM_DEAD_LETTER_OLDEST_AGE,
     STREAM_RADIX_TREE_KEYS,
     STREAM_RADIX_TREE_NODES,
     STREAM_IDEMPOTENT_IDS_ADDED,
@@ -552,6 +581,9 @@ pub const METRICS: &[MetricDef] = &[
     GROUP_LOST_ENTRIES,
     GROUP_REWINDS,
     GROUP_AHEAD_OF_STREAM,
+    GROUP_RETENTION_MARGIN,
+    GROUP_TRIM_OVERTAKE_ETA,
+    GROUP_DRAIN_ETA,
     GROUP_STATUS,
     GROUP_PENDING_SCAN_TS,
     GROUP_PENDING_SCAN_PROGRESS,

@@ -53,6 +53,36 @@ fn id_ts(stream: &StreamState, id: StreamId) -> Option<f64> {
     (stream.time_based_ids && !id.is_zero()).then(|| id.seconds())
 }
 
+/// The keys of two maps in order, each with the values the maps hold.
+fn outer_join<'m, K: Ord, A, B>(
+    a: &'m BTreeMap<K, A>,
+    b: &'m BTreeMap<K, B>,
+) -> impl Iterator<Item = (&'m K, Option<&'m A>, Option<&'m B>)> {
+    let (mut a, mut b) = (a.iter().peekable(), b.iter().peekable());
+    std::iter::from_fn(move || {
+        let order = match (a.peek(), b.peek()) {
+            (None, None) => return None,
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (Some((ka, _)), Some((kb, _))) => ka.cmp(kb),
+        };
+        Some(match order {
+            std::cmp::Ordering::Less => {
+                let (k, v) = a.next()?;
+                (k, Some(v), None)
+            }
+            std::cmp::Ordering::Greater => {
+                let (k, v) = b.next()?;
+                (k, None, Some(v))
+            }
+            std::cmp::Ordering::Equal => {
+                let (k, va) = a.next()?;
+                (k, Some(va), b.next().map(|(_, vb)| vb))
+            }
+        })
+    })
+}
+
 fn last_scan(scan: &ScanState) -> Option<&PelScan> {
     scan.last.as_deref()
 }
@@ -136,6 +166,7 @@ enum Input {
     Streams(Arc<BTreeMap<Name, Arc<StreamState>>>),
     OldestPending(Arc<BTreeMap<GroupKey, f64>>),
     PelScans(Arc<BTreeMap<GroupKey, ScanState>>),
+    HeadPoison(Arc<BTreeMap<GroupKey, u64>>),
     Consumers(Arc<BTreeMap<GroupKey, Arc<Consumers>>>),
 }
 
@@ -145,6 +176,7 @@ impl PartialEq for Input {
             (Input::Streams(a), Input::Streams(b)) => Arc::ptr_eq(a, b),
             (Input::OldestPending(a), Input::OldestPending(b)) => Arc::ptr_eq(a, b),
             (Input::PelScans(a), Input::PelScans(b)) => Arc::ptr_eq(a, b),
+            (Input::HeadPoison(a), Input::HeadPoison(b)) => Arc::ptr_eq(a, b),
             (Input::Consumers(a), Input::Consumers(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
@@ -234,16 +266,25 @@ impl<'a> Renderer<'a> {
     /// What `section` would be written from, or `None` when it is written
     /// afresh every time.
     pub fn inputs(&self, section: Section) -> Option<SectionInputs> {
-        let map: fn(&TargetSnapshot) -> Input = match section {
-            Section::Streams => |t| Input::Streams(t.streams.clone()),
-            Section::OldestPending => |t| Input::OldestPending(t.oldest_pending_age.clone()),
-            Section::PelScans => |t| Input::PelScans(t.scans.clone()),
-            Section::Consumers => |t| Input::Consumers(t.consumers.clone()),
+        let maps: fn(&TargetSnapshot) -> Vec<Input> = match section {
+            Section::Streams => |t| vec![Input::Streams(t.streams.clone())],
+            Section::OldestPending => |t| vec![Input::OldestPending(t.oldest_pending_age.clone())],
+            Section::PelScans => |t| {
+                vec![
+                    Input::PelScans(t.scans.clone()),
+                    Input::HeadPoison(t.head_poison.clone()),
+                ]
+            },
+            Section::Consumers => |t| vec![Input::Consumers(t.consumers.clone())],
             Section::Targets => return None,
         };
         Some(SectionInputs {
             dedupe: self.dedupe,
-            maps: self.up.iter().map(|t| (t.name.clone(), map(t))).collect(),
+            maps: self
+                .up
+                .iter()
+                .flat_map(|t| maps(t).into_iter().map(|m| (t.name.clone(), m)))
+                .collect(),
         })
     }
 
@@ -271,7 +312,7 @@ impl<'a> Renderer<'a> {
     fn streams<W: Write>(&self, out: &mut Out<W>) {
         // Streams.
         type StreamValue = fn(&StreamState) -> Option<f64>;
-        let stream_families: [(&'static MetricDef, StreamValue); 15] = [
+        let stream_families: [(&'static MetricDef, StreamValue); 16] = [
             (&c::STREAM_LENGTH, |s| Some(s.info.length as f64)),
             (&c::STREAM_ENTRIES_ADDED, |s| {
                 s.info.entries_added.map(|v| v as f64)
@@ -296,6 +337,9 @@ impl<'a> Renderer<'a> {
             }),
             (&c::STREAM_MAX_DELAY, |s| {
                 s.settings.max_delay.map(|d| d.as_secs_f64())
+            }),
+            (&c::STREAM_DEAD_LETTER_OLDEST_AGE, |s| {
+                s.dead_letter.and_then(|dl| dl.oldest_age)
             }),
             (&c::STREAM_RADIX_TREE_KEYS, |s| {
                 s.info.radix_tree_keys.map(|v| v as f64)
@@ -330,7 +374,7 @@ impl<'a> Renderer<'a> {
 
         // Groups, from the stream poll.
         type GroupValue = fn(&StreamState, &GroupState) -> Option<f64>;
-        let group_families: [(&'static MetricDef, GroupValue); 10] = [
+        let group_families: [(&'static MetricDef, GroupValue); 13] = [
             (&c::GROUP_LAG, |_, g| g.lag.map(|v| v as f64)),
             (&c::GROUP_LAG_ESTIMATED, |_, g| {
                 Some(if g.lag_estimated { 1.0 } else { 0.0 })
@@ -351,6 +395,9 @@ impl<'a> Renderer<'a> {
             (&c::GROUP_AHEAD_OF_STREAM, |_, g| {
                 Some(if g.ahead_of_stream { 1.0 } else { 0.0 })
             }),
+            (&c::GROUP_RETENTION_MARGIN, |_, g| g.retention_margin),
+            (&c::GROUP_TRIM_OVERTAKE_ETA, |_, g| g.overtake_eta),
+            (&c::GROUP_DRAIN_ETA, |_, g| g.drain_eta),
         ];
         for (def, value) in group_families {
             out.family(def, |f| {
@@ -400,12 +447,21 @@ impl<'a> Renderer<'a> {
     fn pel_scans<W: Write>(&self, out: &mut Out<W>) {
         // Groups, from the PEL scan.
         type ScanValue = fn(&ScanState) -> Option<f64>;
-        let scan_families: [(&'static MetricDef, ScanValue); 6] = [
+        // Poison: the larger of the last scan's count and the pending
+        // summary's count among a stuck group's oldest entries.
+        out.family(&c::GROUP_PENDING_POISON, |f| {
+            for t in &self.up {
+                for (key, scan, head) in outer_join(&t.scans, &t.head_poison) {
+                    let scanned = scan.and_then(last_scan).map(|s| s.poison);
+                    if let Some(v) = scanned.into_iter().chain(head.copied()).max() {
+                        f.sample(&group_labels(t, &key.0, &key.1), v as f64);
+                    }
+                }
+            }
+        });
+        let scan_families: [(&'static MetricDef, ScanValue); 5] = [
             (&c::GROUP_PENDING_MAX_IDLE, |sc| {
                 last_scan(sc).map(|s| s.max_idle_ms.map_or(0.0, |ms| ms as f64 / 1000.0))
-            }),
-            (&c::GROUP_PENDING_POISON, |sc| {
-                last_scan(sc).map(|s| s.poison as f64)
             }),
             (&c::GROUP_PENDING_GHOST, |sc| {
                 last_scan(sc).map(|s| s.ghost as f64)

@@ -24,7 +24,7 @@ use crate::redis::{ErrorKind, StreamId, TargetClient, TargetError};
 pub use crate::schedule::ProbeKind;
 use crate::snapshot::{Name, TargetSnapshot};
 use crate::status;
-use crate::{lag, loss};
+use crate::{lag, loss, trend};
 
 /// What the poller remembers about a group between polls, beyond the
 /// snapshot: the status window and the probes' working state.
@@ -40,6 +40,10 @@ pub struct GroupMemory {
     pub scan_pass: Option<Box<pending_scan::Pass>>,
     /// What the last stream poll proved about the group's lag.
     pub lag_trail: Option<lag::Trail>,
+    /// The recent polls, for the ETAs.
+    pub trend: trend::Trend,
+    /// Rewinds seen when the trend was last reset.
+    pub rewinds_seen: u64,
 }
 
 /// The mutable state of one target, owned by its poller.
