@@ -51,7 +51,17 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         }
-        println!("configuration is valid: {} target(s)", config.targets.len());
+        if config.probe.allowed_targets.is_empty() {
+            println!("configuration is valid: {} target(s)", config.targets.len());
+        } else {
+            println!(
+                "configuration is valid: {} target(s), /probe on ({} allowed glob(s), {} auth module(s), at most {} probed targets)",
+                config.targets.len(),
+                config.probe.allowed_targets.len(),
+                config.auth_modules.len(),
+                config.probe.max_targets
+            );
+        }
         return ExitCode::SUCCESS;
     }
     telemetry::init(config.log.format, &config.log.level);

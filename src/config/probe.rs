@@ -270,6 +270,15 @@ mod tests {
     }
 
     #[test]
+    fn ipv6_addresses_match_with_escaped_brackets() {
+        let c = config("[probe]\nallowed_targets = [\"redis://\\\\[::1\\\\]:6379\"]\n");
+        let (canonical, t) = c.probe_target(Some("redis://[::1]"), None).unwrap();
+        assert_eq!(canonical, "redis://[::1]:6379");
+        assert_eq!(t.name, "[::1]:6379");
+        assert!(c.probe_target(Some("redis://[::2]:6379"), None).is_err());
+    }
+
+    #[test]
     fn credentials_query_and_junk_are_refused() {
         let c = config("[probe]\nallowed_targets = [\"*\"]\n");
         for url in [
