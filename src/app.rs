@@ -82,6 +82,10 @@ impl Supervisor {
             self.running
                 .insert(target.name.clone(), Running { target, stop });
         }
+        self.store
+            .exporter
+            .label_limit
+            .store(next.metrics.max_label_value_bytes, Ordering::Relaxed);
         *self.config.write().unwrap_or_else(|p| p.into_inner()) = next;
         Ok(())
     }

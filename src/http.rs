@@ -274,6 +274,7 @@ async fn probe(state: &HttpState, config: &Config, uri: &Uri, headers: &HeaderMa
             return (status, format!("{e}\n")).into_response();
         }
     };
+    let label_limit = config.metrics.max_label_value_bytes;
     let rendered = tokio::task::spawn_blocking(move || {
         let mut out = Vec::new();
         if let Some(waited) = answer.waited_in_vain {
@@ -287,7 +288,7 @@ async fn probe(state: &HttpState, config: &Config, uri: &Uri, headers: &HeaderMa
                 .as_bytes(),
             );
         }
-        crate::metrics::render_probe_answer(&answer.snapshot, out)
+        crate::metrics::render_probe_answer(&answer.snapshot, label_limit, out)
     })
     .await;
     match rendered {

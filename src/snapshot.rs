@@ -8,7 +8,7 @@
 //! latest snapshot is not rendered: a vanished stream vanishes.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
@@ -37,6 +37,10 @@ pub struct ServerInfo {
     pub maxmemory: Option<u64>,
     /// `used_memory` in bytes.
     pub used_memory: Option<u64>,
+    /// `run_id`, new at every start of the server (for a cluster, its
+    /// primaries' joined): tells the same server, back after an outage,
+    /// from another one; empty when unknown.
+    pub run_id: String,
 }
 
 /// The last run of one probe.
@@ -310,6 +314,8 @@ pub struct ExporterState {
     pub reload_failures: AtomicU64,
     /// Last reload succeeded (or none attempted).
     pub last_reload_ok: AtomicBool,
+    /// `metrics.max_label_value_bytes` of the configuration in force.
+    pub label_limit: AtomicUsize,
     /// What `/probe` is doing.
     pub probes: ProbeCounters,
 }
@@ -360,6 +366,7 @@ impl ExporterState {
             reloads: AtomicU64::new(self.reloads.load(Ordering::Relaxed)),
             reload_failures: AtomicU64::new(self.reload_failures.load(Ordering::Relaxed)),
             last_reload_ok: AtomicBool::new(self.last_reload_ok.load(Ordering::Relaxed)),
+            label_limit: AtomicUsize::new(self.label_limit.load(Ordering::Relaxed)),
             probes: self.probes.copy(),
         }
     }
@@ -371,6 +378,7 @@ impl Default for ExporterState {
             reloads: AtomicU64::new(0),
             reload_failures: AtomicU64::new(0),
             last_reload_ok: AtomicBool::new(true),
+            label_limit: AtomicUsize::new(crate::config::DEFAULT_MAX_LABEL_VALUE_BYTES),
             probes: ProbeCounters::default(),
         }
     }

@@ -59,6 +59,10 @@ pub const DEFAULT_WEB_CONFIG_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 /// Default cap on streams watched per target.
 pub const DEFAULT_MAX_STREAMS: usize = 10_000;
+/// Default cap on a name's bytes in a label value: long enough for any
+/// name a person chose, short enough that 200 names of 10 KB (each written
+/// in some 36 series) cannot turn a scrape into hundreds of megabytes.
+pub const DEFAULT_MAX_LABEL_VALUE_BYTES: usize = 1024;
 /// Default SCAN COUNT hint. Measured by the exporter's own walks of a
 /// million keys on Redis 7.0 (4 walks each, twice): COUNT 500 cost 0.45 ms
 /// of Redis time per call and 0.89–0.94 s per walk, with 10–33 calls over
@@ -341,6 +345,9 @@ pub struct MetricsSettings {
     pub pending_idle_buckets: Vec<f64>,
     /// `le` bounds of `pending_by_delivery_count`, ascending.
     pub delivery_count_buckets: Vec<u64>,
+    /// Bytes of a name from Redis written in a label value; longer names
+    /// are shortened and marked (see `metrics::text`).
+    pub max_label_value_bytes: usize,
 }
 
 impl Default for MetricsSettings {
@@ -349,6 +356,7 @@ impl Default for MetricsSettings {
             max_consumers_per_group: 50,
             pending_idle_buckets: vec![10.0, 60.0, 300.0, 900.0, 3600.0, 21600.0],
             delivery_count_buckets: vec![1, 2, 3, 5, 10, 20],
+            max_label_value_bytes: DEFAULT_MAX_LABEL_VALUE_BYTES,
         }
     }
 }

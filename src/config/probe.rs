@@ -183,6 +183,17 @@ impl Config {
             ));
         }
         let (endpoint, _, _) = super::validate::parse_url(url).map_err(ProbeRefusal::BadUrl)?;
+        // Only what a DNS name or an IP address is made of: the URL ends up
+        // in log lines and answers, and comes from whoever can probe.
+        let host_ok = endpoint
+            .host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':'));
+        if !host_ok {
+            return Err(ProbeRefusal::BadUrl(
+                "the host has characters no host name or IP address has".into(),
+            ));
+        }
         let canonical = endpoint.canonical_url();
         if !self
             .probe
@@ -298,6 +309,19 @@ mod tests {
             c.probe_target(Some("http://10.0.0.1:6379"), None),
             Err(ProbeRefusal::BadUrl(_))
         ));
+        for forged in [
+            "redis://host\nINFO forged line:6379",
+            "redis://ho%0ast:6379",
+            "redis://host\u{1b}[31m:6379",
+        ] {
+            assert!(
+                matches!(
+                    c.probe_target(Some(forged), None),
+                    Err(ProbeRefusal::BadUrl(_))
+                ),
+                "{forged:?}"
+            );
+        }
         assert_eq!(c.probe_target(None, None), Err(ProbeRefusal::MissingTarget));
         assert_eq!(
             c.probe_target(Some(""), None),

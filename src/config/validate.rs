@@ -294,6 +294,13 @@ impl Validator {
                 dm.max_consumers_per_group as u64,
                 100_000,
             ) as usize,
+            max_label_value_bytes: self.ranged(
+                "metrics.max_label_value_bytes",
+                m.max_label_value_bytes,
+                dm.max_label_value_bytes as u64,
+                64,
+                1 << 20,
+            ) as usize,
             pending_idle_buckets: match m.pending_idle_buckets {
                 None => dm.pending_idle_buckets,
                 Some(list) => {

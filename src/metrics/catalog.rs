@@ -509,6 +509,13 @@ metric!(
     "1 when the last configuration reload succeeded (or none was attempted), else 0."
 );
 metric!(
+    EXPORTER_LABELS_SHORTENED,
+    "redis_streams_exporter_label_values_shortened",
+    Gauge,
+    &[],
+    "Label values in this exposition whose stream, group or consumer name was longer than metrics.max_label_value_bytes, written shortened (first bytes, then \\… and a hash of the whole name)."
+);
+metric!(
     EXPORTER_TARGET_READY,
     "redis_streams_exporter_target_ready",
     Gauge,
@@ -613,6 +620,7 @@ pub const METRICS: &[MetricDef] = &[
     EXPORTER_PROBED_TARGETS_MAX,
     EXPORTER_PROBED_TARGETS_EXPIRED,
     EXPORTER_PROBE_REQUESTS,
+    EXPORTER_LABELS_SHORTENED,
 ];
 
 /// Looks a metric up by its full name.

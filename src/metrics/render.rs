@@ -116,16 +116,17 @@ fn groups_of<'a>(
     })
 }
 
-/// True when two different names could be written alike, so every family
-/// must check for duplicate series.
-fn any_name_escapes_alike(up: &[&TargetSnapshot]) -> bool {
+/// True when two different names could be written alike (only shortened
+/// ones can), so every family must check for duplicate series.
+fn any_name_escapes_alike(up: &[&TargetSnapshot], limit: usize) -> bool {
+    let long = |n: &[u8]| needs_escape(n, limit);
     up.iter().any(|t| {
         t.streams
             .iter()
-            .any(|(s, st)| needs_escape(s) || st.groups.keys().any(|g| needs_escape(g)))
+            .any(|(s, st)| long(s) || st.groups.keys().any(|g| long(g)))
             || t.consumers
                 .values()
-                .any(|c| c.top.iter().any(|c| needs_escape(&c.name)))
+                .any(|c| c.top.iter().any(|c| long(&c.name)))
     })
 }
 
@@ -187,21 +188,34 @@ impl PartialEq for Input {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SectionInputs {
     dedupe: bool,
+    limit: usize,
     maps: Vec<(Arc<str>, Input)>,
 }
 
-/// Where one section's families go, and the duplicates they dropped.
+/// Where one section's families go, the duplicates they dropped and the
+/// label values they shortened.
 struct Out<W: Write> {
     sink: Sink<W>,
     dedupe: bool,
-    duplicates: u64,
+    limit: usize,
+    counts: SectionCounts,
+}
+
+/// What writing a section dropped and shortened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SectionCounts {
+    /// Series dropped as duplicates.
+    pub duplicates: u64,
+    /// Label values shortened to `metrics.max_label_value_bytes`.
+    pub shortened: u64,
 }
 
 impl<W: Write> Out<W> {
     fn family(&mut self, def: &'static MetricDef, fill: impl FnOnce(&mut Family<'_, W>)) {
-        let mut f = Family::new(&mut self.sink, def, self.dedupe);
+        let mut f = Family::new(&mut self.sink, def, self.dedupe, self.limit);
         fill(&mut f);
-        self.duplicates += f.duplicates;
+        self.counts.duplicates += f.duplicates;
+        self.counts.shortened += f.shortened;
     }
 }
 
@@ -221,10 +235,14 @@ pub struct Renderer<'a> {
     dedupe: bool,
     /// Writing a `/probe` answer: no exporter-wide families.
     probe_answer: bool,
+    limit: usize,
+    /// Label values the sections written before the last one shortened
+    /// (the last, the exporter's own, reports it).
+    shortened: std::cell::Cell<u64>,
 }
 
 /// Writes the exposition of `targets` and the exporter state to `out` and
-/// returns the writer and the number of series dropped as duplicates.
+/// returns the writer and what the sections dropped and shortened.
 ///
 /// # Errors
 /// When `out` fails.
@@ -233,15 +251,17 @@ pub fn render<W: Write>(
     exporter: &ExporterState,
     build: BuildInfo,
     mut out: W,
-) -> io::Result<(W, u64)> {
+) -> io::Result<(W, SectionCounts)> {
     let renderer = Renderer::new(targets, exporter, build);
-    let mut duplicates = 0;
+    let mut total = SectionCounts::default();
     for section in Section::ALL {
-        let (w, d) = renderer.section(section, out)?;
+        let (w, c) = renderer.section(section, out)?;
         out = w;
-        duplicates += d;
+        total.duplicates += c.duplicates;
+        total.shortened += c.shortened;
+        renderer.note_shortened(c.shortened);
     }
-    Ok((out, duplicates))
+    Ok((out, total))
 }
 
 impl<'a> Renderer<'a> {
@@ -252,7 +272,8 @@ impl<'a> Renderer<'a> {
         build: BuildInfo,
     ) -> Self {
         let up: Vec<&TargetSnapshot> = targets.iter().map(|t| &**t).filter(|t| t.up).collect();
-        let dedupe = any_name_escapes_alike(&up);
+        let limit = exporter.label_limit.load(Ordering::Relaxed).max(1);
+        let dedupe = any_name_escapes_alike(&up, limit);
         Renderer {
             targets,
             up,
@@ -260,7 +281,15 @@ impl<'a> Renderer<'a> {
             build,
             dedupe,
             probe_answer: false,
+            limit,
+            shortened: std::cell::Cell::new(0),
         }
+    }
+
+    /// Adds label values a section shortened (written or reused) to what the
+    /// last section reports.
+    pub fn note_shortened(&self, n: u64) {
+        self.shortened.set(self.shortened.get() + n);
     }
 
     /// What `section` would be written from, or `None` when it is written
@@ -280,6 +309,7 @@ impl<'a> Renderer<'a> {
         };
         Some(SectionInputs {
             dedupe: self.dedupe,
+            limit: self.limit,
             maps: self
                 .up
                 .iter()
@@ -288,16 +318,17 @@ impl<'a> Renderer<'a> {
         })
     }
 
-    /// Writes `section` to `out`; returns the writer and the number of
-    /// series dropped as duplicates.
+    /// Writes `section` to `out`; returns the writer and what the section
+    /// dropped and shortened.
     ///
     /// # Errors
     /// When `out` fails.
-    pub fn section<W: Write>(&self, section: Section, out: W) -> io::Result<(W, u64)> {
+    pub fn section<W: Write>(&self, section: Section, out: W) -> io::Result<(W, SectionCounts)> {
         let mut out = Out {
             sink: Sink::new(out),
             dedupe: self.dedupe,
-            duplicates: 0,
+            limit: self.limit,
+            counts: SectionCounts::default(),
         };
         match section {
             Section::Streams => self.streams(&mut out),
@@ -306,7 +337,7 @@ impl<'a> Renderer<'a> {
             Section::Consumers => self.consumers(&mut out),
             Section::Targets => self.targets(&mut out),
         }
-        Ok((out.sink.finish()?, out.duplicates))
+        Ok((out.sink.finish()?, out.counts))
     }
 
     fn streams<W: Write>(&self, out: &mut Out<W>) {
@@ -727,6 +758,9 @@ impl<'a> Renderer<'a> {
                 },
             );
         });
+        out.family(&c::EXPORTER_LABELS_SHORTENED, |f| {
+            f.sample(&[], self.shortened.get() as f64);
+        });
         let probes = &self.exporter.probes;
         let max_targets = probes.max_targets.load(Ordering::Relaxed);
         // Only when /probe is on (its cap is then at least 1).
@@ -752,13 +786,19 @@ impl<'a> Renderer<'a> {
 
 /// Writes a `/probe` answer: one target's series (its data while it is up,
 /// and its own health, with `redis_streams_exporter_target_ready`), without
-/// the exporter-wide families `/metrics` serves.
+/// the exporter-wide families `/metrics` serves. Label values are shortened
+/// beyond `label_limit` bytes, as in `/metrics`.
 ///
 /// # Errors
 /// When `out` fails.
-pub fn render_probe_answer<W: Write>(target: &Arc<TargetSnapshot>, out: W) -> io::Result<W> {
+pub fn render_probe_answer<W: Write>(
+    target: &Arc<TargetSnapshot>,
+    label_limit: usize,
+    out: W,
+) -> io::Result<W> {
     let targets = std::slice::from_ref(target);
     let exporter = ExporterState::default();
+    exporter.label_limit.store(label_limit, Ordering::Relaxed);
     let mut renderer = Renderer::new(targets, &exporter, BuildInfo::CURRENT);
     renderer.probe_answer = true;
     let mut out = out;

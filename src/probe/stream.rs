@@ -272,6 +272,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         }
         state.prune_memory();
         state.prune_ledgers();
+        state.settle_parked();
     }
     problems.finish(ProbeKind::Stream)
 }
@@ -384,7 +385,7 @@ fn build_stream<'s>(
     if !time_ids && state.non_time_logged.insert(name.clone()) {
         tracing::info!(
             target = %ctx.target.name,
-            stream = %String::from_utf8_lossy(name),
+            stream = %text::printable(&**name),
             last_id = %read.info.last_generated_id,
             "stream IDs are not wall-clock time; ages of this stream are not exported"
         );
