@@ -8,7 +8,9 @@
 //! validation cannot be skipped. Defaults live here as constants and are
 //! mirrored, key by key, in `config/example.toml`.
 
+mod probe;
 mod raw;
+mod tls;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -19,6 +21,11 @@ use std::time::Duration;
 
 use crate::glob::Glob;
 
+pub use probe::{
+    AuthModule, AuthModules, DEFAULT_FIRST_COLLECTION_WAIT, DEFAULT_MAX_PROBED_TARGETS,
+    DEFAULT_TARGET_TTL, MAX_PROBE_URL_LEN, ProbeRefusal, ProbeSettings,
+};
+pub use tls::{ClientIdentity, PemFile, RedisTls};
 pub use validate::{CliOverrides, from_str};
 
 /// Default HTTP listen address (`:9763` binds every interface).
@@ -86,6 +93,10 @@ pub struct Config {
     pub data_loss_hold: Duration,
     /// Per-stream settings.
     pub streams: StreamRules,
+    /// `/probe`: which targets it may poll, for how long, how many.
+    pub probe: ProbeSettings,
+    /// Credentials and TLS for probed targets, by name.
+    pub auth_modules: AuthModules,
 }
 
 /// HTTP settings.
@@ -250,10 +261,8 @@ pub struct Target {
     pub password: Option<Secret>,
     /// Topology.
     pub mode: Mode,
-    /// CA bundle for `rediss://`.
-    pub tls_ca_file: Option<PathBuf>,
-    /// Accept any server certificate (testing only).
-    pub tls_insecure_skip_verify: bool,
+    /// TLS settings for `rediss://` (and its sentinels or cluster nodes).
+    pub tls: RedisTls,
     /// Exact stream names, watched without SCAN.
     pub streams: Vec<Vec<u8>>,
     /// Glob patterns found with `SCAN MATCH ... TYPE stream`.
@@ -482,6 +491,18 @@ pub fn load(path: Option<&Path>, overrides: &CliOverrides) -> Result<Config, Con
     let mut config = from_str(&file, &text, overrides)?;
     config.source = path.map(Path::to_path_buf);
     Ok(config)
+}
+
+impl Config {
+    /// Whether anything that decides how a target is polled, besides the
+    /// target itself, differs: a change restarts the pollers.
+    pub fn polling_changed(&self, other: &Config) -> bool {
+        self.schedule != other.schedule
+            || self.limits != other.limits
+            || self.metrics != other.metrics
+            || self.status_window != other.status_window
+            || self.streams != other.streams
+    }
 }
 
 /// Targets by name, for the landing page and reloads.

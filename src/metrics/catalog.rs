@@ -515,6 +515,41 @@ metric!(
     &[],
     "Label values in this exposition whose stream, group or consumer name was longer than metrics.max_label_value_bytes, written shortened (first bytes, then \\… and a hash of the whole name)."
 );
+metric!(
+    EXPORTER_TARGET_READY,
+    "redis_streams_exporter_target_ready",
+    Gauge,
+    T,
+    "In /probe answers: 1 when the probed target's first discovery and stream poll have succeeded, else 0 (its data series follow in a later scrape)."
+);
+metric!(
+    EXPORTER_PROBED_TARGETS,
+    "redis_streams_exporter_probed_targets",
+    Gauge,
+    &[],
+    "Targets polled because /probe asked for them (each until [probe] target_ttl passes without a probe)."
+);
+metric!(
+    EXPORTER_PROBED_TARGETS_MAX,
+    "redis_streams_exporter_probed_targets_max",
+    Gauge,
+    &[],
+    "[probe] max_targets: a probe of one target more is refused (503) and counted as over_cap."
+);
+metric!(
+    EXPORTER_PROBED_TARGETS_EXPIRED,
+    "redis_streams_exporter_probed_targets_expired_total",
+    Counter,
+    &[],
+    "Probed targets dropped after [probe] target_ttl without a probe (poller stopped, series gone)."
+);
+metric!(
+    EXPORTER_PROBE_REQUESTS,
+    "redis_streams_exporter_probe_requests_total",
+    Counter,
+    &["result"],
+    "/probe requests by result: ok, or why it was refused (disabled, bad_target, credentials_in_url, not_allowed, auth_module, over_cap, error); a refused probe dials nothing."
+);
 
 /// Every metric the exporter can emit, in the order families are rendered.
 pub const METRICS: &[MetricDef] = &[
@@ -580,6 +615,11 @@ pub const METRICS: &[MetricDef] = &[
     EXPORTER_CONFIG_RELOADS,
     EXPORTER_CONFIG_RELOAD_FAILURES,
     EXPORTER_CONFIG_LAST_RELOAD_OK,
+    EXPORTER_TARGET_READY,
+    EXPORTER_PROBED_TARGETS,
+    EXPORTER_PROBED_TARGETS_MAX,
+    EXPORTER_PROBED_TARGETS_EXPIRED,
+    EXPORTER_PROBE_REQUESTS,
     EXPORTER_LABELS_SHORTENED,
 ];
 

@@ -233,6 +233,8 @@ pub struct Renderer<'a> {
     exporter: &'a ExporterState,
     build: BuildInfo,
     dedupe: bool,
+    /// Writing a `/probe` answer: no exporter-wide families.
+    probe_answer: bool,
     limit: usize,
     /// Label values the sections written before the last one shortened
     /// (the last, the exporter's own, reports it).
@@ -278,6 +280,7 @@ impl<'a> Renderer<'a> {
             exporter,
             build,
             dedupe,
+            probe_answer: false,
             limit,
             shortened: std::cell::Cell::new(0),
         }
@@ -716,6 +719,18 @@ impl<'a> Renderer<'a> {
                 }
             }
         });
+        if self.probe_answer {
+            out.family(&c::EXPORTER_TARGET_READY, |f| {
+                for t in self.targets {
+                    f.sample(
+                        &[("target", t.name.as_bytes())],
+                        if t.ready { 1.0 } else { 0.0 },
+                    );
+                }
+            });
+            // The rest is about the exporter, served by /metrics.
+            return;
+        }
         out.family(&c::EXPORTER_BUILD_INFO, |f| {
             let labels = [
                 ("version", self.build.version.as_bytes()),
@@ -746,5 +761,49 @@ impl<'a> Renderer<'a> {
         out.family(&c::EXPORTER_LABELS_SHORTENED, |f| {
             f.sample(&[], self.shortened.get() as f64);
         });
+        let probes = &self.exporter.probes;
+        let max_targets = probes.max_targets.load(Ordering::Relaxed);
+        // Only when /probe is on (its cap is then at least 1).
+        if max_targets > 0 {
+            out.family(&c::EXPORTER_PROBED_TARGETS, |f| {
+                f.sample(&[], probes.targets.load(Ordering::Relaxed) as f64);
+            });
+            out.family(&c::EXPORTER_PROBED_TARGETS_MAX, |f| {
+                f.sample(&[], max_targets as f64);
+            });
+            out.family(&c::EXPORTER_PROBED_TARGETS_EXPIRED, |f| {
+                f.sample(&[], probes.expired.load(Ordering::Relaxed) as f64);
+            });
+            out.family(&c::EXPORTER_PROBE_REQUESTS, |f| {
+                let requests = probes.requests.lock().unwrap_or_else(|p| p.into_inner());
+                for (result, n) in requests.iter() {
+                    f.sample(&[("result", result.as_bytes())], *n as f64);
+                }
+            });
+        }
     }
+}
+
+/// Writes a `/probe` answer: one target's series (its data while it is up,
+/// and its own health, with `redis_streams_exporter_target_ready`), without
+/// the exporter-wide families `/metrics` serves. Label values are shortened
+/// beyond `label_limit` bytes, as in `/metrics`.
+///
+/// # Errors
+/// When `out` fails.
+pub fn render_probe_answer<W: Write>(
+    target: &Arc<TargetSnapshot>,
+    label_limit: usize,
+    out: W,
+) -> io::Result<W> {
+    let targets = std::slice::from_ref(target);
+    let exporter = ExporterState::default();
+    exporter.label_limit.store(label_limit, Ordering::Relaxed);
+    let mut renderer = Renderer::new(targets, &exporter, BuildInfo::CURRENT);
+    renderer.probe_answer = true;
+    let mut out = out;
+    for section in Section::ALL {
+        out = renderer.section(section, out)?.0;
+    }
+    Ok(out)
 }
