@@ -1393,8 +1393,84 @@ fn dashboards_have_unique_uids_and_a_datasource_variable() -> TestResult {
             .iter()
             .filter_map(|v| v["name"].as_str())
             .collect();
-        assert!(names.contains("target"), "{file}: no `target` variable");
+        for name in ["job", "instance", "target"] {
+            assert!(names.contains(name), "{file}: no `{name}` variable");
+        }
     }
+    Ok(())
+}
+
+/// Every query of every dashboard filters on the job and instance variables wherever it filters on
+/// the target, every aggregation that keeps a target, stream, group or consumer keeps job and
+/// instance (unless the query pins one exporter with exact matchers, as the stream drill-down does),
+/// and on the dashboards that show many streams at once, every time series drawn per stream or group
+/// is limited with topk/bottomk.
+#[test]
+fn dashboards_keep_exporters_apart_and_limit_their_lines() -> TestResult {
+    let mut errors = Vec::new();
+    let mut limited = 0;
+    for (file, dashboard) in dashboards()? {
+        let many_streams = variables(&dashboard)
+            .iter()
+            .all(|v| v["name"] != "stream" || v["multi"] == true);
+        // (place, query, draws lines, must filter on $job and $instance)
+        let mut texts: Vec<(String, String, bool, bool)> = Vec::new();
+        for panel in panels(&dashboard) {
+            let title = panel["title"].as_str().unwrap_or("<untitled>");
+            let lines = panel["type"] == "timeseries";
+            for target in array(&panel["targets"]) {
+                let expr = target["expr"].as_str().unwrap_or_default().to_string();
+                texts.push((format!("{file}: panel `{title}`"), expr, lines, true));
+            }
+        }
+        for variable in variables(&dashboard) {
+            let name = variable["name"].as_str().unwrap_or_default();
+            // The job and instance variables are what the others filter on.
+            let filtered = !matches!(name, "job" | "instance");
+            texts.push((
+                format!("{file}: variable `{name}`"),
+                variable_query(variable).to_string(),
+                false,
+                filtered,
+            ));
+        }
+        for (place, text, lines, filtered) in &texts {
+            let pinned = text.contains("job=\"$job\"") && text.contains("instance=\"$instance\"");
+            if text.contains("target=") && !(text.contains("job=") && text.contains("instance=")) {
+                errors.push(format!(
+                    "{place}: filters the target but not job and instance: {text}"
+                ));
+            }
+            for selector in selectors(text) {
+                if *filtered
+                    && selector.metric.starts_with("redis_streams_")
+                    && !(selector.labels.contains("job") && selector.labels.contains("instance"))
+                {
+                    errors.push(format!(
+                        "{place}: `{}` is not filtered on $job and $instance",
+                        selector.metric
+                    ));
+                }
+            }
+            if !pinned {
+                errors.extend(identity_problems(place, text));
+            }
+            let per_stream = label_lists(text)
+                .iter()
+                .any(|(keyword, labels)| keyword == "by" && labels.iter().any(|l| l == "stream"));
+            if many_streams && *lines && per_stream {
+                if text.starts_with("topk(") || text.starts_with("bottomk(") {
+                    limited += 1;
+                } else {
+                    errors.push(format!(
+                        "{place}: draws one line per stream or group without topk/bottomk: {text}"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(limited >= 10, "only {limited} limited time series queries");
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
     Ok(())
 }
 
@@ -1532,7 +1608,10 @@ fn dashboard_rates_use_rate_interval_and_variables_exist() -> TestResult {
             for function in ["rate", "irate", "increase"] {
                 for args in call_arguments(text, function) {
                     rates += 1;
-                    if !args.contains("[$__rate_interval]") {
+                    // increase() over the whole time range is a total (a stat panel's "lost in
+                    // the selected range"); anything per point in time uses $__rate_interval.
+                    let total = function == "increase" && args.contains("[$__range]");
+                    if !args.contains("[$__rate_interval]") && !total {
                         errors.push(format!(
                             "{place}: {function}() without [$__rate_interval]: {text}"
                         ));
