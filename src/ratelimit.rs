@@ -401,8 +401,7 @@ mod tests {
         for t in tasks {
             t.await.unwrap();
         }
-        let got = got.lock().unwrap().clone();
-        got
+        got.lock().unwrap().clone()
     }
 
     /// Under paused time: a saturated budget goes to the higher rank, and the
