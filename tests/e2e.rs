@@ -731,35 +731,18 @@ streams = ["{proxy_stream}"]
                 .and_modify(|e| *e = (*e).min(d))
                 .or_insert(d);
         }
-        // A notification counts when it brings a set of this fault's alerts not notified before
-        // (tolerated alerts of a known exporter issue left out).
-        let mut seen_sets: Vec<BTreeSet<String>> = Vec::new();
+        // A notification counts when it carries any of this fault's alerts.
         let notes: Vec<&webhook::Notification> = inbox
             .iter()
             .filter(|n| {
                 let set: BTreeSet<String> = n
                     .firing()
-                    .filter(|a| f.owns(&a.labels) && !f.tolerates(&a.labels))
+                    .filter(|a| f.owns(&a.labels))
                     .map(|a| key(&a.labels))
                     .collect();
-                if set.is_empty() || (!f.tolerated.is_empty() && seen_sets.contains(&set)) {
-                    return false;
-                }
-                seen_sets.push(set);
-                true
+                !set.is_empty()
             })
             .collect();
-        for (alert, note) in &f.tolerated {
-            if mine
-                .iter()
-                .any(|(l, _)| l.get("alertname").map(String::as_str) == Some(*alert))
-            {
-                println!(
-                    "| {} | {} | known exporter issue: {alert} fired ({note}) | | | |",
-                    f.scenario, f.server
-                );
-            }
-        }
         let pages = notes.iter().filter(|n| n.receiver == "pager").count();
         let tickets = notes.len() - pages;
         total_pages += pages;

@@ -73,9 +73,6 @@ pub struct Fault {
     /// Most notifications (pages and tickets) the fault may send.
     pub max_notifications: usize,
     pub since: Since,
-    /// Alerts tolerated because of a known exporter issue, with a note: neither unexpected nor
-    /// counted (a notification that only adds or drops one of them is not a new one).
-    pub tolerated: Vec<(&'static str, &'static str)>,
 }
 
 impl Fault {
@@ -91,13 +88,6 @@ impl Fault {
                 .may_fire
                 .iter()
                 .any(|a| labels.get("alertname").map(String::as_str) == Some(*a))
-            || self.tolerates(labels)
-    }
-
-    pub fn tolerates(&self, labels: &Labels) -> bool {
-        self.tolerated
-            .iter()
-            .any(|(a, _)| labels.get("alertname").map(String::as_str) == Some(*a))
     }
 }
 
@@ -163,7 +153,6 @@ pub fn matrix(kind: Server, main_instance: &str) -> Vec<Fault> {
             notified,
             max_notifications: max,
             since: Since::Scenarios,
-            tolerated: Vec::new(),
         }
     };
     let w = want;
@@ -267,21 +256,6 @@ pub fn matrix(kind: Server, main_instance: &str) -> Vec<Fault> {
             0,
         ),
     ];
-    if lag {
-        // Known exporter issue (reported with this test): under load, the group whose consumer
-        // deletes entries it has read gets lost_entries_total{cause="deleted"} increments after
-        // a few minutes. The lag counted with XRANGE up to `+` in a later round trip than XINFO
-        // includes entries added in between, so entries-added - entries-read - lag dips, the
-        // loss baseline follows it down, and the next exact figure counts the rebound as lost.
-        let xdel = faults
-            .iter_mut()
-            .find(|f| f.scenario == "xdel-ghosts")
-            .unwrap();
-        xdel.tolerated.push((
-            "RedisStreamsDeletedUndelivered",
-            "false loss: a counted lag read after XINFO lowers the loss baseline (exporter issue)",
-        ));
-    }
     let recovered_may = [
         "RedisStreamsTrimOvertakingGroup",
         "RedisStreamsLagSecondsHigh",
@@ -419,7 +393,6 @@ pub fn infrastructure(main: &str, shortlived: &str) -> Vec<Fault> {
         may_fire: may.to_vec(),
         max_notifications: max,
         since,
-        tolerated: Vec::new(),
     };
     vec![
         Fault {
@@ -431,7 +404,6 @@ pub fn infrastructure(main: &str, shortlived: &str) -> Vec<Fault> {
             notified: vec![want("RedisStreamsExporterDown")],
             max_notifications: 1,
             since: Since::ExporterKilled,
-            tolerated: Vec::new(),
         },
         on_target(
             "redis-server killed",
@@ -488,7 +460,6 @@ pub fn tight(starved: &str, slowscan: &str) -> Vec<Fault> {
             notified: vec![want_on("RedisStreamsProbeStale", &[("probe", "stream")])],
             max_notifications: 1,
             since: Since::Scenarios,
-            tolerated: Vec::new(),
         },
         Fault {
             scenario: "big-pel + pending_entries_per_second 10".to_string(),
@@ -502,7 +473,6 @@ pub fn tight(starved: &str, slowscan: &str) -> Vec<Fault> {
             notified: vec![want("RedisStreamsPendingScanStale")],
             max_notifications: 1,
             since: Since::Scenarios,
-            tolerated: Vec::new(),
         },
     ]
 }
@@ -525,7 +495,6 @@ pub fn pair(job: &str, a: (&str, &str), b: (&str, &str)) -> Vec<Fault> {
         notified: vec![alert],
         max_notifications: 1,
         since,
-        tolerated: Vec::new(),
     };
     vec![
         side(
