@@ -197,16 +197,16 @@ impl Poller {
                     status.last_success = Some(SystemTime::now());
                     status.last_error = None;
                     if !was.success {
-                        tracing::debug!(target = %name, probe = kind.label(), ?duration, "probe succeeded");
+                        tracing::debug!(redis_target = %name, probe = kind.label(), ?duration, "probe succeeded");
                     }
                 }
                 Err(e) => {
                     status.last_error = Some(e.to_string().into());
                     // Log a failure when it starts, not on every run of a long outage.
                     if was.success || was.last_success.is_none() && was.duration.is_zero() {
-                        tracing::warn!(target = %name, probe = kind.label(), error = %e, "probe failed");
+                        tracing::warn!(redis_target = %name, probe = kind.label(), error = %e, "probe failed");
                     } else {
-                        tracing::debug!(target = %name, probe = kind.label(), error = %e, "probe still failing");
+                        tracing::debug!(redis_target = %name, probe = kind.label(), error = %e, "probe still failing");
                     }
                 }
             }
@@ -217,7 +217,7 @@ impl Poller {
                         Next::Grid => period,
                     };
                     tracing::info!(
-                        target = %name,
+                        redis_target = %name,
                         watched = report.watched,
                         added = report.added,
                         removed = report.removed,
@@ -244,13 +244,13 @@ impl Poller {
                         Err(e) => e.to_string(),
                         Ok(()) => "unreachable".to_string(),
                     };
-                    tracing::warn!(target = %name, %reason, "target down; its data series are withdrawn");
+                    tracing::warn!(redis_target = %name, %reason, "target down; its data series are withdrawn");
                     state.last_down_reason = Some(reason);
                 }
                 state.forget_data();
             } else if self.ctx.client.reachable() == Some(true) {
                 if !state.snapshot.up {
-                    tracing::info!(target = %name, "target up");
+                    tracing::info!(redis_target = %name, "target up");
                     state.last_down_reason = None;
                 }
                 state.snapshot.up = true;

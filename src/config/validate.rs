@@ -171,8 +171,8 @@ impl Validator {
                 .or(raw.log.level)
                 .unwrap_or_else(|| "info".into()),
         };
-        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&log.level) {
-            self.problem("log.level", format!("not a valid filter: {e}"));
+        if let Err(e) = crate::telemetry::check_filter(&log.level) {
+            self.problem("log.level", e);
         }
 
         let targets = if raw.targets.is_empty() {

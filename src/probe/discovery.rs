@@ -86,7 +86,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     }
     let dropped = ordered.len().saturating_sub(target.max_streams);
     if dropped > 0 {
-        tracing::warn!(target = %target.name, dropped, max_streams = target.max_streams, "more streams than max_streams; the rest are not watched");
+        tracing::warn!(redis_target = %target.name, dropped, max_streams = target.max_streams, "more streams than max_streams; the rest are not watched");
         ordered.truncate(target.max_streams);
     }
     let result = problems.finish(ProbeKind::Discovery);

@@ -288,7 +288,7 @@ fn time_of(ctx: &ProbeContext, r: &Reply, problems: &mut Problems) -> Option<u64
         },
         Err(e) => {
             problems.refused(e);
-            tracing::debug!(target = %ctx.target.name, error = %e, "TIME refused; ages are not exported");
+            tracing::debug!(redis_target = %ctx.target.name, error = %e, "TIME refused; ages are not exported");
             None
         }
     }
@@ -313,7 +313,7 @@ fn decode_stream(
         Err(e) if e.kind.is_vanished() => {
             // Deleted since discovery: it leaves the watch list now (an
             // event, not an error); discovery finds it again if it returns.
-            tracing::debug!(target = %ctx.target.name, stream = %text::printable(&**key), "stream vanished");
+            tracing::debug!(redis_target = %ctx.target.name, stream = %text::printable(&**key), "stream vanished");
             vanished.push(key.clone());
             return None;
         }
@@ -322,7 +322,7 @@ fn decode_stream(
             // (errors_total); the stream leaves the output. Logged at debug
             // so a permanent condition cannot flood the log every poll.
             problems.refused(e);
-            tracing::debug!(target = %ctx.target.name, stream = %text::printable(&**key), error = %e, "stream skipped");
+            tracing::debug!(redis_target = %ctx.target.name, stream = %text::printable(&**key), error = %e, "stream skipped");
             return None;
         }
     };
@@ -383,7 +383,7 @@ fn build_stream<'s>(
     let time_ids = time_based(&read.info, now_ms);
     if !time_ids && state.non_time_logged.insert(name.clone()) {
         tracing::info!(
-            target = %ctx.target.name,
+            redis_target = %ctx.target.name,
             stream = %String::from_utf8_lossy(name),
             last_id = %read.info.last_generated_id,
             "stream IDs are not wall-clock time; ages of this stream are not exported"
@@ -611,7 +611,7 @@ async fn dead_letters(
                 },
                 Err(e) => {
                     problems.refused(e);
-                    tracing::debug!(target = %ctx.target.name, stream = %text::printable(key), error = %e, "dead-letter stream skipped");
+                    tracing::debug!(redis_target = %ctx.target.name, stream = %text::printable(key), error = %e, "dead-letter stream skipped");
                     continue;
                 }
             };

@@ -792,7 +792,7 @@ impl TargetClient {
             resolved_at,
         } = &mut *self.topo()
         {
-            tracing::warn!(target = %self.target.name, primary = %node.addr, problem = %last_problem, "no sentinel answered; keeping the last known primary");
+            tracing::warn!(redis_target = %self.target.name, primary = %node.addr, problem = %last_problem, "no sentinel answered; keeping the last known primary");
             *resolved_at = Some(Instant::now());
             return Ok(node.clone());
         }
