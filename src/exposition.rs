@@ -213,7 +213,8 @@ async fn keep_current(store: Arc<SnapshotStore>, exposition: Weak<Exposition>) {
             // Exporter state first, targets second: a reload updates its
             // counters after it applied the new targets, so what is shown of
             // a reload is never newer than the targets shown with it.
-            let exporter = store.exporter.copy();
+            let mut exporter = store.exporter.copy();
+            exporter.process = crate::process::read();
             let targets = store.targets();
             let ready_targets = targets.iter().filter(|t| t.ready).count();
             let not_ready = targets

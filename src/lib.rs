@@ -21,6 +21,7 @@
 //!   timeouts, size limits, shutdown); [`web`]: TLS, basic auth, rate limit
 //!   and headers from an exporter-toolkit web config, kept current with its
 //!   file. [`app`]: wiring, reload and shutdown.
+//! - [`process`]: the process's own figures from /proc.
 //! - [`check`]: the one-shot table. [`glob`]: Redis-style patterns.
 //!   [`text`]: names from Redis made safe to print.
 
@@ -36,6 +37,7 @@ pub mod loss;
 pub mod metrics;
 pub mod poller;
 pub mod probe;
+pub mod process;
 pub mod ratelimit;
 pub mod redis;
 pub mod schedule;

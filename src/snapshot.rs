@@ -298,6 +298,9 @@ pub struct ExporterState {
     pub reload_failures: AtomicU64,
     /// Last reload succeeded (or none attempted).
     pub last_reload_ok: AtomicBool,
+    /// The process's own figures, read when the exposition is rendered
+    /// (`None` in the live state, and where /proc cannot be read).
+    pub process: Option<crate::process::ProcessStats>,
 }
 
 impl ExporterState {
@@ -307,6 +310,7 @@ impl ExporterState {
             reloads: AtomicU64::new(self.reloads.load(Ordering::Relaxed)),
             reload_failures: AtomicU64::new(self.reload_failures.load(Ordering::Relaxed)),
             last_reload_ok: AtomicBool::new(self.last_reload_ok.load(Ordering::Relaxed)),
+            process: self.process,
         }
     }
 }
@@ -317,6 +321,7 @@ impl Default for ExporterState {
             reloads: AtomicU64::new(0),
             reload_failures: AtomicU64::new(0),
             last_reload_ok: AtomicBool::new(true),
+            process: None,
         }
     }
 }

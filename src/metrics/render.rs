@@ -656,5 +656,26 @@ impl<'a> Renderer<'a> {
                 },
             );
         });
+        // The process, as every client library exports it.
+        if let Some(p) = &self.exporter.process {
+            type ProcessValue = fn(&crate::process::ProcessStats) -> Option<f64>;
+            let process_families: [(&'static MetricDef, ProcessValue); 6] = [
+                (&c::PROCESS_CPU_SECONDS, |p| p.cpu_seconds),
+                (&c::PROCESS_OPEN_FDS, |p| p.open_fds.map(|v| v as f64)),
+                (&c::PROCESS_MAX_FDS, |p| p.max_fds.map(|v| v as f64)),
+                (&c::PROCESS_VIRTUAL_MEMORY, |p| {
+                    p.virtual_memory_bytes.map(|v| v as f64)
+                }),
+                (&c::PROCESS_RESIDENT_MEMORY, |p| {
+                    p.resident_memory_bytes.map(|v| v as f64)
+                }),
+                (&c::PROCESS_START_TIME, |p| p.start_time_seconds),
+            ];
+            for (def, value) in process_families {
+                if let Some(v) = value(p) {
+                    out.family(def, |f| f.sample(&[], v));
+                }
+            }
+        }
     }
 }
