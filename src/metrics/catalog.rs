@@ -99,7 +99,7 @@ metric!(
     "redis_streams_stream_groups",
     Gauge,
     TS,
-    "Consumer groups of the stream. Cached by the poller."
+    "Consumer groups of the stream (XINFO STREAM groups), including groups the exporter's group filters exclude. Cached by the poller."
 );
 metric!(
     STREAM_TIME_BASED_IDS,

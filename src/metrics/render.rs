@@ -279,7 +279,7 @@ impl<'a> Renderer<'a> {
             (&c::STREAM_LAST_ENTRY_TS, |s| {
                 id_ts(s, s.info.last_generated_id)
             }),
-            (&c::STREAM_GROUPS, |s| Some(s.groups.len() as f64)),
+            (&c::STREAM_GROUPS, |s| Some(s.info.groups as f64)),
             (&c::STREAM_TIME_BASED_IDS, |s| {
                 Some(if s.time_based_ids { 1.0 } else { 0.0 })
             }),
@@ -430,7 +430,8 @@ impl<'a> Renderer<'a> {
         out.family(&c::GROUP_PENDING_BY_IDLE, |f| {
             for t in &self.up {
                 for ((s, g), sc) in t.scans.iter() {
-                    let Some(scan) = last_scan(sc) else {
+                    // No bounds configured: the family is not exported.
+                    let Some(scan) = last_scan(sc).filter(|s| !s.idle_bounds.is_empty()) else {
                         continue;
                     };
                     let [l1, l2, l3] = group_labels(t, s, g);
@@ -446,7 +447,7 @@ impl<'a> Renderer<'a> {
         out.family(&c::GROUP_PENDING_BY_DELIVERY_COUNT, |f| {
             for t in &self.up {
                 for ((s, g), sc) in t.scans.iter() {
-                    let Some(scan) = last_scan(sc) else {
+                    let Some(scan) = last_scan(sc).filter(|s| !s.delivery_bounds.is_empty()) else {
                         continue;
                     };
                     let [l1, l2, l3] = group_labels(t, s, g);

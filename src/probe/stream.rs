@@ -22,7 +22,11 @@ use crate::{status, text};
 /// One stream's XINFO, decoded.
 struct Read {
     info: StreamInfo,
+    /// The groups watched.
     groups: Vec<GroupInfo>,
+    /// Groups excluded by the group filters: never read further, but their
+    /// positions still inform the lag estimator.
+    unwatched: Vec<GroupInfo>,
 }
 
 /// Runs the stream probe.
@@ -107,8 +111,13 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                             })
                             .collect();
                         let earlier = state.anchors.get(name).map_or(&[][..], |h| h.as_slice());
-                        let anchors =
-                            lag::stream_anchors(&read.info, &read.groups, arithmetic, earlier);
+                        let anchors = if read.unwatched.is_empty() {
+                            lag::stream_anchors(&read.info, &read.groups, arithmetic, earlier)
+                        } else {
+                            let all: Vec<GroupInfo> =
+                                read.groups.iter().chain(&read.unwatched).cloned().collect();
+                            lag::stream_anchors(&read.info, &all, arithmetic, earlier)
+                        };
                         (trails, anchors)
                     })
                     .unzip()
@@ -326,6 +335,7 @@ fn decode_stream(
             return None;
         }
     };
+    let settings = ctx.config.streams.for_stream(key);
     let groups = match groups {
         Ok(v) => match reply::groups(v) {
             Ok(g) => g,
@@ -339,7 +349,14 @@ fn decode_stream(
             return None;
         }
     };
-    Some(Read { info, groups })
+    let (groups, unwatched) = groups
+        .into_iter()
+        .partition(|g| ctx.target.watches_group(&settings, &g.name));
+    Some(Read {
+        info,
+        groups,
+        unwatched,
+    })
 }
 
 /// Whether a stream's IDs are wall-clock milliseconds.
