@@ -143,6 +143,20 @@ pub fn not_ready_reason(t: &TargetSnapshot) -> String {
     "ready".to_string()
 }
 
+/// Why a target is down: the failure of its first failing probe, in
+/// collection order.
+pub fn down_reason(t: &TargetSnapshot) -> String {
+    t.probes
+        .iter()
+        .filter(|(_, p)| !p.success)
+        .find_map(|(kind, p)| {
+            p.last_error
+                .as_ref()
+                .map(|e| format!("{} failed: {e}", kind.label()))
+        })
+        .unwrap_or_else(|| "no connection yet".to_string())
+}
+
 /// One rendered exposition.
 #[derive(Clone, Debug)]
 pub struct Rendered {

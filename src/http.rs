@@ -325,18 +325,7 @@ fn name(bytes: &[u8]) -> String {
 /// Why a target that is down or not ready is so, from its probes.
 fn target_problem(t: &TargetSnapshot) -> Option<String> {
     if !t.up {
-        // The first failing probe, in collection order.
-        let why = t
-            .probes
-            .iter()
-            .filter(|(_, p)| !p.success)
-            .filter_map(|(kind, p)| Some((kind, p.last_error.as_ref()?)))
-            .next()
-            .map(|(kind, e)| format!("{} failed: {e}", kind.label()));
-        return Some(format!(
-            "down: {}",
-            why.unwrap_or_else(|| "no connection yet".to_string())
-        ));
+        return Some(format!("down: {}", crate::exposition::down_reason(t)));
     }
     (!t.ready).then(|| format!("not ready: {}", crate::exposition::not_ready_reason(t)))
 }

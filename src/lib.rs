@@ -22,7 +22,8 @@
 //!   and headers from an exporter-toolkit web config, kept current with its
 //!   file. [`app`]: wiring, reload and shutdown.
 //! - [`process`]: the process's own figures from /proc.
-//! - [`check`]: the one-shot table. [`glob`]: Redis-style patterns.
+//! - [`check`]: the daemon's probes and status rules from a shell, once or
+//!   over a watched window, and a report. [`glob`]: Redis-style patterns.
 //!   [`text`]: names from Redis made safe to print.
 
 pub mod app;

@@ -157,6 +157,8 @@ pub struct GroupState {
     pub ahead_of_stream: bool,
     /// Status over the window.
     pub status: Option<GroupStatus>,
+    /// What `status` rests on (see [`crate::status::Basis`]).
+    pub status_basis: Option<crate::status::Basis>,
 }
 
 /// Everything known about one stream.
@@ -448,6 +450,7 @@ mod tests {
             rewinds: 0,
             ahead_of_stream: false,
             status: None,
+            status_basis: None,
         }
     }
 

@@ -222,6 +222,7 @@ fn render_names(names: &[Vec<u8>]) -> String {
             rewinds: 0,
             ahead_of_stream: false,
             status: None,
+            status_basis: None,
         };
         let stream = StreamState {
             info: StreamInfo {

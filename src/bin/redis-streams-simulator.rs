@@ -38,7 +38,8 @@
 //! | `outpace-xdel` | as `outpace`, and every 5 s the producer cancels (`XDEL`) its newest, still undelivered entry: with a deletion ahead of the group Redis 7.0+ reports `lag` and `entries-read` as nil until the group reads the last entry, which it never does, so the exporter estimates the lag | lag estimated, production outpacing consumption (`…Estimated`) |
 //! | `stopped` | consumers read for 5 s, then all stop; production goes on | group stopped, lag seconds high/critical |
 //! | `noack` | the consumer reads 3/s and never acknowledges | pending growing, stalled |
-//! | `many-streams` | `--streams N` small streams without groups (for `max_streams` and rate-limit starvation) | streams dropped, probe stale (with a tight exporter) |
+//! | `many-streams` | `--streams N` small streams, each with `--groups G` groups (default none) whose consumers keep up (`XREADGROUP … NOACK` every 10 s) | streams dropped, probe stale (with a tight exporter); with groups, a large healthy keyspace for `check` |
+//! | `batch` | producer 2/s; a healthy batch job reads and acknowledges everything every `--batch-every` (4 m), and is idle in between | nothing (a `check --watch` longer than the period says ok, a single look says unknown, never stopped) |
 //! | `big-pel` | a prefetching consumer keeps `--pel-entries N` entries in flight | PEL scan stale (with a small scan budget) |
 //! | `evictable` | a queue whose consumer always has 5 entries in flight; with `--set-eviction-policy` also `CONFIG SET maxmemory 256mb` and `maxmemory-policy allkeys-lru` | evictable pending entries |
 //!
@@ -83,6 +84,13 @@ struct Cli {
     /// `many-streams`: how many streams to create.
     #[arg(long, default_value_t = 30)]
     streams: usize,
+    /// `many-streams`: consumer groups per stream, each read by a consumer
+    /// that keeps up.
+    #[arg(long, default_value_t = 0)]
+    groups: usize,
+    /// `batch`: how often the batch job runs.
+    #[arg(long, default_value = "4m")]
+    batch_every: humantime::Duration,
     /// `big-pel`: entries kept pending.
     #[arg(long, default_value_t = 3000)]
     pel_entries: usize,
@@ -130,6 +138,8 @@ enum Scenario {
     BigPel,
     /// A queue with pending entries (and, with --set-eviction-policy, an allkeys-lru maxmemory).
     Evictable,
+    /// A healthy batch consumer that drains the stream every --batch-every.
+    Batch,
     /// Every scenario from healthy to noack.
     All,
 }
@@ -168,6 +178,7 @@ impl Scenario {
             Scenario::ManyStreams => "many-streams",
             Scenario::BigPel => "big-pel",
             Scenario::Evictable => "evictable",
+            Scenario::Batch => "batch",
             Scenario::All => "all",
         }
     }
@@ -195,6 +206,8 @@ struct Ctx {
     client: redis::Client,
     prefix: String,
     streams: usize,
+    groups: usize,
+    batch_every: Duration,
     pel_entries: usize,
     set_eviction_policy: bool,
 }
@@ -276,6 +289,8 @@ async fn run(cli: Cli) -> Result<()> {
         client,
         prefix: cli.prefix.clone(),
         streams: cli.streams,
+        groups: cli.groups,
+        batch_every: cli.batch_every.into(),
         pel_entries: cli.pel_entries,
         set_eviction_policy: cli.set_eviction_policy,
     };
@@ -318,6 +333,7 @@ async fn run(cli: Cli) -> Result<()> {
                 Scenario::ManyStreams => many_streams(&ctx).await,
                 Scenario::BigPel => big_pel(&ctx).await,
                 Scenario::Evictable => evictable(&ctx).await,
+                Scenario::Batch => batch(&ctx).await,
                 Scenario::All => Ok(()),
             };
             (scenario, result)
@@ -1150,43 +1166,116 @@ async fn many_streams(ctx: &Ctx) -> Result<()> {
     let names: Vec<String> = (0..ctx.streams)
         .map(|i| format!("{}{i}", scenario.stream(&ctx.prefix)))
         .collect();
-    for name in &names {
-        let _: i64 = redis::cmd("DEL").arg(name).query_async(&mut con).await?;
+    let groups: Vec<String> = (0..ctx.groups).map(|g| format!("group-{g}")).collect();
+    for chunk in names.chunks(100) {
         let mut pipe = redis::pipe();
-        for n in 0..5u64 {
-            pipe.cmd("XADD").arg(name).arg("*").arg("n").arg(n).ignore();
+        for name in chunk {
+            pipe.cmd("DEL").arg(name).ignore();
+            for n in 0..5u64 {
+                pipe.cmd("XADD").arg(name).arg("*").arg("n").arg(n).ignore();
+            }
+            // The groups start at the end: nothing undelivered.
+            for g in &groups {
+                pipe.cmd("XGROUP")
+                    .arg("CREATE")
+                    .arg(name)
+                    .arg(g)
+                    .arg("$")
+                    .ignore();
+            }
         }
         let () = pipe.query_async(&mut con).await?;
     }
     say(
         scenario,
         format_args!(
-            "{} streams {}0..{}",
+            "{} streams {}0..{}, {} groups each",
             names.len(),
-            ctx.prefix,
-            names.len().saturating_sub(1)
+            scenario.stream(&ctx.prefix),
+            names.len().saturating_sub(1),
+            groups.len()
         ),
     );
-    // Keep them alive: one entry per stream every 10 s.
+    // Keep them alive: one entry per stream every 10 s, read at once by
+    // each group's consumer (NOACK: nothing stays pending).
     let mut tick = ticker(Duration::from_secs(10));
     let mut n = 5u64;
     loop {
         tick.tick().await;
         n += 1;
-        let mut pipe = redis::pipe();
-        for name in &names {
-            pipe.cmd("XADD")
-                .arg(name)
-                .arg("MAXLEN")
-                .arg("~")
-                .arg(1000)
-                .arg("*")
-                .arg("n")
-                .arg(n)
-                .ignore();
+        for chunk in names.chunks(500) {
+            let mut pipe = redis::pipe();
+            for name in chunk {
+                pipe.cmd("XADD")
+                    .arg(name)
+                    .arg("MAXLEN")
+                    .arg("~")
+                    .arg(1000)
+                    .arg("*")
+                    .arg("n")
+                    .arg(n)
+                    .ignore();
+                for g in &groups {
+                    pipe.cmd("XREADGROUP")
+                        .arg("GROUP")
+                        .arg(g)
+                        .arg("consumer-1")
+                        .arg("COUNT")
+                        .arg(100)
+                        .arg("NOACK")
+                        .arg("STREAMS")
+                        .arg(name)
+                        .arg(">")
+                        .ignore();
+                }
+            }
+            let () = pipe.query_async(&mut con).await?;
         }
-        let () = pipe.query_async(&mut con).await?;
     }
+}
+
+async fn batch(ctx: &Ctx) -> Result<()> {
+    let scenario = Scenario::Batch;
+    let stream = scenario.stream(&ctx.prefix);
+    let mut con = ctx.conn().await?;
+    fresh_stream(&mut con, &stream, &["reports"], &[]).await?;
+    say(
+        scenario,
+        format_args!(
+            "producer at 2/s; the batch job drains the stream every {}",
+            humantime::format_duration(ctx.batch_every)
+        ),
+    );
+    // What accumulated since the job's last run, which it drains at once.
+    for n in 1..=10 {
+        xadd_capped(&mut con, &stream, &body(n)).await?;
+    }
+    let producer = spawn_producer(ctx, &stream, 2.0);
+    let job = tokio::spawn({
+        let (c, s) = (ctx.clone(), stream.clone());
+        async move {
+            let mut con = c.conn().await?;
+            let mut tick = ticker(c.batch_every);
+            loop {
+                tick.tick().await;
+                let mut drained = 0usize;
+                loop {
+                    let got = read_new(&mut con, &s, "reports", "batch-job", 500).await?;
+                    if got.is_empty() {
+                        break;
+                    }
+                    drained += got.len();
+                    let ids: Vec<String> = got.into_iter().map(|e| e.id).collect();
+                    ack(&mut con, &s, "reports", &ids).await?;
+                }
+                say(
+                    Scenario::Batch,
+                    format_args!("batch job processed {drained} entries"),
+                );
+            }
+        }
+    });
+    all_of(vec![producer, job]).await
 }
 
 async fn big_pel(ctx: &Ctx) -> Result<()> {

@@ -465,7 +465,7 @@ fn build_stream<'s>(
             }
             _ => {}
         }
-        let status = now_ms.map(|at_ms| {
+        let judged = now_ms.map(|at_ms| {
             let sample = status::Sample {
                 at_ms,
                 lag: figure.lag,
@@ -480,7 +480,7 @@ fn build_stream<'s>(
                 last_read_at_ms: memory.last_read_at_ms,
             };
             memory.window.push(&sample);
-            status::evaluate(&memory.window, &sample, &status_settings)
+            status::judge(&memory.window, &sample, &status_settings)
         });
         let before = previous.as_ref().and_then(|p| p.groups.get(&gname));
         let fresh = GroupState {
@@ -491,7 +491,12 @@ fn build_stream<'s>(
             lost: ledger.lost(),
             rewinds: ledger.rewinds(),
             ahead_of_stream: figure.ahead_of_stream,
-            status: status.or_else(|| before.and_then(|b| b.status)),
+            status: judged
+                .map(|(s, _)| s)
+                .or_else(|| before.and_then(|b| b.status)),
+            status_basis: judged
+                .map(|(_, b)| b)
+                .or_else(|| before.and_then(|b| b.status_basis)),
             info: GroupInfo {
                 name: Vec::new(),
                 consumers: group.consumers,
