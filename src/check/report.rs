@@ -302,6 +302,7 @@ impl Report {
                 .map(|(label, n)| format!("{n} {label}"))
                 .collect();
             let worst = match t.worst_lag() {
+                Some(g) if g.lag_seconds == Some(0.0) => "worst lag 0s".to_string(),
                 Some(g) => format!(
                     "worst lag {} ({} / {})",
                     short_secs(g.lag_seconds.unwrap_or_default()),
