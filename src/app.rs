@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, CliOverrides, Config, Target};
 use crate::http::{self, HttpState, ReloadRequest};
+use crate::multitarget::ProbedTargets;
 use crate::poller::Poller;
 use crate::snapshot::SnapshotStore;
 
@@ -36,27 +37,18 @@ struct Running {
     stop: CancellationToken,
 }
 
-/// Everything that decides how a target is polled, besides the target
-/// itself: a change restarts its poller.
-fn polling_changed(a: &Config, b: &Config) -> bool {
-    a.schedule != b.schedule
-        || a.limits != b.limits
-        || a.metrics != b.metrics
-        || a.status_window != b.status_window
-        || a.streams != b.streams
-}
-
 struct Supervisor {
     store: Arc<SnapshotStore>,
     config: Arc<RwLock<Arc<Config>>>,
     running: BTreeMap<String, Running>,
     shutdown: CancellationToken,
+    probes: Arc<ProbedTargets>,
 }
 
 impl Supervisor {
     /// Starts, keeps or stops pollers so they match `next`.
     fn apply(&mut self, next: Arc<Config>, previous: Option<&Config>) -> Result<(), AppError> {
-        let restart_all = previous.is_none_or(|p| polling_changed(p, &next));
+        let restart_all = previous.is_none_or(|p| p.polling_changed(&next));
         let wanted: BTreeMap<&str, &Arc<Target>> = config::targets_by_name(&next);
         // Build every new client first so a bad CA file leaves all running.
         let mut starting = Vec::new();
@@ -90,13 +82,17 @@ impl Supervisor {
             self.running
                 .insert(target.name.clone(), Running { target, stop });
         }
+        self.store
+            .exporter
+            .label_limit
+            .store(next.metrics.max_label_value_bytes, Ordering::Relaxed);
         *self.config.write().unwrap_or_else(|p| p.into_inner()) = next;
         Ok(())
     }
 
     /// Reloads the file. The error is for HTTP clients: which keys are wrong,
     /// never file paths (the log has the full story).
-    fn reload(&mut self, overrides: &CliOverrides) -> Result<(), String> {
+    async fn reload(&mut self, overrides: &CliOverrides) -> Result<(), String> {
         let store = self.store.clone();
         let exporter = &store.exporter;
         exporter.reloads.fetch_add(1, Ordering::Relaxed);
@@ -119,12 +115,17 @@ impl Supervisor {
                         "web settings other than telemetry_path take effect after a restart (the web config file's content is reloaded on its own)"
                     );
                 }
-                self.apply(Arc::new(next), Some(&current)).map_err(|e| {
+                let next = Arc::new(next);
+                let applied = self.apply(next.clone(), Some(&current)).map_err(|e| {
                     (
                         e.to_string(),
                         "a target's connection settings could not be applied; the exporter's log says why".to_string(),
                     )
-                })
+                });
+                if applied.is_ok() {
+                    self.probes.reconcile(&next).await;
+                }
+                applied
             }
         };
         self.store.touch();
@@ -186,11 +187,13 @@ pub async fn run(
     let config = Arc::new(config);
     let shared = Arc::new(RwLock::new(config.clone()));
     let stop_all = CancellationToken::new();
+    let probes = ProbedTargets::start(shared.clone(), store.clone(), stop_all.clone());
     let mut supervisor = Supervisor {
         store: store.clone(),
         config: shared.clone(),
         running: BTreeMap::new(),
         shutdown: stop_all.clone(),
+        probes: probes.clone(),
     };
     supervisor.apply(config, None)?;
 
@@ -205,7 +208,7 @@ pub async fn run(
                     _ = recv_hangup(&mut hup) => None,
                     _ = stop_all.cancelled() => return,
                 };
-                let outcome = supervisor.reload(&overrides);
+                let outcome = supervisor.reload(&overrides).await;
                 if let Some(reply) = reply {
                     let _ = reply.send(outcome);
                 }
@@ -213,7 +216,7 @@ pub async fn run(
         }
     });
 
-    let state = HttpState::new(store, shared, reload_tx);
+    let state = HttpState::with_probes(store, shared, reload_tx, probes);
     let app = http::router(state, web.clone());
     let stop_http = CancellationToken::new();
     tokio::spawn({

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::metrics::{BuildInfo, Renderer, Section, SectionInputs};
+use crate::metrics::{BuildInfo, Renderer, Section, SectionCounts, SectionInputs};
 use crate::snapshot::{ExporterState, SnapshotStore, TargetSnapshot};
 
 /// Changes arriving within this time of each other are rendered together.
@@ -291,7 +291,7 @@ struct CompressedSection {
     inputs: Option<SectionInputs>,
     deflate: Chunks,
     crc: flate2::Crc,
-    duplicates: u64,
+    counts: SectionCounts,
 }
 
 /// A gzip header: no name, no time, unknown OS.
@@ -319,20 +319,21 @@ fn render_gzip(
         let compressed = match reused {
             Some(c) => c,
             None => {
-                let (deflater, duplicates) = renderer.section(section, SectionDeflater::new())?;
+                let (deflater, counts) = renderer.section(section, SectionDeflater::new())?;
                 let (deflate, crc) = deflater.finish()?;
                 CompressedSection {
                     inputs,
                     deflate,
                     crc,
-                    duplicates,
+                    counts,
                 }
             }
         };
         let compressed = slot.insert(compressed);
         pieces.extend(compressed.deflate.pieces());
         crc.combine(&compressed.crc);
-        duplicates += compressed.duplicates;
+        duplicates += compressed.counts.duplicates;
+        renderer.note_shortened(compressed.counts.shortened);
     }
     let mut end = Vec::with_capacity(10);
     end.extend_from_slice(&DEFLATE_END);

@@ -1,4 +1,5 @@
 //! The HTTP endpoints: `/metrics` (path configurable), `/healthz`, `/readyz`,
+//! `/probe?target=&auth_module=` (multi-target, see [`crate::multitarget`]),
 //! the `/` landing page and `POST /-/reload` (with `--web.enable-lifecycle`);
 //! a known path asked with another method gets 405 and `Allow`. Only this
 //! module and [`crate::server`], which runs the connections, know axum.
@@ -18,6 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::config::Config;
 use crate::exposition::{Chunks, Exposition};
 use crate::metrics::BuildInfo;
+use crate::multitarget::{ProbeError, ProbedTargets};
 use crate::snapshot::{SnapshotStore, TargetSnapshot};
 use crate::status::GroupStatus;
 use crate::web::{Admission, Live, WebConfig};
@@ -35,21 +37,41 @@ pub struct HttpState {
     pub config: Arc<RwLock<Arc<Config>>>,
     /// Where reload requests go.
     pub reload: mpsc::Sender<ReloadRequest>,
+    /// The targets `/probe` polls.
+    pub probes: Arc<ProbedTargets>,
     exposition: Arc<Exposition>,
 }
 
 impl HttpState {
     /// Shared state for the router.
+    /// `/probe` gets a registry of its own, stopped with the last clone of
+    /// the state's token (see [`Self::with_probes`] to share one).
     pub fn new(
         store: Arc<SnapshotStore>,
         config: Arc<RwLock<Arc<Config>>>,
         reload: mpsc::Sender<ReloadRequest>,
+    ) -> Arc<Self> {
+        let probes = ProbedTargets::start(
+            config.clone(),
+            store.clone(),
+            tokio_util::sync::CancellationToken::new(),
+        );
+        Self::with_probes(store, config, reload, probes)
+    }
+
+    /// Shared state with the daemon's `/probe` registry.
+    pub fn with_probes(
+        store: Arc<SnapshotStore>,
+        config: Arc<RwLock<Arc<Config>>>,
+        reload: mpsc::Sender<ReloadRequest>,
+        probes: Arc<ProbedTargets>,
     ) -> Arc<Self> {
         Arc::new(HttpState {
             exposition: Exposition::start(store.clone()),
             store,
             config,
             reload,
+            probes,
         })
     }
 
@@ -148,7 +170,7 @@ async fn dispatch(
     let config = state.config();
     let path = uri.path();
     let known = path == config.web.telemetry_path
-        || matches!(path, "/" | "/healthz" | "/readyz" | "/-/reload");
+        || matches!(path, "/" | "/healthz" | "/readyz" | "/probe" | "/-/reload");
     if !known {
         return (StatusCode::NOT_FOUND, "not found\n").into_response();
     }
@@ -170,6 +192,7 @@ async fn dispatch(
     }
     match path {
         p if p == config.web.telemetry_path => metrics(&state, &headers).await,
+        "/probe" => probe(&state, &config, &uri, &headers).await,
         "/" => landing(&state, &config, uri.query()),
         "/healthz" => (StatusCode::OK, "ok\n").into_response(),
         _ => {
@@ -191,6 +214,94 @@ async fn dispatch(
                 (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
             }
         }
+    }
+}
+
+/// Time kept back from Prometheus's scrape timeout, so the answer of a probe
+/// that waited for a first collection still arrives in time.
+const SCRAPE_TIMEOUT_MARGIN: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// `GET /probe?target=<redis URL>&auth_module=<name>`: the target's series,
+/// polled in the background from its first probe. Refusals answer 403
+/// (`/probe` off), 400 (bad or disallowed target, credentials in the URL,
+/// unknown auth module) or 503 (too many probed targets), with the reason.
+async fn probe(state: &HttpState, config: &Config, uri: &Uri, headers: &HeaderMap) -> Response {
+    let params = match axum::extract::Query::<Vec<(String, String)>>::try_from_uri(uri) {
+        Ok(q) => q.0,
+        Err(_) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                "the query string cannot be parsed\n",
+            )
+                .into_response();
+        }
+    };
+    let mut target = None;
+    let mut auth_module = None;
+    for (key, value) in &params {
+        let slot = match key.as_str() {
+            "target" => &mut target,
+            "auth_module" => &mut auth_module,
+            _ => continue,
+        };
+        if slot.replace(value.as_str()).is_some() {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("{key} is given more than once\n"),
+            )
+                .into_response();
+        }
+    }
+    // Prometheus says how long it waits for the answer.
+    let scrape_timeout = headers
+        .get("x-prometheus-scrape-timeout-seconds")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(|s| std::time::Duration::from_secs_f64(s).saturating_sub(SCRAPE_TIMEOUT_MARGIN));
+    let wait = scrape_timeout.map_or(config.probe.first_collection_wait, |t| {
+        t.min(config.probe.first_collection_wait)
+    });
+    let answer = match state.probes.probe(target, auth_module, wait).await {
+        Ok(answer) => answer,
+        Err(e) => {
+            let status = match &e {
+                ProbeError::Refused(crate::config::ProbeRefusal::Disabled) => StatusCode::FORBIDDEN,
+                ProbeError::Refused(_) => StatusCode::BAD_REQUEST,
+                ProbeError::OverCap { .. } => StatusCode::SERVICE_UNAVAILABLE,
+                ProbeError::Client(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            tracing::debug!(status = status.as_u16(), reason = %e, "probe refused");
+            return (status, format!("{e}\n")).into_response();
+        }
+    };
+    let label_limit = config.metrics.max_label_value_bytes;
+    let rendered = tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        if let Some(waited) = answer.waited_in_vain {
+            out.extend_from_slice(
+                format!(
+                    "# redis-streams-exporter: the first collection of target {} did not finish within {:.1}s ({}); its data series follow in a later scrape\n",
+                    crate::text::printable(answer.snapshot.name.as_bytes()),
+                    waited.as_secs_f64(),
+                    crate::text::printable(crate::exposition::not_ready_reason(&answer.snapshot).as_bytes()),
+                )
+                .as_bytes(),
+            );
+        }
+        crate::metrics::render_probe_answer(&answer.snapshot, label_limit, out)
+    })
+    .await;
+    match rendered {
+        Ok(Ok(body)) => (
+            [(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            )],
+            body,
+        )
+            .into_response(),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "rendering failed\n").into_response(),
     }
 }
 

@@ -8,12 +8,13 @@
 //!   connections, rate limit, cluster routing, reply decoding.
 //! - [`probe`]: what to ask on each schedule, one probe per file, producing
 //!   plain data into the target's state.
-//! - [`lag`], [`loss`] and [`status`]: pure arithmetic on what the probes
-//!   read (lag done right, the NULL-lag estimator, losses and rewinds between
-//!   polls, group status).
+//! - [`lag`], [`loss`], [`trend`] and [`status`]: pure arithmetic on what
+//!   the probes read (lag done right, the NULL-lag estimator, losses and
+//!   rewinds between polls, time to loss and to drain, group status).
 //! - [`schedule`] and [`ratelimit`]: when to run and how fast, pure and
 //!   tested under paused time.
-//! - [`poller`]: runs a target's probes and publishes its snapshots.
+//! - [`poller`]: runs a target's probes and publishes its snapshots;
+//!   [`multitarget`]: the pollers `/probe` starts, and their expiry.
 //! - [`snapshot`]: the immutable picture `/metrics` renders.
 //! - [`metrics`]: the only module that knows metric names (the catalog) and
 //!   the text exposition; [`exposition`] keeps it rendered in the background.
@@ -36,6 +37,7 @@ pub mod http;
 pub mod lag;
 pub mod loss;
 pub mod metrics;
+pub mod multitarget;
 pub mod poller;
 pub mod probe;
 pub mod process;
@@ -47,4 +49,5 @@ pub mod snapshot;
 pub mod status;
 pub mod telemetry;
 pub mod text;
+pub mod trend;
 pub mod web;

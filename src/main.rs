@@ -17,6 +17,14 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 use redis_streams_exporter::cli::{Cli, Command, Output};
 use redis_streams_exporter::{app, check, config, telemetry};
 
+/// The configuration's file for messages, `<flags>` without one.
+fn config_file(config: &config::Config) -> String {
+    config
+        .source
+        .as_ref()
+        .map_or("<flags>".to_string(), |p| p.display().to_string())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if matches!(cli.command, Some(Command::Check(_))) {
@@ -49,7 +57,27 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         }
-        println!("configuration is valid: {} target(s)", config.targets.len());
+        // What the daemon builds before its first connection (TLS settings
+        // against the system's trust store), without connecting.
+        for target in &config.targets {
+            if let Err(e) =
+                redis_streams_exporter::redis::TargetClient::new(target.clone(), &config.limits)
+            {
+                eprintln!("invalid configuration:\n{}: {e}", config_file(&config));
+                return ExitCode::from(2);
+            }
+        }
+        if config.probe.allowed_targets.is_empty() {
+            println!("configuration is valid: {} target(s)", config.targets.len());
+        } else {
+            println!(
+                "configuration is valid: {} target(s), /probe on ({} allowed glob(s), {} auth module(s), at most {} probed targets)",
+                config.targets.len(),
+                config.probe.allowed_targets.len(),
+                config.auth_modules.len(),
+                config.probe.max_targets
+            );
+        }
         return ExitCode::SUCCESS;
     }
     match &cli.command {
@@ -74,6 +102,7 @@ fn main() -> ExitCode {
             Some(Command::Check(args)) => {
                 let options = check::Options { watch: args.watch };
                 let progress = check::Progress::stderr();
+                let file = config_file(&config);
                 match check::run(Arc::new(config), options, &progress).await {
                     Ok(report) => {
                         match args.output {
@@ -83,7 +112,7 @@ fn main() -> ExitCode {
                         ExitCode::from(report.exit_code())
                     }
                     Err(e) => {
-                        eprintln!("{e}");
+                        eprintln!("invalid configuration:\n{file}: {e}");
                         ExitCode::from(check::EXIT_USAGE)
                     }
                 }
@@ -93,14 +122,25 @@ fn main() -> ExitCode {
                 let listener = match tokio::net::TcpListener::bind(&address).await {
                     Ok(l) => l,
                     Err(e) => {
-                        eprintln!("cannot listen on {address}: {e}");
-                        return ExitCode::FAILURE;
+                        eprintln!(
+                            "invalid configuration:\n{}: web.listen_address: cannot listen on {address}: {e}",
+                            config_file(&config)
+                        );
+                        return ExitCode::from(2);
                     }
                 };
                 match app::run(config, overrides, listener, app::shutdown_signal()).await {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(e @ app::AppError::Web(_)) => {
                         eprintln!("invalid web configuration:\n{e}");
+                        ExitCode::from(2)
+                    }
+                    // A target's TLS settings, which the configuration
+                    // checks could not fully vet: the same exit status as
+                    // any other configuration error, so systemd's
+                    // RestartPreventExitStatus=2 does not restart in a loop.
+                    Err(e @ app::AppError::Client(_)) => {
+                        eprintln!("invalid configuration:\n{e}");
                         ExitCode::from(2)
                     }
                     Err(e) => {

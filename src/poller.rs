@@ -8,6 +8,7 @@
 //! and `target_up` becomes 0 until a run succeeds again: stale values are
 //! never served as fresh.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -29,8 +30,9 @@ pub struct Poller {
     /// The right to publish, taken when the poller starts (0 = not yet), so
     /// a poller built but never started takes nothing from the one running.
     owner: Arc<std::sync::atomic::AtomicU64>,
-    /// Wakes the stream loop when discovery finds new streams.
-    stream_wake: Arc<tokio::sync::Notify>,
+    /// Wakes a probe's loop before its time: the stream poll when discovery
+    /// finds new streams; every data probe when the target comes back.
+    wakes: Arc<BTreeMap<ProbeKind, tokio::sync::Notify>>,
 }
 
 impl Poller {
@@ -53,7 +55,12 @@ impl Poller {
         };
         Ok(Poller {
             owner: Arc::default(),
-            stream_wake: Arc::default(),
+            wakes: Arc::new(
+                ProbeKind::ALL
+                    .into_iter()
+                    .map(|k| (k, tokio::sync::Notify::new()))
+                    .collect(),
+            ),
             ctx: ProbeContext {
                 config,
                 target,
@@ -62,6 +69,15 @@ impl Poller {
             },
             store,
         })
+    }
+
+    /// Starts `kind`'s next run now, if its loop is waiting.
+    fn wake(&self, kind: ProbeKind) {
+        if let Some(n) = self.wakes.get(&kind) {
+            // Only a waiting loop: a permit kept for a loop not yet started
+            // would double its first run.
+            n.notify_waiters();
+        }
     }
 
     /// This poller's publishing right, taken on first use.
@@ -133,7 +149,7 @@ impl Poller {
             let this = self.clone();
             let shutdown = shutdown.clone();
             loops.spawn(async move {
-                let wake = (kind == ProbeKind::Stream).then_some(&*this.stream_wake);
+                let wake = this.wakes.get(&kind);
                 schedule::every(first_due, period, shutdown, wake, || this.run_probe(kind)).await;
             });
         }
@@ -228,7 +244,7 @@ impl Poller {
                     );
                     if report.added > 0 {
                         // New streams are read now, not a stream interval later.
-                        self.stream_wake.notify_one();
+                        self.wake(ProbeKind::Stream);
                     }
                 }
             }
@@ -251,7 +267,15 @@ impl Poller {
             } else if self.ctx.client.reachable() == Some(true) {
                 if !state.snapshot.up {
                     tracing::info!(redis_target = %name, "target up");
-                    state.last_down_reason = None;
+                    if state.last_down_reason.take().is_some() {
+                        // Back after an outage: refresh what the slow
+                        // probes show now rather than one interval later
+                        // (the PEL scan starts with the groups that had
+                        // findings).
+                        for k in ProbeKind::ALL.into_iter().filter(|k| *k != kind) {
+                            self.wake(k);
+                        }
+                    }
                 }
                 state.snapshot.up = true;
             }

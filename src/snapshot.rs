@@ -8,14 +8,14 @@
 //! latest snapshot is not rendered: a vanished stream vanishes.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
 use crate::config::StreamSettings;
 use crate::loss::Lost;
+use crate::redis::StatsSnapshot;
 use crate::redis::reply::{ConsumerInfo, GroupInfo, StreamInfo};
-use crate::redis::{StatsSnapshot, StreamId};
 use crate::schedule::ProbeKind;
 use crate::status::GroupStatus;
 
@@ -37,6 +37,10 @@ pub struct ServerInfo {
     pub maxmemory: Option<u64>,
     /// `used_memory` in bytes.
     pub used_memory: Option<u64>,
+    /// `run_id`, new at every start of the server (for a cluster, its
+    /// primaries' joined): tells the same server, back after an outage,
+    /// from another one; empty when unknown.
+    pub run_id: String,
 }
 
 /// The last run of one probe.
@@ -56,14 +60,15 @@ pub struct ProbeStatus {
 }
 
 /// The dead-letter stream of a stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DeadLetter {
     /// XLEN; 0 when the stream does not exist (yet).
     pub length: u64,
     /// Entries ever added (7.0+).
     pub entries_added: Option<u64>,
-    /// ID of its oldest entry; `None` when it holds none.
-    pub oldest_id: Option<StreamId>,
+    /// Age of its oldest entry by the server's clock, in seconds; `None`
+    /// when it holds none or its IDs are not time-based.
+    pub oldest_age: Option<f64>,
 }
 
 /// Results of the last complete PEL scan of a group.
@@ -155,6 +160,13 @@ pub struct GroupState {
     pub rewinds: u64,
     /// last-delivered-id is beyond the stream's last generated ID.
     pub ahead_of_stream: bool,
+    /// Seconds of ID time between the stream's first entry and the group's
+    /// first undelivered one (time-based IDs, something undelivered).
+    pub retention_margin: Option<f64>,
+    /// Seconds until trimming reaches undelivered entries, at recent rates.
+    pub overtake_eta: Option<f64>,
+    /// Seconds until the lag reaches 0, at recent rates.
+    pub drain_eta: Option<f64>,
     /// Status over the window.
     pub status: Option<GroupStatus>,
     /// What `status` rests on (see [`crate::status::Basis`]).
@@ -252,6 +264,9 @@ pub struct TargetSnapshot {
     /// Age of each group's smallest pending ID, in seconds: the ID from the
     /// pending summary, aged by the server clock of the latest poll.
     pub oldest_pending_age: Arc<BTreeMap<GroupKey, f64>>,
+    /// Poison entries among each stuck group's oldest pending entries (the
+    /// pending summary; see `probe::pending_summary`).
+    pub head_poison: Arc<BTreeMap<GroupKey, u64>>,
     /// Each group's consumers (the consumers probe).
     pub consumers: Arc<BTreeMap<GroupKey, Arc<Consumers>>>,
     /// Each group's PEL scan.
@@ -275,6 +290,7 @@ impl TargetSnapshot {
         let streams = &self.streams;
         let known = |(s, g): &GroupKey| streams.get(s).is_some_and(|st| st.groups.contains_key(g));
         retain_keys(&mut self.oldest_pending_age, known);
+        retain_keys(&mut self.head_poison, known);
         retain_keys(&mut self.consumers, known);
         retain_keys(&mut self.scans, known);
     }
@@ -303,6 +319,49 @@ pub struct ExporterState {
     /// The process's own figures, read when the exposition is rendered
     /// (`None` in the live state, and where /proc cannot be read).
     pub process: Option<crate::process::ProcessStats>,
+    /// `metrics.max_label_value_bytes` of the configuration in force.
+    pub label_limit: AtomicUsize,
+    /// What `/probe` is doing.
+    pub probes: ProbeCounters,
+}
+
+/// `/probe` at a glance, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct ProbeCounters {
+    /// Targets polled for `/probe` now.
+    pub targets: AtomicU64,
+    /// `[probe] max_targets`.
+    pub max_targets: AtomicU64,
+    /// Targets dropped after their time to live.
+    pub expired: AtomicU64,
+    /// Requests by result (`ok` or the refusal's label).
+    pub requests: std::sync::Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl ProbeCounters {
+    /// Counts one request.
+    pub fn request(&self, result: &'static str) {
+        *self
+            .requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(result)
+            .or_insert(0) += 1;
+    }
+
+    fn copy(&self) -> ProbeCounters {
+        ProbeCounters {
+            targets: AtomicU64::new(self.targets.load(Ordering::Relaxed)),
+            max_targets: AtomicU64::new(self.max_targets.load(Ordering::Relaxed)),
+            expired: AtomicU64::new(self.expired.load(Ordering::Relaxed)),
+            requests: std::sync::Mutex::new(
+                self.requests
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone(),
+            ),
+        }
+    }
 }
 
 impl ExporterState {
@@ -313,6 +372,8 @@ impl ExporterState {
             reload_failures: AtomicU64::new(self.reload_failures.load(Ordering::Relaxed)),
             last_reload_ok: AtomicBool::new(self.last_reload_ok.load(Ordering::Relaxed)),
             process: self.process,
+            label_limit: AtomicUsize::new(self.label_limit.load(Ordering::Relaxed)),
+            probes: self.probes.copy(),
         }
     }
 }
@@ -324,6 +385,8 @@ impl Default for ExporterState {
             reload_failures: AtomicU64::new(0),
             last_reload_ok: AtomicBool::new(true),
             process: None,
+            label_limit: AtomicUsize::new(crate::config::DEFAULT_MAX_LABEL_VALUE_BYTES),
+            probes: ProbeCounters::default(),
         }
     }
 }
@@ -449,6 +512,9 @@ mod tests {
             lost: None,
             rewinds: 0,
             ahead_of_stream: false,
+            retention_margin: None,
+            overtake_eta: None,
+            drain_eta: None,
             status: None,
             status_basis: None,
         }

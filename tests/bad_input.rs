@@ -166,7 +166,7 @@ async fn corpus(kind: Server) {
         1.0
     );
     assert_eq!(
-        m.value("redis_streams_stream_length", &ts("q:back\\\\slash")),
+        m.value("redis_streams_stream_length", &ts("q:back\\\\\\\\slash")),
         1.0
     );
     assert_eq!(
@@ -181,7 +181,27 @@ async fn corpus(kind: Server) {
         m.value("redis_streams_stream_length", &ts("q:\\\\xfe\\\\xff-bytes")),
         1.0
     );
-    assert_eq!(m.value("redis_streams_stream_length", &ts(&long)), 1.0);
+    // The 10 KB name is shortened to metrics.max_label_value_bytes (1024)
+    // and marked with `\\…` and a hash of the whole name, and counted.
+    let shortened: Vec<&str> = m
+        .family("redis_streams_stream_length")
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|k| k.contains("stream=\"long:"))
+        .collect();
+    assert_eq!(shortened.len(), 1, "{shortened:?}");
+    let label = shortened[0].split("stream=\"").nth(1).unwrap();
+    assert!(
+        label.starts_with(&long[..1024]),
+        "the first 1024 bytes kept"
+    );
+    assert!(
+        label[1024..].starts_with("\\\\…"),
+        "then the marker: {}",
+        &label[1024..]
+    );
+    assert!(label.len() < 1100, "not 10 KB: {}", label.len());
+    assert!(m.value("redis_streams_exporter_label_values_shortened", &[]) > 0.0);
     let g = [
         ("target", "t"),
         ("stream", "q:we\\\"ird"),
@@ -192,7 +212,7 @@ async fn corpus(kind: Server) {
         ("target", "t"),
         ("stream", "q:we\\\"ird"),
         ("group", "g\\\"\\n\\\\xff"),
-        ("consumer", "c\\\\\\\\xfe"),
+        ("consumer", "c\\\\\\\\\\\\xfe"),
     ];
     assert_eq!(m.value("redis_streams_consumer_pending", &consumer), 1.0);
     // Custom and future IDs: no ages, and said so.
@@ -349,5 +369,71 @@ async fn a_missing_command_permission_fails_its_probes() {
             &tsg("s", "g")
         ),
         None
+    );
+}
+
+/// Issue 18: anyone who can create a key must not be able to forge the
+/// operator's log lines. A stream named with a newline and a fake log line
+/// (with non-time IDs, so the exporter logs its name at info) stays on one
+/// line of the real binary's text log, its newline and escape codes escaped.
+#[test]
+fn key_names_cannot_forge_log_lines() {
+    let server = RedisServer::start(Server::Redis70);
+    let mut c = server.conn();
+    let evil = b"inj\n2026-12-01T00:00:00.000000Z ERROR INJECTED LINE\x1b[2J";
+    xadd_bytes(&mut c, evil, "5-1");
+    let port = free_port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_redis-streams-exporter"))
+        .args([
+            "--redis.url",
+            &server.url(),
+            "--web.listen-address",
+            &format!("127.0.0.1:{port}"),
+            "--log.level",
+            "info",
+        ])
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut lines = Vec::new();
+        for line in std::io::BufReader::new(stderr).lines() {
+            let line = line.unwrap_or_default();
+            let done = line.contains("not wall-clock time");
+            lines.push(line);
+            if done {
+                break;
+            }
+        }
+        lines
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !reader.is_finished() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let lines = reader.join().unwrap();
+    let named = lines
+        .iter()
+        .find(|l| l.contains("not wall-clock time"))
+        .unwrap_or_else(|| panic!("the stream's log line did not come: {lines:#?}"));
+    assert!(
+        named.contains("inj\\n2026-12-01T00:00:00.000000Z ERROR INJECTED LINE\\u{1b}[2J"),
+        "the name is escaped on its own line: {named}"
+    );
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.starts_with("2026-12-01T00:00:00.000000Z ERROR INJECTED")),
+        "a forged line: {lines:#?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("\x1b[2J")),
+        "a raw escape sequence"
     );
 }

@@ -221,6 +221,9 @@ fn render_names(names: &[Vec<u8>]) -> String {
             lost: None,
             rewinds: 0,
             ahead_of_stream: false,
+            retention_margin: None,
+            overtake_eta: None,
+            drain_eta: None,
             status: None,
             status_basis: None,
         };

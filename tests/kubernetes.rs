@@ -944,6 +944,64 @@ fn multi_target_scrape_config_sends_probe_requests_through_prometheus() {
     }
 }
 
+/// The multi-target component replaces the exporter's configuration with its own, which passes
+/// `--check-config`, polls no target of its own, and allows every target of the component's
+/// ScrapeConfig with its auth_module (and nothing far outside).
+#[test]
+fn multi_target_component_configures_the_exporter_for_its_targets() {
+    let (_d, objects) = overlay_with("multi-target");
+    let config_maps: Vec<&Yaml> = find(&objects, "ConfigMap")
+        .into_iter()
+        .filter(|cm| cm["data"]["config.toml"].is_string())
+        .collect();
+    assert_eq!(config_maps.len(), 1, "one exporter ConfigMap");
+    let text = config_maps[0]["data"]["config.toml"].as_str().unwrap();
+    assert_eq!(
+        text,
+        read(&format!("{KUBE}/components/multi-target/config.toml"))
+    );
+    let deployment = one(&objects, "Deployment");
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"],
+        config_maps[0]["metadata"]["name"],
+        "the Deployment mounts the replaced ConfigMap"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.toml");
+    std::fs::write(&file, text).unwrap();
+    let checked = run(Command::new(env!("CARGO_BIN_EXE_redis-streams-exporter"))
+        .arg("--config")
+        .arg(&file)
+        .arg("--check-config")
+        .env_remove("REDIS_PASSWORD"));
+    assert!(checked.contains("configuration is valid"), "{checked}");
+
+    let config = redis_streams_exporter::config::from_str("config.toml", text, &Default::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(config.targets.is_empty(), "polls nothing of its own");
+    let spec = &one(&objects, "ScrapeConfig")["spec"];
+    let auth_module = spec["params"]["auth_module"][0].as_str().unwrap();
+    let targets = spec["staticConfigs"][0]["targets"].as_sequence().unwrap();
+    assert!(!targets.is_empty());
+    for t in targets {
+        let url = t.as_str().unwrap();
+        if let Err(e) = config.probe_target(Some(url), Some(auth_module)) {
+            panic!("{url} with auth_module {auth_module} is refused: {e}");
+        }
+    }
+    for outside in [
+        "redis://10.0.0.1:6379",
+        "redis://redis-0.redis.other.svc:6379",
+    ] {
+        assert!(
+            config
+                .probe_target(Some(outside), Some(auth_module))
+                .is_err(),
+            "{outside} is allowed"
+        );
+    }
+}
+
 /// A plain HTTP GET on loopback; the body, or None.
 fn http_get(port: u16, path: &str) -> Option<String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;

@@ -660,7 +660,70 @@ async fn idempotent_duplicates(kind: Server) {
     );
 }
 
+/// A poison entry shows within two pending-summary runs (a minute each at
+/// the defaults), without waiting for the 5-minute PEL scan: it stays the
+/// oldest pending entry, and the summary reads the oldest entries of groups
+/// whose oldest entry did not move.
+async fn poison_before_the_scan(kind: Server) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    let ids = xadd_n(&mut c, "pz", 5);
+    create_group(&mut c, kind, "pz", "g", "0", Some(0));
+    read_group(&mut c, "pz", "g", "c1", 5);
+    for _ in 0..24 {
+        let _: redis::Value = redis::cmd("XCLAIM")
+            .arg("pz")
+            .arg("g")
+            .arg("c1")
+            .arg(0)
+            .arg(&ids[0])
+            .query(&mut c)
+            .unwrap();
+    }
+    let h = Harness::new(config_for(
+        &server,
+        "[[streams]]\nmatch = \"pz\"\npoison_delivery_count = 20\n",
+    ));
+    for probe in [ProbeKind::Discovery, ProbeKind::Info, ProbeKind::Stream] {
+        h.probe(probe).await;
+    }
+    let g = tsg("pz", "g");
+    h.probe(ProbeKind::PendingSummary).await;
+    assert_eq!(
+        h.metrics().get("redis_streams_group_pending_poison", &g),
+        None,
+        "one run: the oldest entry has not been seen to stay yet, and no scan ran"
+    );
+    h.probe(ProbeKind::PendingSummary).await;
+    let m = h.metrics();
+    assert_eq!(m.get("redis_streams_group_pending_poison", &g), Some(1.0));
+    assert_eq!(
+        m.get("redis_streams_group_pending_scan_timestamp_seconds", &g),
+        None,
+        "no PEL scan ran"
+    );
+    // Acknowledged: the next run clears it.
+    let _: u64 = redis::cmd("XACK")
+        .arg("pz")
+        .arg("g")
+        .arg(&ids[0])
+        .query(&mut c)
+        .unwrap();
+    h.probe(ProbeKind::PendingSummary).await;
+    assert_eq!(
+        h.metrics().get("redis_streams_group_pending_poison", &g),
+        None
+    );
+    report(
+        kind,
+        "poison entry (25 deliveries), pending summary only",
+        "1 poison after two summary runs",
+        "1 after the second run, gone after XACK",
+    );
+}
+
 per_server!(
+    poison_before_the_scan,
     trim_then_catch_up,
     small_trim_miscount,
     xdel_unread,

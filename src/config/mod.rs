@@ -8,7 +8,9 @@
 //! validation cannot be skipped. Defaults live here as constants and are
 //! mirrored, key by key, in `config/example.toml`.
 
+mod probe;
 mod raw;
+mod tls;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -19,6 +21,11 @@ use std::time::Duration;
 
 use crate::glob::Glob;
 
+pub use probe::{
+    AuthModule, AuthModules, DEFAULT_FIRST_COLLECTION_WAIT, DEFAULT_MAX_PROBED_TARGETS,
+    DEFAULT_TARGET_TTL, MAX_PROBE_URL_LEN, ProbeRefusal, ProbeSettings,
+};
+pub use tls::{ClientIdentity, PemFile, RedisTls};
 pub use validate::{CliOverrides, from_str};
 
 /// Default HTTP listen address (`:9763` binds every interface).
@@ -52,6 +59,10 @@ pub const DEFAULT_WEB_CONFIG_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 /// Default cap on streams watched per target.
 pub const DEFAULT_MAX_STREAMS: usize = 10_000;
+/// Default cap on a name's bytes in a label value: long enough for any
+/// name a person chose, short enough that 200 names of 10 KB (each written
+/// in some 36 series) cannot turn a scrape into hundreds of megabytes.
+pub const DEFAULT_MAX_LABEL_VALUE_BYTES: usize = 1024;
 /// Default SCAN COUNT hint. Measured by the exporter's own walks of a
 /// million keys on Redis 7.0 (4 walks each, twice): COUNT 500 cost 0.45 ms
 /// of Redis time per call and 0.89–0.94 s per walk, with 10–33 calls over
@@ -82,6 +93,10 @@ pub struct Config {
     pub data_loss_hold: Duration,
     /// Per-stream settings.
     pub streams: StreamRules,
+    /// `/probe`: which targets it may poll, for how long, how many.
+    pub probe: ProbeSettings,
+    /// Credentials and TLS for probed targets, by name.
+    pub auth_modules: AuthModules,
 }
 
 /// HTTP settings.
@@ -246,10 +261,8 @@ pub struct Target {
     pub password: Option<Secret>,
     /// Topology.
     pub mode: Mode,
-    /// CA bundle for `rediss://`.
-    pub tls_ca_file: Option<PathBuf>,
-    /// Accept any server certificate (testing only).
-    pub tls_insecure_skip_verify: bool,
+    /// TLS settings for `rediss://` (and its sentinels or cluster nodes).
+    pub tls: RedisTls,
     /// Exact stream names, watched without SCAN.
     pub streams: Vec<Vec<u8>>,
     /// Glob patterns found with `SCAN MATCH ... TYPE stream`.
@@ -376,6 +389,9 @@ pub struct MetricsSettings {
     /// `le` bounds of `pending_by_delivery_count`, ascending; empty: the
     /// family is not exported.
     pub delivery_count_buckets: Vec<u64>,
+    /// Bytes of a name from Redis written in a label value; longer names
+    /// are shortened and marked (see `metrics::text`).
+    pub max_label_value_bytes: usize,
 }
 
 impl Default for MetricsSettings {
@@ -384,6 +400,7 @@ impl Default for MetricsSettings {
             max_consumers_per_group: 50,
             pending_idle_buckets: vec![10.0, 60.0, 300.0, 900.0, 3600.0, 21600.0],
             delivery_count_buckets: vec![1, 2, 3, 5, 10, 20],
+            max_label_value_bytes: DEFAULT_MAX_LABEL_VALUE_BYTES,
         }
     }
 }
@@ -524,6 +541,18 @@ pub fn load(path: Option<&Path>, overrides: &CliOverrides) -> Result<Config, Con
     let mut config = from_str(&file, &text, overrides)?;
     config.source = path.map(Path::to_path_buf);
     Ok(config)
+}
+
+impl Config {
+    /// Whether anything that decides how a target is polled, besides the
+    /// target itself, differs: a change restarts the pollers.
+    pub fn polling_changed(&self, other: &Config) -> bool {
+        self.schedule != other.schedule
+            || self.limits != other.limits
+            || self.metrics != other.metrics
+            || self.status_window != other.status_window
+            || self.streams != other.streams
+    }
 }
 
 /// Targets by name, for the landing page and reloads.

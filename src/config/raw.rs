@@ -7,6 +7,8 @@
 // loads; repeating them here would drift.
 #![allow(missing_docs)]
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 
 /// The whole file.
@@ -31,6 +33,10 @@ pub struct RawConfig {
     pub stream_defaults: RawStreamSettings,
     #[serde(default)]
     pub streams: Vec<RawStreamRule>,
+    #[serde(default)]
+    pub probe: RawProbe,
+    #[serde(default)]
+    pub auth_modules: BTreeMap<String, RawAuthModule>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -72,6 +78,9 @@ pub struct RawTarget {
     pub sentinel_password_env: Option<String>,
     pub sentinel_password_file: Option<String>,
     pub tls_ca_file: Option<String>,
+    pub tls_cert_file: Option<String>,
+    pub tls_key_file: Option<String>,
+    pub tls_server_name: Option<String>,
     pub tls_insecure_skip_verify: Option<bool>,
     #[serde(default)]
     pub streams: Vec<String>,
@@ -114,6 +123,7 @@ pub struct RawLimits {
 #[serde(deny_unknown_fields)]
 pub struct RawMetrics {
     pub max_consumers_per_group: Option<i64>,
+    pub max_label_value_bytes: Option<i64>,
     pub pending_idle_buckets: Option<Vec<String>>,
     pub delivery_count_buckets: Option<Vec<i64>>,
 }
@@ -149,4 +159,27 @@ pub struct RawStreamRule {
     pub exclude_streams: Option<Vec<String>>,
     pub include_groups: Option<Vec<String>>,
     pub exclude_groups: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProbe {
+    #[serde(default)]
+    pub allowed_targets: Vec<String>,
+    pub target_ttl: Option<String>,
+    pub max_targets: Option<i64>,
+    pub first_collection_wait: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAuthModule {
+    pub username: Option<String>,
+    pub password_env: Option<String>,
+    pub password_file: Option<String>,
+    pub tls_ca_file: Option<String>,
+    pub tls_cert_file: Option<String>,
+    pub tls_key_file: Option<String>,
+    pub tls_server_name: Option<String>,
+    pub tls_insecure_skip_verify: Option<bool>,
 }

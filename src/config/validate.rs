@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::raw::{RawConfig, RawStreamSettings, RawTarget};
+use super::raw::{RawAuthModule, RawConfig, RawProbe, RawStreamSettings, RawTarget};
+use super::tls::TlsKeys;
 use super::*;
 
 /// Values given on the command line; they override the file.
@@ -175,7 +176,12 @@ impl Validator {
             self.problem("log.level", e);
         }
 
-        let targets = if raw.targets.is_empty() {
+        // A /probe-only exporter (allowed_targets set, no [[targets]]) polls
+        // nothing of its own; --redis.url still adds its target.
+        let probe_only = !raw.probe.allowed_targets.is_empty() && cli.redis_url.is_none();
+        let targets = if raw.targets.is_empty() && probe_only {
+            Vec::new()
+        } else if raw.targets.is_empty() {
             let url = cli
                 .redis_url
                 .clone()
@@ -289,6 +295,13 @@ impl Validator {
                 0,
                 100_000,
             ) as usize,
+            max_label_value_bytes: self.ranged(
+                "metrics.max_label_value_bytes",
+                m.max_label_value_bytes,
+                dm.max_label_value_bytes as u64,
+                64,
+                1 << 20,
+            ) as usize,
             pending_idle_buckets: match m.pending_idle_buckets {
                 None => dm.pending_idle_buckets,
                 Some(list) => {
@@ -379,6 +392,16 @@ impl Validator {
             })
             .collect();
 
+        let probe = self.probe(raw.probe);
+        let auth_modules = raw
+            .auth_modules
+            .into_iter()
+            .map(|(name, m)| {
+                let module = self.auth_module(&format!("auth_modules.{name}"), m);
+                (name, Arc::new(module))
+            })
+            .collect();
+
         Config {
             source: None,
             web,
@@ -393,7 +416,80 @@ impl Validator {
                 defaults: base,
                 rules,
             },
+            probe,
+            auth_modules,
         }
+    }
+
+    fn probe(&mut self, raw: RawProbe) -> ProbeSettings {
+        let mut allowed_targets = Vec::new();
+        for (i, g) in raw.allowed_targets.into_iter().enumerate() {
+            let key = format!("probe.allowed_targets[{i}]");
+            if !(g.starts_with("redis") || g.starts_with('*') || g.starts_with('[')) {
+                self.problem(
+                    key,
+                    format!(
+                        "{g:?} never matches: globs are matched against URLs such as \"redis://10.0.0.1:6379\""
+                    ),
+                );
+            } else if g.contains('@') {
+                self.problem(
+                    key,
+                    "must not hold credentials: they come from [auth_modules.<name>]",
+                );
+            } else {
+                allowed_targets.push(Glob::new(g));
+            }
+        }
+        let d = ProbeSettings::default();
+        ProbeSettings {
+            allowed_targets,
+            target_ttl: self.interval("probe.target_ttl", raw.target_ttl, d.target_ttl),
+            max_targets: self.positive(
+                "probe.max_targets",
+                raw.max_targets,
+                d.max_targets as u64,
+                100_000,
+            ) as usize,
+            first_collection_wait: match raw.first_collection_wait {
+                None => d.first_collection_wait,
+                Some(text) => self
+                    .duration("probe.first_collection_wait", &text)
+                    .unwrap_or(d.first_collection_wait),
+            },
+        }
+    }
+
+    fn auth_module(&mut self, key: &str, raw: RawAuthModule) -> AuthModule {
+        if key.len() == "auth_modules.".len() {
+            self.problem(key, "an auth module needs a name");
+        }
+        AuthModule {
+            username: raw.username,
+            password: self.secret(key, "password", raw.password_env, raw.password_file),
+            tls: self.tls(
+                key,
+                TlsKeys {
+                    ca_file: raw.tls_ca_file,
+                    cert_file: raw.tls_cert_file,
+                    key_file: raw.tls_key_file,
+                    server_name: raw.tls_server_name,
+                    insecure_skip_verify: raw.tls_insecure_skip_verify,
+                },
+            ),
+        }
+    }
+
+    /// The `tls_*` keys of a target or auth module, files read and checked.
+    fn tls(&mut self, key: &str, keys: TlsKeys) -> RedisTls {
+        let mut found = Vec::new();
+        let tls = super::tls::load(keys, &mut |k, message| {
+            found.push((format!("{key}.{k}"), message));
+        });
+        for (k, message) in found {
+            self.problem(k, message);
+        }
+        tls
     }
 
     fn listen_address(&mut self, value: Option<String>) -> String {
@@ -571,17 +667,7 @@ impl Validator {
                 self.problem(format!("{key}.name"), "must not be empty");
                 String::new()
             }
-            None => {
-                let host = if endpoint.host.contains(':') {
-                    format!("[{}]", endpoint.host)
-                } else {
-                    endpoint.host.clone()
-                };
-                match endpoint.db {
-                    0 => format!("{host}:{}", endpoint.port),
-                    db => format!("{host}:{}/{db}", endpoint.port),
-                }
-            }
+            None => endpoint.address(),
         };
         let password = self
             .secret(key, "password", raw.password_env, raw.password_file)
@@ -643,8 +729,18 @@ impl Validator {
                 Mode::Standalone
             }
         };
-        if raw.tls_ca_file.is_some() && !endpoint.tls {
-            self.problem(format!("{key}.tls_ca_file"), "needs a rediss:// URL");
+        let tls = self.tls(
+            key,
+            TlsKeys {
+                ca_file: raw.tls_ca_file,
+                cert_file: raw.tls_cert_file,
+                key_file: raw.tls_key_file,
+                server_name: raw.tls_server_name,
+                insecure_skip_verify: raw.tls_insecure_skip_verify,
+            },
+        );
+        if tls.is_configured() && !endpoint.tls {
+            self.problem(format!("{key}.url"), "the tls_* keys need a rediss:// URL");
         }
         let mut streams = Vec::new();
         for (i, s) in raw.streams.into_iter().enumerate() {
@@ -679,8 +775,7 @@ impl Validator {
             username,
             password,
             mode,
-            tls_ca_file: raw.tls_ca_file.map(PathBuf::from),
-            tls_insecure_skip_verify: raw.tls_insecure_skip_verify.unwrap_or(false),
+            tls,
             streams,
             patterns,
             exclude_streams,
@@ -754,7 +849,7 @@ type ParsedUrl = (Endpoint, Option<String>, Option<Secret>);
 
 /// Splits `redis[s]://[user[:password]@]host[:port][/db]`. Messages never
 /// include the URL, which may carry a password.
-fn parse_url(url: &str) -> Result<ParsedUrl, String> {
+pub(super) fn parse_url(url: &str) -> Result<ParsedUrl, String> {
     let (tls, rest) = if let Some(r) = url.strip_prefix("redis://") {
         (false, r)
     } else if let Some(r) = url.strip_prefix("rediss://") {

@@ -132,6 +132,13 @@ metric!(
 
 // Group metrics.
 metric!(
+    STREAM_DEAD_LETTER_OLDEST_AGE,
+    "redis_streams_stream_dead_letter_oldest_age_seconds",
+    Gauge,
+    TS,
+    "Age of the oldest entry in the stream's configured dead-letter stream, by the server's clock (XRANGE dlq - + COUNT 1): how long the oldest dead letter has waited for someone. Absent when it holds none or its IDs are not time-based. Cached by the poller."
+);
+metric!(
     STREAM_RADIX_TREE_KEYS,
     "redis_streams_stream_radix_tree_keys",
     Gauge,
@@ -308,6 +315,27 @@ metric!(
     "1 when the group's last-delivered-id is beyond the stream's last generated ID (XGROUP SETID into the future): entries added with smaller IDs will never be delivered to it. Cached by the poller."
 );
 metric!(
+    GROUP_RETENTION_MARGIN,
+    "redis_streams_group_retention_margin_seconds",
+    Gauge,
+    TSG,
+    "Time part of the group's first undelivered entry minus that of the stream's first entry, in seconds: how far the trimming edge is from entries this group has not read. Absent when nothing is undelivered or IDs are not time-based. Cached by the poller."
+);
+metric!(
+    GROUP_TRIM_OVERTAKE_ETA,
+    "redis_streams_group_trim_overtake_eta_seconds",
+    Gauge,
+    TSG,
+    "At the recent rates (a robust slope over the last polls) at which the stream's first entry and the group's first undelivered entry advance, seconds until trimming reaches entries this group has not read; 0 when it already has. Absent when the edge is not closing in. Cached by the poller."
+);
+metric!(
+    GROUP_DRAIN_ETA,
+    "redis_streams_group_drain_eta_seconds",
+    Gauge,
+    TSG,
+    "At the recent rates (a robust slope of the lag over the last polls: consumption minus production), seconds until the lag reaches 0; 0 when there is none. Absent while the lag is not shrinking. Cached by the poller."
+);
+metric!(
     GROUP_STATUS,
     "redis_streams_group_status",
     Gauge,
@@ -481,6 +509,48 @@ metric!(
     &[],
     "1 when the last configuration reload succeeded (or none was attempted), else 0."
 );
+metric!(
+    EXPORTER_LABELS_SHORTENED,
+    "redis_streams_exporter_label_values_shortened",
+    Gauge,
+    &[],
+    "Label values in this exposition whose stream, group or consumer name was longer than metrics.max_label_value_bytes, written shortened (first bytes, then \\… and a hash of the whole name)."
+);
+metric!(
+    EXPORTER_TARGET_READY,
+    "redis_streams_exporter_target_ready",
+    Gauge,
+    T,
+    "In /probe answers: 1 when the probed target's first discovery and stream poll have succeeded, else 0 (its data series follow in a later scrape)."
+);
+metric!(
+    EXPORTER_PROBED_TARGETS,
+    "redis_streams_exporter_probed_targets",
+    Gauge,
+    &[],
+    "Targets polled because /probe asked for them (each until [probe] target_ttl passes without a probe)."
+);
+metric!(
+    EXPORTER_PROBED_TARGETS_MAX,
+    "redis_streams_exporter_probed_targets_max",
+    Gauge,
+    &[],
+    "[probe] max_targets: a probe of one target more is refused (503) and counted as over_cap."
+);
+metric!(
+    EXPORTER_PROBED_TARGETS_EXPIRED,
+    "redis_streams_exporter_probed_targets_expired_total",
+    Counter,
+    &[],
+    "Probed targets dropped after [probe] target_ttl without a probe (poller stopped, series gone)."
+);
+metric!(
+    EXPORTER_PROBE_REQUESTS,
+    "redis_streams_exporter_probe_requests_total",
+    Counter,
+    &["result"],
+    "/probe requests by result: ok, or why it was refused (disabled, bad_target, credentials_in_url, not_allowed, auth_module, over_cap, error); a refused probe dials nothing."
+);
 
 // Process metrics, named and described as the Prometheus client libraries
 // export them (no `redis_streams_` prefix: dashboards and rules written for
@@ -540,6 +610,7 @@ pub const METRICS: &[MetricDef] = &[
     STREAM_DEAD_LETTER_LENGTH,
     STREAM_DEAD_LETTER_ADDED,
     STREAM_MAX_DELAY,
+    STREAM_DEAD_LETTER_OLDEST_AGE,
     STREAM_RADIX_TREE_KEYS,
     STREAM_RADIX_TREE_NODES,
     STREAM_IDEMPOTENT_IDS_ADDED,
@@ -565,6 +636,9 @@ pub const METRICS: &[MetricDef] = &[
     GROUP_LOST_ENTRIES,
     GROUP_REWINDS,
     GROUP_AHEAD_OF_STREAM,
+    GROUP_RETENTION_MARGIN,
+    GROUP_TRIM_OVERTAKE_ETA,
+    GROUP_DRAIN_ETA,
     GROUP_STATUS,
     GROUP_PENDING_SCAN_TS,
     GROUP_PENDING_SCAN_PROGRESS,
@@ -589,6 +663,12 @@ pub const METRICS: &[MetricDef] = &[
     EXPORTER_CONFIG_RELOADS,
     EXPORTER_CONFIG_RELOAD_FAILURES,
     EXPORTER_CONFIG_LAST_RELOAD_OK,
+    EXPORTER_TARGET_READY,
+    EXPORTER_PROBED_TARGETS,
+    EXPORTER_PROBED_TARGETS_MAX,
+    EXPORTER_PROBED_TARGETS_EXPIRED,
+    EXPORTER_PROBE_REQUESTS,
+    EXPORTER_LABELS_SHORTENED,
     PROCESS_CPU_SECONDS,
     PROCESS_OPEN_FDS,
     PROCESS_MAX_FDS,

@@ -6,4 +6,6 @@ pub mod catalog;
 mod render;
 mod text;
 
-pub use render::{BuildInfo, Renderer, Section, SectionInputs, render};
+pub use render::{
+    BuildInfo, Renderer, Section, SectionCounts, SectionInputs, render, render_probe_answer,
+};

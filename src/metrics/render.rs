@@ -53,6 +53,36 @@ fn id_ts(stream: &StreamState, id: StreamId) -> Option<f64> {
     (stream.time_based_ids && !id.is_zero()).then(|| id.seconds())
 }
 
+/// The keys of two maps in order, each with the values the maps hold.
+fn outer_join<'m, K: Ord, A, B>(
+    a: &'m BTreeMap<K, A>,
+    b: &'m BTreeMap<K, B>,
+) -> impl Iterator<Item = (&'m K, Option<&'m A>, Option<&'m B>)> {
+    let (mut a, mut b) = (a.iter().peekable(), b.iter().peekable());
+    std::iter::from_fn(move || {
+        let order = match (a.peek(), b.peek()) {
+            (None, None) => return None,
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (Some((ka, _)), Some((kb, _))) => ka.cmp(kb),
+        };
+        Some(match order {
+            std::cmp::Ordering::Less => {
+                let (k, v) = a.next()?;
+                (k, Some(v), None)
+            }
+            std::cmp::Ordering::Greater => {
+                let (k, v) = b.next()?;
+                (k, None, Some(v))
+            }
+            std::cmp::Ordering::Equal => {
+                let (k, va) = a.next()?;
+                (k, Some(va), b.next().map(|(_, vb)| vb))
+            }
+        })
+    })
+}
+
 fn last_scan(scan: &ScanState) -> Option<&PelScan> {
     scan.last.as_deref()
 }
@@ -86,16 +116,17 @@ fn groups_of<'a>(
     })
 }
 
-/// True when two different names could be written alike, so every family
-/// must check for duplicate series.
-fn any_name_escapes_alike(up: &[&TargetSnapshot]) -> bool {
+/// True when two different names could be written alike (only shortened
+/// ones can), so every family must check for duplicate series.
+fn any_name_escapes_alike(up: &[&TargetSnapshot], limit: usize) -> bool {
+    let long = |n: &[u8]| needs_escape(n, limit);
     up.iter().any(|t| {
         t.streams
             .iter()
-            .any(|(s, st)| needs_escape(s) || st.groups.keys().any(|g| needs_escape(g)))
+            .any(|(s, st)| long(s) || st.groups.keys().any(|g| long(g)))
             || t.consumers
                 .values()
-                .any(|c| c.top.iter().any(|c| needs_escape(&c.name)))
+                .any(|c| c.top.iter().any(|c| long(&c.name)))
     })
 }
 
@@ -136,6 +167,7 @@ enum Input {
     Streams(Arc<BTreeMap<Name, Arc<StreamState>>>),
     OldestPending(Arc<BTreeMap<GroupKey, f64>>),
     PelScans(Arc<BTreeMap<GroupKey, ScanState>>),
+    HeadPoison(Arc<BTreeMap<GroupKey, u64>>),
     Consumers(Arc<BTreeMap<GroupKey, Arc<Consumers>>>),
 }
 
@@ -145,6 +177,7 @@ impl PartialEq for Input {
             (Input::Streams(a), Input::Streams(b)) => Arc::ptr_eq(a, b),
             (Input::OldestPending(a), Input::OldestPending(b)) => Arc::ptr_eq(a, b),
             (Input::PelScans(a), Input::PelScans(b)) => Arc::ptr_eq(a, b),
+            (Input::HeadPoison(a), Input::HeadPoison(b)) => Arc::ptr_eq(a, b),
             (Input::Consumers(a), Input::Consumers(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
@@ -155,21 +188,34 @@ impl PartialEq for Input {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SectionInputs {
     dedupe: bool,
+    limit: usize,
     maps: Vec<(Arc<str>, Input)>,
 }
 
-/// Where one section's families go, and the duplicates they dropped.
+/// Where one section's families go, the duplicates they dropped and the
+/// label values they shortened.
 struct Out<W: Write> {
     sink: Sink<W>,
     dedupe: bool,
-    duplicates: u64,
+    limit: usize,
+    counts: SectionCounts,
+}
+
+/// What writing a section dropped and shortened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SectionCounts {
+    /// Series dropped as duplicates.
+    pub duplicates: u64,
+    /// Label values shortened to `metrics.max_label_value_bytes`.
+    pub shortened: u64,
 }
 
 impl<W: Write> Out<W> {
     fn family(&mut self, def: &'static MetricDef, fill: impl FnOnce(&mut Family<'_, W>)) {
-        let mut f = Family::new(&mut self.sink, def, self.dedupe);
+        let mut f = Family::new(&mut self.sink, def, self.dedupe, self.limit);
         fill(&mut f);
-        self.duplicates += f.duplicates;
+        self.counts.duplicates += f.duplicates;
+        self.counts.shortened += f.shortened;
     }
 }
 
@@ -187,10 +233,16 @@ pub struct Renderer<'a> {
     exporter: &'a ExporterState,
     build: BuildInfo,
     dedupe: bool,
+    /// Writing a `/probe` answer: no exporter-wide families.
+    probe_answer: bool,
+    limit: usize,
+    /// Label values the sections written before the last one shortened
+    /// (the last, the exporter's own, reports it).
+    shortened: std::cell::Cell<u64>,
 }
 
 /// Writes the exposition of `targets` and the exporter state to `out` and
-/// returns the writer and the number of series dropped as duplicates.
+/// returns the writer and what the sections dropped and shortened.
 ///
 /// # Errors
 /// When `out` fails.
@@ -199,15 +251,17 @@ pub fn render<W: Write>(
     exporter: &ExporterState,
     build: BuildInfo,
     mut out: W,
-) -> io::Result<(W, u64)> {
+) -> io::Result<(W, SectionCounts)> {
     let renderer = Renderer::new(targets, exporter, build);
-    let mut duplicates = 0;
+    let mut total = SectionCounts::default();
     for section in Section::ALL {
-        let (w, d) = renderer.section(section, out)?;
+        let (w, c) = renderer.section(section, out)?;
         out = w;
-        duplicates += d;
+        total.duplicates += c.duplicates;
+        total.shortened += c.shortened;
+        renderer.note_shortened(c.shortened);
     }
-    Ok((out, duplicates))
+    Ok((out, total))
 }
 
 impl<'a> Renderer<'a> {
@@ -218,42 +272,63 @@ impl<'a> Renderer<'a> {
         build: BuildInfo,
     ) -> Self {
         let up: Vec<&TargetSnapshot> = targets.iter().map(|t| &**t).filter(|t| t.up).collect();
-        let dedupe = any_name_escapes_alike(&up);
+        let limit = exporter.label_limit.load(Ordering::Relaxed).max(1);
+        let dedupe = any_name_escapes_alike(&up, limit);
         Renderer {
             targets,
             up,
             exporter,
             build,
             dedupe,
+            probe_answer: false,
+            limit,
+            shortened: std::cell::Cell::new(0),
         }
+    }
+
+    /// Adds label values a section shortened (written or reused) to what the
+    /// last section reports.
+    pub fn note_shortened(&self, n: u64) {
+        self.shortened.set(self.shortened.get() + n);
     }
 
     /// What `section` would be written from, or `None` when it is written
     /// afresh every time.
     pub fn inputs(&self, section: Section) -> Option<SectionInputs> {
-        let map: fn(&TargetSnapshot) -> Input = match section {
-            Section::Streams => |t| Input::Streams(t.streams.clone()),
-            Section::OldestPending => |t| Input::OldestPending(t.oldest_pending_age.clone()),
-            Section::PelScans => |t| Input::PelScans(t.scans.clone()),
-            Section::Consumers => |t| Input::Consumers(t.consumers.clone()),
+        let maps: fn(&TargetSnapshot) -> Vec<Input> = match section {
+            Section::Streams => |t| vec![Input::Streams(t.streams.clone())],
+            Section::OldestPending => |t| vec![Input::OldestPending(t.oldest_pending_age.clone())],
+            Section::PelScans => |t| {
+                vec![
+                    Input::PelScans(t.scans.clone()),
+                    Input::HeadPoison(t.head_poison.clone()),
+                ]
+            },
+            Section::Consumers => |t| vec![Input::Consumers(t.consumers.clone())],
             Section::Targets => return None,
         };
         Some(SectionInputs {
             dedupe: self.dedupe,
-            maps: self.up.iter().map(|t| (t.name.clone(), map(t))).collect(),
+            limit: self.limit,
+            maps: self
+                .up
+                .iter()
+                .flat_map(|t| maps(t).into_iter().map(|m| (t.name.clone(), m)))
+                .collect(),
         })
     }
 
-    /// Writes `section` to `out`; returns the writer and the number of
-    /// series dropped as duplicates.
+    /// Writes `section` to `out`; returns the writer and what the section
+    /// dropped and shortened.
     ///
     /// # Errors
     /// When `out` fails.
-    pub fn section<W: Write>(&self, section: Section, out: W) -> io::Result<(W, u64)> {
+    pub fn section<W: Write>(&self, section: Section, out: W) -> io::Result<(W, SectionCounts)> {
         let mut out = Out {
             sink: Sink::new(out),
             dedupe: self.dedupe,
-            duplicates: 0,
+            limit: self.limit,
+            counts: SectionCounts::default(),
         };
         match section {
             Section::Streams => self.streams(&mut out),
@@ -262,13 +337,13 @@ impl<'a> Renderer<'a> {
             Section::Consumers => self.consumers(&mut out),
             Section::Targets => self.targets(&mut out),
         }
-        Ok((out.sink.finish()?, out.duplicates))
+        Ok((out.sink.finish()?, out.counts))
     }
 
     fn streams<W: Write>(&self, out: &mut Out<W>) {
         // Streams.
         type StreamValue = fn(&StreamState) -> Option<f64>;
-        let stream_families: [(&'static MetricDef, StreamValue); 15] = [
+        let stream_families: [(&'static MetricDef, StreamValue); 16] = [
             (&c::STREAM_LENGTH, |s| Some(s.info.length as f64)),
             (&c::STREAM_ENTRIES_ADDED, |s| {
                 s.info.entries_added.map(|v| v as f64)
@@ -293,6 +368,9 @@ impl<'a> Renderer<'a> {
             }),
             (&c::STREAM_MAX_DELAY, |s| {
                 s.settings.max_delay.map(|d| d.as_secs_f64())
+            }),
+            (&c::STREAM_DEAD_LETTER_OLDEST_AGE, |s| {
+                s.dead_letter.and_then(|dl| dl.oldest_age)
             }),
             (&c::STREAM_RADIX_TREE_KEYS, |s| {
                 s.info.radix_tree_keys.map(|v| v as f64)
@@ -327,7 +405,7 @@ impl<'a> Renderer<'a> {
 
         // Groups, from the stream poll.
         type GroupValue = fn(&StreamState, &GroupState) -> Option<f64>;
-        let group_families: [(&'static MetricDef, GroupValue); 10] = [
+        let group_families: [(&'static MetricDef, GroupValue); 13] = [
             (&c::GROUP_LAG, |_, g| g.lag.map(|v| v as f64)),
             (&c::GROUP_LAG_ESTIMATED, |_, g| {
                 Some(if g.lag_estimated { 1.0 } else { 0.0 })
@@ -348,6 +426,9 @@ impl<'a> Renderer<'a> {
             (&c::GROUP_AHEAD_OF_STREAM, |_, g| {
                 Some(if g.ahead_of_stream { 1.0 } else { 0.0 })
             }),
+            (&c::GROUP_RETENTION_MARGIN, |_, g| g.retention_margin),
+            (&c::GROUP_TRIM_OVERTAKE_ETA, |_, g| g.overtake_eta),
+            (&c::GROUP_DRAIN_ETA, |_, g| g.drain_eta),
         ];
         for (def, value) in group_families {
             out.family(def, |f| {
@@ -397,12 +478,21 @@ impl<'a> Renderer<'a> {
     fn pel_scans<W: Write>(&self, out: &mut Out<W>) {
         // Groups, from the PEL scan.
         type ScanValue = fn(&ScanState) -> Option<f64>;
-        let scan_families: [(&'static MetricDef, ScanValue); 6] = [
+        // Poison: the larger of the last scan's count and the pending
+        // summary's count among a stuck group's oldest entries.
+        out.family(&c::GROUP_PENDING_POISON, |f| {
+            for t in &self.up {
+                for (key, scan, head) in outer_join(&t.scans, &t.head_poison) {
+                    let scanned = scan.and_then(last_scan).map(|s| s.poison);
+                    if let Some(v) = scanned.into_iter().chain(head.copied()).max() {
+                        f.sample(&group_labels(t, &key.0, &key.1), v as f64);
+                    }
+                }
+            }
+        });
+        let scan_families: [(&'static MetricDef, ScanValue); 5] = [
             (&c::GROUP_PENDING_MAX_IDLE, |sc| {
                 last_scan(sc).map(|s| s.max_idle_ms.map_or(0.0, |ms| ms as f64 / 1000.0))
-            }),
-            (&c::GROUP_PENDING_POISON, |sc| {
-                last_scan(sc).map(|s| s.poison as f64)
             }),
             (&c::GROUP_PENDING_GHOST, |sc| {
                 last_scan(sc).map(|s| s.ghost as f64)
@@ -630,6 +720,18 @@ impl<'a> Renderer<'a> {
                 }
             }
         });
+        if self.probe_answer {
+            out.family(&c::EXPORTER_TARGET_READY, |f| {
+                for t in self.targets {
+                    f.sample(
+                        &[("target", t.name.as_bytes())],
+                        if t.ready { 1.0 } else { 0.0 },
+                    );
+                }
+            });
+            // The rest is about the exporter, served by /metrics.
+            return;
+        }
         out.family(&c::EXPORTER_BUILD_INFO, |f| {
             let labels = [
                 ("version", self.build.version.as_bytes()),
@@ -657,6 +759,29 @@ impl<'a> Renderer<'a> {
                 },
             );
         });
+        out.family(&c::EXPORTER_LABELS_SHORTENED, |f| {
+            f.sample(&[], self.shortened.get() as f64);
+        });
+        let probes = &self.exporter.probes;
+        let max_targets = probes.max_targets.load(Ordering::Relaxed);
+        // Only when /probe is on (its cap is then at least 1).
+        if max_targets > 0 {
+            out.family(&c::EXPORTER_PROBED_TARGETS, |f| {
+                f.sample(&[], probes.targets.load(Ordering::Relaxed) as f64);
+            });
+            out.family(&c::EXPORTER_PROBED_TARGETS_MAX, |f| {
+                f.sample(&[], max_targets as f64);
+            });
+            out.family(&c::EXPORTER_PROBED_TARGETS_EXPIRED, |f| {
+                f.sample(&[], probes.expired.load(Ordering::Relaxed) as f64);
+            });
+            out.family(&c::EXPORTER_PROBE_REQUESTS, |f| {
+                let requests = probes.requests.lock().unwrap_or_else(|p| p.into_inner());
+                for (result, n) in requests.iter() {
+                    f.sample(&[("result", result.as_bytes())], *n as f64);
+                }
+            });
+        }
         // The process, as every client library exports it.
         if let Some(p) = &self.exporter.process {
             type ProcessValue = fn(&crate::process::ProcessStats) -> Option<f64>;
@@ -679,4 +804,28 @@ impl<'a> Renderer<'a> {
             }
         }
     }
+}
+
+/// Writes a `/probe` answer: one target's series (its data while it is up,
+/// and its own health, with `redis_streams_exporter_target_ready`), without
+/// the exporter-wide families `/metrics` serves. Label values are shortened
+/// beyond `label_limit` bytes, as in `/metrics`.
+///
+/// # Errors
+/// When `out` fails.
+pub fn render_probe_answer<W: Write>(
+    target: &Arc<TargetSnapshot>,
+    label_limit: usize,
+    out: W,
+) -> io::Result<W> {
+    let targets = std::slice::from_ref(target);
+    let exporter = ExporterState::default();
+    exporter.label_limit.store(label_limit, Ordering::Relaxed);
+    let mut renderer = Renderer::new(targets, &exporter, BuildInfo::CURRENT);
+    renderer.probe_answer = true;
+    let mut out = out;
+    for section in Section::ALL {
+        out = renderer.section(section, out)?.0;
+    }
+    Ok(out)
 }

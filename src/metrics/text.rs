@@ -1,45 +1,90 @@
 //! The Prometheus text exposition format (0.0.4), written by hand and
 //! streamed: lines go through a small buffer into any `Write` (the gzip
-//! encoder, in the daemon), so the whole text is never held in memory. Label
-//! values are escaped byte-exactly (names from Redis need not be UTF-8);
-//! families are written only when they have samples; a duplicate series
-//! (possible only when two non-UTF-8 names escape alike) is dropped instead of
-//! making the whole exposition invalid.
+//! encoder, in the daemon), so the whole text is never held in memory.
+//! Families are written only when they have samples.
+//!
+//! Names from Redis become label values one to one (names need not be UTF-8,
+//! label values must be): a `\` of the name is written `\\`, a byte that is
+//! not UTF-8 `\xNN`, so a binary key and an ASCII key spelled with the escape
+//! never merge. A name longer than the configured limit
+//! (`metrics.max_label_value_bytes`) is shortened and marked with `\…` and a
+//! hash of the whole name; only such names could (through a hash collision)
+//! share a series, and then the duplicate is dropped instead of making the
+//! whole exposition invalid.
 
 use std::collections::HashSet;
 use std::io::{self, Write};
 
 use super::catalog::MetricDef;
 
-/// Writes `value` as a label value: UTF-8 kept, `\`, `"` and newline
-/// escaped, and bytes that are not UTF-8 written as the text `\xNN`.
-pub fn escape_label(out: &mut Vec<u8>, value: &[u8]) {
-    if value.is_ascii() && !value.iter().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
+/// Writes a name from Redis as a label value (see the module doc): UTF-8
+/// kept, and a one-to-one mapping for the rest (a `\` in the name becomes
+/// `\\`, a byte that is not UTF-8 `\xNN`), so that no two names, valid
+/// UTF-8 or not, share a label value. A name longer than `limit` bytes keeps
+/// its first bytes and ends with `\…` and 16 hex digits of a hash of the
+/// whole name (a marker no name can spell, since its backslashes are
+/// doubled). Then the exposition's own escaping of `\`, `"` and newline.
+/// Returns true when the name was shortened.
+pub fn escape_label(out: &mut Vec<u8>, value: &[u8], limit: usize) -> bool {
+    let plain = value.len() <= limit
+        && value.is_ascii()
+        && !value.iter().any(|b| matches!(b, b'\\' | b'"' | b'\n'));
+    if plain {
         out.extend_from_slice(value);
-        return;
+        return false;
     }
-    for chunk in value.utf8_chunks() {
+    let shortened = value.len() > limit;
+    let kept = if shortened {
+        // Not in the middle of a character (the incomplete end of an
+        // otherwise valid prefix is left out).
+        let cut = match std::str::from_utf8(&value[..limit]) {
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            _ => limit,
+        };
+        &value[..cut]
+    } else {
+        value
+    };
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for chunk in kept.utf8_chunks() {
         for b in chunk.valid().bytes() {
             match b {
-                b'\\' => out.extend_from_slice(b"\\\\"),
+                // A backslash of the name, doubled, then doubled again by
+                // the exposition format.
+                b'\\' => out.extend_from_slice(b"\\\\\\\\"),
                 b'"' => out.extend_from_slice(b"\\\""),
                 b'\n' => out.extend_from_slice(b"\\n"),
                 other => out.push(other),
             }
         }
         for b in chunk.invalid() {
-            // The backslash itself is escaped, so the sample reads `\xff`.
-            const HEX: &[u8; 16] = b"0123456789abcdef";
+            // `\xNN`, its backslash escaped for the exposition.
             out.extend_from_slice(b"\\\\x");
             out.push(HEX[usize::from(b >> 4)]);
             out.push(HEX[usize::from(b & 0xf)]);
         }
     }
+    if shortened {
+        out.extend_from_slice("\\\\…".as_bytes());
+        let hash = fnv1a(value);
+        for shift in (0..16).rev() {
+            out.push(HEX[((hash >> (shift * 4)) & 0xf) as usize]);
+        }
+    }
+    shortened
 }
 
-/// True when some name will be written with `\xNN` escapes.
-pub fn needs_escape(name: &[u8]) -> bool {
-    std::str::from_utf8(name).is_err()
+/// FNV-1a, 64 bits: enough to tell shortened names apart.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// True when some name could share a written label value with another:
+/// only shortened names can (through a hash collision).
+pub fn needs_escape(name: &[u8], limit: usize) -> bool {
+    name.len() > limit
 }
 
 /// Writes a sample value: integers exactly, other values in the shortest
@@ -111,20 +156,26 @@ pub struct Family<'s, W: Write> {
     def: &'static MetricDef,
     started: bool,
     seen: Option<HashSet<Vec<u8>>>,
+    limit: usize,
     /// Series dropped as duplicates.
     pub duplicates: u64,
+    /// Label values shortened to the limit.
+    pub shortened: u64,
 }
 
 impl<'s, W: Write> Family<'s, W> {
     /// Starts `def`. With `dedupe`, every series' labels are remembered so a
     /// duplicate can be dropped.
-    pub fn new(sink: &'s mut Sink<W>, def: &'static MetricDef, dedupe: bool) -> Self {
+    /// Names longer than `limit` bytes are shortened (see [`escape_label`]).
+    pub fn new(sink: &'s mut Sink<W>, def: &'static MetricDef, dedupe: bool, limit: usize) -> Self {
         Family {
             sink,
             def,
             started: false,
             seen: dedupe.then(HashSet::new),
+            limit,
             duplicates: 0,
+            shortened: 0,
         }
     }
 
@@ -163,7 +214,9 @@ impl<'s, W: Write> Family<'s, W> {
                 }
                 buf.extend_from_slice(name.as_bytes());
                 buf.extend_from_slice(b"=\"");
-                escape_label(buf, v);
+                if escape_label(buf, v, self.limit) {
+                    self.shortened += 1;
+                }
                 buf.push(b'"');
             }
             buf.push(b'}');
@@ -187,11 +240,73 @@ mod tests {
     use super::*;
     use crate::metrics::catalog::STREAM_LENGTH;
 
+    /// What Prometheus reads back from an escaped label value.
+    fn unescape(text: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut it = text.iter();
+        while let Some(&b) = it.next() {
+            if b == b'\\' {
+                match it.next() {
+                    Some(b'n') => out.push(b'\n'),
+                    Some(&c) => out.push(c),
+                    None => {}
+                }
+            } else {
+                out.push(b);
+            }
+        }
+        out
+    }
+
+    fn label(name: &[u8], limit: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        escape_label(&mut out, name, limit);
+        unescape(&out)
+    }
+
     #[test]
     fn escapes_quotes_newlines_and_bytes() {
         let mut out = Vec::new();
-        escape_label(&mut out, b"a\"b\\c\nd\xffe");
-        assert_eq!(out, b"a\\\"b\\\\c\\nd\\\\xffe");
+        assert!(!escape_label(&mut out, b"a\"b\\c\nd\xffe", 1024));
+        assert_eq!(out, b"a\\\"b\\\\\\\\c\\nd\\\\xffe");
+        assert_eq!(label(b"a\"b\\c\nd\xffe", 1024), b"a\"b\\\\c\nd\\xffe");
+    }
+
+    /// A binary key and an ASCII key spelled with the escape no longer
+    /// share a label value (issue 18).
+    #[test]
+    fn escaping_is_one_to_one() {
+        let names: [&[u8]; 5] = [
+            b"s\xff",
+            b"s\\xff",
+            b"s\\\\xff",
+            b"s\xff\xfe",
+            b"s\\xff\\xfe",
+        ];
+        let labels: std::collections::HashSet<Vec<u8>> =
+            names.iter().map(|n| label(n, 1024)).collect();
+        assert_eq!(labels.len(), names.len());
+        for l in &labels {
+            assert!(std::str::from_utf8(l).is_ok(), "label values are UTF-8");
+        }
+    }
+
+    #[test]
+    fn long_names_are_shortened_distinctly() {
+        let a = [b'a'; 10_000];
+        let mut b = [b'a'; 10_000];
+        b[9_999] = b'b';
+        let (la, lb) = (label(&a, 64), label(&b, 64));
+        assert_ne!(la, lb);
+        assert!(la.len() < 100, "{}", la.len());
+        assert!(la.starts_with(&[b'a'; 64]));
+        assert!(String::from_utf8(la).unwrap().contains("\\…"));
+        // Not in the middle of a character.
+        let e = "é".repeat(40);
+        let l = String::from_utf8(label(e.as_bytes(), 63)).unwrap();
+        assert!(l.starts_with(&"é".repeat(31)), "{l}");
+        let mut out = Vec::new();
+        assert!(escape_label(&mut out, &a, 64));
     }
 
     #[test]
@@ -210,7 +325,7 @@ mod tests {
     #[test]
     fn family_header_once_and_duplicates_dropped() {
         let mut sink = Sink::new(Vec::new());
-        let mut f = Family::new(&mut sink, &STREAM_LENGTH, true);
+        let mut f = Family::new(&mut sink, &STREAM_LENGTH, true, 1024);
         f.sample(&[("target", b"t"), ("stream", b"s")], 1.0);
         f.sample(&[("target", b"t"), ("stream", b"s")], 2.0);
         f.sample(&[("target", b"t"), ("stream", b"u")], 3.0);

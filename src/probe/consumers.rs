@@ -82,6 +82,9 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                 let inactive_after = stream.settings.consumer_inactive_after;
                 let summary = summarise(list, cap, inactive_after);
                 let key = (s.clone(), g.clone());
+                if summary.orphaned > 0 {
+                    state.findings.insert(key.clone());
+                }
                 // Unchanged consumers keep their allocation (and are shared
                 // with the published snapshot).
                 if state

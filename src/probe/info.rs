@@ -42,11 +42,19 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             Some(mut m) => {
                 m.used_memory = m.used_memory.zip(info.used_memory).map(|(a, b)| a + b);
                 m.maxmemory = m.maxmemory.zip(info.maxmemory).map(|(a, b)| a + b);
+                m.run_id = match (m.run_id.is_empty(), info.run_id.is_empty()) {
+                    (false, false) => format!("{},{}", m.run_id, info.run_id),
+                    _ => String::new(),
+                };
                 m
             }
         });
     }
-    ctx.state().snapshot.server = merged;
+    {
+        let mut state = ctx.state();
+        state.snapshot.server = merged;
+        state.settle_parked();
+    }
     problems.finish(ProbeKind::Info)
 }
 
@@ -68,6 +76,7 @@ pub fn parse(fields: &[(String, String)]) -> ServerInfo {
         maxmemory_policy: get("maxmemory_policy").unwrap_or_default(),
         maxmemory: get("maxmemory").and_then(|v| v.parse().ok()),
         used_memory: get("used_memory").and_then(|v| v.parse().ok()),
+        run_id: get("run_id").unwrap_or_default(),
     }
 }
 

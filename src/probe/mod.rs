@@ -24,7 +24,7 @@ use crate::redis::{ErrorKind, StreamId, TargetClient, TargetError};
 pub use crate::schedule::ProbeKind;
 use crate::snapshot::{Name, TargetSnapshot};
 use crate::status;
-use crate::{lag, loss};
+use crate::{lag, loss, trend};
 
 /// What the poller remembers about a group between polls, beyond the
 /// snapshot: the status window and the probes' working state.
@@ -40,6 +40,10 @@ pub struct GroupMemory {
     pub scan_pass: Option<Box<pending_scan::Pass>>,
     /// What the last stream poll proved about the group's lag.
     pub lag_trail: Option<lag::Trail>,
+    /// The recent polls, for the ETAs.
+    pub trend: trend::Trend,
+    /// Rewinds seen when the trend was last reset.
+    pub rewinds_seen: u64,
 }
 
 /// The mutable state of one target, owned by its poller.
@@ -66,6 +70,11 @@ pub struct TargetState {
     pub last_down_reason: Option<String>,
     /// Streams already reported as having non-time IDs (logged once).
     pub non_time_logged: std::collections::BTreeSet<Name>,
+    /// Evidence kept through an outage (see [`Parked`]).
+    pub parked: Option<Parked>,
+    /// Groups whose last PEL scan or consumers run found something (poison,
+    /// ghosts, orphaned entries): scanned first after an outage.
+    pub findings: std::collections::BTreeSet<(Name, Name)>,
     /// Bumped whenever the data is dropped. A probe run that began before
     /// must not apply what it read: it may have read a server that died
     /// (and restarted, or failed over) in the middle of the run.
@@ -76,6 +85,24 @@ impl TargetState {
     /// Drops everything read from Redis, after the target went down: no
     /// stale value may be served as fresh.
     pub fn forget_data(&mut self) {
+        // The slow probes' evidence (PEL scans, consumers, poison) would take
+        // minutes to come back; keep it, tied to the server it came from.
+        if let Some(run_id) = self
+            .snapshot
+            .server
+            .as_ref()
+            .map(|s| s.run_id.clone())
+            .filter(|r| !r.is_empty())
+        {
+            if self.parked.is_none() {
+                self.parked = Some(Parked {
+                    run_id,
+                    scans: self.snapshot.scans.clone(),
+                    consumers: self.snapshot.consumers.clone(),
+                    head_poison: self.snapshot.head_poison.clone(),
+                });
+            }
+        }
         self.generation += 1;
         self.snapshot.up = false;
         self.snapshot.server = None;
@@ -97,6 +124,36 @@ impl TargetState {
             |(s, g): &(Name, Name)| streams.get(s).is_some_and(|st| st.groups.contains_key(g));
         self.groups.retain(|k, _| known(k));
         self.anchors.retain(|s, _| streams.contains_key(s));
+        if !streams.is_empty() {
+            self.findings.retain(known);
+        }
+    }
+
+    /// Once the server is known again after an outage: the same server
+    /// (same run id) gets its parked evidence back, with its original
+    /// timestamps, for the groups the stream poll knows and no fresher
+    /// result covers; another server (a failover, a restart) does not.
+    /// Until both the server and the groups are known, it waits.
+    pub fn settle_parked(&mut self) {
+        let Some(server) = self.snapshot.server.as_ref() else {
+            return;
+        };
+        if self.snapshot.streams.is_empty() && !server.run_id.is_empty() {
+            return;
+        }
+        let Some(parked) = self.parked.take() else {
+            return;
+        };
+        if parked.run_id != server.run_id {
+            return;
+        }
+        let snapshot = &mut self.snapshot;
+        let streams = snapshot.streams.clone();
+        let known =
+            |(s, g): &(Name, Name)| streams.get(s).is_some_and(|st| st.groups.contains_key(g));
+        restore(&mut snapshot.scans, &parked.scans, known);
+        restore(&mut snapshot.consumers, &parked.consumers, known);
+        restore(&mut snapshot.head_poison, &parked.head_poison, known);
     }
 
     /// Drops the loss records of groups the last stream poll did not see.
@@ -106,6 +163,39 @@ impl TargetState {
         let streams = &self.snapshot.streams;
         self.ledgers
             .retain(|(s, g), _| streams.get(s).is_some_and(|st| st.groups.contains_key(g)));
+    }
+}
+
+/// The per-group results of the slow probes, kept while the target is
+/// down, with the run id of the server they came from.
+#[derive(Debug, Clone)]
+pub struct Parked {
+    /// The server's run id when they were read.
+    pub run_id: String,
+    /// PEL scans.
+    pub scans: Arc<BTreeMap<(Name, Name), crate::snapshot::ScanState>>,
+    /// Consumers.
+    pub consumers: Arc<BTreeMap<(Name, Name), Arc<crate::snapshot::Consumers>>>,
+    /// Poison among the oldest entries.
+    pub head_poison: Arc<BTreeMap<(Name, Name), u64>>,
+}
+
+/// Puts back into `map` the entries of `parked` whose key passes `keep` and
+/// that `map` does not have.
+fn restore<V: Clone>(
+    map: &mut Arc<BTreeMap<(Name, Name), V>>,
+    parked: &BTreeMap<(Name, Name), V>,
+    keep: impl Fn(&(Name, Name)) -> bool,
+) {
+    let missing: Vec<(&(Name, Name), &V)> = parked
+        .iter()
+        .filter(|(k, _)| keep(k) && !map.contains_key(*k))
+        .collect();
+    if !missing.is_empty() {
+        let map = Arc::make_mut(map);
+        for (k, v) in missing {
+            map.insert(k.clone(), v.clone());
+        }
     }
 }
 

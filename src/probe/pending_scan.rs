@@ -192,6 +192,10 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let generation = ctx.generation();
     let mut work: Vec<Work> = {
         let mut state = ctx.state();
+        // Groups with findings first: after an outage (or any slow pass)
+        // their poison, ghost and orphan figures come back soonest.
+        let mut pairs = pairs;
+        pairs.sort_by_key(|k| !state.findings.contains(k));
         pairs
             .into_iter()
             .map(|(stream, group)| {
@@ -444,6 +448,17 @@ fn set_progress(
             progress,
         });
     if let Some(result) = result {
+        let key = (stream.clone(), group.clone());
+        if result.poison > 0 || result.ghost > 0 {
+            state.findings.insert(key);
+        } else if state
+            .snapshot
+            .consumers
+            .get(&key)
+            .is_none_or(|c| c.orphaned == 0)
+        {
+            state.findings.remove(&key);
+        }
         entry.last = Some(Arc::new(result));
     }
     entry.progress = progress;

@@ -281,6 +281,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         }
         state.prune_memory();
         state.prune_ledgers();
+        state.settle_parked();
     }
     problems.finish(ProbeKind::Stream)
 }
@@ -401,7 +402,7 @@ fn build_stream<'s>(
     if !time_ids && state.non_time_logged.insert(name.clone()) {
         tracing::info!(
             redis_target = %ctx.target.name,
-            stream = %String::from_utf8_lossy(name),
+            stream = %text::printable(&**name),
             last_id = %read.info.last_generated_id,
             "stream IDs are not wall-clock time; ages of this stream are not exported"
         );
@@ -455,6 +456,24 @@ fn build_stream<'s>(
             (Some(0), None) => Some(0.0),
             _ => None,
         });
+        // Where the group is heading: the trimming edge's margin and the
+        // ETAs from the recent polls (crate::trend).
+        let retention_margin = match (time_ids, figure.first_undelivered, read.info.first_entry_id)
+        {
+            (true, Some(undelivered), Some(first)) => {
+                Some(undelivered.ms.saturating_sub(first.ms) as f64 / 1000.0)
+            }
+            _ => None,
+        };
+        if ledger.rewinds() != memory.rewinds_seen {
+            memory.rewinds_seen = ledger.rewinds();
+            memory.trend.clear();
+        }
+        if let Some(at) = now_ms {
+            memory.trend.push(at, retention_margin, figure.lag);
+        }
+        let overtake_eta = retention_margin.and_then(|_| memory.trend.overtake_eta());
+        let drain_eta = memory.trend.drain_eta();
         match (ages, memory.oldest_pending_id) {
             (Some(now), Some(id)) if group.pending > 0 => {
                 Arc::make_mut(&mut state.snapshot.oldest_pending_age)
@@ -490,6 +509,9 @@ fn build_stream<'s>(
             trimmed_undelivered: figure.trimmed_undelivered,
             lost: ledger.lost(),
             rewinds: ledger.rewinds(),
+            retention_margin,
+            overtake_eta,
+            drain_eta,
             ahead_of_stream: figure.ahead_of_stream,
             status: judged
                 .map(|(s, _)| s)
@@ -578,10 +600,9 @@ async fn dead_letters(
     for (node, mine) in by_node {
         let keys: Vec<&[u8]> = mine.iter().map(|&i| wanted[i].1.as_slice()).collect();
         // XINFO STREAM for the counts, and the oldest entry for its age
-        // (XRANGE answers an empty list for a missing stream).
-        let cmds: Vec<Command> = keys
-            .iter()
-            .flat_map(|k| {
+        // (XRANGE answers an empty list for a missing stream), after TIME.
+        let cmds: Vec<Command> = std::iter::once(Command::Time)
+            .chain(keys.iter().flat_map(|k| {
                 [
                     Command::XinfoStream { key: k.to_vec() },
                     Command::Xrange {
@@ -591,15 +612,19 @@ async fn dead_letters(
                         count: 1,
                     },
                 ]
-            })
+            }))
             .collect();
         let replies = ctx.client.execute(&node, &cmds).await?;
-        for (key, pair) in keys.into_iter().zip(replies.chunks(2)) {
-            let oldest_id = match pair.get(1) {
+        let now_ms = replies.first().and_then(|r| time_of(ctx, r, problems));
+        for (key, pair) in keys.into_iter().zip(replies[1..].chunks(2)) {
+            let oldest_age = match pair.get(1) {
                 Some(Ok(v)) => {
                     problems.answered();
                     match reply::range_ids(v) {
-                        Ok(ids) => ids.first().copied(),
+                        Ok(ids) => ids.first().and_then(|id| {
+                            let now = now_ms?;
+                            id.is_plausible_time(now).then(|| age_seconds(now, id.ms))
+                        }),
                         Err(e) => {
                             problems.add(ctx, e);
                             None
@@ -617,7 +642,7 @@ async fn dead_letters(
                     Ok(info) => DeadLetter {
                         length: info.length,
                         entries_added: info.entries_added,
-                        oldest_id,
+                        oldest_age,
                     },
                     Err(e) => {
                         problems.add(ctx, e);
@@ -629,7 +654,7 @@ async fn dead_letters(
                 Err(e) if e.kind == ErrorKind::NoSuchKey => DeadLetter {
                     length: 0,
                     entries_added: counters.then_some(0),
-                    oldest_id: None,
+                    oldest_age: None,
                 },
                 Err(e) => {
                     problems.refused(e);

@@ -24,6 +24,7 @@ use super::command::Command;
 use super::error::{CommandError, ErrorKind, TargetError};
 use super::reply;
 use super::slot::{SlotMap, key_slot};
+use super::tls::TlsSetup;
 use crate::config::{Limits, Mode, Target};
 use crate::ratelimit::RateLimiter;
 
@@ -93,7 +94,26 @@ impl ClientStats {
 #[derive(Debug)]
 struct Node {
     addr: NodeAddr,
-    conn: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    conn: tokio::sync::Mutex<Option<Conn>>,
+}
+
+/// A connection and, for one made on a TLS stream of our own, the task that
+/// drives it: aborted with the last clone, as the redis crate does for the
+/// connections it makes, so a dropped connection to a server that stopped
+/// answering does not keep its socket and task.
+#[derive(Clone, Debug)]
+struct Conn {
+    inner: MultiplexedConnection,
+    _driver: Option<Arc<AbortOnDrop>>,
+}
+
+#[derive(Debug)]
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Node {
@@ -128,7 +148,8 @@ pub struct TargetClient {
     commands: RateLimiter,
     entries: RateLimiter,
     stats: ClientStats,
-    root_cert: Option<Vec<u8>>,
+    /// For `rediss://` targets.
+    tls: Option<TlsSetup>,
     topology: Mutex<Topology>,
     /// Outcome of the last round trip: `None` before any, then whether it
     /// reached the server.
@@ -137,28 +158,33 @@ pub struct TargetClient {
     slots_only: AtomicBool,
 }
 
-/// Why a client could not be built.
+/// Why a client could not be built: its TLS settings are unusable.
 #[derive(Debug, thiserror::Error)]
-#[error("target {target}: cannot read tls_ca_file {path}: {source}")]
+#[error("target {target}: {detail}")]
 pub struct ClientSetupError {
     target: String,
-    path: String,
-    source: std::io::Error,
+    detail: String,
 }
 
 impl TargetClient {
     /// A client for `target`; it connects lazily, on the first command.
     ///
     /// # Errors
-    /// When the CA file cannot be read.
+    /// When its TLS settings cannot be used (no CA configured and none in
+    /// the system).
     pub fn new(target: Arc<Target>, limits: &Limits) -> Result<Self, ClientSetupError> {
-        let root_cert = match &target.tls_ca_file {
-            Some(path) => Some(std::fs::read(path).map_err(|source| ClientSetupError {
-                target: target.name.clone(),
-                path: path.display().to_string(),
-                source,
-            })?),
-            None => None,
+        let tls = if target.endpoint.tls {
+            if target.tls.insecure_skip_verify {
+                tracing::warn!(redis_target = %target.name, "tls_insecure_skip_verify: the server's certificate is not verified; anyone on the path can read the exporter's password and answers");
+            }
+            Some(
+                TlsSetup::new(&target.tls).map_err(|detail| ClientSetupError {
+                    target: target.name.clone(),
+                    detail,
+                })?,
+            )
+        } else {
+            None
         };
         let burst = limits
             .pipeline_size
@@ -184,7 +210,7 @@ impl TargetClient {
             commands: RateLimiter::new(limits.commands_per_second, burst),
             entries: RateLimiter::new(limits.pending_entries_per_second, limits.pending_page),
             stats: ClientStats::default(),
-            root_cert,
+            tls,
             topology: Mutex::new(topology),
             reachable: Mutex::new(None),
             slots_only: AtomicBool::new(false),
@@ -451,8 +477,11 @@ impl TargetClient {
             self.stats.command(cmd.label());
         }
         let first = cmds.first().map_or("pipeline", Command::label);
-        let result =
-            tokio::time::timeout(self.timeout, pipe.query_async::<Vec<Value>>(&mut conn)).await;
+        let result = tokio::time::timeout(
+            self.timeout,
+            pipe.query_async::<Vec<Value>>(&mut conn.inner),
+        )
+        .await;
         self.set_reachable(matches!(result, Ok(Ok(_))));
         if !matches!(result, Ok(Ok(_))) {
             self.topology_suspect();
@@ -506,6 +535,14 @@ impl TargetClient {
     fn connection_error(&self, addr: &NodeAddr, e: &redis::RedisError) -> TargetError {
         let auth = matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
             || e.kind() == redis::ErrorKind::AuthenticationFailed;
+        if let Some(detail) = self.tls.as_ref().and_then(|t| t.explain(e)) {
+            return TargetError::Connection {
+                target: self.target.name.clone(),
+                node: addr.to_string(),
+                detail,
+                auth: false,
+            };
+        }
         if e.is_timeout() {
             return TargetError::Timeout {
                 target: self.target.name.clone(),
@@ -546,7 +583,7 @@ impl TargetClient {
         *node.conn.lock().await = None;
     }
 
-    async fn connection(&self, node: &Node) -> Result<MultiplexedConnection, TargetError> {
+    async fn connection(&self, node: &Node) -> Result<Conn, TargetError> {
         let mut slot = node.conn.lock().await;
         if let Some(conn) = slot.as_ref() {
             return Ok(conn.clone());
@@ -576,7 +613,7 @@ impl TargetClient {
         &self,
         addr: &NodeAddr,
         settings: RedisConnectionInfo,
-    ) -> Result<MultiplexedConnection, TargetError> {
+    ) -> Result<Conn, TargetError> {
         let conn_err = |detail: String| TargetError::Connection {
             target: self.target.name.clone(),
             node: addr.to_string(),
@@ -587,31 +624,6 @@ impl TargetClient {
             split_addr(addr).ok_or_else(|| conn_err("not a host:port address".into()))?;
         let has_password = settings.password().is_some();
         let selects_db = settings.db() != 0;
-        let conn_addr = if self.target.endpoint.tls {
-            ConnectionAddr::TcpTls {
-                host,
-                port,
-                insecure: self.target.tls_insecure_skip_verify,
-                tls_params: None,
-            }
-        } else {
-            ConnectionAddr::Tcp(host, port)
-        };
-        let info = conn_addr
-            .into_connection_info()
-            .map_err(|e| conn_err(e.to_string()))?
-            .set_redis_settings(settings);
-        let client = match &self.root_cert {
-            Some(pem) => Client::build_with_tls(
-                info,
-                redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(pem.clone()),
-                },
-            ),
-            None => Client::open(info),
-        }
-        .map_err(|e| conn_err(e.to_string()))?;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.timeout))
             .set_response_timeout(Some(self.timeout));
@@ -624,11 +636,36 @@ impl TargetClient {
         // One deadline for connecting and naming the connection together, so
         // a server that accepts but never answers costs one timeout, not two.
         let deadline = Instant::now() + self.timeout;
-        let result = tokio::time::timeout_at(
-            deadline,
-            client.get_multiplexed_async_connection_with_config(&config),
-        )
-        .await;
+        let opened = async {
+            match &self.tls {
+                Some(tls) => {
+                    let stream = tls
+                        .connect(&host, port)
+                        .await
+                        .map_err(redis::RedisError::from)?;
+                    let (inner, driver) =
+                        MultiplexedConnection::new_with_config(&settings, stream, config).await?;
+                    let driver = tokio::spawn(driver).abort_handle();
+                    Ok::<_, redis::RedisError>(Conn {
+                        inner,
+                        _driver: Some(Arc::new(AbortOnDrop(driver))),
+                    })
+                }
+                None => {
+                    let info = ConnectionAddr::Tcp(host.clone(), port)
+                        .into_connection_info()?
+                        .set_redis_settings(settings);
+                    let inner = Client::open(info)?
+                        .get_multiplexed_async_connection_with_config(&config)
+                        .await?;
+                    Ok(Conn {
+                        inner,
+                        _driver: None,
+                    })
+                }
+            }
+        };
+        let result = tokio::time::timeout_at(deadline, opened).await;
         let mut conn = match result {
             Err(_) => {
                 self.stats.error(ErrorKind::Timeout);
@@ -653,7 +690,7 @@ impl TargetClient {
             deadline,
             Command::ClientSetname
                 .to_cmd()
-                .query_async::<Value>(&mut conn),
+                .query_async::<Value>(&mut conn.inner),
         )
         .await
         {
@@ -725,9 +762,11 @@ impl TargetClient {
             };
             self.commands.acquire(1).await;
             self.stats.command(cmd.label());
-            let reply =
-                tokio::time::timeout(self.timeout, cmd.to_cmd().query_async::<Value>(&mut conn))
-                    .await;
+            let reply = tokio::time::timeout(
+                self.timeout,
+                cmd.to_cmd().query_async::<Value>(&mut conn.inner),
+            )
+            .await;
             let addr = match reply {
                 Ok(Ok(Value::Array(parts))) if parts.len() == 2 => {
                     let host =

@@ -9,6 +9,7 @@ mod error;
 pub mod id;
 pub mod reply;
 mod slot;
+mod tls;
 
 pub use client::{
     ClientSetupError, ClientStats, NodeAddr, Reply, Sequence, StatsSnapshot, TargetClient,

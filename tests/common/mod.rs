@@ -282,6 +282,18 @@ impl RedisServer {
         panic!("{kind:?} did not start");
     }
 
+    /// Starts on a given port with extra arguments (e.g. a `--dir` of the
+    /// test's own, so that a restart finds the same data).
+    pub fn start_fixed(kind: Server, port: u16, extra: &[&str]) -> RedisServer {
+        for _ in 0..50 {
+            if let Some(s) = Self::try_start(kind, port, extra) {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("{kind:?} did not start on port {port}");
+    }
+
     /// Starts on a given port (to restart a killed server in place).
     pub fn start_on(kind: Server, port: u16) -> RedisServer {
         for _ in 0..50 {

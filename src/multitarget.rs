@@ -1,0 +1,407 @@
+//! The targets `/probe` adds (SPEC §12, "Multi-target"): a probe of an
+//! allowed URL starts a [`Poller`] for it, with the daemon's schedule and
+//! rate limits, which keeps polling in the background; each probe answers
+//! from that target's latest snapshot and renews its lease; a target not
+//! probed for `[probe] target_ttl` is dropped (its poller stopped and
+//! joined, its series gone). At most `[probe] max_targets` are polled at
+//! once.
+//!
+//! Probed targets live in snapshot stores of their own, one per target: they
+//! never appear in `/metrics` (Prometheus would store every series twice,
+//! under the exporter's `instance` and under the probed one), and their
+//! names cannot clash with configured targets or with each other.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, ProbeRefusal, Target};
+use crate::poller::Poller;
+use crate::schedule::ProbeKind;
+use crate::snapshot::{SnapshotStore, TargetSnapshot};
+
+/// Why a probe got no answer from a target. Nothing was dialled.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// The request itself is refused (see [`ProbeRefusal`]).
+    #[error("{0}")]
+    Refused(ProbeRefusal),
+    /// `[probe] max_targets` targets are polled already.
+    #[error(
+        "{max} targets are probed already ([probe] max_targets); {url} was not dialled. Probed targets are dropped after [probe] target_ttl without a probe"
+    )]
+    OverCap {
+        /// The cap.
+        max: usize,
+        /// The canonical URL refused.
+        url: String,
+    },
+    /// The target's client could not be built (its TLS settings).
+    #[error(transparent)]
+    Client(#[from] crate::redis::ClientSetupError),
+}
+
+impl ProbeError {
+    /// The `result` label of `redis_streams_exporter_probe_requests_total`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ProbeError::Refused(r) => r.label(),
+            ProbeError::OverCap { .. } => "over_cap",
+            ProbeError::Client(_) => "error",
+        }
+    }
+}
+
+/// What a probe answers from.
+#[derive(Debug)]
+pub struct ProbeAnswer {
+    /// The target's latest snapshot.
+    pub snapshot: Arc<TargetSnapshot>,
+    /// Set when the first collection had not finished when the answer was
+    /// due: how long it was waited for.
+    pub waited_in_vain: Option<Duration>,
+}
+
+/// One probed target.
+struct Entry {
+    /// The auth module it was probed with.
+    auth_module: Option<String>,
+    target: Arc<Target>,
+    /// The configuration its poller runs with.
+    config: Arc<Config>,
+    store: Arc<SnapshotStore>,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+    /// When it was last probed.
+    last_probe: Instant,
+}
+
+/// Every probed target, by canonical URL.
+#[derive(Debug)]
+pub struct ProbedTargets {
+    config: Arc<RwLock<Arc<Config>>>,
+    /// The daemon's store: only its exporter-wide counters are touched.
+    exporter: Arc<SnapshotStore>,
+    entries: Mutex<BTreeMap<String, Entry>>,
+    shutdown: CancellationToken,
+    /// A refusal at the cap was logged and the cap not left since.
+    cap_logged: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("target", &self.target.name)
+            .field("auth_module", &self.auth_module)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProbedTargets {
+    /// The registry, and its task that drops expired targets; both stop
+    /// with `shutdown`.
+    pub fn start(
+        config: Arc<RwLock<Arc<Config>>>,
+        exporter: Arc<SnapshotStore>,
+        shutdown: CancellationToken,
+    ) -> Arc<ProbedTargets> {
+        let this = Arc::new(ProbedTargets {
+            config,
+            exporter,
+            entries: Mutex::new(BTreeMap::new()),
+            shutdown,
+            cap_logged: std::sync::atomic::AtomicBool::new(false),
+        });
+        this.publish_counts(&this.current());
+        tokio::spawn(expire(Arc::downgrade(&this), this.shutdown.clone()));
+        this
+    }
+
+    fn current(&self) -> Arc<Config> {
+        self.config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Targets polled now.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Answers a probe of `url` with `auth_module`: starts polling the
+    /// target if it is new (waiting up to `wait` for its first collection),
+    /// renews its lease, and returns its latest snapshot.
+    ///
+    /// # Errors
+    /// Why the probe is refused; nothing was dialled then.
+    pub async fn probe(
+        &self,
+        url: Option<&str>,
+        auth_module: Option<&str>,
+        wait: Duration,
+    ) -> Result<ProbeAnswer, ProbeError> {
+        let result = self.lease(url, auth_module);
+        let counters = &self.exporter.exporter.probes;
+        counters.request(match &result {
+            Ok(_) => "ok",
+            Err(e) => e.label(),
+        });
+        self.exporter.touch();
+        let (store, replaced) = result?;
+        if let Some(old) = replaced {
+            stop(old).await;
+        }
+        let started = Instant::now();
+        loop {
+            let snapshot = store
+                .targets()
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| Arc::new(TargetSnapshot::default()));
+            if first_collection_done(&snapshot) {
+                return Ok(ProbeAnswer {
+                    snapshot,
+                    waited_in_vain: None,
+                });
+            }
+            let waited = started.elapsed();
+            if waited >= wait || self.shutdown.is_cancelled() {
+                return Ok(ProbeAnswer {
+                    snapshot,
+                    waited_in_vain: Some(waited),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(20).min(wait - waited)).await;
+        }
+    }
+
+    /// Finds or starts the target and renews its lease; returns its store
+    /// and the entry it replaced (another auth module), to stop.
+    fn lease(
+        &self,
+        url: Option<&str>,
+        auth_module: Option<&str>,
+    ) -> Result<(Arc<SnapshotStore>, Option<Entry>), ProbeError> {
+        let config = self.current();
+        let (canonical, target) = config
+            .probe_target(url, auth_module)
+            .map_err(ProbeError::Refused)?;
+        let auth_module = auth_module.filter(|m| !m.is_empty()).map(str::to_string);
+        let mut entries = self.lock();
+        if let Some(entry) = entries.get_mut(&canonical) {
+            if entry.auth_module == auth_module && *entry.target == target {
+                entry.last_probe = Instant::now();
+                return Ok((entry.store.clone(), None));
+            }
+        } else if entries.len() >= config.probe.max_targets {
+            if !self.cap_logged.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    max_targets = config.probe.max_targets,
+                    refused = %canonical,
+                    "probe refused: [probe] max_targets targets are probed already; further refusals are counted in redis_streams_exporter_probe_requests_total{{result=\"over_cap\"}}"
+                );
+            }
+            return Err(ProbeError::OverCap {
+                max: config.probe.max_targets,
+                url: canonical,
+            });
+        }
+        let entry = self.start_entry(&config, Arc::new(target), auth_module.clone())?;
+        let store = entry.store.clone();
+        let replaced = entries.insert(canonical.clone(), entry);
+        match &replaced {
+            Some(old) => tracing::info!(
+                redis_target = %canonical,
+                auth_module = auth_module.as_deref().unwrap_or(""),
+                previous_auth_module = old.auth_module.as_deref().unwrap_or(""),
+                "probed target restarted with other settings"
+            ),
+            None => tracing::info!(
+                redis_target = %canonical,
+                auth_module = auth_module.as_deref().unwrap_or(""),
+                probed = entries.len(),
+                "probed target added; polled until target_ttl passes without a probe"
+            ),
+        }
+        let count = entries.len();
+        drop(entries);
+        self.set_count(count);
+        Ok((store, replaced))
+    }
+
+    fn start_entry(
+        &self,
+        config: &Arc<Config>,
+        target: Arc<Target>,
+        auth_module: Option<String>,
+    ) -> Result<Entry, ProbeError> {
+        let store = Arc::new(SnapshotStore::default());
+        let poller = Poller::new(config.clone(), target.clone(), store.clone())?;
+        // Listed (not ready) at once, so a probe racing the first poll finds it.
+        poller.publish();
+        let stop = self.shutdown.child_token();
+        let task = tokio::spawn(poller.run(stop.clone()));
+        Ok(Entry {
+            auth_module,
+            target,
+            config: config.clone(),
+            store,
+            stop,
+            task,
+            last_probe: Instant::now(),
+        })
+    }
+
+    fn set_count(&self, count: usize) {
+        let probes = &self.exporter.exporter.probes;
+        probes.targets.store(count as u64, Ordering::Relaxed);
+        if count < self.current().probe.max_targets {
+            self.cap_logged.store(false, Ordering::Relaxed);
+        }
+        self.exporter.touch();
+    }
+
+    fn publish_counts(&self, config: &Config) {
+        let max = if config.probe.allowed_targets.is_empty() {
+            0
+        } else {
+            config.probe.max_targets as u64
+        };
+        self.exporter
+            .exporter
+            .probes
+            .max_targets
+            .store(max, Ordering::Relaxed);
+        self.set_count(self.len());
+    }
+
+    /// After a reload: targets the new configuration no longer allows (or
+    /// whose auth module is gone) are dropped, and those whose settings or
+    /// polling changed are restarted. Their leases are kept.
+    pub async fn reconcile(&self, config: &Arc<Config>) {
+        let mut stopping = Vec::new();
+        {
+            let mut entries = self.lock();
+            let urls: Vec<String> = entries.keys().cloned().collect();
+            for url in urls {
+                let Some(entry) = entries.get(&url) else {
+                    continue;
+                };
+                match config.probe_target(Some(&url), entry.auth_module.as_deref()) {
+                    Err(why) => {
+                        tracing::info!(redis_target = %url, reason = %why, "probed target dropped by the reload");
+                        stopping.extend(entries.remove(&url));
+                    }
+                    Ok((_, target))
+                        if target != *entry.target || entry.config.polling_changed(config) =>
+                    {
+                        let auth = entry.auth_module.clone();
+                        let last_probe = entry.last_probe;
+                        match self.start_entry(config, Arc::new(target), auth) {
+                            Ok(mut fresh) => {
+                                fresh.last_probe = last_probe;
+                                stopping.extend(entries.insert(url, fresh));
+                            }
+                            Err(e) => {
+                                tracing::warn!(redis_target = %url, error = %e, "probed target dropped by the reload");
+                                stopping.extend(entries.remove(&url));
+                            }
+                        }
+                    }
+                    Ok(_) => {}
+                }
+            }
+        }
+        self.publish_counts(config);
+        for entry in stopping {
+            stop(entry).await;
+        }
+    }
+
+    /// Drops the targets whose lease ran out; returns how many.
+    async fn expire_now(&self) -> usize {
+        let ttl = self.current().probe.target_ttl;
+        let expired: Vec<(String, Entry)> = {
+            let mut entries = self.lock();
+            let now = Instant::now();
+            let urls: Vec<String> = entries
+                .iter()
+                .filter(|(_, e)| now.duration_since(e.last_probe) >= ttl)
+                .map(|(url, _)| url.clone())
+                .collect();
+            urls.into_iter()
+                .filter_map(|url| entries.remove(&url).map(|e| (url, e)))
+                .collect()
+        };
+        let n = expired.len();
+        for (url, entry) in expired {
+            stop(entry).await;
+            tracing::info!(redis_target = %url, ttl = ?ttl, "probed target dropped: not probed within target_ttl");
+        }
+        // Counted once the pollers are joined: a target counted as expired
+        // sends nothing more.
+        if n > 0 {
+            self.exporter
+                .exporter
+                .probes
+                .expired
+                .fetch_add(n as u64, Ordering::Relaxed);
+            self.set_count(self.len());
+        }
+        n
+    }
+}
+
+/// Stops an entry's poller and waits for it to end; its store (and every
+/// series in it) goes with the entry.
+async fn stop(entry: Entry) {
+    entry.stop.cancel();
+    if let Err(e) = entry.task.await {
+        if e.is_panic() {
+            tracing::error!(redis_target = %entry.target.name, "probed target's poller panicked");
+        }
+    }
+}
+
+/// True once the first collection has an outcome: ready, or discovery or
+/// the stream poll failed (an unreachable target answers at once with
+/// `target_up 0`, instead of making every scrape wait).
+fn first_collection_done(s: &TargetSnapshot) -> bool {
+    s.ready
+        || [ProbeKind::Discovery, ProbeKind::Stream]
+            .iter()
+            .any(|k| s.probes.get(k).is_some_and(|p| !p.success))
+}
+
+/// Drops expired targets, checking ten times per `target_ttl` (at most every
+/// 10 s, at least every 100 ms), until `shutdown`.
+async fn expire(registry: Weak<ProbedTargets>, shutdown: CancellationToken) {
+    loop {
+        let Some(this) = registry.upgrade() else {
+            return;
+        };
+        this.expire_now().await;
+        let period = (this.current().probe.target_ttl / 10)
+            .clamp(Duration::from_millis(100), Duration::from_secs(10));
+        drop(this);
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = shutdown.cancelled() => return,
+        }
+    }
+}

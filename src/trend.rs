@@ -1,0 +1,247 @@
+//! Where a group is heading (SPEC §12 "Operator signals"): pure arithmetic
+//! over a short window of stream polls, with no I/O and no clock.
+//!
+//! Two questions an on-call engineer asks first: *will we lose messages, and
+//! when?* and *will the backlog drain by itself, and when?*
+//!
+//! - **Retention margin**: the time part of the group's first undelivered
+//!   entry minus that of the stream's first entry, in seconds of ID time.
+//!   Trimming removes entries from the front, so this is how much room the
+//!   trimming edge has before it reaches undelivered entries.
+//! - **Trim-overtake ETA**: margin ÷ the speed at which it shrinks. The speed
+//!   is the slope of the margin over the window: the rate at which the
+//!   stream's first entry advances (trimming) minus the rate at which the
+//!   group's first undelivered entry advances (consumption), both in ID time.
+//!   Absent while the margin is not shrinking; 0 once the edge has reached
+//!   undelivered entries.
+//! - **Drain ETA**: lag ÷ the speed at which it shrinks, that speed being
+//!   the slope of the lag over the window (consumption minus production:
+//!   entries-read and entries-added where Redis has them, IDs and lengths
+//!   otherwise, as the lag itself is derived). Absent while the lag is not
+//!   shrinking; 0 when there is none.
+//!
+//! Slopes are Theil–Sen estimates, the median of the slopes between every
+//! pair of polls, so one noisy poll (a burst, a pause, a poll delayed by the
+//! rate limit) does not swing them; at least [`MIN_POINTS`] polls are needed.
+
+use std::collections::VecDeque;
+
+/// Polls kept per group: 8 polls of 15 s look back 2 minutes.
+pub const WINDOW: usize = 8;
+
+/// Polls needed before a slope, hence an ETA, is given.
+pub const MIN_POINTS: usize = 3;
+
+/// One poll of a group, as the trend needs it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Point {
+    /// Server time, ms.
+    at_ms: u64,
+    /// Retention margin in seconds, when something is undelivered and IDs
+    /// are time-based.
+    margin: Option<f64>,
+    /// Lag, when known.
+    lag: Option<f64>,
+}
+
+/// The recent polls of one group (about 24 bytes a poll).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Trend {
+    points: VecDeque<Point>,
+}
+
+impl Trend {
+    /// Adds a poll. A clock that went backwards (another server after a
+    /// failover) starts the window again.
+    pub fn push(&mut self, at_ms: u64, margin: Option<f64>, lag: Option<u64>) {
+        if self.points.back().is_some_and(|p| p.at_ms >= at_ms) {
+            self.points.clear();
+        }
+        if self.points.len() == WINDOW {
+            self.points.pop_front();
+        }
+        self.points.push_back(Point {
+            at_ms,
+            margin,
+            lag: lag.map(|l| l as f64),
+        });
+    }
+
+    /// Forgets the window (the group was rewound or the target came back).
+    pub fn clear(&mut self) {
+        self.points.clear();
+    }
+
+    fn series(&self, value: impl Fn(&Point) -> Option<f64>) -> Vec<(f64, f64)> {
+        self.points
+            .iter()
+            .filter_map(|p| Some((p.at_ms as f64 / 1000.0, value(p)?)))
+            .collect()
+    }
+
+    /// Seconds until trimming reaches the first undelivered entry at the
+    /// recent rates; `None` when the margin is unknown or not shrinking.
+    pub fn overtake_eta(&self) -> Option<f64> {
+        let now = self.points.back()?.margin?;
+        if now <= 0.0 {
+            return Some(0.0);
+        }
+        let slope = theil_sen(&self.series(|p| p.margin))?;
+        (slope < 0.0).then(|| now / -slope)
+    }
+
+    /// Seconds until the lag reaches 0 at the recent rates; `None` while it
+    /// is not shrinking or unknown.
+    pub fn drain_eta(&self) -> Option<f64> {
+        let now = self.points.back()?.lag?;
+        if now <= 0.0 {
+            return Some(0.0);
+        }
+        let slope = theil_sen(&self.series(|p| p.lag))?;
+        (slope < 0.0).then(|| now / -slope)
+    }
+}
+
+/// The Theil–Sen slope of `points` (the median of the slopes between every
+/// pair with distinct x), or `None` with fewer than [`MIN_POINTS`] points.
+pub fn theil_sen(points: &[(f64, f64)]) -> Option<f64> {
+    if points.len() < MIN_POINTS {
+        return None;
+    }
+    let mut slopes: Vec<f64> = Vec::with_capacity(points.len() * (points.len() - 1) / 2);
+    for (i, a) in points.iter().enumerate() {
+        for b in &points[i + 1..] {
+            let dx = b.0 - a.0;
+            if dx > 0.0 {
+                slopes.push((b.1 - a.1) / dx);
+            }
+        }
+    }
+    if slopes.is_empty() {
+        return None;
+    }
+    slopes.sort_by(f64::total_cmp);
+    let mid = slopes.len() / 2;
+    Some(if slopes.len() % 2 == 0 {
+        (slopes[mid - 1] + slopes[mid]) / 2.0
+    } else {
+        slopes[mid]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trend(points: &[(u64, Option<f64>, Option<u64>)]) -> Trend {
+        let mut t = Trend::default();
+        for &(at, margin, lag) in points {
+            t.push(at * 1000, margin, lag);
+        }
+        t
+    }
+
+    #[test]
+    fn steady_closing_edge_gives_the_time_left() {
+        // Margin shrinks by 2 s of ID time per 15 s poll: 60 s left → 450 s.
+        let t = trend(&[
+            (0, Some(68.0), Some(1000)),
+            (15, Some(66.0), Some(1000)),
+            (30, Some(64.0), Some(1000)),
+            (45, Some(62.0), Some(1000)),
+            (60, Some(60.0), Some(1000)),
+        ]);
+        let eta = t.overtake_eta().unwrap();
+        assert!((eta - 450.0).abs() < 1e-6, "{eta}");
+        // The lag holds: no drain ETA.
+        assert_eq!(t.drain_eta(), None);
+    }
+
+    #[test]
+    fn one_noisy_poll_does_not_swing_it() {
+        let t = trend(&[
+            (0, Some(68.0), Some(900)),
+            (15, Some(66.0), Some(800)),
+            (30, Some(10.0), Some(5000)), // a burst, a hiccup
+            (45, Some(62.0), Some(600)),
+            (60, Some(60.0), Some(500)),
+        ]);
+        let eta = t.overtake_eta().unwrap();
+        assert!((eta - 450.0).abs() < 1.0, "{eta}");
+        // Lag falls by 100 per 15 s: 500 left → 75 s.
+        let drain = t.drain_eta().unwrap();
+        assert!((drain - 75.0).abs() < 1.0, "{drain}");
+    }
+
+    #[test]
+    fn bursty_production_drains_by_the_trend() {
+        // Lag alternates up and down but falls 30 per poll on the whole.
+        let lags = [1200, 1260, 1140, 1200, 1080, 1140, 1020, 1080];
+        let points: Vec<(u64, Option<f64>, Option<u64>)> = lags
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| (i as u64 * 15, None, Some(l)))
+            .collect();
+        let eta = trend(&points).drain_eta().unwrap();
+        // Slope about −2/s: 1080 left → about 540 s.
+        assert!((400.0..700.0).contains(&eta), "{eta}");
+        assert_eq!(trend(&points).overtake_eta(), None, "nothing known");
+    }
+
+    #[test]
+    fn stopped_and_recovering_groups() {
+        // Stopped: the lag grows, the edge closes in.
+        let stopped = trend(&[
+            (0, Some(30.0), Some(100)),
+            (15, Some(25.0), Some(200)),
+            (30, Some(20.0), Some(300)),
+        ]);
+        assert_eq!(stopped.drain_eta(), None);
+        let eta = stopped.overtake_eta().unwrap();
+        assert!((eta - 60.0).abs() < 1e-6, "{eta}");
+        // Recovering: the lag shrinks, the margin grows.
+        let recovering = trend(&[
+            (0, Some(20.0), Some(300)),
+            (15, Some(40.0), Some(200)),
+            (30, Some(60.0), Some(100)),
+        ]);
+        assert_eq!(recovering.overtake_eta(), None);
+        let eta = recovering.drain_eta().unwrap();
+        assert!((eta - 15.0).abs() < 1e-6, "{eta}");
+    }
+
+    #[test]
+    fn settled_and_unknown_cases() {
+        assert_eq!(
+            trend(&[(0, Some(1.0), Some(5))]).drain_eta(),
+            None,
+            "one poll"
+        );
+        let drained = trend(&[(0, None, Some(0))]);
+        assert_eq!(drained.drain_eta(), Some(0.0));
+        assert_eq!(drained.overtake_eta(), None);
+        let overtaken = trend(&[(0, Some(0.0), Some(10))]);
+        assert_eq!(overtaken.overtake_eta(), Some(0.0));
+        let unknown = trend(&[(0, None, None), (15, None, None), (30, None, None)]);
+        assert_eq!((unknown.drain_eta(), unknown.overtake_eta()), (None, None));
+    }
+
+    #[test]
+    fn the_window_slides_and_restarts_on_a_clock_jump() {
+        let mut t = Trend::default();
+        for i in 0..20u64 {
+            t.push(i * 15_000, None, Some(1000 - i * 10));
+        }
+        assert_eq!(t.points.len(), WINDOW);
+        t.push(1_000, None, Some(5));
+        assert_eq!(t.points.len(), 1);
+    }
+
+    #[test]
+    fn theil_sen_is_the_median_slope() {
+        assert_eq!(theil_sen(&[(0.0, 0.0), (1.0, 2.0)]), None);
+        // Pair slopes 2, 2, 33.3, 2, 49, 96: the median is (2 + 33.3) / 2.
+        let s = theil_sen(&[(0.0, 0.0), (1.0, 2.0), (2.0, 4.0), (3.0, 100.0)]).unwrap();
+        assert!((s - (2.0 + 100.0 / 3.0) / 2.0).abs() < 1e-9, "{s}");
+    }
+}

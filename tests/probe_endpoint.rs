@@ -1,0 +1,515 @@
+//! `GET /probe?target=<redis URL>&auth_module=<name>` (SPEC §12, "Multi-target"), with the daemon
+//! in-process against real redis-server 7.0 instances on loopback:
+//!
+//! - off (403) without `[probe] allowed_targets`; a target outside them, a URL with credentials,
+//!   an unknown auth module, a missing or repeated parameter: 400, and nothing is dialled (the
+//!   servers' `CLIENT LIST` shows no exporter connection, a listener accepts nothing);
+//! - a probe answers with that target's series only (no configured target's, no exporter-wide
+//!   family), `/metrics` never shows probed targets, and the target is polled in the background
+//!   between probes (the server's command counters grow with no probe);
+//! - after `target_ttl` without a probe the target is dropped: counted, its connection closed;
+//! - `max_targets` caps the probed targets (503, nothing dialled);
+//! - the first probe waits for the first collection up to a bound (the configured one, and
+//!   Prometheus's scrape timeout) and says so when it could not; an unreachable target answers
+//!   at once with `target_up 0`;
+//! - a reload that no longer allows a target drops it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failed test.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use common::{Daemon, Metrics, RedisServer, Server, xadd_n};
+use redis_streams_exporter::{app, config};
+
+/// Polls every probe every 200 ms, so background polling shows within a second.
+const FAST: &str = "[schedule]\nstream = \"200ms\"\ndiscovery = \"1s\"\ninfo = \"1s\"\npending_summary = \"1s\"\nconsumers = \"1s\"\npending_scan = \"1s\"\n";
+
+/// Connections named by the exporter on `server`.
+fn exporter_connections(server: &RedisServer) -> usize {
+    let list = match server.cmd(&["CLIENT", "LIST"]) {
+        redis::Value::BulkString(b) => String::from_utf8(b).unwrap(),
+        redis::Value::VerbatimString { text, .. } => text,
+        other => panic!("{other:?}"),
+    };
+    list.lines()
+        .filter(|l| {
+            l.contains(&format!(
+                "name={}",
+                redis_streams_exporter::redis::CLIENT_NAME
+            ))
+        })
+        .count()
+}
+
+/// Calls of `XINFO STREAM` the server has answered (from `INFO commandstats`).
+fn xinfo_calls(server: &RedisServer) -> u64 {
+    let info = match server.cmd(&["INFO", "commandstats"]) {
+        redis::Value::BulkString(b) => String::from_utf8(b).unwrap(),
+        redis::Value::VerbatimString { text, .. } => text,
+        other => panic!("{other:?}"),
+    };
+    info.lines()
+        .find(|l| l.starts_with("cmdstat_xinfo|stream:"))
+        .and_then(|l| l.split("calls=").nth(1))
+        .and_then(|v| v.split(',').next())
+        .map_or(0, |v| v.parse().unwrap())
+}
+
+fn url(server: &RedisServer) -> String {
+    format!("redis://127.0.0.1:{}", server.port)
+}
+
+fn name(server: &RedisServer) -> String {
+    format!("127.0.0.1:{}", server.port)
+}
+
+async fn probe(d: &Daemon, query: &str) -> (u16, String) {
+    let r = d.get(&format!("/probe?{query}")).await;
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+/// The `target` label of every sample.
+fn target_labels(m: &Metrics) -> BTreeSet<String> {
+    m.samples
+        .keys()
+        .filter_map(|series| {
+            let rest = series.split("target=\"").nth(1)?;
+            Some(rest.split('"').next()?.to_string())
+        })
+        .collect()
+}
+
+async fn eventually_async<F, Fut>(limit: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        match check().await {
+            Ok(()) => return,
+            Err(last) => assert!(
+                Instant::now() < deadline,
+                "{what} not seen within {limit:?}: {last}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn probe_is_off_without_allowed_targets() {
+    let redis = RedisServer::start(Server::Redis70);
+    let d = Daemon::start(&format!("[[targets]]\nurl = \"{}\"\n{FAST}", url(&redis))).await;
+    let (status, body) = probe(&d, &format!("target={}", url(&redis))).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("allowed_targets is empty"), "{body}");
+    let m = d.metrics().await;
+    assert!(
+        m.family("redis_streams_exporter_probed_targets").is_empty(),
+        "no /probe families while /probe is off:\n{}",
+        m.text
+    );
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn refused_probes_dial_nothing() {
+    let allowed_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    allowed_listener.set_nonblocking(true).unwrap();
+    let listener_url = format!("redis://{}", allowed_listener.local_addr().unwrap());
+    let outside = RedisServer::start(Server::Redis70);
+    let d = Daemon::start(&format!(
+        "[probe]\nallowed_targets = [\"{listener_url}\"]\n[auth_modules.known]\nusername = \"x\"\n{FAST}"
+    ))
+    .await;
+    let port = allowed_listener.local_addr().unwrap().port();
+    let cases = [
+        // Outside the globs.
+        (format!("target={}", url(&outside)), "matches no glob"),
+        (format!("target={}/0", url(&outside)), "matches no glob"),
+        // Credentials in the URL, of an allowed address.
+        (
+            format!("target=redis://:s3cret@127.0.0.1:{port}"),
+            "credentials come only from",
+        ),
+        (
+            format!("target=redis://user:s3cret@127.0.0.1:{port}"),
+            "credentials come only from",
+        ),
+        (
+            format!("target=redis://user@127.0.0.1:{port}"),
+            "credentials come only from",
+        ),
+        (
+            format!("target={listener_url}&auth_module=unknown"),
+            "auth_module \"unknown\" is not configured",
+        ),
+        (
+            format!("target={listener_url}%3Fprotocol%3Dresp3"),
+            "query or fragment",
+        ),
+        (
+            "auth_module=known".to_string(),
+            "target parameter is required",
+        ),
+        (
+            format!("target={listener_url}&target={listener_url}"),
+            "more than once",
+        ),
+        (format!("target=http://127.0.0.1:{port}"), "redis://"),
+    ];
+    for (query, expected) in &cases {
+        let (status, body) = probe(&d, query).await;
+        assert_eq!(status, 400, "{query}: {body}");
+        assert!(body.contains(expected), "{query}: {body}");
+        assert!(!body.contains("s3cret"), "{query}: {body}");
+    }
+    // Nothing reached either server.
+    assert_eq!(exporter_connections(&outside), 0);
+    let accepted = allowed_listener.accept();
+    assert!(accepted.is_err(), "the listener was dialled: {accepted:?}");
+    // /metrics is rendered in the background: wait for the last request to be counted.
+    let m = common::wait_metrics(&d, Duration::from_secs(10), "the refusals", |m| {
+        m.get(
+            "redis_streams_exporter_probe_requests_total",
+            &[("result", "bad_target")],
+        ) == Some(3.0)
+    })
+    .await;
+    let count = |result: &str| {
+        m.get(
+            "redis_streams_exporter_probe_requests_total",
+            &[("result", result)],
+        )
+        .unwrap_or(0.0)
+    };
+    assert_eq!(count("not_allowed"), 2.0, "{}", m.text);
+    assert_eq!(count("credentials_in_url"), 3.0);
+    assert_eq!(count("auth_module"), 1.0);
+    assert_eq!(count("bad_target"), 3.0);
+    assert_eq!(count("ok"), 0.0);
+    assert_eq!(m.value("redis_streams_exporter_probed_targets", &[]), 0.0);
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_probe_answers_with_its_target_only_and_polling_goes_on_between_probes() {
+    let configured = RedisServer::start(Server::Redis70);
+    let probed = RedisServer::start(Server::Redis70);
+    xadd_n(&mut configured.conn(), "configured:stream", 2);
+    xadd_n(&mut probed.conn(), "probed:stream", 3);
+    let d = Daemon::start(&format!(
+        "[[targets]]\nname = \"configured\"\nurl = \"{}\"\n\
+         [probe]\nallowed_targets = [\"redis://127.0.0.1:*\"]\n{FAST}",
+        url(&configured)
+    ))
+    .await;
+    let (status, body) = probe(&d, &format!("target={}", url(&probed))).await;
+    assert_eq!(status, 200, "{body}");
+    let m = Metrics::parse(&body);
+    let probed_name = name(&probed);
+    assert_eq!(
+        target_labels(&m),
+        BTreeSet::from([probed_name.clone()]),
+        "{body}"
+    );
+    assert_eq!(
+        m.value(
+            "redis_streams_stream_length",
+            &[("target", &probed_name), ("stream", "probed:stream")]
+        ),
+        3.0
+    );
+    assert_eq!(
+        m.value(
+            "redis_streams_exporter_target_up",
+            &[("target", &probed_name)]
+        ),
+        1.0
+    );
+    assert_eq!(
+        m.value(
+            "redis_streams_exporter_target_ready",
+            &[("target", &probed_name)]
+        ),
+        1.0
+    );
+    assert!(!body.contains("# redis-streams-exporter:"), "{body}");
+    for exporter_wide in [
+        "redis_streams_exporter_build_info",
+        "redis_streams_exporter_config_reloads_total",
+        "redis_streams_exporter_probed_targets",
+    ] {
+        assert!(!body.contains(exporter_wide), "{exporter_wide} in\n{body}");
+    }
+    common::promtool_check(&body);
+
+    // /metrics: the configured target, never the probed one.
+    let metrics = common::wait_metrics(&d, Duration::from_secs(10), "probed_targets 1", |m| {
+        m.get("redis_streams_exporter_probed_targets", &[]) == Some(1.0)
+    })
+    .await;
+    assert!(
+        !target_labels(&metrics).contains(&probed_name),
+        "{}",
+        metrics.text
+    );
+    assert!(target_labels(&metrics).contains("configured"));
+
+    // Polled in the background: the server keeps answering XINFO STREAM with no probe, and a
+    // new entry shows in the next probe's answer at once.
+    assert_eq!(exporter_connections(&probed), 1);
+    let before = xinfo_calls(&probed);
+    assert!(
+        common::eventually(Duration::from_secs(10), || xinfo_calls(&probed)
+            >= before + 3)
+        .await,
+        "no polling between probes: {before} XINFO STREAM calls, then {}",
+        xinfo_calls(&probed)
+    );
+    xadd_n(&mut probed.conn(), "probed:stream", 1);
+    eventually_async(Duration::from_secs(10), "the new entry", || async {
+        let (_, body) = probe(&d, &format!("target={}", url(&probed))).await;
+        let m = Metrics::parse(&body);
+        match m.get(
+            "redis_streams_stream_length",
+            &[("target", &probed_name), ("stream", "probed:stream")],
+        ) {
+            Some(4.0) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    // One poller, one connection, however many probes.
+    assert_eq!(exporter_connections(&probed), 1);
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_target_not_probed_for_target_ttl_is_dropped() {
+    let probed = RedisServer::start(Server::Redis70);
+    xadd_n(&mut probed.conn(), "s", 1);
+    let d = Daemon::start(&format!(
+        "[probe]\nallowed_targets = [\"{}\"]\ntarget_ttl = \"1s\"\n{FAST}",
+        url(&probed)
+    ))
+    .await;
+    let (status, _) = probe(&d, &format!("target={}", url(&probed))).await;
+    assert_eq!(status, 200);
+    assert_eq!(exporter_connections(&probed), 1);
+    eventually_async(Duration::from_secs(10), "the target expiring", || async {
+        let m = d.metrics().await;
+        let expired = m.get("redis_streams_exporter_probed_targets_expired_total", &[]);
+        let now = m.get("redis_streams_exporter_probed_targets", &[]);
+        if expired == Some(1.0) && now == Some(0.0) {
+            Ok(())
+        } else {
+            Err(format!("expired {expired:?}, probed {now:?}"))
+        }
+    })
+    .await;
+    // Counted once the poller was joined: its connection is gone, and no command follows.
+    assert!(
+        common::eventually(Duration::from_secs(5), || exporter_connections(&probed)
+            == 0)
+        .await,
+        "the dropped target's connection is still open"
+    );
+    let calls = xinfo_calls(&probed);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(xinfo_calls(&probed), calls, "polled after it was dropped");
+    // A later probe starts it afresh.
+    let (status, body) = probe(&d, &format!("target={}", url(&probed))).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        Metrics::parse(&body).value(
+            "redis_streams_stream_length",
+            &[("target", &name(&probed)), ("stream", "s")]
+        ),
+        1.0
+    );
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn max_targets_caps_the_probed_targets() {
+    let first = RedisServer::start(Server::Redis70);
+    let second = RedisServer::start(Server::Redis70);
+    let d = Daemon::start(&format!(
+        "[probe]\nallowed_targets = [\"redis://127.0.0.1:*\"]\nmax_targets = 1\n{FAST}"
+    ))
+    .await;
+    assert_eq!(probe(&d, &format!("target={}", url(&first))).await.0, 200);
+    let (status, body) = probe(&d, &format!("target={}", url(&second))).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("max_targets"), "{body}");
+    assert!(body.contains("was not dialled"), "{body}");
+    assert_eq!(exporter_connections(&second), 0);
+    // The target already probed is still answered.
+    assert_eq!(probe(&d, &format!("target={}", url(&first))).await.0, 200);
+    let m = common::wait_metrics(&d, Duration::from_secs(10), "over_cap", |m| {
+        m.get(
+            "redis_streams_exporter_probe_requests_total",
+            &[("result", "over_cap")],
+        ) == Some(1.0)
+    })
+    .await;
+    assert_eq!(
+        m.value("redis_streams_exporter_probed_targets_max", &[]),
+        1.0
+    );
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn the_first_probe_says_when_the_first_collection_is_not_done() {
+    let probed = RedisServer::start(Server::Redis70);
+    xadd_n(&mut probed.conn(), "s", 2);
+    let closed_port = common::free_port();
+    let d = Daemon::start(&format!(
+        "[probe]\nallowed_targets = [\"redis://127.0.0.1:*\"]\nfirst_collection_wait = \"0s\"\n{FAST}"
+    ))
+    .await;
+    let target = format!("target={}", url(&probed));
+    let (status, body) = probe(&d, &target).await;
+    assert_eq!(status, 200, "{body}");
+    let comment = body
+        .lines()
+        .find(|l| l.starts_with("# redis-streams-exporter: the first collection"))
+        .unwrap_or_else(|| panic!("no comment:\n{body}"));
+    assert!(comment.contains("later scrape"), "{comment}");
+    let m = Metrics::parse(&body);
+    assert_eq!(
+        m.value(
+            "redis_streams_exporter_target_ready",
+            &[("target", &name(&probed))]
+        ),
+        0.0
+    );
+    assert!(m.family("redis_streams_stream_length").is_empty(), "{body}");
+    common::promtool_check(&body);
+    // A later scrape has the data.
+    eventually_async(Duration::from_secs(10), "the data", || async {
+        let (_, body) = probe(&d, &target).await;
+        let m = Metrics::parse(&body);
+        match m.get(
+            "redis_streams_stream_length",
+            &[("target", &name(&probed)), ("stream", "s")],
+        ) {
+            Some(2.0) if !body.contains("# redis-streams-exporter:") => Ok(()),
+            other => Err(format!("{other:?}\n{body}")),
+        }
+    })
+    .await;
+    d.stop().await;
+
+    // Prometheus's scrape timeout bounds the wait too (0.4 s less the 0.5 s margin: none).
+    let d = Daemon::start(&format!(
+        "[probe]\nallowed_targets = [\"redis://127.0.0.1:*\"]\nfirst_collection_wait = \"30s\"\n{FAST}"
+    ))
+    .await;
+    let r = reqwest::Client::new()
+        .get(format!("{}/probe?{target}", d.base))
+        .header("X-Prometheus-Scrape-Timeout-Seconds", "0.4")
+        .send()
+        .await
+        .unwrap();
+    let body = r.text().await.unwrap();
+    assert!(
+        body.contains("# redis-streams-exporter: the first collection"),
+        "{body}"
+    );
+    // An unreachable target answers at once, down, without the comment: its first collection
+    // is over (it failed), and waiting on every scrape would help nobody.
+    let (status, body) = probe(&d, &format!("target=redis://127.0.0.1:{closed_port}")).await;
+    assert_eq!(status, 200, "{body}");
+    let m = Metrics::parse(&body);
+    let closed = format!("127.0.0.1:{closed_port}");
+    assert_eq!(
+        m.value("redis_streams_exporter_target_up", &[("target", &closed)]),
+        0.0,
+        "{body}"
+    );
+    assert_eq!(
+        m.value(
+            "redis_streams_exporter_target_ready",
+            &[("target", &closed)]
+        ),
+        0.0
+    );
+    assert!(!body.contains("# redis-streams-exporter:"), "{body}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_reload_that_no_longer_allows_a_target_drops_it() {
+    let probed = RedisServer::start(Server::Redis70);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(
+        &path,
+        format!("[probe]\nallowed_targets = [\"{}\"]\n{FAST}", url(&probed)),
+    )
+    .unwrap();
+    let lifecycle = config::CliOverrides {
+        enable_lifecycle: true,
+        ..Default::default()
+    };
+    let cfg = config::load(Some(&path), &lifecycle).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let daemon = tokio::spawn(app::run(cfg, lifecycle, listener, async move {
+        let _ = stopped.await;
+    }));
+    let http = reqwest::Client::new();
+    let r = http
+        .get(format!("{base}/probe?target={}", url(&probed)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(exporter_connections(&probed), 1);
+    std::fs::write(
+        &path,
+        format!("[probe]\nallowed_targets = [\"redis://10.0.0.1:6379\"]\n{FAST}"),
+    )
+    .unwrap();
+    let r = http.post(format!("{base}/-/reload")).send().await.unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    // Dropped by the reload itself: its connection closes.
+    assert!(
+        common::eventually(Duration::from_secs(5), || exporter_connections(&probed)
+            == 0)
+        .await,
+        "the target is still polled after the reload"
+    );
+    eventually_async(Duration::from_secs(10), "probed_targets 0", || async {
+        let text = http
+            .get(format!("{base}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if text.contains("redis_streams_exporter_probed_targets 0\n") {
+            Ok(())
+        } else {
+            Err(text)
+        }
+    })
+    .await;
+    let r = http
+        .get(format!("{base}/probe?target={}", url(&probed)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let _ = stop.send(());
+    daemon.await.unwrap().unwrap();
+}

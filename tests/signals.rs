@@ -1,0 +1,267 @@
+//! Issue 15: time to loss and time to drain on a real server. A producer
+//! writes 400 entries/s into a stream capped at 2,000 entries while a slow
+//! group reads 200/s: the trimming edge closes in on the group, and the
+//! exporter's trim-overtake ETA appears and shrinks. We let the loss happen
+//! to measure when it truly came. Then the group speeds up to 800/s: the
+//! drain ETA appears, the overtake ETA goes away, and we measure when the
+//! lag truly reached 0. Each ETA the exporter showed is printed next to the
+//! time that was left (`SIGNALS` lines); the assertions are about presence
+//! and direction, not about how long anything took.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use redis_streams_exporter::probe::ProbeKind;
+
+const CAP: u64 = 2_000;
+
+/// One poll's view: seconds since the start, and the figures shown.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    at: f64,
+    overtake_eta: Option<f64>,
+    drain_eta: Option<f64>,
+    margin: Option<f64>,
+    lag: Option<f64>,
+}
+
+fn first_entry(c: &mut redis::Connection) -> Option<String> {
+    let v: redis::Value = redis::cmd("XRANGE")
+        .arg("sig")
+        .arg("-")
+        .arg("+")
+        .arg("COUNT")
+        .arg(1)
+        .query(c)
+        .unwrap();
+    match v {
+        redis::Value::Array(rows) => rows.into_iter().next().and_then(|row| match row {
+            redis::Value::Array(parts) => match parts.into_iter().next() {
+                Some(redis::Value::BulkString(id)) => Some(String::from_utf8(id).unwrap()),
+                _ => None,
+            },
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
+/// The group's last-delivered-id, from XINFO GROUPS.
+fn last_delivered(c: &mut redis::Connection) -> Option<String> {
+    let v: redis::Value = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg("sig")
+        .query(c)
+        .unwrap();
+    let redis::Value::Array(groups) = v else {
+        return None;
+    };
+    let fields: Vec<redis::Value> = match groups.into_iter().next()? {
+        redis::Value::Array(f) => f,
+        redis::Value::Map(m) => m.into_iter().flat_map(|(k, v)| [k, v]).collect(),
+        _ => return None,
+    };
+    fields.chunks(2).find_map(|kv| match kv {
+        [redis::Value::BulkString(k), redis::Value::BulkString(v)] if k == b"last-delivered-id" => {
+            Some(String::from_utf8(v.clone()).unwrap())
+        }
+        _ => None,
+    })
+}
+
+fn parse_id(id: &str) -> (u64, u64) {
+    let (ms, seq) = id.split_once('-').unwrap();
+    (ms.parse().unwrap(), seq.parse().unwrap())
+}
+
+async fn time_to_loss_and_drain(kind: Server) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    xadd_n(&mut c, "sig", 1);
+    let mut create = redis::cmd("XGROUP");
+    create.arg("CREATE").arg("sig").arg("slow").arg("$");
+    if kind.has_lag() {
+        create.arg("ENTRIESREAD").arg(1);
+    }
+    let _: () = create.query(&mut c).unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    // Entries the consumer reads per 10 ms tick.
+    let reads_per_tick = Arc::new(AtomicU32::new(2));
+    let producer = {
+        let (stop, mut p) = (stop.clone(), server.conn());
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let mut tick = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let mut pipe = redis::pipe();
+                for _ in 0..4 {
+                    pipe.cmd("XADD")
+                        .arg("sig")
+                        .arg("MAXLEN")
+                        .arg("=")
+                        .arg(CAP)
+                        .arg("*")
+                        .arg("f")
+                        .arg("v")
+                        .ignore();
+                }
+                let _: () = pipe.query(&mut p).unwrap();
+                tick += 1;
+                let due = started + Duration::from_millis(10 * tick);
+                std::thread::sleep(due.saturating_duration_since(Instant::now()));
+            }
+        })
+    };
+    let consumer = {
+        let (stop, rate, mut k) = (stop.clone(), reads_per_tick.clone(), server.conn());
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let mut tick = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let n = rate.load(Ordering::Relaxed) as usize;
+                let ids = read_group(&mut k, "sig", "slow", "c", n);
+                if !ids.is_empty() {
+                    let mut ack = redis::cmd("XACK");
+                    ack.arg("sig").arg("slow");
+                    for id in &ids {
+                        ack.arg(id.as_str());
+                    }
+                    let _: u64 = ack.query(&mut k).unwrap();
+                }
+                tick += 1;
+                let due = started + Duration::from_millis(10 * tick);
+                std::thread::sleep(due.saturating_duration_since(Instant::now()));
+            }
+        })
+    };
+
+    let h = Harness::new(config_for(
+        &server,
+        "[schedule]\nstream = \"250ms\"\n[status]\nwindow = 3\n",
+    ));
+    h.probe(ProbeKind::Discovery).await;
+    h.probe(ProbeKind::Info).await;
+    let g = tsg("sig", "slow");
+    let started = Instant::now();
+    let mut seen: Vec<Seen> = Vec::new();
+    let mut loss_at: Option<f64> = None;
+    let mut drained_at: Option<f64> = None;
+    let mut sped_up_at: Option<f64> = None;
+    let mut probe_conn = server.conn();
+    while started.elapsed() < Duration::from_secs(40) {
+        h.probe(ProbeKind::Stream).await;
+        let at = started.elapsed().as_secs_f64();
+        let m = h.metrics();
+        seen.push(Seen {
+            at,
+            overtake_eta: m.get("redis_streams_group_trim_overtake_eta_seconds", &g),
+            drain_eta: m.get("redis_streams_group_drain_eta_seconds", &g),
+            margin: m.get("redis_streams_group_retention_margin_seconds", &g),
+            lag: m.get("redis_streams_group_lag", &g),
+        });
+        // The truth, straight from Redis: the loss begins when the first
+        // entry passes the group's position.
+        let first = first_entry(&mut probe_conn);
+        let ld = last_delivered(&mut probe_conn).map(|s| parse_id(&s));
+        if let (None, Some(first), Some(ld)) = (loss_at, first, ld) {
+            if parse_id(&first) > (ld.0, ld.1.saturating_add(1)) {
+                loss_at = Some(at);
+            }
+        }
+        if loss_at.is_some_and(|l| at > l + 1.0) && sped_up_at.is_none() {
+            reads_per_tick.store(8, Ordering::Relaxed);
+            sped_up_at = Some(at);
+        }
+        if sped_up_at.is_some() && drained_at.is_none() && seen.last().unwrap().lag == Some(0.0) {
+            drained_at = Some(at);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    producer.join().unwrap();
+    consumer.join().unwrap();
+
+    let loss_at = loss_at.expect("the trim overtook the slow group");
+    let sped_up_at = sped_up_at.unwrap();
+    let drained_at = drained_at.expect("the backlog drained after the speed-up");
+    let before_loss: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.at < loss_at && s.overtake_eta.is_some())
+        .collect();
+    assert!(
+        before_loss.len() >= 3,
+        "the overtake ETA showed before the loss: {seen:#?}"
+    );
+    // Three points spread over the approach: ETA shown against time left.
+    let picks = [
+        before_loss[0],
+        before_loss[before_loss.len() / 2],
+        before_loss[before_loss.len() - 1],
+    ];
+    let rows: Vec<String> = picks
+        .iter()
+        .map(|s| {
+            format!(
+                "t={:.1}s: ETA {:.1}s, truly {:.1}s left (margin {:.2}s)",
+                s.at,
+                s.overtake_eta.unwrap(),
+                loss_at - s.at,
+                s.margin.unwrap_or(f64::NAN)
+            )
+        })
+        .collect();
+    println!("SIGNALS | {kind:?} | time to loss | {}", rows.join("; "));
+    assert!(
+        picks[2].overtake_eta.unwrap() < picks[0].overtake_eta.unwrap(),
+        "the ETA shrinks as the edge closes in: {rows:?}"
+    );
+    // After the speed-up: a drain ETA, and no overtake ETA once the margin
+    // grows again.
+    let draining: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.at > sped_up_at && s.at < drained_at && s.drain_eta.is_some())
+        .collect();
+    assert!(
+        draining.len() >= 3,
+        "the drain ETA showed while draining: {seen:#?}"
+    );
+    let picks = [
+        draining[0],
+        draining[draining.len() / 2],
+        draining[draining.len() - 1],
+    ];
+    let rows: Vec<String> = picks
+        .iter()
+        .map(|s| {
+            format!(
+                "t={:.1}s: ETA {:.1}s, truly {:.1}s left (lag {})",
+                s.at,
+                s.drain_eta.unwrap(),
+                drained_at - s.at,
+                s.lag.unwrap_or(f64::NAN)
+            )
+        })
+        .collect();
+    println!("SIGNALS | {kind:?} | time to drain | {}", rows.join("; "));
+    let last = seen.last().unwrap();
+    assert_eq!(
+        last.overtake_eta, None,
+        "nothing left to overtake: {last:?}"
+    );
+    assert!(
+        seen.iter()
+            .filter(|s| s.at > sped_up_at + 3.0)
+            .all(|s| s.overtake_eta.is_none()),
+        "the overtake ETA goes away once the group outruns the trimming"
+    );
+}
+
+per_server!(time_to_loss_and_drain);
