@@ -15,7 +15,7 @@
 # Stages:
 #   builder    rust:1-bookworm; dependencies are compiled in their own layer (a stub crate with the
 #              real Cargo.toml and Cargo.lock), then the crate with `cargo build --release --locked`.
-#   simulator  the fault simulator (src/bin/redis-streams-simulator.rs) for the docker-compose demo;
+#   simulator  the fault simulator (src/bin/redis-streams-simulator/) for the docker-compose demo;
 #              build it with `--target simulator`. It writes to Redis: never point it at production.
 #   (last)     the exporter: distroless cc image (glibc, libgcc, CA certificates, no shell), non-root.
 
@@ -29,11 +29,11 @@ COPY .cargo/config.toml .cargo/config.toml
 # Dependency layer: rebuilt only when the manifest or the lock file change. The stubs stand in for
 # build.rs, the library and both binaries (the simulator is auto-discovered from src/bin/).
 COPY Cargo.toml Cargo.lock ./
-RUN mkdir -p src/bin \
+RUN mkdir -p src/bin/redis-streams-simulator \
     && echo 'fn main() {}' > build.rs \
     && echo '//! stub' > src/lib.rs \
     && echo 'fn main() {}' > src/main.rs \
-    && echo 'fn main() {}' > src/bin/redis-streams-simulator.rs \
+    && echo 'fn main() {}' > src/bin/redis-streams-simulator/main.rs \
     && cargo build --release --locked --bins \
     && rm -rf build.rs src
 # The crate itself. COPY keeps the files' modification times, which may be older than the stub
@@ -44,7 +44,7 @@ COPY src ./src
 # SOURCE_DATE_EPOCH reaches build.rs as it is (an ARG is in the environment of RUN).
 ARG REVISION=unknown
 ARG SOURCE_DATE_EPOCH
-RUN touch build.rs src/lib.rs src/main.rs src/bin/redis-streams-simulator.rs \
+RUN touch build.rs src/lib.rs src/main.rs src/bin/redis-streams-simulator/main.rs \
     && RSE_GIT_REVISION="${REVISION}" cargo build --release --locked --bins \
     && install -D -m 0755 target/release/redis-streams-exporter /out/redis-streams-exporter \
     && install -D -m 0755 target/release/redis-streams-simulator /out/redis-streams-simulator

@@ -116,6 +116,11 @@ impl Ledger {
         self.rewinds
     }
 
+    /// True when the poll at `at_ms` counted a loss.
+    pub fn lost_at(&self, at_ms: u64) -> bool {
+        self.last_loss_at_ms == Some(at_ms)
+    }
+
     /// True when a loss was counted within `hold_ms` before `now_ms`.
     pub fn recent_loss(&self, now_ms: u64, hold_ms: u64) -> bool {
         self.last_loss_at_ms

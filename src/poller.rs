@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Target};
 use crate::probe::{self, ProbeContext, ProbeError, ProbeKind, TargetState};
+use crate::ratelimit::PRIORITY;
 use crate::redis::{ClientSetupError, TargetClient};
 use crate::schedule::{self, Next};
 use crate::snapshot::{Owner, SnapshotStore, TargetSnapshot};
@@ -160,12 +161,18 @@ impl Poller {
     /// should run next.
     pub async fn run_probe(&self, kind: ProbeKind) -> Next {
         let started = Instant::now();
-        let mut result = probe::run(kind, &self.ctx).await;
+        let limits = &self.ctx.config.limits;
+        let rank = limits.rank(kind.label());
+        let spent_before = self.ctx.client.commands_spent(rank);
+        // Its commands wait for the budget at its rank.
+        let run = || PRIORITY.scope(rank, probe::run(kind, &self.ctx));
+        let mut result = run().await;
         if kind == ProbeKind::Stream && matches!(result, Err(ProbeError::Interrupted { .. })) {
             // The target went down and came back during the run: read the
             // new server now rather than a whole interval later.
-            result = probe::run(kind, &self.ctx).await;
+            result = run().await;
         }
+        let commands = self.ctx.client.commands_spent(rank) - spent_before;
         // A run that had nothing to ask proves nothing: while the target is
         // unreachable it has not succeeded, whatever it had to do.
         if result.is_ok() && self.ctx.client.reachable() == Some(false) {
@@ -204,6 +211,11 @@ impl Poller {
             let status = state.snapshot.probes.entry(kind).or_default();
             status.duration = duration;
             status.success = result.is_ok();
+            status.commands = commands;
+            status.achieved_interval = status
+                .started_at
+                .map(|before| started.saturating_duration_since(before));
+            status.started_at = Some(started);
             status.interval = Some(match next {
                 Next::After(d) => d,
                 Next::Grid => period,
@@ -278,6 +290,32 @@ impl Poller {
                     }
                 }
                 state.snapshot.up = true;
+            }
+            // A budget too small for every probe's cadence stretches the
+            // lower ones: say so once, with the figure that would cover it.
+            let needed: f64 = state
+                .snapshot
+                .probes
+                .values()
+                .filter_map(|p| p.commands_needed_per_second())
+                .sum();
+            let budget = f64::from(limits.commands_per_second);
+            let short = needed > budget;
+            if state.budget_short != Some(short)
+                && state.snapshot.probes.len() == ProbeKind::ALL.len()
+            {
+                if short {
+                    tracing::warn!(
+                        target = %name,
+                        needed = needed.ceil(),
+                        commands_per_second = limits.commands_per_second,
+                        "the command budget cannot keep every probe's interval; the lower-priority ones stretch (limits.commands_per_second = {} would cover them)",
+                        needed.ceil()
+                    );
+                } else if state.budget_short.is_some() {
+                    tracing::info!(target = %name, needed = needed.ceil(), commands_per_second = limits.commands_per_second, "the command budget covers every probe's interval again");
+                }
+                state.budget_short = Some(short);
             }
             let succeeded = |k: ProbeKind| {
                 state

@@ -181,6 +181,8 @@ pub struct RateLimiter {
     arbiter: Mutex<Arbiter>,
     changed: Notify,
     waited_nanos: AtomicU64,
+    /// Tokens spent, by rank.
+    spent: Vec<AtomicU64>,
 }
 
 /// Removes a waiter that gave up (its future dropped) from its queue, so it
@@ -217,6 +219,7 @@ impl RateLimiter {
             shares.to_vec()
         };
         RateLimiter {
+            spent: shares.iter().map(|_| AtomicU64::new(0)).collect(),
             arbiter: Mutex::new(Arbiter {
                 bucket: TokenBucket::new(f64::from(rate), f64::from(burst), Instant::now()),
                 queues: shares.iter().map(|_| RankQueue::default()).collect(),
@@ -250,6 +253,7 @@ impl RateLimiter {
             a.bucket.level(started);
             if a.idle() && a.bucket.has(need) {
                 a.bucket.take(n, started);
+                self.spent[rank].fetch_add(n as u64, Ordering::Relaxed);
                 return;
             }
             (rank, a.enqueue(rank, n))
@@ -273,6 +277,7 @@ impl RateLimiter {
                         let need = a.need(n);
                         if a.bucket.has(need) {
                             a.grant(r, n, now);
+                            self.spent[r].fetch_add(n as u64, Ordering::Relaxed);
                             guard.served = true;
                             drop(a);
                             self.changed.notify_waiters();
@@ -293,6 +298,13 @@ impl RateLimiter {
                 _ = &mut changed => {}
             }
         }
+    }
+
+    /// Tokens spent by callers of `rank` so far.
+    pub fn spent(&self, rank: usize) -> u64 {
+        self.spent
+            .get(rank.min(self.spent.len() - 1))
+            .map_or(0, |s| s.load(Ordering::Relaxed))
     }
 
     /// Total time callers waited.

@@ -57,6 +57,21 @@ pub struct ProbeStatus {
     pub interval: Option<Duration>,
     /// Why the last run failed, when it did (no credentials, no paths).
     pub last_error: Option<Arc<str>>,
+    /// Commands the last run sent.
+    pub commands: u64,
+    /// Time between the starts of the last two runs: the cadence achieved.
+    pub achieved_interval: Option<Duration>,
+    /// When the last run started (exporter clock).
+    pub started_at: Option<tokio::time::Instant>,
+}
+
+impl ProbeStatus {
+    /// Commands per second this probe's cadence needs: its last run's
+    /// commands over its interval.
+    pub fn commands_needed_per_second(&self) -> Option<f64> {
+        let interval = self.interval?.as_secs_f64();
+        (interval > 0.0).then(|| self.commands as f64 / interval)
+    }
 }
 
 /// The dead-letter stream of a stream.

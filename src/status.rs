@@ -6,7 +6,9 @@
 //! Rules in order:
 //! 1. `data_loss`: entries were removed before the group read them: the
 //!    group is behind a trim that took unread entries, or a loss was counted
-//!    within `data_loss_hold` (it holds after the group caught up).
+//!    at this poll. A loss counted within `data_loss_hold` holds the status
+//!    after the group caught up, unless the group is `stopped` or `stalled`
+//!    now (news that an old loss must not hide).
 //! 2. `stopped`: there is work (undelivered or pending entries) and no
 //!    consumer has read successfully for the whole window (or the group has no
 //!    consumers). Judged from the consumers' last successful read, so it holds
@@ -89,7 +91,9 @@ pub struct Sample {
     pub consumers: u64,
     /// Entries trimmed before the group read them.
     pub trimmed_undelivered: Option<u64>,
-    /// A loss was counted within `data_loss_hold` (see [`crate::loss`]).
+    /// A loss was counted at this poll (see [`crate::loss`]).
+    pub loss_now: bool,
+    /// A loss was counted within `data_loss_hold`.
     pub recent_loss: bool,
     /// Smallest pending ID from the latest pending summary.
     pub oldest_pending_id: Option<StreamId>,
@@ -264,9 +268,27 @@ pub fn evaluate(window: &Window, latest: &Sample, settings: &Settings) -> GroupS
 pub fn judge(window: &Window, latest: &Sample, settings: &Settings) -> (GroupStatus, Basis) {
     let size = u16::try_from(settings.window).unwrap_or(u16::MAX);
     let full = window.seen >= size;
-    if latest.recent_loss || latest.trimmed_undelivered.is_some_and(|t| t > 0) {
+    if latest.loss_now || latest.trimmed_undelivered.is_some_and(|t| t > 0) {
         return (GroupStatus::DataLoss, Basis::Latest);
     }
+    // A loss held from earlier polls does not hide a group that stops or
+    // stalls now: that is news, the old loss is not.
+    let (status, basis) = evaluate_now(window, latest, settings, full, size);
+    if latest.recent_loss && !matches!(status, GroupStatus::Stopped | GroupStatus::Stalled) {
+        (GroupStatus::DataLoss, Basis::Latest)
+    } else {
+        (status, basis)
+    }
+}
+
+/// The status from the window and the latest poll, a held loss aside.
+fn evaluate_now(
+    window: &Window,
+    latest: &Sample,
+    settings: &Settings,
+    full: bool,
+    size: u16,
+) -> (GroupStatus, Basis) {
     if latest.has_work() {
         if latest.consumers == 0 {
             return (GroupStatus::Stopped, Basis::Latest);
@@ -348,6 +370,7 @@ mod tests {
             pending: 0,
             consumers: 2,
             trimmed_undelivered: Some(0),
+            loss_now: false,
             recent_loss: false,
             oldest_pending_id: None,
             last_read_at_ms: Some(1_800_000_000_000 + i * 15_000),
@@ -403,6 +426,27 @@ mod tests {
         assert_eq!(st, GroupStatus::DataLoss);
         // A loss counted within the hold, after the group caught up.
         let st = run(|i, s| s.recent_loss = i == 4, Some(300));
+        assert_eq!(st, GroupStatus::DataLoss);
+        // ...does not hide a group that stops now.
+        let st = run(
+            |i, s| {
+                s.recent_loss = true;
+                s.last_delivered_id = StreamId::new(100, 0);
+                s.lag = Some(10 + i);
+                s.last_read_at_ms = Some(1_800_000_000_000 - 10 * MIN);
+            },
+            Some(300),
+        );
+        assert_eq!(st, GroupStatus::Stopped);
+        // A loss at this poll wins over everything.
+        let st = run(
+            |i, s| {
+                s.loss_now = i == 4;
+                s.consumers = 0;
+                s.lag = Some(5);
+            },
+            Some(300),
+        );
         assert_eq!(st, GroupStatus::DataLoss);
     }
 

@@ -639,10 +639,13 @@ fn deployment_is_hardened_and_the_objects_are_wired_together() {
     );
     let job_label = monitor["spec"]["jobLabel"].as_str().unwrap();
     let job = service["metadata"]["labels"][job_label].as_str().unwrap();
+    assert!(!job.is_empty());
+    // The rules assume no job name (RedisStreamsExporterDown finds the exporter's jobs by its
+    // build_info), so whatever job the ServiceMonitor produces is covered.
     let rules = read("alerts/redis-streams.rules.yml");
     assert!(
-        rules.contains(&format!("up{{job=\"{job}\"}}")),
-        "the alert rules do not select job {job}"
+        !rules.contains("job=\"") && !rules.contains("job=~"),
+        "the alert rules select on a job name"
     );
 
     // The namespace the multi-target example sends /probe scrapes to.

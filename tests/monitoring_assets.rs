@@ -7,6 +7,10 @@
 //!
 //! Every metric and label name used by a rule or a dashboard must exist in
 //! [`redis_streams_exporter::metrics::catalog`], so renaming a metric cannot silently break them.
+//! Every aggregation and join of the rules, the Alertmanager examples' grouping and inhibitions and
+//! the dashboards' aggregations keep `job` and `instance` apart wherever they keep `target`, so two
+//! exporters never merge or mask each other; every `runbook_url` is built from one base
+//! (`scripts/gen-alerts.py`) and lands on a section of the runbook.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
 
@@ -24,13 +28,23 @@ type TestResult = Result<(), Box<dyn Error>>;
 const RULES: &str = "alerts/redis-streams.rules.yml";
 const RULE_TESTS_DIR: &str = "alerts/tests";
 const ALERTMANAGER_EXAMPLE: &str = "alerts/alertmanager.example.yml";
+const ALERTMANAGER_DEMO: &str = "deploy/alertmanager/alertmanager.yml";
+const GEN_ALERTS: &str = "scripts/gen-alerts.py";
 const RUNBOOK: &str = "alerts/runbook.md";
 const DASHBOARDS_DIR: &str = "dashboards";
-const RUNBOOK_BASE: &str =
-    "https://github.com/redis-streams-exporter/redis-streams-exporter/blob/main/alerts/runbook.md#";
 const SEVERITIES: &[&str] = &["critical", "warning", "info"];
 /// Labels Prometheus adds at scrape time, on top of the labels of the catalog.
 const SCRAPE_LABELS: &[&str] = &["job", "instance"];
+/// Labels that say which target, stream, group or consumer a series is about: wherever a label list
+/// keeps one of them, it must keep [`SCRAPE_LABELS`] too.
+const IDENTITY_LABELS: &[&str] = &["target", "stream", "group", "consumer"];
+/// Values of the `scope` label of the alerts, each with the labels that identify what it is about.
+const SCOPES: &[(&str, &[&str])] = &[
+    ("exporter", &["job", "instance"]),
+    ("target", &["job", "instance", "target"]),
+    ("stream", &["job", "instance", "target", "stream"]),
+    ("group", &["job", "instance", "target", "stream", "group"]),
+];
 /// Grafana variables that dashboards may use without defining them.
 const GRAFANA_BUILTINS: &[&str] = &["__rate_interval", "__interval", "__range", "__range_s"];
 /// Grafana unit ids the dashboards may use (a subset of Grafana's catalogue; extend as needed).
@@ -145,7 +159,14 @@ fn promtool_unit_tests_of_the_alert_rules_pass() -> TestResult {
 
 #[test]
 fn amtool_checks_the_alertmanager_example() -> TestResult {
-    amtool(&["check-config", ALERTMANAGER_EXAMPLE])
+    amtool(&["check-config", ALERTMANAGER_EXAMPLE, ALERTMANAGER_DEMO])
+}
+
+/// Every `runbook_url` is the one base of `scripts/gen-alerts.py` plus the alert name: the script's
+/// `--check` fails when a rule has none or another one.
+#[test]
+fn runbook_urls_are_built_from_one_base() -> TestResult {
+    run_tool("PYTHON3", "python3", "python3", &[GEN_ALERTS, "--check"])
 }
 
 /// Every dashboard query is valid PromQL: they are written into a temporary rule file, with
@@ -419,6 +440,17 @@ fn rules() -> Result<Vec<Rule>, Box<dyn Error>> {
     Ok(rules)
 }
 
+/// True for an event alert: the rise of one counter (`increase(x_total[w]) > 0`), which fires at the
+/// first evaluation that sees it and needs no `for:` (a `for:` would let a short loss slip through).
+fn is_event(rule: &Rule) -> bool {
+    let compact: String = rule.expr.split_whitespace().collect();
+    let metrics = selectors(&rule.expr);
+    compact.starts_with("increase(")
+        && compact.ends_with(")>0")
+        && metrics.len() == 1
+        && metrics[0].metric.ends_with("_total")
+}
+
 /// GitHub's anchors for the headings of a Markdown file.
 fn markdown_anchors(markdown: &str) -> BTreeSet<String> {
     let mut anchors = BTreeSet::new();
@@ -449,6 +481,7 @@ fn alerts_follow_the_mixin_conventions() -> TestResult {
     let anchors = markdown_anchors(&runbook);
     let mut errors = Vec::new();
     let mut names = BTreeSet::new();
+    let mut bases = BTreeSet::new();
     for rule in rules()? {
         let Some(name) = &rule.alert else { continue };
         let place = format!("alert {name} (group {})", rule.group);
@@ -470,8 +503,10 @@ fn alerts_follow_the_mixin_conventions() -> TestResult {
             ));
         }
         let for_duration = rule.raw["for"].as_str().unwrap_or_default();
-        if !for_duration.chars().any(|c| c.is_ascii_digit() && c != '0') {
-            errors.push(format!("{place}: needs a non-zero `for:`"));
+        if !for_duration.chars().any(|c| c.is_ascii_digit() && c != '0') && !is_event(&rule) {
+            errors.push(format!(
+                "{place}: needs a non-zero `for:` (only the increase of a counter may go without)"
+            ));
         }
         let annotations = &rule.raw["annotations"];
         let summary = annotations["summary"].as_str().unwrap_or_default();
@@ -488,11 +523,12 @@ fn alerts_follow_the_mixin_conventions() -> TestResult {
             errors.push(format!("{place}: description must be a non-empty template"));
         }
         let runbook_url = annotations["runbook_url"].as_str().unwrap_or_default();
-        match runbook_url.strip_prefix(RUNBOOK_BASE) {
+        match runbook_url.split_once('#') {
             None => errors.push(format!(
-                "{place}: runbook_url must start with {RUNBOOK_BASE}"
+                "{place}: runbook_url `{runbook_url}` has no #anchor"
             )),
-            Some(anchor) => {
+            Some((base, anchor)) => {
+                bases.insert(base.to_string());
                 if anchor != name.to_lowercase() {
                     errors.push(format!(
                         "{place}: runbook anchor `{anchor}` is not the lowercase name"
@@ -503,6 +539,18 @@ fn alerts_follow_the_mixin_conventions() -> TestResult {
                 }
             }
         }
+        match rule.raw["labels"]["scope"].as_str() {
+            Some(scope) if SCOPES.iter().any(|(s, _)| *s == scope) => {}
+            other => errors.push(format!(
+                "{place}: scope label {other:?} is not one of {:?}",
+                SCOPES.iter().map(|(s, _)| *s).collect::<Vec<_>>()
+            )),
+        }
+    }
+    if bases.len() != 1 || !bases.iter().all(|b| b.ends_with("/alerts/runbook.md")) {
+        errors.push(format!(
+            "every runbook_url must share one base ending in /alerts/runbook.md: {bases:?}"
+        ));
     }
     // No runbook section without its alert.
     for line in runbook.lines() {
@@ -525,69 +573,127 @@ fn alerts_follow_the_mixin_conventions() -> TestResult {
     Ok(())
 }
 
-/// Alerts on a lag page only when Redis counted it; an estimated lag only ever gives info alerts.
+/// Alerts on the lag count page only when Redis counted it; an estimated count only ever gives info
+/// alerts. Alerts on the lag in seconds use it whatever `lag_estimated` says: it comes from entry IDs
+/// and the server clock, and is exact.
 #[test]
-fn alerts_on_lag_never_page_on_an_estimate() -> TestResult {
+fn lag_count_alerts_never_page_on_an_estimate_and_lag_seconds_alerts_ignore_it() -> TestResult {
     let mut errors = Vec::new();
+    let mut count_alerts = 0;
+    let mut seconds_alerts = 0;
     for rule in rules()? {
         let Some(name) = &rule.alert else { continue };
         let metrics: BTreeSet<String> = selectors(&rule.expr)
             .into_iter()
             .map(|s| s.metric)
             .collect();
-        let uses_lag = metrics.contains("redis_streams_group_lag")
-            || metrics.contains("redis_streams_group_lag_seconds");
-        if !uses_lag {
-            continue;
-        }
         let compact: String = rule.expr.split_whitespace().collect();
         let redis_lag = compact.contains("redis_streams_group_lag_estimated==0");
         let estimated = compact.contains("redis_streams_group_lag_estimated==1");
         let severity = rule.raw["labels"]["severity"].as_str().unwrap_or_default();
-        match (redis_lag, estimated) {
-            (true, false) => {}
-            (false, true) if severity == "info" => {}
-            (false, true) => errors.push(format!(
-                "{name}: on an estimated lag it must be severity info"
-            )),
-            _ => errors.push(format!(
-                "{name}: reads a lag, so it must select redis_streams_group_lag_estimated == 0 \
-                 (or == 1 with severity info)"
-            )),
+        if metrics.contains("redis_streams_group_lag") {
+            count_alerts += 1;
+            match (redis_lag, estimated) {
+                (true, false) => {}
+                (false, true) if severity == "info" => {}
+                (false, true) => errors.push(format!(
+                    "{name}: on an estimated lag count it must be severity info"
+                )),
+                _ => errors.push(format!(
+                    "{name}: reads the lag count, so it must select redis_streams_group_lag_estimated \
+                     == 0 (or == 1 with severity info)"
+                )),
+            }
+        } else if metrics.contains("redis_streams_group_lag_seconds") {
+            seconds_alerts += 1;
+            if metrics.contains("redis_streams_group_lag_estimated") {
+                errors.push(format!(
+                    "{name}: reads only the lag in seconds, which is exact: it must not depend on \
+                     redis_streams_group_lag_estimated"
+                ));
+            }
         }
     }
+    assert!(
+        count_alerts >= 2 && seconds_alerts >= 3,
+        "expected lag count and lag seconds alerts, found {count_alerts} and {seconds_alerts}"
+    );
     assert!(errors.is_empty(), "{}", errors.join("\n"));
     Ok(())
 }
 
+/// Minutes of a promtool duration such as `7m` or `1h30m` (the test files use whole minutes).
+fn minutes(duration: &str) -> Option<u64> {
+    let mut total = 0;
+    let mut number = String::new();
+    for c in duration.chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let n: u64 = number.parse().ok()?;
+        number.clear();
+        total += match c {
+            'm' => n,
+            'h' => n * 60,
+            _ => return None,
+        };
+    }
+    number.is_empty().then_some(total)
+}
+
+/// Every alert has a promtool case where it fires and, in the same test, a case one evaluation step
+/// (1m) earlier where it does not: the boundary of its `for:` (or, for an event alert, the first
+/// evaluation that sees the counter rise).
 #[test]
-fn every_alert_has_firing_and_quiet_promtool_cases() -> TestResult {
-    let mut firing: BTreeMap<String, usize> = BTreeMap::new();
-    let mut quiet: BTreeMap<String, usize> = BTreeMap::new();
+fn every_alert_has_promtool_cases_at_and_one_step_before_its_boundary() -> TestResult {
+    // alertname -> set of (test name, minute) where it fires / is quiet.
+    let mut firing: BTreeMap<String, BTreeSet<(String, u64)>> = BTreeMap::new();
+    let mut quiet: BTreeMap<String, BTreeSet<(String, u64)>> = BTreeMap::new();
     for file in files_in(RULE_TESTS_DIR, &[".yml", ".yaml"])? {
         let text = std::fs::read_to_string(&file)?;
         let doc: Yaml = serde_norway::from_str(&text)?;
+        assert_eq!(
+            doc["evaluation_interval"].as_str(),
+            Some("1m"),
+            "{}: the step is 1m",
+            relative(&file)
+        );
         for test in doc["tests"].as_sequence().ok_or("rule tests: no tests")? {
+            let test_name = test["name"].as_str().unwrap_or_default().to_string();
             for case in test["alert_rule_test"].as_sequence().into_iter().flatten() {
                 let name = case["alertname"]
                     .as_str()
                     .ok_or("rule tests: case without alertname")?;
+                let at = case["eval_time"]
+                    .as_str()
+                    .and_then(minutes)
+                    .ok_or("rule tests: eval_time not in whole minutes")?;
                 let fires = case["exp_alerts"]
                     .as_sequence()
                     .is_some_and(|a| !a.is_empty());
-                let counter = if fires { &mut firing } else { &mut quiet };
-                *counter.entry(name.to_string()).or_default() += 1;
+                let map = if fires { &mut firing } else { &mut quiet };
+                map.entry(name.to_string())
+                    .or_default()
+                    .insert((test_name.clone(), at));
             }
         }
     }
     let mut errors = Vec::new();
     for rule in rules()? {
         let Some(name) = &rule.alert else { continue };
-        if !firing.contains_key(name) {
+        let fired = firing.get(name).cloned().unwrap_or_default();
+        let silent = quiet.get(name).cloned().unwrap_or_default();
+        if fired.is_empty() {
             errors.push(format!("{name}: no promtool case where it fires"));
         }
-        if !quiet.contains_key(name) {
-            errors.push(format!("{name}: no promtool case where it does not fire"));
+        let boundary = fired
+            .iter()
+            .any(|(test, at)| *at > 0 && silent.contains(&(test.clone(), at - 1)));
+        if !boundary {
+            errors.push(format!(
+                "{name}: no promtool test where it is quiet one step (1m) before a case where it fires"
+            ));
         }
     }
     assert!(errors.is_empty(), "{}", errors.join("\n"));
@@ -619,8 +725,408 @@ fn rule_metrics_and_labels_exist_in_the_catalog() -> TestResult {
     Ok(())
 }
 
+// ------------------------------------------------------------------------------------------------
+// Identity: job and instance kept apart
+
+/// Every label list (`by`, `without`, `on`, `ignoring`, `group_left`, `group_right`) of an expression,
+/// with its keyword.
+fn label_lists(expr: &str) -> Vec<(String, Vec<String>)> {
+    let chars: Vec<char> = expr.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '"' || c == '\'' || c == '`' {
+            i = skip_string(&chars, i);
+        } else if c == '{' {
+            let (_, end) = matcher_labels(&chars, i);
+            i = end;
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            let mut j = i;
+            while j < chars.len() && chars[j].is_whitespace() {
+                j += 1;
+            }
+            if LABEL_LIST_KEYWORDS.contains(&word.as_str()) && chars.get(j) == Some(&'(') {
+                let close = chars[j..]
+                    .iter()
+                    .position(|&c| c == ')')
+                    .map_or(chars.len(), |p| j + p);
+                let inner: String = chars[j + 1..close].iter().collect();
+                let labels = inner
+                    .split(',')
+                    .map(|l| l.trim().to_string())
+                    .filter(|l| !l.is_empty())
+                    .collect();
+                out.push((word, labels));
+                i = close + 1;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Problems of one expression: a label list that keeps a target, stream, group or consumer must keep
+/// job and instance too (`by`, `on`, `group_left`/`group_right` copy labels: only `by` and `on`
+/// matter), and `without`/`ignoring` must never drop job or instance.
+fn identity_problems(place: &str, expr: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (keyword, labels) in label_lists(expr) {
+        let has = |l: &str| labels.iter().any(|x| x == l);
+        match keyword.as_str() {
+            "by" | "on" => {
+                let identifies = IDENTITY_LABELS.iter().any(|l| has(l));
+                if identifies && !SCRAPE_LABELS.iter().all(|l| has(l)) {
+                    problems.push(format!(
+                        "{place}: `{keyword} ({})` keeps {IDENTITY_LABELS:?} labels but not job and instance",
+                        labels.join(", ")
+                    ));
+                }
+            }
+            "without" | "ignoring" if SCRAPE_LABELS.iter().any(|l| has(l)) => {
+                problems.push(format!(
+                    "{place}: `{keyword} ({})` drops job or instance",
+                    labels.join(", ")
+                ));
+            }
+            _ => {}
+        }
+    }
+    problems
+}
+
+/// Aggregation operators of PromQL.
+const AGGREGATIONS: &[&str] = &[
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "group",
+    "stddev",
+    "stdvar",
+    "count",
+    "count_values",
+    "bottomk",
+    "topk",
+    "quantile",
+    "limitk",
+    "limit_ratio",
+];
+
+/// Aggregations of an expression that have no `by`/`without` clause (they merge every exporter).
+fn unlabelled_aggregations(expr: &str) -> Vec<String> {
+    let chars: Vec<char> = expr.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '"' || c == '\'' || c == '`' {
+            i = skip_string(&chars, i);
+        } else if c == '{' {
+            let (_, end) = matcher_labels(&chars, i);
+            i = end;
+        } else if c == '[' {
+            while i < chars.len() && chars[i] != ']' {
+                i += 1;
+            }
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            let mut j = i;
+            while j < chars.len() && chars[j].is_whitespace() {
+                j += 1;
+            }
+            if AGGREGATIONS.contains(&word.as_str()) && chars.get(j) == Some(&'(') {
+                // `agg (...) by (...)`: look past the argument for a trailing clause.
+                let mut depth = 0;
+                let mut k = j;
+                while k < chars.len() {
+                    match chars[k] {
+                        '(' => depth += 1,
+                        ')' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    k += 1;
+                }
+                let rest: String = chars[(k + 1).min(chars.len())..].iter().collect();
+                let rest = rest.trim_start();
+                if !rest.starts_with("by") && !rest.starts_with("without") {
+                    out.push(word);
+                }
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
 #[test]
-fn alertmanager_example_routes_by_severity_and_inhibits_on_target_down() -> TestResult {
+fn identity_scanner_finds_label_lists_and_bare_aggregations() {
+    let expr = r#"max by (job, instance, target) (x{target="by (y)"}) > on(target) group_left() count(y) unless ignoring(instance) z"#;
+    let lists = label_lists(expr);
+    assert_eq!(
+        lists,
+        [
+            (
+                "by".to_string(),
+                vec!["job".into(), "instance".into(), "target".into()]
+            ),
+            ("on".to_string(), vec!["target".into()]),
+            ("group_left".to_string(), vec![]),
+            ("ignoring".to_string(), vec!["instance".into()]),
+        ]
+    );
+    assert_eq!(identity_problems("x", expr).len(), 2);
+    assert_eq!(unlabelled_aggregations(expr), ["count"]);
+    assert!(unlabelled_aggregations("sum(rate(x[5m])) by (job)").is_empty());
+    assert!(unlabelled_aggregations("group by (job) (x)").is_empty());
+}
+
+/// In the rules, every aggregation names the labels it keeps, and every list that keeps a target,
+/// stream or group keeps job and instance: an alert is always about one exporter's target.
+#[test]
+fn rules_keep_job_and_instance_in_every_aggregation_and_join() -> TestResult {
+    let mut errors = Vec::new();
+    let mut lists = 0;
+    for rule in rules()? {
+        let name = rule
+            .alert
+            .clone()
+            .or(rule.record.clone())
+            .unwrap_or_default();
+        let place = format!("{RULES} {name}");
+        errors.extend(identity_problems(&place, &rule.expr));
+        lists += label_lists(&rule.expr).len();
+        for agg in unlabelled_aggregations(&rule.expr) {
+            errors.push(format!(
+                "{place}: `{agg}(...)` without by/without merges every exporter and target"
+            ));
+        }
+    }
+    assert!(lists >= 40, "only {lists} label lists found in the rules");
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------------
+// Alertmanager
+
+/// A label matcher of an Alertmanager config (`name="v"`, `name!="v"`, `name=~"re"`, `name!~"re"`).
+#[derive(Debug)]
+struct Matcher {
+    label: String,
+    negated: bool,
+    pattern: Pattern,
+}
+
+/// The small regex subset the configs use, fully anchored: literals, groups with alternatives,
+/// `?` after a group, and `.*`/`.+`.
+#[derive(Clone, Debug)]
+enum Piece {
+    Literal(String),
+    Any { at_least_one: bool },
+    Alternatives(Vec<Vec<Piece>>, bool),
+}
+
+#[derive(Debug)]
+struct Pattern(Vec<Vec<Piece>>);
+
+fn parse_alternatives(chars: &[char], i: &mut usize) -> Vec<Vec<Piece>> {
+    let mut alternatives = vec![Vec::new()];
+    while *i < chars.len() {
+        let c = chars[*i];
+        match c {
+            '|' => {
+                alternatives.push(Vec::new());
+                *i += 1;
+            }
+            ')' => return alternatives,
+            '(' => {
+                *i += 1;
+                let inner = parse_alternatives(chars, i);
+                *i += 1; // ')'
+                let optional = chars.get(*i) == Some(&'?');
+                if optional {
+                    *i += 1;
+                }
+                alternatives
+                    .last_mut()
+                    .unwrap()
+                    .push(Piece::Alternatives(inner, optional));
+            }
+            '.' if matches!(chars.get(*i + 1), Some('*') | Some('+')) => {
+                let at_least_one = chars[*i + 1] == '+';
+                alternatives
+                    .last_mut()
+                    .unwrap()
+                    .push(Piece::Any { at_least_one });
+                *i += 2;
+            }
+            _ => {
+                assert!(
+                    c.is_ascii_alphanumeric() || c == '_' || c == '-',
+                    "unsupported regex character {c:?}"
+                );
+                alternatives
+                    .last_mut()
+                    .unwrap()
+                    .push(Piece::Literal(c.to_string()));
+                *i += 1;
+            }
+        }
+    }
+    alternatives
+}
+
+fn matches_pieces(pieces: &[Piece], text: &str) -> bool {
+    let Some((first, rest)) = pieces.split_first() else {
+        return text.is_empty();
+    };
+    match first {
+        Piece::Literal(l) => text
+            .strip_prefix(l.as_str())
+            .is_some_and(|t| matches_pieces(rest, t)),
+        Piece::Any { at_least_one } => {
+            let from = usize::from(*at_least_one);
+            (from..=text.len())
+                .filter(|&k| text.is_char_boundary(k))
+                .any(|k| matches_pieces(rest, &text[k..]))
+        }
+        Piece::Alternatives(alternatives, optional) => {
+            (*optional && matches_pieces(rest, text))
+                || alternatives.iter().any(|alt| {
+                    let mut joined = alt.clone();
+                    joined.extend_from_slice(rest);
+                    matches_pieces(&joined, text)
+                })
+        }
+    }
+}
+
+impl Pattern {
+    fn parse(regex: &str) -> Pattern {
+        let chars: Vec<char> = regex.chars().collect();
+        let mut i = 0;
+        Pattern(parse_alternatives(&chars, &mut i))
+    }
+
+    fn literal(value: &str) -> Pattern {
+        Pattern(vec![vec![Piece::Literal(value.to_string())]])
+    }
+
+    fn matches(&self, text: &str) -> bool {
+        self.0.iter().any(|alt| matches_pieces(alt, text))
+    }
+}
+
+impl Matcher {
+    fn parse(text: &str) -> Matcher {
+        let (label, op, value) = ["!~", "=~", "!=", "="]
+            .iter()
+            .find_map(|op| text.split_once(op).map(|(l, v)| (l, *op, v)))
+            .unwrap_or_else(|| panic!("bad matcher {text:?}"));
+        let value = value.trim().trim_matches('"');
+        Matcher {
+            label: label.trim().to_string(),
+            negated: op.starts_with('!'),
+            pattern: if op.ends_with('~') {
+                Pattern::parse(value)
+            } else {
+                Pattern::literal(value)
+            },
+        }
+    }
+
+    fn accepts(&self, labels: &BTreeMap<String, String>) -> bool {
+        let value = labels.get(&self.label).map_or("", String::as_str);
+        self.pattern.matches(value) != self.negated
+    }
+}
+
+#[test]
+fn matcher_subset_behaves_like_alertmanager() {
+    let labels = |name: &str, scope: &str| {
+        BTreeMap::from([
+            ("alertname".to_string(), name.to_string()),
+            ("scope".to_string(), scope.to_string()),
+        ])
+    };
+    let m = Matcher::parse(
+        r#"alertname=~"RedisStreams(LagSecondsHigh|ProductionOutpacingConsumption(Estimated)?)""#,
+    );
+    assert!(m.accepts(&labels("RedisStreamsLagSecondsHigh", "group")));
+    assert!(m.accepts(&labels(
+        "RedisStreamsProductionOutpacingConsumptionEstimated",
+        "group"
+    )));
+    assert!(!m.accepts(&labels("RedisStreamsLagSecondsHighX", "group")));
+    assert!(!m.accepts(&labels("RedisStreamsLagSecondsCritical", "group")));
+    assert!(Matcher::parse(r#"alertname=~"RedisStreams.+""#).accepts(&labels("RedisStreamsX", "")));
+    assert!(!Matcher::parse(r#"alertname=~"RedisStreams.+""#).accepts(&labels("RedisStreams", "")));
+    assert!(Matcher::parse(r#"scope=~"target|stream|group""#).accepts(&labels("", "stream")));
+    assert!(!Matcher::parse(r#"scope=~"target|stream|group""#).accepts(&labels("", "exporter")));
+    assert!(Matcher::parse(r#"alertname!="A""#).accepts(&labels("B", "")));
+}
+
+fn severity_rank(severity: &str) -> usize {
+    SEVERITIES.len()
+        - SEVERITIES
+            .iter()
+            .position(|s| *s == severity)
+            .unwrap_or(SEVERITIES.len())
+}
+
+fn strings(value: &Yaml) -> Vec<String> {
+    value
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter_map(Yaml::as_str)
+        .map(str::to_string)
+        .collect()
+}
+
+/// The static labels of every alert (its name, severity and scope).
+fn alert_labels() -> Result<Vec<BTreeMap<String, String>>, Box<dyn Error>> {
+    let mut out = Vec::new();
+    for rule in rules()? {
+        let Some(name) = &rule.alert else { continue };
+        let mut labels = BTreeMap::from([("alertname".to_string(), name.clone())]);
+        for (k, v) in rule.raw["labels"].as_mapping().into_iter().flatten() {
+            if let (Some(k), Some(v)) = (k.as_str(), v.as_str()) {
+                labels.insert(k.to_string(), v.to_string());
+            }
+        }
+        out.push(labels);
+    }
+    Ok(out)
+}
+
+fn identity_of(labels: &BTreeMap<String, String>) -> &'static [&'static str] {
+    let scope = labels.get("scope").map_or("", String::as_str);
+    SCOPES
+        .iter()
+        .find(|(s, _)| *s == scope)
+        .map_or(&[], |(_, identity)| *identity)
+}
+
+#[test]
+fn alertmanager_example_routes_by_severity_and_groups_per_exporter_and_group() -> TestResult {
     let doc: Yaml = serde_norway::from_str(&read(ALERTMANAGER_EXAMPLE)?)?;
     let routes = doc["route"]["routes"]
         .as_sequence()
@@ -634,26 +1140,151 @@ fn alertmanager_example_routes_by_severity_and_inhibits_on_target_down() -> Test
         });
         assert!(routed, "no route for {matcher}");
     }
+    for (file, doc) in [
+        (ALERTMANAGER_EXAMPLE, doc.clone()),
+        (
+            ALERTMANAGER_DEMO,
+            serde_norway::from_str(&read(ALERTMANAGER_DEMO)?)?,
+        ),
+    ] {
+        assert_eq!(
+            strings(&doc["route"]["group_by"]),
+            ["job", "instance", "target", "stream", "group"],
+            "{file}: notifications are grouped per exporter, target, stream and group"
+        );
+        for route in routes {
+            assert!(
+                route["group_by"].is_null(),
+                "{file}: a child route overrides group_by"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The inhibitions of the example: the infrastructure layers (an exporter down, a target down)
+/// mute every alert above them per job and instance (and target); between the alerts of one stream
+/// or group every rule runs to alerts of the same or a lower severity; compares only labels both sides carry (at least job and instance), matches alerts
+/// that exist, and never mutes its own source. The demo stack's configuration has the same rules.
+#[test]
+fn alertmanager_inhibitions_keep_exporters_apart_and_never_mute_a_higher_severity() -> TestResult {
+    let doc: Yaml = serde_norway::from_str(&read(ALERTMANAGER_EXAMPLE)?)?;
+    let demo: Yaml = serde_norway::from_str(&read(ALERTMANAGER_DEMO)?)?;
+    assert_eq!(
+        doc["inhibit_rules"], demo["inhibit_rules"],
+        "{ALERTMANAGER_DEMO} must inhibit exactly like {ALERTMANAGER_EXAMPLE}"
+    );
+    let alerts = alert_labels()?;
     let inhibits = doc["inhibit_rules"]
         .as_sequence()
         .ok_or("no inhibit_rules")?;
-    let target_down = inhibits.iter().any(|rule| {
-        let source = rule["source_matchers"].as_sequence().into_iter().flatten();
-        let names_target_down = source
-            .filter_map(Yaml::as_str)
-            .any(|m| m == "alertname=\"RedisStreamsTargetDown\"");
-        let equal: Vec<&str> = rule["equal"]
-            .as_sequence()
-            .into_iter()
-            .flatten()
-            .filter_map(Yaml::as_str)
-            .collect();
-        names_target_down && equal == ["target"]
-    });
+    let mut errors = Vec::new();
+    let mut pairs = 0;
+    let muted_by = |source: &str| -> Vec<String> {
+        let mut names = Vec::new();
+        for rule in inhibits {
+            let sources: Vec<Matcher> = strings(&rule["source_matchers"])
+                .iter()
+                .map(|m| Matcher::parse(m))
+                .collect();
+            let targets: Vec<Matcher> = strings(&rule["target_matchers"])
+                .iter()
+                .map(|m| Matcher::parse(m))
+                .collect();
+            for s in alerts.iter().filter(|a| a["alertname"] == source) {
+                if sources.iter().all(|m| m.accepts(s)) {
+                    for t in alerts
+                        .iter()
+                        .filter(|t| targets.iter().all(|m| m.accepts(t)))
+                    {
+                        names.push(t["alertname"].clone());
+                    }
+                }
+            }
+        }
+        names
+    };
+    let down = muted_by("RedisStreamsTargetDown");
     assert!(
-        target_down,
-        "no inhibit rule from RedisStreamsTargetDown with equal: [target]"
+        alerts
+            .iter()
+            .filter(|a| a["scope"] != "exporter" && a["alertname"] != "RedisStreamsTargetDown")
+            .all(|a| down.contains(&a["alertname"])),
+        "RedisStreamsTargetDown must mute every other alert of its target: {down:?}"
     );
+    let exporter_down = muted_by("RedisStreamsExporterDown");
+    assert!(
+        alerts
+            .iter()
+            .filter(|a| a["scope"] != "exporter")
+            .all(|a| exporter_down.contains(&a["alertname"])),
+        "RedisStreamsExporterDown must mute every alert of its exporter's targets"
+    );
+    for (i, rule) in inhibits.iter().enumerate() {
+        let place = format!("{ALERTMANAGER_EXAMPLE} inhibit_rules[{i}]");
+        let sources: Vec<Matcher> = strings(&rule["source_matchers"])
+            .iter()
+            .map(|m| Matcher::parse(m))
+            .collect();
+        let targets: Vec<Matcher> = strings(&rule["target_matchers"])
+            .iter()
+            .map(|m| Matcher::parse(m))
+            .collect();
+        let equal = strings(&rule["equal"]);
+        if !SCRAPE_LABELS.iter().all(|l| equal.iter().any(|e| e == l)) {
+            errors.push(format!(
+                "{place}: equal {equal:?} must hold job and instance"
+            ));
+        }
+        let matched_sources: Vec<&BTreeMap<String, String>> = alerts
+            .iter()
+            .filter(|a| sources.iter().all(|m| m.accepts(a)))
+            .collect();
+        let matched_targets: Vec<&BTreeMap<String, String>> = alerts
+            .iter()
+            .filter(|a| targets.iter().all(|m| m.accepts(a)))
+            .collect();
+        if matched_sources.is_empty() || matched_targets.is_empty() {
+            errors.push(format!("{place}: matches no source or no target alert"));
+        }
+        for s in &matched_sources {
+            for t in &matched_targets {
+                pairs += 1;
+                let (sn, tn) = (&s["alertname"], &t["alertname"]);
+                if sn == tn {
+                    errors.push(format!("{place}: {sn} would mute itself"));
+                }
+                // An exporter or target that is down makes the alerts above it unknown, not less
+                // important: those two may mute anything of theirs. Between the alerts of one
+                // stream or group, a ticket never mutes a page.
+                let infrastructure = matches!(s["scope"].as_str(), "exporter" | "target");
+                if !infrastructure && severity_rank(&s["severity"]) < severity_rank(&t["severity"])
+                {
+                    errors.push(format!(
+                        "{place}: {sn} ({}) mutes {tn} ({}), a higher severity",
+                        s["severity"], t["severity"]
+                    ));
+                }
+                for label in &equal {
+                    let carried = identity_of(s).contains(&label.as_str())
+                        && identity_of(t).contains(&label.as_str());
+                    if !carried {
+                        errors.push(format!(
+                            "{place}: {sn} mutes {tn} on `{label}`, which one of them does not carry"
+                        ));
+                    }
+                }
+                // A group-level cause mutes only alerts of its own group.
+                if identity_of(s).contains(&"group") && !equal.iter().any(|e| e == "group") {
+                    errors.push(format!(
+                        "{place}: {sn} is about one group: equal needs stream and group"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(pairs >= 40, "only {pairs} inhibition pairs");
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
     Ok(())
 }
 
@@ -762,8 +1393,84 @@ fn dashboards_have_unique_uids_and_a_datasource_variable() -> TestResult {
             .iter()
             .filter_map(|v| v["name"].as_str())
             .collect();
-        assert!(names.contains("target"), "{file}: no `target` variable");
+        for name in ["job", "instance", "target"] {
+            assert!(names.contains(name), "{file}: no `{name}` variable");
+        }
     }
+    Ok(())
+}
+
+/// Every query of every dashboard filters on the job and instance variables wherever it filters on
+/// the target, every aggregation that keeps a target, stream, group or consumer keeps job and
+/// instance (unless the query pins one exporter with exact matchers, as the stream drill-down does),
+/// and on the dashboards that show many streams at once, every time series drawn per stream or group
+/// is limited with topk/bottomk.
+#[test]
+fn dashboards_keep_exporters_apart_and_limit_their_lines() -> TestResult {
+    let mut errors = Vec::new();
+    let mut limited = 0;
+    for (file, dashboard) in dashboards()? {
+        let many_streams = variables(&dashboard)
+            .iter()
+            .all(|v| v["name"] != "stream" || v["multi"] == true);
+        // (place, query, draws lines, must filter on $job and $instance)
+        let mut texts: Vec<(String, String, bool, bool)> = Vec::new();
+        for panel in panels(&dashboard) {
+            let title = panel["title"].as_str().unwrap_or("<untitled>");
+            let lines = panel["type"] == "timeseries";
+            for target in array(&panel["targets"]) {
+                let expr = target["expr"].as_str().unwrap_or_default().to_string();
+                texts.push((format!("{file}: panel `{title}`"), expr, lines, true));
+            }
+        }
+        for variable in variables(&dashboard) {
+            let name = variable["name"].as_str().unwrap_or_default();
+            // The job and instance variables are what the others filter on.
+            let filtered = !matches!(name, "job" | "instance");
+            texts.push((
+                format!("{file}: variable `{name}`"),
+                variable_query(variable).to_string(),
+                false,
+                filtered,
+            ));
+        }
+        for (place, text, lines, filtered) in &texts {
+            let pinned = text.contains("job=\"$job\"") && text.contains("instance=\"$instance\"");
+            if text.contains("target=") && !(text.contains("job=") && text.contains("instance=")) {
+                errors.push(format!(
+                    "{place}: filters the target but not job and instance: {text}"
+                ));
+            }
+            for selector in selectors(text) {
+                if *filtered
+                    && selector.metric.starts_with("redis_streams_")
+                    && !(selector.labels.contains("job") && selector.labels.contains("instance"))
+                {
+                    errors.push(format!(
+                        "{place}: `{}` is not filtered on $job and $instance",
+                        selector.metric
+                    ));
+                }
+            }
+            if !pinned {
+                errors.extend(identity_problems(place, text));
+            }
+            let per_stream = label_lists(text)
+                .iter()
+                .any(|(keyword, labels)| keyword == "by" && labels.iter().any(|l| l == "stream"));
+            if many_streams && *lines && per_stream {
+                if text.starts_with("topk(") || text.starts_with("bottomk(") {
+                    limited += 1;
+                } else {
+                    errors.push(format!(
+                        "{place}: draws one line per stream or group without topk/bottomk: {text}"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(limited >= 10, "only {limited} limited time series queries");
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
     Ok(())
 }
 
@@ -901,7 +1608,10 @@ fn dashboard_rates_use_rate_interval_and_variables_exist() -> TestResult {
             for function in ["rate", "irate", "increase"] {
                 for args in call_arguments(text, function) {
                     rates += 1;
-                    if !args.contains("[$__rate_interval]") {
+                    // increase() over the whole time range is a total (a stat panel's "lost in
+                    // the selected range"); anything per point in time uses $__rate_interval.
+                    let total = function == "increase" && args.contains("[$__range]");
+                    if !args.contains("[$__rate_interval]") && !total {
                         errors.push(format!(
                             "{place}: {function}() without [$__rate_interval]: {text}"
                         ));

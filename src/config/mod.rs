@@ -345,7 +345,7 @@ impl Default for Schedule {
 }
 
 /// Per-target cost limits.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Limits {
     /// Token bucket over every command sent.
     pub commands_per_second: u32,
@@ -361,6 +361,44 @@ pub struct Limits {
     pub lag_exact_count: u32,
     /// `XRANGE id id` checks per PEL scan pass for possible ghosts.
     pub ghost_checks_per_scan: u32,
+    /// Probe names, highest priority first, for the command budget.
+    pub priority: Vec<String>,
+    /// The least share of the command budget each probe keeps when others
+    /// want it too, by probe name (those not listed: none).
+    pub min_share: BTreeMap<String, f64>,
+    /// The time one SCAN or XPENDING page should take at most: page sizes
+    /// shrink when calls take longer and grow back when they are quick.
+    pub page_target: Duration,
+    /// The smallest page the tuning goes down to.
+    pub min_page: u32,
+}
+
+/// The probes' names, as `[limits] priority` and `min_share` spell them.
+pub const PROBES: [&str; 6] = [
+    "discovery",
+    "info",
+    "stream",
+    "pending_summary",
+    "consumers",
+    "pending_scan",
+];
+
+impl Limits {
+    /// The rank of probe `name` (0 is the highest).
+    pub fn rank(&self, name: &str) -> usize {
+        self.priority
+            .iter()
+            .position(|p| p == name)
+            .unwrap_or(self.priority.len().saturating_sub(1))
+    }
+
+    /// The minimum shares by rank.
+    pub fn shares_by_rank(&self) -> Vec<f64> {
+        self.priority
+            .iter()
+            .map(|p| self.min_share.get(p).copied().unwrap_or(0.0))
+            .collect()
+    }
 }
 
 impl Default for Limits {
@@ -373,6 +411,31 @@ impl Default for Limits {
             pipeline_size: 100,
             lag_exact_count: 100,
             ghost_checks_per_scan: 1000,
+            // The stream poll first: every SLO alert reads length and lag.
+            // Then the cheap INFO, discovery (new streams), the pending
+            // summary, consumers, and the PEL scan, which can wait longest.
+            priority: [
+                "stream",
+                "info",
+                "discovery",
+                "pending_summary",
+                "consumers",
+                "pending_scan",
+            ]
+            .map(String::from)
+            .to_vec(),
+            min_share: BTreeMap::from(
+                [
+                    ("info", 0.02),
+                    ("discovery", 0.05),
+                    ("pending_summary", 0.10),
+                    ("consumers", 0.10),
+                    ("pending_scan", 0.10),
+                ]
+                .map(|(k, v)| (k.to_string(), v)),
+            ),
+            page_target: Duration::from_millis(1),
+            min_page: 10,
         }
     }
 }

@@ -117,6 +117,10 @@ pub struct RawLimits {
     pub pipeline_size: Option<i64>,
     pub lag_exact_count: Option<i64>,
     pub ghost_checks_per_scan: Option<i64>,
+    pub priority: Option<Vec<String>>,
+    pub min_share: Option<BTreeMap<String, f64>>,
+    pub page_target: Option<String>,
+    pub min_page: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

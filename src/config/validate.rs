@@ -283,6 +283,11 @@ impl Validator {
                 0,
                 10_000_000,
             ) as u32,
+            priority: self.priority(l.priority, &d.priority),
+            min_share: self.min_share(l.min_share, &d.min_share),
+            page_target: self.interval("limits.page_target", l.page_target, d.page_target),
+            min_page: self.positive("limits.min_page", l.min_page, d.min_page.into(), 100_000)
+                as u32,
         };
 
         let dm = MetricsSettings::default();
@@ -548,6 +553,71 @@ impl Validator {
                 None => default,
             },
         }
+    }
+
+    /// `limits.priority`: every probe once, highest first.
+    fn priority(&mut self, value: Option<Vec<String>>, default: &[String]) -> Vec<String> {
+        let Some(list) = value else {
+            return default.to_vec();
+        };
+        let mut seen = BTreeSet::new();
+        for (i, name) in list.iter().enumerate() {
+            if !PROBES.contains(&name.as_str()) {
+                self.problem(
+                    format!("limits.priority[{i}]"),
+                    format!("{name:?} is not a probe ({})", PROBES.join(", ")),
+                );
+            } else if !seen.insert(name.clone()) {
+                self.problem(
+                    format!("limits.priority[{i}]"),
+                    format!("{name:?} is listed twice"),
+                );
+            }
+        }
+        let missing: Vec<&str> = PROBES
+            .iter()
+            .copied()
+            .filter(|p| !seen.contains(*p))
+            .collect();
+        if !missing.is_empty() {
+            self.problem(
+                "limits.priority",
+                format!("must list every probe; missing {}", missing.join(", ")),
+            );
+            return default.to_vec();
+        }
+        list
+    }
+
+    /// `limits.min_share`: shares of probes, each at most 0.5, all at most 0.8
+    /// (so that the first probe keeps at least a fifth).
+    fn min_share(
+        &mut self,
+        value: Option<BTreeMap<String, f64>>,
+        default: &BTreeMap<String, f64>,
+    ) -> BTreeMap<String, f64> {
+        let Some(map) = value else {
+            return default.clone();
+        };
+        for (name, share) in &map {
+            let key = format!("limits.min_share.{name}");
+            if !PROBES.contains(&name.as_str()) {
+                self.problem(
+                    key,
+                    format!("{name:?} is not a probe ({})", PROBES.join(", ")),
+                );
+            } else if !(0.0..=0.5).contains(share) {
+                self.problem(key, format!("must be between 0 and 0.5, not {share}"));
+            }
+        }
+        let total: f64 = map.values().sum();
+        if total > 0.8 {
+            self.problem(
+                "limits.min_share",
+                format!("the shares add up to {total}; at most 0.8"),
+            );
+        }
+        map
     }
 
     /// An integer in `min..=max`, or the default when absent.

@@ -440,6 +440,20 @@ metric!(
     "Time from the probe's last run to its next scheduled one: the configured interval, or discovery's current cadence (sized to the keyspace, shorter while retrying a failure). Staleness thresholds derive from it."
 );
 metric!(
+    EXPORTER_PROBE_COMMANDS_NEEDED,
+    "redis_streams_exporter_probe_commands_per_second_needed",
+    Gauge,
+    TP,
+    "Commands per second the probe's interval needs: its last run's commands over its interval. When the sum over a target's probes exceeds limits.commands_per_second, the lower-priority probes stretch."
+);
+metric!(
+    EXPORTER_PROBE_ACHIEVED_INTERVAL,
+    "redis_streams_exporter_probe_achieved_interval_seconds",
+    Gauge,
+    TP,
+    "Time between the starts of the probe's last two runs: the cadence it achieved (above redis_streams_exporter_probe_interval_seconds when its runs stretch)."
+);
+metric!(
     EXPORTER_COMMANDS,
     "redis_streams_exporter_redis_commands_total",
     Counter,
@@ -653,6 +667,8 @@ pub const METRICS: &[MetricDef] = &[
     EXPORTER_PROBE_DURATION,
     EXPORTER_PROBE_LAST_SUCCESS,
     EXPORTER_PROBE_INTERVAL,
+    EXPORTER_PROBE_COMMANDS_NEEDED,
+    EXPORTER_PROBE_ACHIEVED_INTERVAL,
     EXPORTER_COMMANDS,
     EXPORTER_ERRORS,
     EXPORTER_STREAMS,

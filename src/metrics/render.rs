@@ -668,7 +668,7 @@ impl<'a> Renderer<'a> {
             });
         }
         type ProbeValue = fn(&crate::snapshot::ProbeStatus) -> Option<f64>;
-        let probe_families: [(&'static MetricDef, ProbeValue); 4] = [
+        let probe_families: [(&'static MetricDef, ProbeValue); 6] = [
             (&c::EXPORTER_PROBE_SUCCESS, |p| {
                 Some(if p.success { 1.0 } else { 0.0 })
             }),
@@ -680,6 +680,12 @@ impl<'a> Renderer<'a> {
             }),
             (&c::EXPORTER_PROBE_INTERVAL, |p| {
                 p.interval.map(|d| d.as_secs_f64())
+            }),
+            (&c::EXPORTER_PROBE_COMMANDS_NEEDED, |p| {
+                p.commands_needed_per_second()
+            }),
+            (&c::EXPORTER_PROBE_ACHIEVED_INTERVAL, |p| {
+                p.achieved_interval.map(|d| d.as_secs_f64())
             }),
         ];
         for (def, value) in probe_families {

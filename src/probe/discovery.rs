@@ -24,7 +24,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     ctx.client.invalidate_topology();
     let mut problems = Problems::default();
     let mut found: BTreeSet<Vec<u8>> = BTreeSet::new();
-    let mut scan_calls: Option<u64> = None;
+    let mut keys_walked: Option<u64> = None;
     if !target.patterns.is_empty() {
         // One pattern goes to Redis as MATCH; several are matched locally
         // over one unfiltered pass, so the keyspace is walked once per node.
@@ -38,10 +38,12 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             let mut walk = ctx.client.sequence(node);
             let mut cursor = 0u64;
             loop {
+                // The page size follows the server (see redis::paging).
+                let count = ctx.client.scan_page();
                 let cmd = Command::Scan {
                     cursor,
                     pattern: server_match.clone(),
-                    count: target.scan_count,
+                    count,
                 };
                 // A walk that cannot finish keeps the streams watched so far:
                 // a refused or garbled page must not make streams vanish.
@@ -59,7 +61,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     }
                 };
                 problems.answered();
-                *scan_calls.get_or_insert(0) += 1;
+                *keys_walked.get_or_insert(0) += u64::from(count);
                 // SCAN may return a key twice and, with ACL key patterns, keys
                 // outside them: match locally too.
                 found.extend(
@@ -104,7 +106,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             watched: ordered.len(),
             added,
             removed,
-            keys_walked: scan_calls.map(|c| c * u64::from(target.scan_count)),
+            keys_walked,
         });
         retain_keys(&mut state.snapshot.streams, |name| keep.contains(name));
         state.snapshot.streams_watched = Some(ordered.len() as u64);

@@ -66,6 +66,8 @@ pub struct TargetState {
     pub discovery: Option<discovery::DiscoveryReport>,
     /// Failed runs in a row, per probe (discovery's backoff).
     pub failures_in_a_row: BTreeMap<ProbeKind, u32>,
+    /// Whether the command budget was last found short (logged on change).
+    pub budget_short: Option<bool>,
     /// Why the target went down, while it is down (logged once).
     pub last_down_reason: Option<String>,
     /// Streams already reported as having non-time IDs (logged once).

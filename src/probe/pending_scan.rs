@@ -183,7 +183,8 @@ struct Work {
 /// When the target cannot be reached or replies cannot be decoded.
 pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let deadline = Instant::now() + ctx.config.schedule.pending_scan;
-    let page = ctx.config.limits.pending_page;
+    // The page size follows the server (see redis::paging); read once a run.
+    let page = ctx.client.xpending_page();
     // Bucket bounds, shared by the results of every group.
     let idle_bounds: Arc<[f64]> = ctx.config.metrics.pending_idle_buckets.as_slice().into();
     let delivery_bounds: Arc<[u64]> = ctx.config.metrics.delivery_count_buckets.as_slice().into();

@@ -145,7 +145,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     xranges.push(Command::Xrange {
                         key: name.to_vec(),
                         start: RangeStart::From(start),
-                        end: RangeEnd::Max,
+                        end: as_read(&read.info),
                         count,
                     });
                 }
@@ -177,7 +177,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     tails.push(((si, gi), count));
                     tail_cmds.push(Command::Xrevrange {
                         key: reads[si].0.to_vec(),
-                        end: RangeEnd::Max,
+                        end: as_read(&reads[si].1.info),
                         start: RangeStart::From(start),
                         count,
                     });
@@ -494,6 +494,7 @@ fn build_stream<'s>(
                 pending: group.pending,
                 consumers: group.consumers,
                 trimmed_undelivered: figure.trimmed_undelivered,
+                loss_now: ledger.lost_at(at_ms),
                 recent_loss: ledger.recent_loss(at_ms, hold_ms),
                 oldest_pending_id: memory.oldest_pending_id,
                 last_read_at_ms: memory.last_read_at_ms,
@@ -538,6 +539,15 @@ fn build_stream<'s>(
         groups: Groups::new(groups),
     };
     reuse(previous.as_ref(), fresh)
+}
+
+/// The end of the stream as XINFO read it. Entries counted after XINFO, in
+/// a later round trip, must stop there: entries added meanwhile would make
+/// the count larger than the lag Redis's counters describe, and a loss
+/// figure (entries-added − entries-read − lag) that dips for one poll would
+/// pass for a loss at the next.
+fn as_read(info: &StreamInfo) -> RangeEnd {
+    RangeEnd::To(info.last_entry_id.unwrap_or(info.last_generated_id))
 }
 
 /// The command that reads one step of an estimator's walk.

@@ -22,6 +22,7 @@ use tokio::time::Instant;
 
 use super::command::Command;
 use super::error::{CommandError, ErrorKind, TargetError};
+use super::paging::{LatencyFloor, PageTuner};
 use super::reply;
 use super::slot::{SlotMap, key_slot};
 use super::tls::TlsSetup;
@@ -62,6 +63,8 @@ pub struct StatsSnapshot {
     pub rate_limited_seconds: f64,
     /// PEL entries read by the scan.
     pub pending_scanned: u64,
+    /// Current page sizes, by command label (`scan`, `xpending_range`).
+    pub page_sizes: BTreeMap<&'static str, u32>,
 }
 
 fn bump(map: &Mutex<BTreeMap<&'static str, u64>>, label: &'static str, by: u64) {
@@ -156,6 +159,17 @@ pub struct TargetClient {
     reachable: Mutex<Option<bool>>,
     /// `CLUSTER SHARDS` was refused (before 7.0): use `CLUSTER SLOTS`.
     slots_only: AtomicBool,
+    /// Page sizes that follow the server (see `paging`).
+    pages: Mutex<Pages>,
+}
+
+/// The page sizes of the paged commands and the network's share of a round
+/// trip.
+#[derive(Debug)]
+struct Pages {
+    scan: PageTuner,
+    xpending: PageTuner,
+    floor: LatencyFloor,
 }
 
 /// Why a client could not be built: its TLS settings are unusable.
@@ -207,13 +221,22 @@ impl TargetClient {
         Ok(TargetClient {
             timeout: limits.command_timeout,
             pipeline_size: burst as usize,
-            commands: RateLimiter::new(limits.commands_per_second, burst),
+            commands: RateLimiter::with_shares(
+                limits.commands_per_second,
+                burst,
+                &limits.shares_by_rank(),
+            ),
             entries: RateLimiter::new(limits.pending_entries_per_second, limits.pending_page),
             stats: ClientStats::default(),
             tls,
             topology: Mutex::new(topology),
             reachable: Mutex::new(None),
             slots_only: AtomicBool::new(false),
+            pages: Mutex::new(Pages {
+                scan: PageTuner::new(limits.min_page, target.scan_count, limits.page_target),
+                xpending: PageTuner::new(limits.min_page, limits.pending_page, limits.page_target),
+                floor: LatencyFloor::default(),
+            }),
             target,
         })
     }
@@ -248,6 +271,46 @@ impl TargetClient {
                 .stats
                 .pending_scanned
                 .load(std::sync::atomic::Ordering::Relaxed),
+            page_sizes: {
+                let pages = self.pages();
+                BTreeMap::from([
+                    ("scan", pages.scan.current()),
+                    ("xpending_range", pages.xpending.current()),
+                ])
+            },
+        }
+    }
+
+    fn pages(&self) -> std::sync::MutexGuard<'_, Pages> {
+        self.pages.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The `COUNT` of the next discovery `SCAN` page.
+    pub fn scan_page(&self) -> u32 {
+        self.pages().scan.current()
+    }
+
+    /// The `COUNT` of the next PEL scan `XPENDING` page.
+    pub fn xpending_page(&self) -> u32 {
+        self.pages().xpending.current()
+    }
+
+    /// Learns from a round trip: single commands teach the network's share,
+    /// pages of the paged commands how long a page takes.
+    fn observe_round_trip(&self, cmds: &[Command], rtt: Duration) {
+        let mut pages = self.pages();
+        let now = tokio::time::Instant::now();
+        if cmds.len() == 1 {
+            pages.floor.observe(rtt, now);
+        }
+        let floor = pages.floor.get(now);
+        if cmds.iter().all(|c| matches!(c, Command::Scan { .. })) {
+            pages.scan.observe(rtt, floor, cmds.len());
+        } else if cmds
+            .iter()
+            .all(|c| matches!(c, Command::XpendingRange { .. }))
+        {
+            pages.xpending.observe(rtt, floor, cmds.len());
         }
     }
 
@@ -258,6 +321,11 @@ impl TargetClient {
 
     fn set_reachable(&self, ok: bool) {
         *self.reachable.lock().unwrap_or_else(|p| p.into_inner()) = Some(ok);
+    }
+
+    /// Commands sent so far by probes of `rank` (see `ratelimit::PRIORITY`).
+    pub fn commands_spent(&self, rank: usize) -> u64 {
+        self.commands.spent(rank)
     }
 
     /// Waits until the PEL scan may read `n` more entries.
@@ -477,11 +545,15 @@ impl TargetClient {
             self.stats.command(cmd.label());
         }
         let first = cmds.first().map_or("pipeline", Command::label);
+        let sent = tokio::time::Instant::now();
         let result = tokio::time::timeout(
             self.timeout,
             pipe.query_async::<Vec<Value>>(&mut conn.inner),
         )
         .await;
+        if matches!(result, Ok(Ok(_))) && !asking {
+            self.observe_round_trip(cmds, sent.elapsed());
+        }
         self.set_reachable(matches!(result, Ok(Ok(_))));
         if !matches!(result, Ok(Ok(_))) {
             self.topology_suspect();
@@ -686,14 +758,21 @@ impl TargetClient {
         // Naming the connection is a courtesy to operators; a user without
         // CLIENT SETNAME still gets metrics.
         self.stats.command(Command::ClientSetname.label());
-        match tokio::time::timeout_at(
+        let sent = tokio::time::Instant::now();
+        let named = tokio::time::timeout_at(
             deadline,
             Command::ClientSetname
                 .to_cmd()
                 .query_async::<Value>(&mut conn.inner),
         )
-        .await
-        {
+        .await;
+        if matches!(named, Ok(Ok(_))) {
+            // An O(1) command: its round trip is the network's.
+            self.pages()
+                .floor
+                .observe(sent.elapsed(), tokio::time::Instant::now());
+        }
+        match named {
             Ok(Ok(Value::ServerError(e))) => self.stats.error(ErrorKind::from_server(
                 e.code(),
                 e.details().unwrap_or_default(),

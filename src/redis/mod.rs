@@ -7,6 +7,7 @@ mod client;
 mod command;
 mod error;
 pub mod id;
+mod paging;
 pub mod reply;
 mod slot;
 mod tls;
@@ -17,4 +18,5 @@ pub use client::{
 pub use command::{CLIENT_NAME, Command, RangeEnd, RangeStart};
 pub use error::{CommandError, ErrorKind, TargetError};
 pub use id::StreamId;
+pub use paging::{LatencyFloor, PageTuner};
 pub use slot::key_slot;

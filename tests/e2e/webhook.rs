@@ -1,27 +1,28 @@
 //! The Alertmanager webhook receiver of the end-to-end test: an HTTP server on a free loopback
-//! port that records every alert of every notification with the time it arrived.
+//! port that records every notification (one POST: a receiver, a group, its alerts) with the time
+//! it arrived. Alertmanager posts to `/<receiver name>`.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::routing::post;
 use serde_json::Value;
 
-/// One alert as received.
+/// One alert of a notification.
 #[derive(Clone, Debug)]
 pub struct Received {
-    pub at: Instant,
     /// `firing` or `resolved`.
     pub status: String,
-    pub labels: std::collections::BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
 }
 
 impl Received {
     pub fn name(&self) -> &str {
-        self.labels.get("alertname").map_or("", String::as_str)
+        self.label("alertname")
     }
 
     pub fn label(&self, key: &str) -> &str {
@@ -29,7 +30,22 @@ impl Received {
     }
 }
 
-pub type Inbox = Arc<Mutex<Vec<Received>>>;
+/// One notification: what a pager or a ticket system would receive.
+#[derive(Clone, Debug)]
+pub struct Notification {
+    pub at: Instant,
+    /// The receiver of the route (`pager`, `ticket`), from the URL path.
+    pub receiver: String,
+    pub alerts: Vec<Received>,
+}
+
+impl Notification {
+    pub fn firing(&self) -> impl Iterator<Item = &Received> {
+        self.alerts.iter().filter(|a| a.status == "firing")
+    }
+}
+
+pub type Inbox = Arc<Mutex<Vec<Notification>>>;
 
 pub struct Webhook {
     pub port: u16,
@@ -51,7 +67,11 @@ struct Shared {
     malformed: Arc<Mutex<Vec<String>>>,
 }
 
-async fn receive(State(shared): State<Shared>, body: Bytes) -> &'static str {
+async fn receive(
+    State(shared): State<Shared>,
+    Path(receiver): Path<String>,
+    body: Bytes,
+) -> &'static str {
     let at = Instant::now();
     let parsed: Result<Value, _> = serde_json::from_slice(&body);
     let Some(alerts) = parsed
@@ -65,27 +85,30 @@ async fn receive(State(shared): State<Shared>, body: Bytes) -> &'static str {
             .push(String::from_utf8_lossy(&body).into_owned());
         return "ok";
     };
-    let mut inbox = shared.inbox.lock().unwrap();
-    for alert in alerts {
-        let labels = alert
-            .get("labels")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        inbox.push(Received {
-            at,
+    let alerts = alerts
+        .iter()
+        .map(|alert| Received {
             status: alert
                 .get("status")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string(),
-            labels,
-        });
-    }
+            labels: alert
+                .get("labels")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+        .collect();
+    shared.inbox.lock().unwrap().push(Notification {
+        at,
+        receiver,
+        alerts,
+    });
     "ok"
 }
 
@@ -97,7 +120,7 @@ pub async fn start() -> Webhook {
         malformed: malformed.clone(),
     };
     let app = Router::new()
-        .route("/alerts", post(receive))
+        .route("/{receiver}", post(receive))
         .with_state(shared);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();

@@ -1,0 +1,150 @@
+//! The scenarios the simulator knows: their names, the streams they work on
+//! and which function drives each (one file per scenario in `scenarios/`).
+
+use std::io::Write;
+
+use anyhow::Result;
+use clap::ValueEnum;
+
+use crate::ops::Ctx;
+use crate::scenarios;
+
+/// A failure mode to drive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+pub(crate) enum Scenario {
+    /// Producer 5/s, two consumers that keep up: nothing should alert.
+    Healthy,
+    /// A consumer dies holding 20 entries; another keeps consuming.
+    CrashedConsumer,
+    /// One entry fails on every delivery and is reclaimed forever.
+    Poison,
+    /// Failing entries go to a dead-letter stream after 3 deliveries.
+    DeadLetter,
+    /// MAXLEN 50 at 10/s: unacknowledged entries become ghosts, a group without consumer loses entries.
+    Trim,
+    /// The consumer XDELs entries instead of acknowledging them.
+    XdelGhosts,
+    /// A steady backlog at 90% of the retained window of a MAXLEN 100 stream.
+    TrimWindow,
+    /// Outage overtaken by trimming, then a restart 10 entries behind with a nil lag (XGROUP SETID).
+    Recovered,
+    /// Production at 6/s, consumption at 3/s.
+    Outpace,
+    /// As outpace, with an undelivered entry deleted (XDEL) every 5 s: Redis reports no lag.
+    OutpaceXdel,
+    /// Consumers stop after 5 s while production goes on.
+    Stopped,
+    /// The consumer never acknowledges.
+    Noack,
+    /// A trim takes 40 unread entries; the group catches up one poll later.
+    TrimCatchup,
+    /// 3 entries the group has not read yet are deleted (XDEL), once.
+    DeleteUnread,
+    /// A group set back 50 entries (XGROUP SETID), and one set an hour ahead of the stream.
+    Rewind,
+    /// --streams N streams, with --groups G groups each that keep up.
+    ManyStreams,
+    /// A consumer that keeps --pel-entries entries in flight.
+    BigPel,
+    /// A queue with pending entries (and, with --set-eviction-policy, an allkeys-lru maxmemory).
+    Evictable,
+    /// A healthy batch consumer that drains the stream every --batch-every.
+    Batch,
+    /// Every scenario from healthy to rewind.
+    All,
+}
+
+impl Scenario {
+    /// The scenarios `all` stands for.
+    pub(crate) const ALL_SINGLE_REDIS: [Scenario; 15] = [
+        Scenario::Healthy,
+        Scenario::CrashedConsumer,
+        Scenario::Poison,
+        Scenario::DeadLetter,
+        Scenario::Trim,
+        Scenario::XdelGhosts,
+        Scenario::TrimWindow,
+        Scenario::Recovered,
+        Scenario::Outpace,
+        Scenario::OutpaceXdel,
+        Scenario::Stopped,
+        Scenario::Noack,
+        Scenario::TrimCatchup,
+        Scenario::DeleteUnread,
+        Scenario::Rewind,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Scenario::Healthy => "healthy",
+            Scenario::CrashedConsumer => "crashed-consumer",
+            Scenario::Poison => "poison",
+            Scenario::DeadLetter => "dead-letter",
+            Scenario::Trim => "trim",
+            Scenario::XdelGhosts => "xdel-ghosts",
+            Scenario::TrimWindow => "trim-window",
+            Scenario::Recovered => "recovered",
+            Scenario::Outpace => "outpace",
+            Scenario::OutpaceXdel => "outpace-xdel",
+            Scenario::Stopped => "stopped",
+            Scenario::Noack => "noack",
+            Scenario::TrimCatchup => "trim-catchup",
+            Scenario::DeleteUnread => "delete-unread",
+            Scenario::Rewind => "rewind",
+            Scenario::ManyStreams => "many-streams",
+            Scenario::BigPel => "big-pel",
+            Scenario::Evictable => "evictable",
+            Scenario::Batch => "batch",
+            Scenario::All => "all",
+        }
+    }
+
+    /// The stream the scenario works on (or the key prefix of many-streams).
+    pub(crate) fn stream(self, prefix: &str) -> String {
+        let suffix = match self {
+            Scenario::CrashedConsumer => "crashed",
+            Scenario::DeadLetter => "deadletter",
+            Scenario::XdelGhosts => "xdel",
+            Scenario::TrimWindow => "trimwindow",
+            Scenario::OutpaceXdel => "outpacexdel",
+            Scenario::TrimCatchup => "trimcatchup",
+            Scenario::DeleteUnread => "deleteunread",
+            Scenario::ManyStreams => "",
+            Scenario::BigPel => "big",
+            Scenario::Evictable => "orders",
+            other => other.name(),
+        };
+        format!("{prefix}{suffix}")
+    }
+
+    /// Drives the scenario until the process stops (or a command fails).
+    pub(crate) async fn run(self, ctx: &Ctx) -> Result<()> {
+        match self {
+            Scenario::Healthy => scenarios::healthy::run(ctx).await,
+            Scenario::CrashedConsumer => scenarios::crashed_consumer::run(ctx).await,
+            Scenario::Poison => scenarios::poison::run(ctx).await,
+            Scenario::DeadLetter => scenarios::dead_letter::run(ctx).await,
+            Scenario::Trim => scenarios::trim::run(ctx).await,
+            Scenario::XdelGhosts => scenarios::xdel_ghosts::run(ctx).await,
+            Scenario::TrimWindow => scenarios::trim_window::run(ctx).await,
+            Scenario::Recovered => scenarios::recovered::run(ctx).await,
+            Scenario::Outpace => scenarios::outpace::run(ctx).await,
+            Scenario::OutpaceXdel => scenarios::outpace_xdel::run(ctx).await,
+            Scenario::Stopped => scenarios::stopped::run(ctx).await,
+            Scenario::Noack => scenarios::noack::run(ctx).await,
+            Scenario::TrimCatchup => scenarios::trim_catchup::run(ctx).await,
+            Scenario::DeleteUnread => scenarios::delete_unread::run(ctx).await,
+            Scenario::Rewind => scenarios::rewind::run(ctx).await,
+            Scenario::ManyStreams => scenarios::many_streams::run(ctx).await,
+            Scenario::BigPel => scenarios::big_pel::run(ctx).await,
+            Scenario::Evictable => scenarios::evictable::run(ctx).await,
+            Scenario::Batch => scenarios::batch::run(ctx).await,
+            Scenario::All => Ok(()),
+        }
+    }
+}
+
+/// Prints a progress line; a closed stdout (`| head`) is not an error worth dying for.
+pub(crate) fn say(scenario: Scenario, message: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stdout().lock(), "[{}] {message}", scenario.name());
+}

@@ -1,0 +1,37 @@
+//! `dead-letter`: every 4th entry fails three deliveries, then goes to
+//! `<stream>:dlq`.
+
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::ops::{Ctx, all_of, body, fresh_stream, ticker, xadd_capped};
+use crate::scenario::Scenario;
+
+pub(crate) async fn run(ctx: &Ctx) -> Result<()> {
+    let scenario = Scenario::DeadLetter;
+    let stream = scenario.stream(&ctx.prefix);
+    let dlq = format!("{stream}:dlq");
+    let mut con = ctx.conn().await?;
+    fresh_stream(&mut con, &stream, &["workers"], std::slice::from_ref(&dlq)).await?;
+    let producer = tokio::spawn({
+        let (c, s) = (ctx.clone(), stream.clone());
+        async move {
+            let mut con = c.conn().await?;
+            let mut tick = ticker(Duration::from_millis(250));
+            let mut n = 0u64;
+            loop {
+                tick.tick().await;
+                n += 1;
+                let mut fields = body(n);
+                fields.push(("kind", if n % 4 == 0 { "bad" } else { "good" }.to_string()));
+                xadd_capped(&mut con, &s, &fields).await?;
+            }
+        }
+    });
+    let consumer = tokio::spawn({
+        let (c, s) = (ctx.clone(), stream.clone());
+        async move { super::failing::failing_consumer(&c, scenario, s, Some((dlq, 3))).await }
+    });
+    all_of(vec![producer, consumer]).await
+}

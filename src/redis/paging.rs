@@ -1,0 +1,148 @@
+//! Page sizes that follow the server (issue 17): the `COUNT` of discovery's
+//! `SCAN` pages and of the PEL scan's `XPENDING` pages. A call over a lot of
+//! memory Redis has not touched for a while can take milliseconds where the
+//! same call usually takes a tenth of that, and a SLOWLOG at 1 ms then
+//! records the exporter. So each call's time is measured, and the page
+//! halves when one takes longer than the target (default 1 ms) and grows
+//! back by a quarter while calls take less than half of it, between a floor
+//! and the configured size.
+//!
+//! A call's time is its round trip less the network's: the smallest round
+//! trip of a single command seen on the client (each connection's `CLIENT
+//! SETNAME`, single SCAN pages), which slowly drifts up so that a changed
+//! network is learnt again. A pipeline of `n` pages counts as `n` calls
+//! sharing its time.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// The page size of one kind of paged command.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PageTuner {
+    min: u32,
+    max: u32,
+    current: u32,
+    target: Duration,
+}
+
+impl PageTuner {
+    /// Starts at `max`, never below `min`.
+    pub fn new(min: u32, max: u32, target: Duration) -> Self {
+        let max = max.max(1);
+        PageTuner {
+            min: min.clamp(1, max),
+            max,
+            current: max,
+            target,
+        }
+    }
+
+    /// The page size to ask for now.
+    pub fn current(&self) -> u32 {
+        self.current
+    }
+
+    /// Records a round trip of `calls` pages that took `rtt`, the network
+    /// taking `floor` of it.
+    pub fn observe(&mut self, rtt: Duration, floor: Duration, calls: usize) {
+        let per_call = rtt.saturating_sub(floor) / u32::try_from(calls.max(1)).unwrap_or(u32::MAX);
+        if per_call > self.target {
+            self.current = (self.current / 2).max(self.min);
+        } else if per_call < self.target / 2 {
+            let grown = (u64::from(self.current) * 5).div_ceil(4);
+            self.current = u32::try_from(grown).unwrap_or(u32::MAX).min(self.max);
+        }
+    }
+}
+
+/// The network's share of a round trip: the smallest single-command round
+/// trip seen, let rise by 1 % a minute so that it follows a network that got
+/// slower.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LatencyFloor(Option<(Duration, Instant)>);
+
+impl LatencyFloor {
+    /// Records a single-command round trip at `now`.
+    pub fn observe(&mut self, rtt: Duration, now: Instant) {
+        let floor = match self.0 {
+            None => rtt,
+            Some(_) => rtt.min(self.get(now)),
+        };
+        self.0 = Some((floor, now));
+    }
+
+    /// The floor at `now` (zero before any sample).
+    pub fn get(&self, now: Instant) -> Duration {
+        self.0.map_or(Duration::ZERO, |(floor, at)| {
+            let minutes = now.saturating_duration_since(at).as_secs_f64() / 60.0;
+            floor.mul_f64(1.0 + minutes / 100.0)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn slow_calls_halve_the_page_quick_ones_grow_it_back() {
+        let mut t = PageTuner::new(10, 200, MS);
+        assert_eq!(t.current(), 200);
+        // A 3 ms page (0.1 ms of it network): halve.
+        t.observe(3 * MS, MS / 10, 1);
+        assert_eq!(t.current(), 100);
+        t.observe(3 * MS, MS / 10, 1);
+        t.observe(3 * MS, MS / 10, 1);
+        t.observe(3 * MS, MS / 10, 1);
+        t.observe(3 * MS, MS / 10, 1);
+        assert_eq!(t.current(), 10, "never below the floor");
+        // Quick pages: back up by a quarter each, up to the configured size.
+        let mut sizes = Vec::new();
+        for _ in 0..20 {
+            t.observe(MS / 5, MS / 10, 1);
+            sizes.push(t.current());
+        }
+        assert_eq!(&sizes[..4], &[13, 17, 22, 28]);
+        assert_eq!(*sizes.last().unwrap(), 200);
+        // In between: unchanged.
+        t.observe(MS * 7 / 10, MS / 10, 1);
+        assert_eq!(t.current(), 200);
+    }
+
+    #[test]
+    fn latency_is_not_the_server_and_pipelines_share_their_time() {
+        let mut t = PageTuner::new(10, 500, MS);
+        // 5 ms round trips on a 4.8 ms network: 0.2 ms calls, growth held at max.
+        t.observe(5 * MS, MS * 48 / 10, 1);
+        assert_eq!(t.current(), 500);
+        // A pipeline of 100 pages in 30 ms: 0.3 ms each.
+        t.observe(30 * MS, Duration::ZERO, 100);
+        assert_eq!(t.current(), 500);
+        // Of 4 pages in 10 ms: 2.5 ms each.
+        t.observe(10 * MS, Duration::ZERO, 4);
+        assert_eq!(t.current(), 250);
+    }
+
+    #[test]
+    fn the_floor_is_the_quickest_round_trip_and_drifts_up_with_time() {
+        let t0 = Instant::now();
+        let mut f = LatencyFloor::default();
+        assert_eq!(f.get(t0), Duration::ZERO);
+        f.observe(MS, t0);
+        f.observe(MS / 2, t0);
+        // Thousands of slow samples at once do not move it.
+        for _ in 0..5_000 {
+            f.observe(3 * MS, t0);
+        }
+        assert_eq!(f.get(t0), MS / 2);
+        // A network that got slower is learnt again over minutes.
+        let later = t0 + Duration::from_secs(60 * 300);
+        for _ in 0..10 {
+            f.observe(2 * MS, later);
+        }
+        assert_eq!(f.get(later), 2 * MS);
+    }
+}
