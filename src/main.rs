@@ -100,6 +100,13 @@ fn main() -> ExitCode {
     runtime.block_on(async move {
         match cli.command {
             Some(Command::Check(args)) => {
+                if config.targets.is_empty() {
+                    eprintln!(
+                        "invalid configuration:\n{}: targets: check needs [[targets]] (targets that /probe polls are given by Prometheus, not by the file)",
+                        config_file(&config)
+                    );
+                    return ExitCode::from(check::EXIT_USAGE);
+                }
                 let options = check::Options { watch: args.watch };
                 let progress = check::Progress::stderr();
                 let file = config_file(&config);

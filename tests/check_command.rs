@@ -468,6 +468,17 @@ fn usage_errors_exit_2() {
             "{args:?}: {err}"
         );
     }
+    // Only /probe targets: nothing for check to look at.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(
+        &path,
+        "[probe]\nallowed_targets = [\"redis://127.0.0.1:*\"]\n",
+    )
+    .unwrap();
+    let (code, err) = run(&["--config", path.to_str().unwrap(), "check"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("targets: check needs [[targets]]"), "{err}");
     let (code, err) = run(&["check", "--watch", "soon"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("is not a duration"), "{err}");
