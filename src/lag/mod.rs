@@ -164,6 +164,10 @@ pub struct UndeliveredSample {
     pub tail: Vec<StreamId>,
     /// The COUNT asked for the tail; 0 when it was not read.
     pub tail_count: u32,
+    /// The group read on between XINFO and this sample: the count is still
+    /// a lag, but no proof of what was lost (its consumers may have deleted
+    /// what they read meanwhile).
+    pub group_moved: bool,
 }
 
 impl UndeliveredSample {
@@ -485,12 +489,15 @@ impl Reading<'_> {
             ahead_of_stream: false,
         };
         let first_undelivered = sample.and_then(|s| s.ids.first().copied());
+        let proof = |s: &UndeliveredSample, lag: u64| {
+            if s.group_moved { None } else { self.gone(lag) }
+        };
         if let Some(s) = sample.filter(|s| s.is_complete()) {
             // The sample holds every undelivered entry: the stream itself is
             // the truth, whatever Redis counted.
             let lag = s.ids.len() as u64;
             return LagFigure {
-                unread_gone: self.gone(lag),
+                unread_gone: proof(s, lag),
                 ..figure(Some(lag), self.counted(lag), first_undelivered)
             };
         }
@@ -500,9 +507,9 @@ impl Reading<'_> {
                 ..figure(Some(lag), method, first_undelivered)
             };
         }
-        if let Some(lag) = sample.and_then(UndeliveredSample::counted_with_tail) {
+        if let Some((s, lag)) = sample.and_then(|s| Some((s, s.counted_with_tail()?))) {
             return LagFigure {
-                unread_gone: self.gone(lag),
+                unread_gone: proof(s, lag),
                 ..figure(Some(lag), self.counted(lag), first_undelivered)
             };
         }
@@ -903,6 +910,21 @@ mod tests {
         assert_eq!(f.unread_gone, Some(2));
         assert_eq!(f.trimmed_undelivered, Some(0));
         assert!(f.exact());
+    }
+
+    /// A group that read on between XINFO and its count proves nothing
+    /// about losses that poll (its consumers may delete what they read).
+    #[test]
+    fn a_count_raced_by_the_group_is_no_proof_of_loss() {
+        let mut s = stream(8, 1, 10);
+        s.entries_added = Some(10);
+        s.max_deleted_entry_id = Some(id(6));
+        let g = group(3, None, Some(3));
+        let mut sm = sample([4, 7, 8, 9, 10], 100);
+        sm.group_moved = true;
+        let f = current(&s, &g).compute(Some(&sm), &none());
+        assert_eq!(f.lag, Some(5));
+        assert_eq!(f.unread_gone, None);
     }
 
     #[test]

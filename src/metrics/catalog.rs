@@ -52,6 +52,7 @@ const TSGS: &[&str] = &["target", "stream", "group", "status"];
 const TSGCAUSE: &[&str] = &["target", "stream", "group", "cause"];
 const TSGC: &[&str] = &["target", "stream", "group", "consumer"];
 const TP: &[&str] = &["target", "probe"];
+const TCMD: &[&str] = &["target", "command"];
 
 macro_rules! metric {
     ($id:ident, $name:literal, $kind:ident, $labels:expr, $help:literal) => {
@@ -496,6 +497,13 @@ metric!(
     "PEL entries read by the PEL scan."
 );
 metric!(
+    EXPORTER_PAGE_SIZE,
+    "redis_streams_exporter_page_size",
+    Gauge,
+    TCMD,
+    "Current COUNT of the paged commands (command=scan: discovery; command=xpending_range: the PEL scan). It halves when a call takes longer than limits.page_target and grows back while calls are quick, between limits.min_page and the configured size."
+);
+metric!(
     EXPORTER_BUILD_INFO,
     "redis_streams_exporter_build_info",
     Gauge,
@@ -675,6 +683,7 @@ pub const METRICS: &[MetricDef] = &[
     EXPORTER_STREAMS_DROPPED,
     EXPORTER_RATE_LIMITED,
     EXPORTER_PENDING_SCANNED,
+    EXPORTER_PAGE_SIZE,
     EXPORTER_BUILD_INFO,
     EXPORTER_CONFIG_RELOADS,
     EXPORTER_CONFIG_RELOAD_FAILURES,

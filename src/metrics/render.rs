@@ -667,6 +667,17 @@ impl<'a> Renderer<'a> {
                 }
             });
         }
+        out.family(&c::EXPORTER_PAGE_SIZE, |f| {
+            for t in self.targets {
+                for (command, size) in &t.stats.page_sizes {
+                    let labels = [
+                        ("target", t.name.as_bytes()),
+                        ("command", command.as_bytes()),
+                    ];
+                    f.sample(&labels, f64::from(*size));
+                }
+            }
+        });
         type ProbeValue = fn(&crate::snapshot::ProbeStatus) -> Option<f64>;
         let probe_families: [(&'static MetricDef, ProbeValue); 6] = [
             (&c::EXPORTER_PROBE_SUCCESS, |p| {

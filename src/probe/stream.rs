@@ -152,14 +152,55 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             }
             let mut samples: HashMap<(usize, usize), UndeliveredSample> = HashMap::new();
             if !xranges.is_empty() {
-                let replies = ctx.client.execute(&node, &xranges).await?;
+                // With the counts, XINFO GROUPS again for the streams whose
+                // lag is counted: a count is only as good as the group's
+                // position it starts from, and a group that read on between
+                // the two round trips (its consumers may delete what they
+                // read) makes it no proof of what was lost.
+                let mut recheck: Vec<usize> = wanted
+                    .iter()
+                    .filter(|&&(_, _, count)| count > 1)
+                    .map(|&(si, _, _)| si)
+                    .collect();
+                recheck.sort_unstable();
+                recheck.dedup();
+                let mut cmds = xranges;
+                cmds.extend(recheck.iter().map(|&si| Command::XinfoGroups {
+                    key: reads[si].0.to_vec(),
+                }));
+                let mut replies = ctx.client.execute(&node, &cmds).await?;
+                let rechecked = replies.split_off(wanted.len());
+                let mut moved: std::collections::HashSet<(usize, usize)> = Default::default();
+                for (&si, r) in recheck.iter().zip(rechecked) {
+                    let now = match r {
+                        Ok(v) => reply::groups(&v).ok(),
+                        Err(e) => {
+                            problems.refused(&e);
+                            None
+                        }
+                    };
+                    for (gi, before) in reads[si].1.groups.iter().enumerate() {
+                        let same = now.as_ref().is_some_and(|groups| {
+                            groups.iter().any(|g| {
+                                g.name == before.name
+                                    && g.last_delivered_id == before.last_delivered_id
+                                    && g.entries_read == before.entries_read
+                            })
+                        });
+                        if !same {
+                            moved.insert((si, gi));
+                        }
+                    }
+                }
                 for ((si, gi, count), r) in wanted.into_iter().zip(replies) {
                     match r {
                         Ok(v) => {
                             problems.answered();
                             match reply::range_ids(&v) {
                                 Ok(ids) => {
-                                    samples.insert((si, gi), UndeliveredSample::head(ids, count));
+                                    let mut sample = UndeliveredSample::head(ids, count);
+                                    sample.group_moved = count > 1 && moved.contains(&(si, gi));
+                                    samples.insert((si, gi), sample);
                                 }
                                 Err(e) => problems.add(ctx, e),
                             }
