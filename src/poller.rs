@@ -306,14 +306,14 @@ impl Poller {
             {
                 if short {
                     tracing::warn!(
-                        target = %name,
+                        redis_target = %name,
                         needed = needed.ceil(),
                         commands_per_second = limits.commands_per_second,
                         "the command budget cannot keep every probe's interval; the lower-priority ones stretch (limits.commands_per_second = {} would cover them)",
                         needed.ceil()
                     );
                 } else if state.budget_short.is_some() {
-                    tracing::info!(target = %name, needed = needed.ceil(), commands_per_second = limits.commands_per_second, "the command budget covers every probe's interval again");
+                    tracing::info!(redis_target = %name, needed = needed.ceil(), commands_per_second = limits.commands_per_second, "the command budget covers every probe's interval again");
                 }
                 state.budget_short = Some(short);
             }

@@ -237,3 +237,45 @@ fn unknown_log_level_is_a_usage_error() {
         assert_eq!(code, Some(0), "{good}: {err}");
     }
 }
+
+/// No log call names a field `target`: in JSON lines it would sit next to
+/// tracing's own `target` (the module). The Redis target is `redis_target`.
+#[test]
+fn no_log_field_is_called_target() {
+    fn visit(dir: &std::path::Path, found: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                visit(&path, found);
+            } else if path.extension().is_some_and(|e| e == "rs")
+                // The formatter's own test logs a colliding field on purpose.
+                && !path.ends_with("telemetry.rs")
+            {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for (i, line) in text.lines().enumerate() {
+                    let t = line.trim_start();
+                    // `target = %x` / `target = ?x` is a field; `target: "x"`
+                    // sets tracing's target and is not looked for.
+                    let field = ["target = %", "target = ?", "target = \""].iter().any(|f| {
+                        t.starts_with(f)
+                            || t.contains(&format!("!({f}"))
+                            || t.contains(&format!(", {f}"))
+                    });
+                    if field {
+                        found.push(format!("{}:{}: {t}", path.display(), i + 1));
+                    }
+                }
+            }
+        }
+    }
+    let mut found = Vec::new();
+    visit(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut found,
+    );
+    assert!(
+        found.is_empty(),
+        "log fields called `target` (use redis_target):\n{}",
+        found.join("\n")
+    );
+}
