@@ -484,7 +484,7 @@ fn build_stream<'s>(
         memory.lag_trail = Some(reading.trail(&figure));
         let ledger = state.ledgers.entry(key.clone()).or_default();
         tracing::trace!(
-            target = %ctx.target.name,
+            redis_target = %ctx.target.name,
             stream = %text::printable(&**name),
             group = %text::printable(&*gname),
             added = ?read.info.entries_added,
