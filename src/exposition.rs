@@ -143,6 +143,20 @@ pub fn not_ready_reason(t: &TargetSnapshot) -> String {
     "ready".to_string()
 }
 
+/// Why a target is down: the failure of its first failing probe, in
+/// collection order.
+pub fn down_reason(t: &TargetSnapshot) -> String {
+    t.probes
+        .iter()
+        .filter(|(_, p)| !p.success)
+        .find_map(|(kind, p)| {
+            p.last_error
+                .as_ref()
+                .map(|e| format!("{} failed: {e}", kind.label()))
+        })
+        .unwrap_or_else(|| "no connection yet".to_string())
+}
+
 /// One rendered exposition.
 #[derive(Clone, Debug)]
 pub struct Rendered {
@@ -213,7 +227,8 @@ async fn keep_current(store: Arc<SnapshotStore>, exposition: Weak<Exposition>) {
             // Exporter state first, targets second: a reload updates its
             // counters after it applied the new targets, so what is shown of
             // a reload is never newer than the targets shown with it.
-            let exporter = store.exporter.copy();
+            let mut exporter = store.exporter.copy();
+            exporter.process = crate::process::read();
             let targets = store.targets();
             let ready_targets = targets.iter().filter(|t| t.ready).count();
             let not_ready = targets

@@ -20,7 +20,8 @@ use crate::config::Config;
 use crate::exposition::{Chunks, Exposition};
 use crate::metrics::BuildInfo;
 use crate::multitarget::{ProbeError, ProbedTargets};
-use crate::snapshot::SnapshotStore;
+use crate::snapshot::{SnapshotStore, TargetSnapshot};
+use crate::status::GroupStatus;
 use crate::web::{Admission, Live, WebConfig};
 
 /// A reload request: the reply says whether the new file was accepted, and
@@ -192,7 +193,7 @@ async fn dispatch(
     match path {
         p if p == config.web.telemetry_path => metrics(&state, &headers).await,
         "/probe" => probe(&state, &config, &uri, &headers).await,
-        "/" => landing(&state, &config),
+        "/" => landing(&state, &config, uri.query()),
         "/healthz" => (StatusCode::OK, "ok\n").into_response(),
         _ => {
             let current = state.exposition.current();
@@ -401,64 +402,169 @@ fn html(text: &str) -> String {
     out
 }
 
-/// Rows of the landing page's status table beyond which it is cut.
-const LANDING_ROWS: usize = 500;
+/// Groups per page of the landing page's status table.
+pub const LANDING_ROWS: usize = 500;
 
-fn landing(state: &HttpState, config: &Config) -> Response {
+/// A group on the landing page: severity, target, stream, group, state.
+type LandingRow<'a> = (
+    u8,
+    &'a str,
+    &'a [u8],
+    &'a [u8],
+    &'a crate::snapshot::GroupState,
+);
+
+/// How far down a group comes on the landing page: problems first.
+fn severity(status: Option<GroupStatus>) -> u8 {
+    match status {
+        Some(GroupStatus::DataLoss) => 0,
+        Some(GroupStatus::Stopped) => 1,
+        Some(GroupStatus::Stalled) => 2,
+        Some(GroupStatus::Lagging) => 3,
+        None => 4,
+        Some(GroupStatus::Ok) => 5,
+        Some(GroupStatus::Idle) => 6,
+    }
+}
+
+/// A name from Redis (or a configured one) fit for the page: control
+/// characters escaped, long names cut with a marker, then HTML-escaped.
+fn name(bytes: &[u8]) -> String {
+    html(&crate::text::shorten(&crate::text::printable(bytes), 120))
+}
+
+/// Why a target that is down or not ready is so, from its probes.
+fn target_problem(t: &TargetSnapshot) -> Option<String> {
+    if !t.up {
+        return Some(format!("down: {}", crate::exposition::down_reason(t)));
+    }
+    (!t.ready).then(|| format!("not ready: {}", crate::exposition::not_ready_reason(t)))
+}
+
+fn landing(state: &HttpState, config: &Config, query: Option<&str>) -> Response {
+    use std::fmt::Write as _;
     let build = BuildInfo::CURRENT;
     let targets = state.store.targets();
     let mut page = String::new();
     page.push_str(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>redis-streams-exporter</title>",
     );
-    page.push_str("<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}</style></head><body>");
-    page.push_str(&format!(
-        "<h1>redis-streams-exporter</h1><p>Version {} (revision {}). <a href=\"{}\">Metrics</a> · <a href=\"/healthz\">healthz</a> · <a href=\"/readyz\">readyz</a></p>",
+    page.push_str("<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}.bad{background:#fdd}</style></head><body>");
+    let _ = write!(
+        page,
+        "<h1>redis-streams-exporter</h1><p>Version {} (revision {}, built {}). <a href=\"{}\">Metrics</a> · <a href=\"/healthz\">healthz</a> · <a href=\"/readyz\">readyz</a></p>",
         html(build.version),
         html(build.revision),
+        html(build.build_date),
         html(&config.web.telemetry_path)
-    ));
-    page.push_str("<h2>Targets</h2><table><tr><th>target</th><th>address</th><th>mode</th><th>up</th><th>ready</th><th>streams</th></tr>");
-    for t in &config.targets {
-        let snap = targets.iter().find(|s| *s.name == *t.name);
-        page.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            html(&t.name),
-            html(&t.endpoint.to_string()),
-            t.mode.as_str(),
-            snap.map_or("no", |s| if s.up { "yes" } else { "no" }),
-            snap.map_or("no", |s| if s.ready { "yes" } else { "no" }),
-            snap.and_then(|s| s.streams_watched)
-                .map_or("?".to_string(), |n| n.to_string()),
-        ));
+    );
+    // Targets, problems first.
+    let mut rows: Vec<(bool, String)> = config
+        .targets
+        .iter()
+        .map(|t| {
+            let snap = targets.iter().find(|s| *s.name == *t.name);
+            let problem = match snap {
+                Some(s) => target_problem(s),
+                None => Some("not started yet".to_string()),
+            };
+            let row = format!(
+                "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                if problem.is_some() { " class=\"bad\"" } else { "" },
+                name(t.name.as_bytes()),
+                html(&t.endpoint.to_string()),
+                t.mode.as_str(),
+                snap.map_or("no", |s| if s.up { "yes" } else { "no" }),
+                snap.map_or("no", |s| if s.ready { "yes" } else { "no" }),
+                snap.and_then(|s| s.streams_watched)
+                    .map_or("?".to_string(), |n| n.to_string()),
+                problem.as_deref().map_or(String::new(), html),
+            );
+            (problem.is_none(), row)
+        })
+        .collect();
+    rows.sort_by_key(|(fine, _)| *fine);
+    page.push_str("<h2>Targets</h2><table><tr><th>target</th><th>address</th><th>mode</th><th>up</th><th>ready</th><th>streams</th><th>problem</th></tr>");
+    for (_, row) in &rows {
+        page.push_str(row);
     }
-    page.push_str("</table><h2>Groups</h2><table><tr><th>target</th><th>stream</th><th>group</th><th>status</th><th>lag</th><th>lag seconds</th><th>pending</th></tr>");
-    let mut rows = 0;
-    'outer: for t in targets.iter().filter(|t| t.up) {
-        for (s, st) in t.streams.iter() {
-            for (g, gs) in st.groups.iter() {
-                if rows == LANDING_ROWS {
-                    page.push_str("<tr><td colspan=\"7\">… more groups in the metrics</td></tr>");
-                    break 'outer;
-                }
-                rows += 1;
-                let lag = match (gs.lag, gs.lag_estimated) {
-                    (Some(l), true) => format!("~{l}"),
-                    (Some(l), false) => l.to_string(),
-                    (None, _) => "unknown".into(),
-                };
-                page.push_str(&format!(
-                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                    html(&t.name),
-                    html(&String::from_utf8_lossy(s)),
-                    html(&String::from_utf8_lossy(g)),
-                    gs.status.map_or("unknown", |s| s.label()),
-                    lag,
-                    gs.lag_seconds.map_or("unknown".to_string(), |s| format!("{s:.1}")),
-                    gs.info.pending,
-                ));
-            }
-        }
+    page.push_str("</table>");
+
+    // Groups of the targets that are up, problems first, a page at a time.
+    let mut groups: Vec<LandingRow<'_>> = targets
+        .iter()
+        .filter(|t| t.up)
+        .flat_map(|t| {
+            t.streams.iter().flat_map(move |(s, st)| {
+                st.groups
+                    .iter()
+                    .map(move |(g, gs)| (severity(gs.status), &*t.name, &**s, &**g, gs))
+            })
+        })
+        .collect();
+    groups.sort_by(|a, b| (a.0, a.1, a.2, a.3).cmp(&(b.0, b.1, b.2, b.3)));
+    let total = groups.len();
+    let pages = total.div_ceil(LANDING_ROWS).max(1);
+    let wanted = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|kv| kv.strip_prefix("page="))
+        .and_then(|p| p.parse::<usize>().ok())
+        .unwrap_or(1)
+        .clamp(1, pages);
+    let first = (wanted - 1) * LANDING_ROWS;
+    let shown = &groups[first.min(total)..(first + LANDING_ROWS).min(total)];
+    let mut by_status: std::collections::BTreeMap<u8, (&str, usize)> = Default::default();
+    for g in &groups {
+        by_status
+            .entry(g.0)
+            .or_insert((g.4.status.map_or("unknown", |s| s.label()), 0))
+            .1 += 1;
+    }
+    let counts: Vec<String> = by_status
+        .values()
+        .map(|(label, n)| format!("{n} {label}"))
+        .collect();
+    let _ = write!(
+        page,
+        "<h2>Groups</h2><p>{total} groups{}{}. Problems first.",
+        if counts.is_empty() { "" } else { ": " },
+        counts.join(", ")
+    );
+    if total > 0 {
+        let _ = write!(
+            page,
+            " Showing {}–{} (page {wanted} of {pages}).",
+            first + 1,
+            first + shown.len()
+        );
+    }
+    if wanted > 1 {
+        let _ = write!(page, " <a href=\"/?page={}\">« previous</a>", wanted - 1);
+    }
+    if wanted < pages {
+        let _ = write!(page, " <a href=\"/?page={}\">next »</a>", wanted + 1);
+    }
+    page.push_str("</p><table><tr><th>target</th><th>stream</th><th>group</th><th>status</th><th>lag</th><th>lag seconds</th><th>pending</th></tr>");
+    for (sev, target, stream, group, gs) in shown {
+        let lag = match (gs.lag, gs.lag_estimated) {
+            (Some(l), true) => format!("~{l}"),
+            (Some(l), false) => l.to_string(),
+            (None, _) => "unknown".into(),
+        };
+        let _ = write!(
+            page,
+            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            if *sev < 4 { " class=\"bad\"" } else { "" },
+            name(target.as_bytes()),
+            name(stream),
+            name(group),
+            gs.status.map_or("unknown", |s| s.label()),
+            lag,
+            gs.lag_seconds
+                .map_or("unknown".to_string(), |s| format!("{s:.1}")),
+            gs.info.pending,
+        );
     }
     page.push_str("</table></body></html>\n");
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()

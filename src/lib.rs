@@ -22,7 +22,9 @@
 //!   timeouts, size limits, shutdown); [`web`]: TLS, basic auth, rate limit
 //!   and headers from an exporter-toolkit web config, kept current with its
 //!   file. [`app`]: wiring, reload and shutdown.
-//! - [`check`]: the one-shot table. [`glob`]: Redis-style patterns.
+//! - [`process`]: the process's own figures from /proc.
+//! - [`check`]: the daemon's probes and status rules from a shell, once or
+//!   over a watched window, and a report. [`glob`]: Redis-style patterns.
 //!   [`text`]: names from Redis made safe to print.
 
 pub mod app;
@@ -38,6 +40,7 @@ pub mod metrics;
 pub mod multitarget;
 pub mod poller;
 pub mod probe;
+pub mod process;
 pub mod ratelimit;
 pub mod redis;
 pub mod schedule;

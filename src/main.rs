@@ -1,11 +1,12 @@
 //! The `redis-streams-exporter` binary: parse flags, load the configuration,
-//! then run the daemon, `--check-config` or the one-shot `check`. Exit codes:
-//! 0 ok, 1 runtime failure (or an unhealthy `check`), 2 invalid configuration.
+//! then run the daemon, `--check-config` or `check`. Exit codes: 0 ok, 1
+//! runtime failure (for `check`: problems found), 2 usage error or invalid
+//! configuration, 3 (`check` only) a target could not be reached.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 // jemalloc returns freed memory to the system on its own and fragments far
 // less than glibc's per-thread arenas under the exporter's pattern (large
@@ -13,7 +14,7 @@ use clap::Parser;
 // set drops by about a third.
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-use redis_streams_exporter::cli::{Cli, Command};
+use redis_streams_exporter::cli::{Cli, Command, Output};
 use redis_streams_exporter::{app, check, config, telemetry};
 
 /// The configuration's file for messages, `<flags>` without one.
@@ -26,6 +27,21 @@ fn config_file(config: &config::Config) -> String {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Some(Command::Check(_))) {
+        let web = cli.web_flags();
+        if !web.is_empty() {
+            // A usage error: clap prints it and exits 2.
+            Cli::command()
+                .error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!(
+                        "{} only apply to the daemon; `check` serves nothing",
+                        web.join(", ")
+                    ),
+                )
+                .exit();
+        }
+    }
     let overrides = cli.overrides();
     let config = match config::load(cli.config.as_deref(), &overrides) {
         Ok(c) => c,
@@ -64,7 +80,14 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    telemetry::init(config.log.format, &config.log.level);
+    match &cli.command {
+        // The report is the output; logs stay on stderr and quiet.
+        Some(Command::Check(_)) => telemetry::init(
+            config.log.format,
+            cli.log_level.as_deref().unwrap_or("warn"),
+        ),
+        None => telemetry::init(config.log.format, &config.log.level),
+    }
     // rustls needs one process-wide crypto provider; ring is the one we build.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match tokio::runtime::Runtime::new() {
@@ -76,20 +99,31 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async move {
         match cli.command {
-            Some(Command::Check) => match check::run(Arc::new(config)).await {
-                Ok((report, healthy)) => {
-                    print!("{report}");
-                    if healthy {
-                        ExitCode::SUCCESS
-                    } else {
-                        ExitCode::FAILURE
+            Some(Command::Check(args)) => {
+                if config.targets.is_empty() {
+                    eprintln!(
+                        "invalid configuration:\n{}: targets: check needs [[targets]] (targets that /probe polls are given by Prometheus, not by the file)",
+                        config_file(&config)
+                    );
+                    return ExitCode::from(check::EXIT_USAGE);
+                }
+                let options = check::Options { watch: args.watch };
+                let progress = check::Progress::stderr();
+                let file = config_file(&config);
+                match check::run(Arc::new(config), options, &progress).await {
+                    Ok(report) => {
+                        match args.output {
+                            Output::Table => print!("{}", report.table(args.all)),
+                            Output::Json => print!("{}", report.json()),
+                        }
+                        ExitCode::from(report.exit_code())
+                    }
+                    Err(e) => {
+                        eprintln!("invalid configuration:\n{file}: {e}");
+                        ExitCode::from(check::EXIT_USAGE)
                     }
                 }
-                Err(e) => {
-                    eprintln!("{e}");
-                    ExitCode::from(2)
-                }
-            },
+            }
             None => {
                 let address = config.web.listen_address.clone();
                 let listener = match tokio::net::TcpListener::bind(&address).await {

@@ -226,13 +226,13 @@ impl ProbedTargets {
         let replaced = entries.insert(canonical.clone(), entry);
         match &replaced {
             Some(old) => tracing::info!(
-                target = %canonical,
+                redis_target = %canonical,
                 auth_module = auth_module.as_deref().unwrap_or(""),
                 previous_auth_module = old.auth_module.as_deref().unwrap_or(""),
                 "probed target restarted with other settings"
             ),
             None => tracing::info!(
-                target = %canonical,
+                redis_target = %canonical,
                 auth_module = auth_module.as_deref().unwrap_or(""),
                 probed = entries.len(),
                 "probed target added; polled until target_ttl passes without a probe"
@@ -304,7 +304,7 @@ impl ProbedTargets {
                 };
                 match config.probe_target(Some(&url), entry.auth_module.as_deref()) {
                     Err(why) => {
-                        tracing::info!(target = %url, reason = %why, "probed target dropped by the reload");
+                        tracing::info!(redis_target = %url, reason = %why, "probed target dropped by the reload");
                         stopping.extend(entries.remove(&url));
                     }
                     Ok((_, target))
@@ -318,7 +318,7 @@ impl ProbedTargets {
                                 stopping.extend(entries.insert(url, fresh));
                             }
                             Err(e) => {
-                                tracing::warn!(target = %url, error = %e, "probed target dropped by the reload");
+                                tracing::warn!(redis_target = %url, error = %e, "probed target dropped by the reload");
                                 stopping.extend(entries.remove(&url));
                             }
                         }
@@ -351,7 +351,7 @@ impl ProbedTargets {
         let n = expired.len();
         for (url, entry) in expired {
             stop(entry).await;
-            tracing::info!(target = %url, ttl = ?ttl, "probed target dropped: not probed within target_ttl");
+            tracing::info!(redis_target = %url, ttl = ?ttl, "probed target dropped: not probed within target_ttl");
         }
         // Counted once the pollers are joined: a target counted as expired
         // sends nothing more.
@@ -373,7 +373,7 @@ async fn stop(entry: Entry) {
     entry.stop.cancel();
     if let Err(e) = entry.task.await {
         if e.is_panic() {
-            tracing::error!(target = %entry.target.name, "probed target's poller panicked");
+            tracing::error!(redis_target = %entry.target.name, "probed target's poller panicked");
         }
     }
 }

@@ -225,16 +225,16 @@ impl Poller {
                     status.last_success = Some(SystemTime::now());
                     status.last_error = None;
                     if !was.success {
-                        tracing::debug!(target = %name, probe = kind.label(), ?duration, "probe succeeded");
+                        tracing::debug!(redis_target = %name, probe = kind.label(), ?duration, "probe succeeded");
                     }
                 }
                 Err(e) => {
                     status.last_error = Some(e.to_string().into());
                     // Log a failure when it starts, not on every run of a long outage.
                     if was.success || was.last_success.is_none() && was.duration.is_zero() {
-                        tracing::warn!(target = %name, probe = kind.label(), error = %e, "probe failed");
+                        tracing::warn!(redis_target = %name, probe = kind.label(), error = %e, "probe failed");
                     } else {
-                        tracing::debug!(target = %name, probe = kind.label(), error = %e, "probe still failing");
+                        tracing::debug!(redis_target = %name, probe = kind.label(), error = %e, "probe still failing");
                     }
                 }
             }
@@ -245,7 +245,7 @@ impl Poller {
                         Next::Grid => period,
                     };
                     tracing::info!(
-                        target = %name,
+                        redis_target = %name,
                         watched = report.watched,
                         added = report.added,
                         removed = report.removed,
@@ -272,13 +272,13 @@ impl Poller {
                         Err(e) => e.to_string(),
                         Ok(()) => "unreachable".to_string(),
                     };
-                    tracing::warn!(target = %name, %reason, "target down; its data series are withdrawn");
+                    tracing::warn!(redis_target = %name, %reason, "target down; its data series are withdrawn");
                     state.last_down_reason = Some(reason);
                 }
                 state.forget_data();
             } else if self.ctx.client.reachable() == Some(true) {
                 if !state.snapshot.up {
-                    tracing::info!(target = %name, "target up");
+                    tracing::info!(redis_target = %name, "target up");
                     if state.last_down_reason.take().is_some() {
                         // Back after an outage: refresh what the slow
                         // probes show now rather than one interval later
@@ -306,14 +306,14 @@ impl Poller {
             {
                 if short {
                     tracing::warn!(
-                        target = %name,
+                        redis_target = %name,
                         needed = needed.ceil(),
                         commands_per_second = limits.commands_per_second,
                         "the command budget cannot keep every probe's interval; the lower-priority ones stretch (limits.commands_per_second = {} would cover them)",
                         needed.ceil()
                     );
                 } else if state.budget_short.is_some() {
-                    tracing::info!(target = %name, needed = needed.ceil(), commands_per_second = limits.commands_per_second, "the command budget covers every probe's interval again");
+                    tracing::info!(redis_target = %name, needed = needed.ceil(), commands_per_second = limits.commands_per_second, "the command budget covers every probe's interval again");
                 }
                 state.budget_short = Some(short);
             }

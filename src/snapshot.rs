@@ -184,6 +184,8 @@ pub struct GroupState {
     pub drain_eta: Option<f64>,
     /// Status over the window.
     pub status: Option<GroupStatus>,
+    /// What `status` rests on (see [`crate::status::Basis`]).
+    pub status_basis: Option<crate::status::Basis>,
 }
 
 /// Everything known about one stream.
@@ -329,6 +331,9 @@ pub struct ExporterState {
     pub reload_failures: AtomicU64,
     /// Last reload succeeded (or none attempted).
     pub last_reload_ok: AtomicBool,
+    /// The process's own figures, read when the exposition is rendered
+    /// (`None` in the live state, and where /proc cannot be read).
+    pub process: Option<crate::process::ProcessStats>,
     /// `metrics.max_label_value_bytes` of the configuration in force.
     pub label_limit: AtomicUsize,
     /// What `/probe` is doing.
@@ -381,6 +386,7 @@ impl ExporterState {
             reloads: AtomicU64::new(self.reloads.load(Ordering::Relaxed)),
             reload_failures: AtomicU64::new(self.reload_failures.load(Ordering::Relaxed)),
             last_reload_ok: AtomicBool::new(self.last_reload_ok.load(Ordering::Relaxed)),
+            process: self.process,
             label_limit: AtomicUsize::new(self.label_limit.load(Ordering::Relaxed)),
             probes: self.probes.copy(),
         }
@@ -393,6 +399,7 @@ impl Default for ExporterState {
             reloads: AtomicU64::new(0),
             reload_failures: AtomicU64::new(0),
             last_reload_ok: AtomicBool::new(true),
+            process: None,
             label_limit: AtomicUsize::new(crate::config::DEFAULT_MAX_LABEL_VALUE_BYTES),
             probes: ProbeCounters::default(),
         }
@@ -524,6 +531,7 @@ mod tests {
             overtake_eta: None,
             drain_eta: None,
             status: None,
+            status_basis: None,
         }
     }
 

@@ -241,23 +241,44 @@ impl Window {
     }
 }
 
+/// What a status rests on: the one-shot `check` reports a status only when
+/// it saw what proves it, and `unknown` otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Basis {
+    /// The latest poll proves it: data loss, work waiting with no consumer,
+    /// lag seconds over half of `max_delay`, or no work at all (`ok`).
+    Latest,
+    /// The window proves it: stalled, lagging by its trend, stopped because
+    /// nobody read for the whole window (Redis's last-read times say so,
+    /// but a batch consumer between two runs looks the same to a shorter
+    /// look), ok while work waits, or idle (no work, and nothing produced
+    /// during the window; a shorter look knows only that there is no work).
+    Window,
+    /// Work waits and the window is not full yet: nothing is proven, and the
+    /// daemon reports `ok`.
+    Undecided,
+}
+
 /// The status after `latest` was pushed into `window`.
 pub fn evaluate(window: &Window, latest: &Sample, settings: &Settings) -> GroupStatus {
+    judge(window, latest, settings).0
+}
+
+/// The status after `latest` was pushed into `window`, and what it rests on.
+pub fn judge(window: &Window, latest: &Sample, settings: &Settings) -> (GroupStatus, Basis) {
     let size = u16::try_from(settings.window).unwrap_or(u16::MAX);
     let full = window.seen >= size;
     if latest.loss_now || latest.trimmed_undelivered.is_some_and(|t| t > 0) {
-        return GroupStatus::DataLoss;
+        return (GroupStatus::DataLoss, Basis::Latest);
     }
     // A loss held from earlier polls does not hide a group that stops or
     // stalls now: that is news, the old loss is not.
-    let held = |status: GroupStatus| {
-        if latest.recent_loss && !matches!(status, GroupStatus::Stopped | GroupStatus::Stalled) {
-            GroupStatus::DataLoss
-        } else {
-            status
-        }
-    };
-    held(evaluate_now(window, latest, settings, full, size))
+    let (status, basis) = evaluate_now(window, latest, settings, full, size);
+    if latest.recent_loss && !matches!(status, GroupStatus::Stopped | GroupStatus::Stalled) {
+        (GroupStatus::DataLoss, Basis::Latest)
+    } else {
+        (status, basis)
+    }
 }
 
 /// The status from the window and the latest poll, a held loss aside.
@@ -267,23 +288,25 @@ fn evaluate_now(
     settings: &Settings,
     full: bool,
     size: u16,
-) -> GroupStatus {
+) -> (GroupStatus, Basis) {
     if latest.has_work() {
-        let nobody = latest.consumers == 0;
+        if latest.consumers == 0 {
+            return (GroupStatus::Stopped, Basis::Latest);
+        }
         let silent = latest.last_read_at_ms.is_some_and(|read_at| {
             latest.at_ms.saturating_sub(read_at) >= settings.window_duration.as_millis() as u64
         });
-        if nobody || silent {
-            return GroupStatus::Stopped;
+        if silent {
+            return (GroupStatus::Stopped, Basis::Window);
         }
         if full && (window.position_stuck >= size || window.oldest_stuck >= size) {
-            return GroupStatus::Stalled;
+            return (GroupStatus::Stalled, Basis::Window);
         }
         let half = settings.max_delay.map(|d| d.as_secs_f64() / 2.0);
         match (half, latest.lag_seconds) {
             (Some(half), Some(age)) => {
                 if age > half {
-                    return GroupStatus::Lagging;
+                    return (GroupStatus::Lagging, Basis::Latest);
                 }
             }
             _ => {
@@ -295,16 +318,23 @@ fn evaluate_now(
                     && window.since_lag_rose <= within
                     && window.since_position_moved <= within;
                 if growing {
-                    return GroupStatus::Lagging;
+                    return (GroupStatus::Lagging, Basis::Window);
                 }
             }
         }
-        return GroupStatus::Ok;
+        let basis = if full {
+            Basis::Window
+        } else {
+            Basis::Undecided
+        };
+        return (GroupStatus::Ok, basis);
     }
+    // Nothing to do is proven by the latest poll; that nothing was produced
+    // either ("idle" rather than "ok") is a fact about the window.
     if window.no_production >= window.seen.min(size) {
-        GroupStatus::Idle
+        (GroupStatus::Idle, Basis::Window)
     } else {
-        GroupStatus::Ok
+        (GroupStatus::Ok, Basis::Latest)
     }
 }
 
@@ -557,6 +587,84 @@ mod tests {
         next.last_delivered_id = StreamId::new(104, 0);
         moved.push(next);
         assert_eq!(status_of(&moved, &settings(Some(300))), GroupStatus::Ok);
+    }
+
+    /// What each status rests on: only what a short look cannot tell apart
+    /// from a healthy group is `Window` or `Undecided`.
+    #[test]
+    fn what_each_status_rests_on() {
+        let judge_all = |f: &dyn Fn(u64, &mut Sample), n: u64, max_delay: Option<u64>| {
+            let mut window = Window::default();
+            let mut last = None;
+            for i in 0..n {
+                let mut s = sample(i);
+                f(i, &mut s);
+                window.push(&s);
+                last = Some(s);
+            }
+            judge(&window, &last.unwrap(), &settings(max_delay))
+        };
+        let loss = |_: u64, s: &mut Sample| s.trimmed_undelivered = Some(2);
+        assert_eq!(
+            judge_all(&loss, 1, None),
+            (GroupStatus::DataLoss, Basis::Latest)
+        );
+        let nobody = |_: u64, s: &mut Sample| {
+            s.consumers = 0;
+            s.lag = Some(3);
+        };
+        assert_eq!(
+            judge_all(&nobody, 1, None),
+            (GroupStatus::Stopped, Basis::Latest)
+        );
+        // Silent consumers: a batch job between runs looks the same.
+        let silent = |_: u64, s: &mut Sample| {
+            s.lag = Some(3);
+            s.last_read_at_ms = Some(s.at_ms - 10 * MIN);
+        };
+        assert_eq!(
+            judge_all(&silent, 1, None),
+            (GroupStatus::Stopped, Basis::Window)
+        );
+        let late = |_: u64, s: &mut Sample| {
+            s.lag = Some(5);
+            s.lag_seconds = Some(200.0);
+        };
+        assert_eq!(
+            judge_all(&late, 1, Some(300)),
+            (GroupStatus::Lagging, Basis::Latest)
+        );
+        let stuck = |_: u64, s: &mut Sample| {
+            s.pending = 3;
+            s.oldest_pending_id = Some(StreamId::new(42, 0));
+        };
+        assert_eq!(
+            judge_all(&stuck, 5, None),
+            (GroupStatus::Stalled, Basis::Window)
+        );
+        // The same group seen twice: nothing proven either way.
+        assert_eq!(
+            judge_all(&stuck, 2, None),
+            (GroupStatus::Ok, Basis::Undecided)
+        );
+        let busy = |i: u64, s: &mut Sample| {
+            s.pending = 3;
+            s.oldest_pending_id = Some(StreamId::new(42 + i, 0));
+        };
+        assert_eq!(judge_all(&busy, 5, None), (GroupStatus::Ok, Basis::Window));
+        assert_eq!(
+            judge_all(&|_, _| {}, 1, None),
+            (GroupStatus::Idle, Basis::Window)
+        );
+        let produced = |i: u64, s: &mut Sample| s.last_generated_id = StreamId::new(100 + i, 0);
+        let produced_and_read = |i: u64, s: &mut Sample| {
+            produced(i, s);
+            s.last_delivered_id = s.last_generated_id;
+        };
+        assert_eq!(
+            judge_all(&produced_and_read, 2, None),
+            (GroupStatus::Ok, Basis::Latest)
+        );
     }
 
     #[test]

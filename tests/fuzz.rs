@@ -225,6 +225,7 @@ fn render_names(names: &[Vec<u8>]) -> String {
             overtake_eta: None,
             drain_eta: None,
             status: None,
+            status_basis: None,
         };
         let stream = StreamState {
             info: StreamInfo {

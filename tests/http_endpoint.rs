@@ -224,3 +224,169 @@ async fn futures_join(tasks: Vec<tokio::task::JoinHandle<usize>>) -> Vec<usize> 
     }
     out
 }
+
+/// The process metrics every client library exports, with the same names and
+/// HELP texts as client_golang, read from /proc with each render.
+#[tokio::test]
+async fn process_metrics() {
+    let server = RedisServer::start(Server::Redis70);
+    let d = Daemon::start(&fast_config(&server.url())).await;
+    let first = d.get("/metrics").await.text().await.unwrap();
+    promtool_check(&first);
+    let m = Metrics::parse(&first);
+    for (name, help) in [
+        (
+            "process_cpu_seconds_total",
+            "Total user and system CPU time spent in seconds.",
+        ),
+        ("process_open_fds", "Number of open file descriptors."),
+        (
+            "process_max_fds",
+            "Maximum number of open file descriptors.",
+        ),
+        (
+            "process_virtual_memory_bytes",
+            "Virtual memory size in bytes.",
+        ),
+        (
+            "process_resident_memory_bytes",
+            "Resident memory size in bytes.",
+        ),
+        (
+            "process_start_time_seconds",
+            "Start time of the process since unix epoch in seconds.",
+        ),
+    ] {
+        assert!(first.contains(&format!("# HELP {name} {help}\n")), "{name}");
+        assert!(m.get(name, &[]).is_some(), "{name} missing");
+    }
+    assert!(first.contains("# TYPE process_cpu_seconds_total counter\n"));
+    assert!(first.contains("# TYPE process_resident_memory_bytes gauge\n"));
+    // This test process is the exporter: compare with what /proc says of it.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let rss_kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    let rss = m.value("process_resident_memory_bytes", &[]);
+    assert!(
+        rss > 0.0 && rss < rss_kb * 1024.0 * 4.0,
+        "rss {rss} vs {rss_kb} kB"
+    );
+    assert!(m.value("process_virtual_memory_bytes", &[]) >= rss);
+    let fds = m.value("process_open_fds", &[]);
+    assert!(fds >= 3.0 && fds <= m.value("process_max_fds", &[]));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let start = m.value("process_start_time_seconds", &[]);
+    assert!(
+        start <= now && start > now - 86_400.0,
+        "start {start}, now {now}"
+    );
+    // Renders follow the probes (every 200 ms here): the CPU counter is read
+    // again, and never goes back.
+    let cpu = m.value("process_cpu_seconds_total", &[]);
+    let mut later = cpu;
+    for _ in 0..100 {
+        std::hint::black_box((0..200_000u64).map(|i| i * i).sum::<u64>());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        later = d.metrics().await.value("process_cpu_seconds_total", &[]);
+        if later > cpu {
+            break;
+        }
+    }
+    assert!(later > cpu, "cpu seconds never moved from {cpu}");
+    d.stop().await;
+}
+
+/// The landing page lists problems first, says why a target is down or not
+/// ready, pages through many groups with a count instead of cutting them
+/// off, and escapes names from Redis.
+#[tokio::test]
+async fn landing_page_problems_first_paged_and_escaped() {
+    let server = RedisServer::start(Server::Redis70);
+    let mut c = server.conn();
+    // 600 quiet groups on one stream.
+    xadd_n(&mut c, "many", 1);
+    let mut pipe = redis::pipe();
+    for i in 0..600 {
+        pipe.cmd("XGROUP")
+            .arg("CREATE")
+            .arg("many")
+            .arg(format!("g{i:03}"))
+            .arg("$")
+            .ignore();
+    }
+    let _: () = pipe.query(&mut c).unwrap();
+    // A group overtaken by a trim (data_loss), named to break HTML and terminals.
+    let evil = "<b>x</b>\u{1b}[31m\nz";
+    xadd_n(&mut c, "lossy", 1);
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg("lossy")
+        .arg(evil)
+        .arg("0")
+        .query(&mut c)
+        .unwrap();
+    xadd_n(&mut c, "lossy", 9);
+    let _: i64 = redis::cmd("XTRIM")
+        .arg("lossy")
+        .arg("MAXLEN")
+        .arg(3)
+        .query(&mut c)
+        .unwrap();
+    let gone = free_port();
+    let config = format!(
+        "{}[[targets]]\nname = \"gone\"\nurl = \"redis://127.0.0.1:{gone}\"\n",
+        fast_config(&server.url())
+    );
+    let d = Daemon::start(&config).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let page = loop {
+        let page = d.get("/").await.text().await.unwrap();
+        if page.contains("601 groups") && page.contains("data_loss") {
+            break page;
+        }
+        assert!(Instant::now() < deadline, "never complete:\n{page}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // Targets: the down one first, with why.
+    let targets =
+        &page[page.find("<h2>Targets</h2>").unwrap()..page.find("<h2>Groups</h2>").unwrap()];
+    let gone_row = targets.find("<td>gone</td>").unwrap();
+    assert!(gone_row < targets.find("<td>t</td>").unwrap(), "{targets}");
+    assert!(
+        targets.contains("down: ") && targets.contains("failed: "),
+        "no reason: {targets}"
+    );
+    // Groups: a count, the problem first, a page of 500, a link to the next.
+    assert!(page.contains("601 groups: 1 data_loss, 600 idle"), "{page}");
+    assert!(page.contains("Showing 1–500 (page 1 of 2)"), "{page}");
+    assert!(page.contains("<a href=\"/?page=2\">next »</a>"));
+    let groups = &page[page.find("<h2>Groups</h2>").unwrap()..];
+    let group_rows: Vec<&str> = groups
+        .split("<tr")
+        .skip(1)
+        .filter(|r| r.contains("<td>t</td><td>"))
+        .collect();
+    assert_eq!(group_rows.len(), 500);
+    assert!(group_rows[0].contains("data_loss"), "{}", group_rows[0]);
+    // The name is escaped for HTML and for the terminal it may be pasted into.
+    assert!(
+        group_rows[0].contains("&lt;b&gt;x&lt;/b&gt;\\u{1b}[31m\\nz"),
+        "{}",
+        group_rows[0]
+    );
+    assert!(!page.contains("<b>x</b>") && !page.contains('\u{1b}'));
+    let second = d.get("/?page=2").await.text().await.unwrap();
+    assert!(second.contains("Showing 501–601 (page 2 of 2)"), "{second}");
+    assert!(second.contains("<a href=\"/?page=1\">« previous</a>"));
+    assert_eq!(second.matches("<td>idle</td>").count(), 101);
+    // Out of range: the last page.
+    let last = d.get("/?page=99").await.text().await.unwrap();
+    assert!(last.contains("(page 2 of 2)"));
+    d.stop().await;
+}

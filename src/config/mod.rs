@@ -267,10 +267,51 @@ pub struct Target {
     pub streams: Vec<Vec<u8>>,
     /// Glob patterns found with `SCAN MATCH ... TYPE stream`.
     pub patterns: Vec<Glob>,
+    /// Streams never watched, whether named or found (before `max_streams`).
+    pub exclude_streams: Vec<Glob>,
+    /// Groups watched on every stream of the target.
+    pub groups: NameFilter,
     /// Discovery cap.
     pub max_streams: usize,
     /// SCAN COUNT hint.
     pub scan_count: u32,
+}
+
+impl Target {
+    /// Whether `stream`, whose settings are `settings`, is watched: neither
+    /// the target's nor its rule's `exclude_streams` matches it.
+    pub fn watches_stream(&self, settings: &StreamSettings, stream: &[u8]) -> bool {
+        !self
+            .exclude_streams
+            .iter()
+            .chain(&settings.exclude_streams)
+            .any(|g| g.matches(stream))
+    }
+
+    /// Whether `group` of a stream whose settings are `settings` is
+    /// watched: both the target's and the rule's group filters admit it.
+    /// Unwatched groups cost no command beyond their line in XINFO GROUPS.
+    pub fn watches_group(&self, settings: &StreamSettings, group: &[u8]) -> bool {
+        self.groups.admits(group) && settings.groups.admits(group)
+    }
+}
+
+/// Include and exclude globs over names: a name passes when it matches an
+/// include glob (or none is given) and no exclude glob.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NameFilter {
+    /// Empty: every name.
+    pub include: Vec<Glob>,
+    /// Names never admitted, whatever `include` says.
+    pub exclude: Vec<Glob>,
+}
+
+impl NameFilter {
+    /// Whether `name` passes.
+    pub fn admits(&self, name: &[u8]) -> bool {
+        (self.include.is_empty() || self.include.iter().any(|g| g.matches(name)))
+            && !self.exclude.iter().any(|g| g.matches(name))
+    }
 }
 
 /// Probe intervals.
@@ -402,11 +443,14 @@ impl Default for Limits {
 /// Output shaping.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MetricsSettings {
-    /// Consumers exported per group; the rest are summed under `__other__`.
+    /// Consumers exported per group; the rest are summed under `__other__`
+    /// (0: only `__other__`).
     pub max_consumers_per_group: usize,
-    /// `le` bounds of `pending_by_idle`, in seconds, ascending.
+    /// `le` bounds of `pending_by_idle`, in seconds, ascending; empty: the
+    /// family is not exported.
     pub pending_idle_buckets: Vec<f64>,
-    /// `le` bounds of `pending_by_delivery_count`, ascending.
+    /// `le` bounds of `pending_by_delivery_count`, ascending; empty: the
+    /// family is not exported.
     pub delivery_count_buckets: Vec<u64>,
     /// Bytes of a name from Redis written in a label value; longer names
     /// are shortened and marked (see `metrics::text`).
@@ -441,6 +485,10 @@ pub struct StreamSettings {
     pub poison_delivery_count: u64,
     /// Inactivity after which a consumer's pending entries count as orphaned.
     pub consumer_inactive_after: Duration,
+    /// Streams this rule matches that are not watched at all.
+    pub exclude_streams: Vec<Glob>,
+    /// Groups watched on the streams this rule matches.
+    pub groups: NameFilter,
 }
 
 impl Default for StreamSettings {
@@ -450,6 +498,8 @@ impl Default for StreamSettings {
             dead_letter: None,
             poison_delivery_count: 10,
             consumer_inactive_after: Duration::from_secs(300),
+            exclude_streams: Vec::new(),
+            groups: NameFilter::default(),
         }
     }
 }

@@ -224,6 +224,9 @@ impl Config {
             tls: module.tls.clone(),
             streams: Vec::new(),
             patterns: vec![Glob::new("*")],
+            // Only the [stream_defaults] and [[streams]] filters apply.
+            exclude_streams: Vec::new(),
+            groups: Default::default(),
             max_streams: DEFAULT_MAX_STREAMS,
             scan_count: DEFAULT_SCAN_COUNT,
             endpoint,

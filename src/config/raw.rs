@@ -86,6 +86,12 @@ pub struct RawTarget {
     pub streams: Vec<String>,
     #[serde(default)]
     pub patterns: Vec<String>,
+    #[serde(default)]
+    pub exclude_streams: Vec<String>,
+    #[serde(default)]
+    pub include_groups: Vec<String>,
+    #[serde(default)]
+    pub exclude_groups: Vec<String>,
     pub max_streams: Option<i64>,
     pub scan_count: Option<i64>,
 }
@@ -140,6 +146,9 @@ pub struct RawStreamSettings {
     pub dead_letter: Option<String>,
     pub poison_delivery_count: Option<i64>,
     pub consumer_inactive_after: Option<String>,
+    pub exclude_streams: Option<Vec<String>>,
+    pub include_groups: Option<Vec<String>>,
+    pub exclude_groups: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -151,6 +160,9 @@ pub struct RawStreamRule {
     pub dead_letter: Option<String>,
     pub poison_delivery_count: Option<i64>,
     pub consumer_inactive_after: Option<String>,
+    pub exclude_streams: Option<Vec<String>>,
+    pub include_groups: Option<Vec<String>>,
+    pub exclude_groups: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -172,8 +172,8 @@ impl Validator {
                 .or(raw.log.level)
                 .unwrap_or_else(|| "info".into()),
         };
-        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&log.level) {
-            self.problem("log.level", format!("not a valid filter: {e}"));
+        if let Err(e) = crate::telemetry::check_filter(&log.level) {
+            self.problem("log.level", e);
         }
 
         // A /probe-only exporter (allowed_targets set, no [[targets]]) polls
@@ -293,10 +293,11 @@ impl Validator {
         let dm = MetricsSettings::default();
         let m = raw.metrics;
         let metrics = MetricsSettings {
-            max_consumers_per_group: self.positive(
+            max_consumers_per_group: self.ranged(
                 "metrics.max_consumers_per_group",
                 m.max_consumers_per_group,
                 dm.max_consumers_per_group as u64,
+                0,
                 100_000,
             ) as usize,
             max_label_value_bytes: self.ranged(
@@ -387,6 +388,9 @@ impl Validator {
                         dead_letter: r.dead_letter,
                         poison_delivery_count: r.poison_delivery_count,
                         consumer_inactive_after: r.consumer_inactive_after,
+                        exclude_streams: r.exclude_streams,
+                        include_groups: r.include_groups,
+                        exclude_groups: r.exclude_groups,
                     },
                 );
                 (pattern, Arc::new(settings))
@@ -632,10 +636,8 @@ impl Validator {
         self.ranged(key, value, default, 1, max)
     }
 
+    /// Bucket bounds: strictly ascending; an empty list turns the family off.
     fn ascending(&mut self, key: &str, values: &[f64]) {
-        if values.is_empty() {
-            self.problem(key, "needs at least one bucket");
-        }
         if values.windows(2).any(|w| w[0] >= w[1]) {
             self.problem(key, "buckets must be strictly ascending");
         }
@@ -680,7 +682,34 @@ impl Validator {
                 raw.consumer_inactive_after,
                 base.consumer_inactive_after,
             ),
+            exclude_streams: match raw.exclude_streams {
+                None => base.exclude_streams.clone(),
+                Some(list) => self.globs(&format!("{key}.exclude_streams"), list),
+            },
+            groups: NameFilter {
+                include: match raw.include_groups {
+                    None => base.groups.include.clone(),
+                    Some(list) => self.globs(&format!("{key}.include_groups"), list),
+                },
+                exclude: match raw.exclude_groups {
+                    None => base.groups.exclude.clone(),
+                    Some(list) => self.globs(&format!("{key}.exclude_groups"), list),
+                },
+            },
         }
+    }
+
+    /// Glob patterns, none of them empty.
+    fn globs(&mut self, key: &str, list: Vec<String>) -> Vec<Glob> {
+        let mut globs = Vec::with_capacity(list.len());
+        for (i, p) in list.into_iter().enumerate() {
+            if p.is_empty() {
+                self.problem(format!("{key}[{i}]"), "must not be empty");
+            } else {
+                globs.push(Glob::new(p));
+            }
+        }
+        globs
     }
 
     fn target(&mut self, key: &str, raw: RawTarget) -> Target {
@@ -805,6 +834,11 @@ impl Validator {
                 patterns.push(Glob::new(p));
             }
         }
+        let exclude_streams = self.globs(&format!("{key}.exclude_streams"), raw.exclude_streams);
+        let groups = NameFilter {
+            include: self.globs(&format!("{key}.include_groups"), raw.include_groups),
+            exclude: self.globs(&format!("{key}.exclude_groups"), raw.exclude_groups),
+        };
         Target {
             name,
             endpoint,
@@ -814,6 +848,8 @@ impl Validator {
             tls,
             streams,
             patterns,
+            exclude_streams,
+            groups,
             max_streams: self.positive(
                 &format!("{key}.max_streams"),
                 raw.max_streams,
@@ -1084,6 +1120,50 @@ mod tests {
         let other = c.streams.for_stream(b"audit");
         assert_eq!(other.max_delay, None);
         assert_eq!(other.consumer_inactive_after, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn include_and_exclude_filters() {
+        let c = load(
+            "[[targets]]\nname = \"a\"\nexclude_streams = [\"tmp:*\"]\nexclude_groups = [\"debug-*\"]\n\
+             [stream_defaults]\nexclude_streams = [\"*:dlq\"]\n\
+             [[streams]]\nmatch = \"orders:*\"\ninclude_groups = [\"billing\", \"ship*\"]\nexclude_streams = [\"orders:test:*\"]\n\
+             [[streams]]\nmatch = \"audit\"\nmax_delay = \"1m\"\n",
+        )
+        .unwrap();
+        let t = &c.targets[0];
+        let watched = |s: &str| t.watches_stream(&c.streams.for_stream(s.as_bytes()), s.as_bytes());
+        assert!(watched("orders:eu"));
+        assert!(!watched("orders:test:1"), "the rule's exclusion");
+        assert!(!watched("tmp:1"), "the target's exclusion");
+        assert!(!watched("jobs:dlq"), "the defaults' exclusion");
+        // A rule that sets exclude_streams replaces the default's list.
+        assert!(watched("orders:dlq"));
+        assert!(!watched("audit:dlq") && watched("audit"));
+        let group =
+            |s: &str, g: &str| t.watches_group(&c.streams.for_stream(s.as_bytes()), g.as_bytes());
+        assert!(group("orders:eu", "billing") && group("orders:eu", "shipping"));
+        assert!(!group("orders:eu", "analytics"), "not included by the rule");
+        assert!(!group("audit", "debug-1"), "excluded by the target");
+        assert!(group("audit", "analytics"));
+        // Empty bucket lists turn the families off; 0 consumers is allowed.
+        let c = load(
+            "[metrics]\npending_idle_buckets = []\ndelivery_count_buckets = []\nmax_consumers_per_group = 0\n",
+        )
+        .unwrap();
+        assert!(c.metrics.pending_idle_buckets.is_empty());
+        assert!(c.metrics.delivery_count_buckets.is_empty());
+        assert_eq!(c.metrics.max_consumers_per_group, 0);
+        let p = problems(
+            "[[targets]]\nname = \"a\"\nexclude_groups = [\"\"]\n[[streams]]\nmatch = \"x\"\ninclude_groups = [\"\"]\n",
+        );
+        assert_eq!(
+            p,
+            vec![
+                "test.toml: targets[0].exclude_groups[0]: must not be empty",
+                "test.toml: streams[0].include_groups[0]: must not be empty"
+            ]
+        );
     }
 
     #[test]

@@ -33,7 +33,8 @@ impl MetricType {
 /// One metric family: its name, type, HELP text and label names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MetricDef {
-    /// Full metric name, with the `redis_streams_` prefix.
+    /// Full metric name, with the `redis_streams_` prefix (`process_` for
+    /// the process metrics every client library exports).
     pub name: &'static str,
     /// Gauge or counter.
     pub kind: MetricType,
@@ -99,7 +100,7 @@ metric!(
     "redis_streams_stream_groups",
     Gauge,
     TS,
-    "Consumer groups of the stream. Cached by the poller."
+    "Consumer groups of the stream (XINFO STREAM groups), including groups the exporter's group filters exclude. Cached by the poller."
 );
 metric!(
     STREAM_TIME_BASED_IDS,
@@ -573,6 +574,53 @@ metric!(
     "/probe requests by result: ok, or why it was refused (disabled, bad_target, credentials_in_url, not_allowed, auth_module, over_cap, error); a refused probe dials nothing."
 );
 
+// Process metrics, named and described as the Prometheus client libraries
+// export them (no `redis_streams_` prefix: dashboards and rules written for
+// any exporter use these names). Read from /proc when the exposition is
+// rendered, which follows every probe run.
+metric!(
+    PROCESS_CPU_SECONDS,
+    "process_cpu_seconds_total",
+    Counter,
+    &[],
+    "Total user and system CPU time spent in seconds."
+);
+metric!(
+    PROCESS_OPEN_FDS,
+    "process_open_fds",
+    Gauge,
+    &[],
+    "Number of open file descriptors."
+);
+metric!(
+    PROCESS_MAX_FDS,
+    "process_max_fds",
+    Gauge,
+    &[],
+    "Maximum number of open file descriptors."
+);
+metric!(
+    PROCESS_VIRTUAL_MEMORY,
+    "process_virtual_memory_bytes",
+    Gauge,
+    &[],
+    "Virtual memory size in bytes."
+);
+metric!(
+    PROCESS_RESIDENT_MEMORY,
+    "process_resident_memory_bytes",
+    Gauge,
+    &[],
+    "Resident memory size in bytes."
+);
+metric!(
+    PROCESS_START_TIME,
+    "process_start_time_seconds",
+    Gauge,
+    &[],
+    "Start time of the process since unix epoch in seconds."
+);
+
 /// Every metric the exporter can emit, in the order families are rendered.
 pub const METRICS: &[MetricDef] = &[
     STREAM_LENGTH,
@@ -646,6 +694,12 @@ pub const METRICS: &[MetricDef] = &[
     EXPORTER_PROBED_TARGETS_EXPIRED,
     EXPORTER_PROBE_REQUESTS,
     EXPORTER_LABELS_SHORTENED,
+    PROCESS_CPU_SECONDS,
+    PROCESS_OPEN_FDS,
+    PROCESS_MAX_FDS,
+    PROCESS_VIRTUAL_MEMORY,
+    PROCESS_RESIDENT_MEMORY,
+    PROCESS_START_TIME,
 ];
 
 /// Looks a metric up by its full name.

@@ -354,7 +354,7 @@ impl<'a> Renderer<'a> {
             (&c::STREAM_LAST_ENTRY_TS, |s| {
                 id_ts(s, s.info.last_generated_id)
             }),
-            (&c::STREAM_GROUPS, |s| Some(s.groups.len() as f64)),
+            (&c::STREAM_GROUPS, |s| Some(s.info.groups as f64)),
             (&c::STREAM_TIME_BASED_IDS, |s| {
                 Some(if s.time_based_ids { 1.0 } else { 0.0 })
             }),
@@ -520,7 +520,8 @@ impl<'a> Renderer<'a> {
         out.family(&c::GROUP_PENDING_BY_IDLE, |f| {
             for t in &self.up {
                 for ((s, g), sc) in t.scans.iter() {
-                    let Some(scan) = last_scan(sc) else {
+                    // No bounds configured: the family is not exported.
+                    let Some(scan) = last_scan(sc).filter(|s| !s.idle_bounds.is_empty()) else {
                         continue;
                     };
                     let [l1, l2, l3] = group_labels(t, s, g);
@@ -536,7 +537,7 @@ impl<'a> Renderer<'a> {
         out.family(&c::GROUP_PENDING_BY_DELIVERY_COUNT, |f| {
             for t in &self.up {
                 for ((s, g), sc) in t.scans.iter() {
-                    let Some(scan) = last_scan(sc) else {
+                    let Some(scan) = last_scan(sc).filter(|s| !s.delivery_bounds.is_empty()) else {
                         continue;
                     };
                     let [l1, l2, l3] = group_labels(t, s, g);
@@ -797,6 +798,27 @@ impl<'a> Renderer<'a> {
                     f.sample(&[("result", result.as_bytes())], *n as f64);
                 }
             });
+        }
+        // The process, as every client library exports it.
+        if let Some(p) = &self.exporter.process {
+            type ProcessValue = fn(&crate::process::ProcessStats) -> Option<f64>;
+            let process_families: [(&'static MetricDef, ProcessValue); 6] = [
+                (&c::PROCESS_CPU_SECONDS, |p| p.cpu_seconds),
+                (&c::PROCESS_OPEN_FDS, |p| p.open_fds.map(|v| v as f64)),
+                (&c::PROCESS_MAX_FDS, |p| p.max_fds.map(|v| v as f64)),
+                (&c::PROCESS_VIRTUAL_MEMORY, |p| {
+                    p.virtual_memory_bytes.map(|v| v as f64)
+                }),
+                (&c::PROCESS_RESIDENT_MEMORY, |p| {
+                    p.resident_memory_bytes.map(|v| v as f64)
+                }),
+                (&c::PROCESS_START_TIME, |p| p.start_time_seconds),
+            ];
+            for (def, value) in process_families {
+                if let Some(v) = value(p) {
+                    out.family(def, |f| f.sample(&[], v));
+                }
+            }
         }
     }
 }

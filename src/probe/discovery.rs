@@ -3,7 +3,9 @@
 //! followed to the end of the cursor on every primary, on the slow discovery
 //! cadence only (SCAN walks the whole keyspace, whatever it matches).
 //!
-//! The result is sorted (exact names first) and cut at `max_streams`; the
+//! Streams matching an `exclude_streams` glob (of the target, or of the
+//! stream's `[[streams]]` rule) are dropped, whether named or found. The
+//! result is sorted (exact names first) and cut at `max_streams`; the
 //! number cut is exported. Streams no longer found leave the snapshot.
 
 use std::collections::BTreeSet;
@@ -86,9 +88,11 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             ordered.push(Arc::from(key.as_slice()));
         }
     }
+    // Excluded streams go before the cap, so they never take a place in it.
+    ordered.retain(|name| target.watches_stream(&ctx.config.streams.for_stream(name), name));
     let dropped = ordered.len().saturating_sub(target.max_streams);
     if dropped > 0 {
-        tracing::warn!(target = %target.name, dropped, max_streams = target.max_streams, "more streams than max_streams; the rest are not watched");
+        tracing::warn!(redis_target = %target.name, dropped, max_streams = target.max_streams, "more streams than max_streams; the rest are not watched");
         ordered.truncate(target.max_streams);
     }
     let result = problems.finish(ProbeKind::Discovery);

@@ -442,7 +442,7 @@ pub async fn per_group<T>(
                     }
                     Err(e) => {
                         problems.refused(&e);
-                        tracing::debug!(target = %ctx.target.name, error = %e, "command refused")
+                        tracing::debug!(redis_target = %ctx.target.name, error = %e, "command refused")
                     }
                 }
             }

@@ -22,7 +22,11 @@ use crate::{status, text};
 /// One stream's XINFO, decoded.
 struct Read {
     info: StreamInfo,
+    /// The groups watched.
     groups: Vec<GroupInfo>,
+    /// Groups excluded by the group filters: never read further, but their
+    /// positions still inform the lag estimator.
+    unwatched: Vec<GroupInfo>,
 }
 
 /// Runs the stream probe.
@@ -107,8 +111,13 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                             })
                             .collect();
                         let earlier = state.anchors.get(name).map_or(&[][..], |h| h.as_slice());
-                        let anchors =
-                            lag::stream_anchors(&read.info, &read.groups, arithmetic, earlier);
+                        let anchors = if read.unwatched.is_empty() {
+                            lag::stream_anchors(&read.info, &read.groups, arithmetic, earlier)
+                        } else {
+                            let all: Vec<GroupInfo> =
+                                read.groups.iter().chain(&read.unwatched).cloned().collect();
+                            lag::stream_anchors(&read.info, &all, arithmetic, earlier)
+                        };
                         (trails, anchors)
                     })
                     .unzip()
@@ -330,7 +339,7 @@ fn time_of(ctx: &ProbeContext, r: &Reply, problems: &mut Problems) -> Option<u64
         },
         Err(e) => {
             problems.refused(e);
-            tracing::debug!(target = %ctx.target.name, error = %e, "TIME refused; ages are not exported");
+            tracing::debug!(redis_target = %ctx.target.name, error = %e, "TIME refused; ages are not exported");
             None
         }
     }
@@ -355,7 +364,7 @@ fn decode_stream(
         Err(e) if e.kind.is_vanished() => {
             // Deleted since discovery: it leaves the watch list now (an
             // event, not an error); discovery finds it again if it returns.
-            tracing::debug!(target = %ctx.target.name, stream = %text::printable(&**key), "stream vanished");
+            tracing::debug!(redis_target = %ctx.target.name, stream = %text::printable(&**key), "stream vanished");
             vanished.push(key.clone());
             return None;
         }
@@ -364,10 +373,11 @@ fn decode_stream(
             // (errors_total); the stream leaves the output. Logged at debug
             // so a permanent condition cannot flood the log every poll.
             problems.refused(e);
-            tracing::debug!(target = %ctx.target.name, stream = %text::printable(&**key), error = %e, "stream skipped");
+            tracing::debug!(redis_target = %ctx.target.name, stream = %text::printable(&**key), error = %e, "stream skipped");
             return None;
         }
     };
+    let settings = ctx.config.streams.for_stream(key);
     let groups = match groups {
         Ok(v) => match reply::groups(v) {
             Ok(g) => g,
@@ -381,7 +391,14 @@ fn decode_stream(
             return None;
         }
     };
-    Some(Read { info, groups })
+    let (groups, unwatched) = groups
+        .into_iter()
+        .partition(|g| ctx.target.watches_group(&settings, &g.name));
+    Some(Read {
+        info,
+        groups,
+        unwatched,
+    })
 }
 
 /// Whether a stream's IDs are wall-clock milliseconds.
@@ -425,7 +442,7 @@ fn build_stream<'s>(
     let time_ids = time_based(&read.info, now_ms);
     if !time_ids && state.non_time_logged.insert(name.clone()) {
         tracing::info!(
-            target = %ctx.target.name,
+            redis_target = %ctx.target.name,
             stream = %text::printable(&**name),
             last_id = %read.info.last_generated_id,
             "stream IDs are not wall-clock time; ages of this stream are not exported"
@@ -467,7 +484,7 @@ fn build_stream<'s>(
         memory.lag_trail = Some(reading.trail(&figure));
         let ledger = state.ledgers.entry(key.clone()).or_default();
         tracing::trace!(
-            target = %ctx.target.name,
+            redis_target = %ctx.target.name,
             stream = %text::printable(&**name),
             group = %text::printable(&*gname),
             added = ?read.info.entries_added,
@@ -525,7 +542,7 @@ fn build_stream<'s>(
             }
             _ => {}
         }
-        let status = now_ms.map(|at_ms| {
+        let judged = now_ms.map(|at_ms| {
             let sample = status::Sample {
                 at_ms,
                 lag: figure.lag,
@@ -541,7 +558,7 @@ fn build_stream<'s>(
                 last_read_at_ms: memory.last_read_at_ms,
             };
             memory.window.push(&sample);
-            status::evaluate(&memory.window, &sample, &status_settings)
+            status::judge(&memory.window, &sample, &status_settings)
         });
         let before = previous.as_ref().and_then(|p| p.groups.get(&gname));
         let fresh = GroupState {
@@ -555,7 +572,12 @@ fn build_stream<'s>(
             overtake_eta,
             drain_eta,
             ahead_of_stream: figure.ahead_of_stream,
-            status: status.or_else(|| before.and_then(|b| b.status)),
+            status: judged
+                .map(|(s, _)| s)
+                .or_else(|| before.and_then(|b| b.status)),
+            status_basis: judged
+                .map(|(_, b)| b)
+                .or_else(|| before.and_then(|b| b.status_basis)),
             info: GroupInfo {
                 name: Vec::new(),
                 consumers: group.consumers,
@@ -704,7 +726,7 @@ async fn dead_letters(
                 },
                 Err(e) => {
                     problems.refused(e);
-                    tracing::debug!(target = %ctx.target.name, stream = %text::printable(key), error = %e, "dead-letter stream skipped");
+                    tracing::debug!(redis_target = %ctx.target.name, stream = %text::printable(key), error = %e, "dead-letter stream skipped");
                     continue;
                 }
             };

@@ -189,7 +189,7 @@ impl TargetClient {
     pub fn new(target: Arc<Target>, limits: &Limits) -> Result<Self, ClientSetupError> {
         let tls = if target.endpoint.tls {
             if target.tls.insecure_skip_verify {
-                tracing::warn!(target = %target.name, "tls_insecure_skip_verify: the server's certificate is not verified; anyone on the path can read the exporter's password and answers");
+                tracing::warn!(redis_target = %target.name, "tls_insecure_skip_verify: the server's certificate is not verified; anyone on the path can read the exporter's password and answers");
             }
             Some(
                 TlsSetup::new(&target.tls).map_err(|detail| ClientSetupError {
@@ -910,7 +910,7 @@ impl TargetClient {
             resolved_at,
         } = &mut *self.topo()
         {
-            tracing::warn!(target = %self.target.name, primary = %node.addr, problem = %last_problem, "no sentinel answered; keeping the last known primary");
+            tracing::warn!(redis_target = %self.target.name, primary = %node.addr, problem = %last_problem, "no sentinel answered; keeping the last known primary");
             *resolved_at = Some(Instant::now());
             return Ok(node.clone());
         }

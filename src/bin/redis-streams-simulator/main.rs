@@ -42,9 +42,10 @@
 //! | `trim-catchup` | after 5 s, a burst of 60 entries is trimmed to `MAXLEN 20` before the group reads it: 40 unread entries are gone; the group catches up one poll later, so the loss shows in the gauges for about one poll | trimmed undelivered (7.0+) |
 //! | `delete-unread` | the group reads every 2 s; after 5 s, 3 entries it has not read yet are deleted (`XDEL`) | deleted undelivered (7.0+) |
 //! | `rewind` | group `replay` is set back 50 entries (`XGROUP SETID`) after 5 s and reads them again; group `future` is set one hour ahead of the stream | group rewound, group ahead of stream (info) |
-//! | `many-streams` | `--streams N` small streams without groups (for `max_streams` and rate-limit starvation) | streams dropped, probe stale (with a tight exporter) |
+//! | `many-streams` | `--streams N` small streams, each with `--groups G` groups (default none) whose consumers keep up (`XREADGROUP … NOACK` every 10 s) | streams dropped, probe stale (with a tight exporter); with groups, a large healthy keyspace for `check` |
 //! | `big-pel` | a prefetching consumer keeps `--pel-entries N` entries in flight | PEL scan stale (with a small scan budget) |
 //! | `evictable` | a queue whose consumer always has 5 entries in flight; with `--set-eviction-policy` also `CONFIG SET maxmemory 256mb` and `maxmemory-policy allkeys-lru` | evictable pending entries |
+//! | `batch` | producer 2/s; a healthy batch job reads and acknowledges everything every `--batch-every` (4 m), and is idle in between | nothing (a `check --watch` longer than the period says ok, a single look says unknown, never stopped) |
 //!
 //! `all` runs every scenario from `healthy` to `rewind`. One file per
 //! scenario in `scenarios/`; the Redis commands they share are in `ops.rs`.
@@ -91,6 +92,13 @@ struct Cli {
     /// `many-streams`: how many streams to create.
     #[arg(long, default_value_t = 30)]
     streams: usize,
+    /// `many-streams`: consumer groups per stream, each read by a consumer
+    /// that keeps up.
+    #[arg(long, default_value_t = 0)]
+    groups: usize,
+    /// `batch`: how often the batch job runs.
+    #[arg(long, default_value = "4m")]
+    batch_every: humantime::Duration,
     /// `big-pel`: entries kept pending.
     #[arg(long, default_value_t = 3000)]
     pel_entries: usize,
@@ -169,6 +177,8 @@ async fn run(cli: Cli) -> Result<()> {
         client,
         prefix: cli.prefix.clone(),
         streams: cli.streams,
+        groups: cli.groups,
+        batch_every: cli.batch_every.into(),
         pel_entries: cli.pel_entries,
         set_eviction_policy: cli.set_eviction_policy,
     };

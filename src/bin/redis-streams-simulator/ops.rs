@@ -17,6 +17,8 @@ pub(crate) struct Ctx {
     pub(crate) client: redis::Client,
     pub(crate) prefix: String,
     pub(crate) streams: usize,
+    pub(crate) groups: usize,
+    pub(crate) batch_every: Duration,
     pub(crate) pel_entries: usize,
     pub(crate) set_eviction_policy: bool,
 }

@@ -42,12 +42,14 @@ pub(crate) enum Scenario {
     DeleteUnread,
     /// A group set back 50 entries (XGROUP SETID), and one set an hour ahead of the stream.
     Rewind,
-    /// --streams N streams without groups.
+    /// --streams N streams, with --groups G groups each that keep up.
     ManyStreams,
     /// A consumer that keeps --pel-entries entries in flight.
     BigPel,
     /// A queue with pending entries (and, with --set-eviction-policy, an allkeys-lru maxmemory).
     Evictable,
+    /// A healthy batch consumer that drains the stream every --batch-every.
+    Batch,
     /// Every scenario from healthy to rewind.
     All,
 }
@@ -92,6 +94,7 @@ impl Scenario {
             Scenario::ManyStreams => "many-streams",
             Scenario::BigPel => "big-pel",
             Scenario::Evictable => "evictable",
+            Scenario::Batch => "batch",
             Scenario::All => "all",
         }
     }
@@ -135,6 +138,7 @@ impl Scenario {
             Scenario::ManyStreams => scenarios::many_streams::run(ctx).await,
             Scenario::BigPel => scenarios::big_pel::run(ctx).await,
             Scenario::Evictable => scenarios::evictable::run(ctx).await,
+            Scenario::Batch => scenarios::batch::run(ctx).await,
             Scenario::All => Ok(()),
         }
     }

@@ -1,6 +1,7 @@
 //! One module per scenario; each exposes `run(ctx)`, which drives it until
 //! the process stops (`failing` is the consumer loop two of them share).
 
+pub(crate) mod batch;
 pub(crate) mod big_pel;
 pub(crate) mod crashed_consumer;
 pub(crate) mod dead_letter;
