@@ -47,6 +47,8 @@ pub struct Observation {
 pub struct Ledger {
     /// Unread entries gone at the last poll that knew it.
     baseline: Option<u64>,
+    /// A lower figure seen once, not yet taken as the new baseline.
+    dipped: Option<u64>,
     /// The position, entries-read and max-deleted-entry-id of the last poll.
     last: Option<(StreamId, Option<u64>, Option<StreamId>)>,
     /// Losses counted; `None` until the figure was known once.
@@ -75,6 +77,19 @@ impl Ledger {
             return;
         };
         let lost = self.lost.get_or_insert_with(Lost::default);
+        // A figure below the baseline is taken only when the next poll
+        // confirms it: Redis's counters are read by two commands, and a
+        // consumer that reads between them makes one poll's figure dip; the
+        // next poll's rebound must not pass for a loss.
+        if self.baseline.is_some_and(|b| gone < b) {
+            match self.dipped.replace(gone) {
+                // Seen lower twice in a row: the figure did go down, from
+                // the first lower value on.
+                Some(first) => self.baseline = Some(first),
+                None => return,
+            }
+        }
+        self.dipped = None;
         if let Some(baseline) = self.baseline.filter(|&b| gone > b) {
             let more = gone - baseline;
             // A deletion past where the group stood last time (the stream's
@@ -103,6 +118,7 @@ impl Ledger {
     /// next figures start a new baseline; the counts are kept.
     pub fn reconnected(&mut self) {
         self.baseline = None;
+        self.dipped = None;
         self.last = None;
     }
 
@@ -169,6 +185,22 @@ mod tests {
         // A later loss adds to it.
         l.observe(&obs(61_000, 800, 1_160, 481, Some(5)));
         assert_eq!(l.lost().map(|x| x.deleted), Some(5));
+    }
+
+    /// A consumer reading between the two XINFO commands of a poll makes
+    /// the figure dip for that poll; the rebound is no loss. A lower figure
+    /// seen twice is the new baseline.
+    #[test]
+    fn a_one_poll_dip_is_no_loss() {
+        let mut l = Ledger::default();
+        l.observe(&obs(1, 10, 10, 1, Some(4)));
+        l.observe(&obs(2, 20, 20, 1, Some(1)));
+        l.observe(&obs(3, 30, 30, 1, Some(4)));
+        assert_eq!(l.lost(), Some(Lost::default()));
+        l.observe(&obs(4, 40, 40, 1, Some(0)));
+        l.observe(&obs(5, 50, 50, 1, Some(0)));
+        l.observe(&obs(6, 60, 60, 1, Some(2)));
+        assert_eq!(l.lost().map(|x| x.deleted), Some(2));
     }
 
     #[test]

@@ -492,6 +492,16 @@ impl Reading<'_> {
         let proof = |s: &UndeliveredSample, lag: u64| {
             if s.group_moved { None } else { self.gone(lag) }
         };
+        if let Some((lag, method)) = self.trusted_report() {
+            // Redis's count, taken with the counters it came with. The
+            // sample read after it (one ID, for the age) may have been
+            // changed meanwhile by consumers that read and delete: it never
+            // overrides a count known to be right.
+            return LagFigure {
+                unread_gone: self.gone(lag),
+                ..figure(Some(lag), method, first_undelivered)
+            };
+        }
         if let Some(s) = sample.filter(|s| s.is_complete()) {
             // The sample holds every undelivered entry: the stream itself is
             // the truth, whatever Redis counted.
@@ -499,12 +509,6 @@ impl Reading<'_> {
             return LagFigure {
                 unread_gone: proof(s, lag),
                 ..figure(Some(lag), self.counted(lag), first_undelivered)
-            };
-        }
-        if let Some((lag, method)) = self.trusted_report() {
-            return LagFigure {
-                unread_gone: self.gone(lag),
-                ..figure(Some(lag), method, first_undelivered)
             };
         }
         if let Some((s, lag)) = sample.and_then(|s| Some((s, s.counted_with_tail()?))) {

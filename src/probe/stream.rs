@@ -466,6 +466,23 @@ fn build_stream<'s>(
         let figure = reading.compute(sample_for(gi), &evidence);
         memory.lag_trail = Some(reading.trail(&figure));
         let ledger = state.ledgers.entry(key.clone()).or_default();
+        tracing::trace!(
+            target = %ctx.target.name,
+            stream = %text::printable(&**name),
+            group = %text::printable(&*gname),
+            added = ?read.info.entries_added,
+            length = read.info.length,
+            first = ?read.info.first_entry_id,
+            last = ?read.info.last_entry_id,
+            max_deleted = ?read.info.max_deleted_entry_id,
+            last_delivered = %group.last_delivered_id,
+            entries_read = ?group.entries_read,
+            reported = ?group.lag,
+            lag = ?figure.lag,
+            method = ?figure.method,
+            unread_gone = ?figure.unread_gone,
+            "lag figure"
+        );
         ledger.observe(&loss::Observation {
             at_ms: now_ms,
             last_delivered: group.last_delivered_id,
