@@ -700,6 +700,117 @@ fn every_alert_has_promtool_cases_at_and_one_step_before_its_boundary() -> TestR
     Ok(())
 }
 
+/// The labels of a promtool series such as `metric{a="x",b="y"}` (values without escapes, as
+/// the test files write them).
+fn series_labels(series: &str) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    let Some(inner) = series
+        .split_once('{')
+        .and_then(|(_, rest)| rest.rsplit_once('}'))
+        .map(|(inner, _)| inner)
+    else {
+        return labels;
+    };
+    let mut rest = inner;
+    while let Some((name, after)) = rest.split_once("=\"") {
+        let Some((value, tail)) = after.split_once('"') else {
+            break;
+        };
+        labels.insert(
+            name.trim().trim_start_matches(',').trim().to_string(),
+            value.to_string(),
+        );
+        rest = tail;
+    }
+    labels
+}
+
+#[test]
+fn series_labels_reads_promtool_series() {
+    let labels = series_labels(
+        r#"redis_streams_stream_max_delay_seconds{job="j",instance="a:9763",target="main",stream="orders"}"#,
+    );
+    assert_eq!(labels.len(), 4);
+    assert_eq!(labels["instance"], "a:9763");
+    assert_eq!(labels["stream"], "orders");
+    assert!(series_labels("up").is_empty());
+}
+
+/// An alert whose threshold derives from `max_delay` (SPEC §8: from the stream's max_delay where
+/// one is configured, defaults otherwise) has promtool cases where it fires for a stream with a
+/// configured max_delay and for one without: both branches of its threshold are exercised, the
+/// configured one at the labels of that very exporter, target and stream.
+#[test]
+fn max_delay_alerts_fire_in_promtool_cases_with_and_without_a_configured_max_delay() -> TestResult {
+    const MAX_DELAY: &str = "redis_streams_stream_max_delay_seconds";
+    const KEY: [&str; 4] = ["job", "instance", "target", "stream"];
+    // alertname -> (fired for a stream with a max_delay, fired for one without).
+    let mut seen: BTreeMap<String, (bool, bool)> = BTreeMap::new();
+    for file in files_in(RULE_TESTS_DIR, &[".yml", ".yaml"])? {
+        let doc: Yaml = serde_norway::from_str(&std::fs::read_to_string(&file)?)?;
+        for test in doc["tests"].as_sequence().ok_or("rule tests: no tests")? {
+            let configured: BTreeSet<Vec<String>> = test["input_series"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s["series"].as_str())
+                .filter(|s| s.starts_with(&format!("{MAX_DELAY}{{")))
+                .map(|s| {
+                    let labels = series_labels(s);
+                    KEY.iter()
+                        .map(|k| labels.get(*k).cloned().unwrap_or_default())
+                        .collect()
+                })
+                .collect();
+            for case in test["alert_rule_test"].as_sequence().into_iter().flatten() {
+                let Some(name) = case["alertname"].as_str() else {
+                    continue;
+                };
+                for alert in case["exp_alerts"].as_sequence().into_iter().flatten() {
+                    let key: Vec<String> = KEY
+                        .iter()
+                        .map(|k| {
+                            alert["exp_labels"][*k]
+                                .as_str()
+                                .unwrap_or_default()
+                                .to_string()
+                        })
+                        .collect();
+                    let entry = seen.entry(name.to_string()).or_default();
+                    if configured.contains(&key) {
+                        entry.0 = true;
+                    } else {
+                        entry.1 = true;
+                    }
+                }
+            }
+        }
+    }
+    let mut errors = Vec::new();
+    let mut checked = 0;
+    for rule in rules()? {
+        let Some(name) = &rule.alert else { continue };
+        if !selectors(&rule.expr).iter().any(|s| s.metric == MAX_DELAY) {
+            continue;
+        }
+        checked += 1;
+        let (with, without) = seen.get(name).copied().unwrap_or_default();
+        if !with {
+            errors.push(format!(
+                "{name}: no promtool case where it fires for a stream with a configured max_delay"
+            ));
+        }
+        if !without {
+            errors.push(format!(
+                "{name}: no promtool case where it fires for a stream without max_delay (the default)"
+            ));
+        }
+    }
+    assert!(checked >= 4, "only {checked} alerts derive from max_delay");
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+    Ok(())
+}
+
 #[test]
 fn rule_metrics_and_labels_exist_in_the_catalog() -> TestResult {
     let rules = rules()?;

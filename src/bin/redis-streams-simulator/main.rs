@@ -41,6 +41,7 @@
 //! | `noack` | the consumer reads 3/s and never acknowledges | stalled (pending growing follows) |
 //! | `trim-catchup` | after 5 s, a burst of 60 entries is trimmed to `MAXLEN 20` before the group reads it: 40 unread entries are gone; the group catches up one poll later, so the loss shows in the gauges for about one poll | trimmed undelivered (7.0+) |
 //! | `delete-unread` | the group reads every 2 s; after 5 s, 3 entries it has not read yet are deleted (`XDEL`) | deleted undelivered (7.0+) |
+//! | `trim-overtake` | `MAXLEN 300` at 5/s (one minute retained, the group at its end); for 45 s the group reads a third of that, so trimming gains on its first undelivered entry; then it reads twice the production rate, drains and keeps up; nothing is lost | trim overtaking group (by the trim-overtake ETA), then the drain ETA |
 //! | `rewind` | group `replay` is set back 50 entries (`XGROUP SETID`) after 5 s and reads them again; group `future` is set one hour ahead of the stream | group rewound, group ahead of stream (info) |
 //! | `many-streams` | `--streams N` small streams, each with `--groups G` groups (default none) whose consumers keep up (`XREADGROUP … NOACK` every 10 s) | streams dropped, probe stale (with a tight exporter); with groups, a large healthy keyspace for `check` |
 //! | `big-pel` | a prefetching consumer keeps `--pel-entries N` entries in flight | PEL scan stale (with a small scan budget) |

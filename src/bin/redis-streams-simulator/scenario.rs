@@ -40,6 +40,8 @@ pub(crate) enum Scenario {
     TrimCatchup,
     /// 3 entries the group has not read yet are deleted (XDEL), once.
     DeleteUnread,
+    /// MAXLEN trimming gains on a slow group, which speeds up before it loses entries.
+    TrimOvertake,
     /// A group set back 50 entries (XGROUP SETID), and one set an hour ahead of the stream.
     Rewind,
     /// --streams N streams, with --groups G groups each that keep up.
@@ -56,7 +58,7 @@ pub(crate) enum Scenario {
 
 impl Scenario {
     /// The scenarios `all` stands for.
-    pub(crate) const ALL_SINGLE_REDIS: [Scenario; 15] = [
+    pub(crate) const ALL_SINGLE_REDIS: [Scenario; 16] = [
         Scenario::Healthy,
         Scenario::CrashedConsumer,
         Scenario::Poison,
@@ -71,6 +73,7 @@ impl Scenario {
         Scenario::Noack,
         Scenario::TrimCatchup,
         Scenario::DeleteUnread,
+        Scenario::TrimOvertake,
         Scenario::Rewind,
     ];
 
@@ -90,6 +93,7 @@ impl Scenario {
             Scenario::Noack => "noack",
             Scenario::TrimCatchup => "trim-catchup",
             Scenario::DeleteUnread => "delete-unread",
+            Scenario::TrimOvertake => "trim-overtake",
             Scenario::Rewind => "rewind",
             Scenario::ManyStreams => "many-streams",
             Scenario::BigPel => "big-pel",
@@ -109,6 +113,7 @@ impl Scenario {
             Scenario::OutpaceXdel => "outpacexdel",
             Scenario::TrimCatchup => "trimcatchup",
             Scenario::DeleteUnread => "deleteunread",
+            Scenario::TrimOvertake => "trimovertake",
             Scenario::ManyStreams => "",
             Scenario::BigPel => "big",
             Scenario::Evictable => "orders",
@@ -134,6 +139,7 @@ impl Scenario {
             Scenario::Noack => scenarios::noack::run(ctx).await,
             Scenario::TrimCatchup => scenarios::trim_catchup::run(ctx).await,
             Scenario::DeleteUnread => scenarios::delete_unread::run(ctx).await,
+            Scenario::TrimOvertake => scenarios::trim_overtake::run(ctx).await,
             Scenario::Rewind => scenarios::rewind::run(ctx).await,
             Scenario::ManyStreams => scenarios::many_streams::run(ctx).await,
             Scenario::BigPel => scenarios::big_pel::run(ctx).await,

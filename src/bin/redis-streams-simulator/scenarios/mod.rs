@@ -19,5 +19,6 @@ pub(crate) mod rewind;
 pub(crate) mod stopped;
 pub(crate) mod trim;
 pub(crate) mod trim_catchup;
+pub(crate) mod trim_overtake;
 pub(crate) mod trim_window;
 pub(crate) mod xdel_ghosts;
