@@ -1,19 +1,29 @@
 #!/usr/bin/env python3
 """Side-by-side benchmark of redis-streams-exporter and oliver006/redis_exporter.
 
-Measures the performance targets of SPEC section 10 on a Redis server that
-this script starts on a free loopback port, and prints one Markdown table
-with both tools' figures, the target and PASS/FAIL per row.
+Measures the performance targets of SPEC section 10 (and the freshness and
+page-size rows of issue 17) on a Redis server that this script starts on a
+free loopback port, and prints one Markdown table with both tools' figures,
+the target and PASS/FAIL per row.
 
   Phase A  1M string keys + ~200 streams: Redis CPU spent on monitoring per
            minute (INFO commandstats usec), ours alone, then the peer alone,
            over the same window, at 15 s freshness.
+  Phase W  same data: Redis time and SLOWLOG entries of ours' discovery
+           walks with adaptive page sizes (the default) and with fixed ones
+           (limits.min_page pinned to the page sizes, which turns the tuning
+           off).
+  Phase S  same data: the O(1) control, only cheap commands at ~500/s from
+           this script (what does the machine itself log as slow?).
   Phase B  10,000 streams x 2 groups: /metrics latency p50/p99, exporter RSS
            and CPU over a steady window (ours at defaults, ours with a raised
-           commands_per_second, the peer).
+           commands_per_second, the peer); then, at defaults, every probe's
+           duration and achieved interval under the shared command budget.
   Phase C  one group with a PEL of 1,000,000 entries: time to a full PEL scan
-           at default limits.
-  All      SLOWLOG at slowlog-log-slower-than 1000, per exporter.
+           at default limits, then again with fixed pages.
+  Phase D  3,000 streams x 2 groups: every probe's duration and achieved
+           interval at defaults (the stream poll must keep its 15 s).
+  All      SLOWLOG at slowlog-log-slower-than 1000, per exporter and run.
 
 Python 3.11 standard library only. See bench/README.md for the method.
 Everything it starts is stopped on exit, Ctrl-C or error.
@@ -38,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,6 +69,39 @@ PROM_ACCEPT = (
 CONTAINER_COMMANDS = ("XINFO", "CONFIG", "CLIENT", "SLOWLOG", "LATENCY", "INFO", "MEMORY", "CLUSTER", "OBJECT", "XGROUP")
 STREAM_COMMANDS = ("scan", "select", "type", "time", "xinfo", "xpending", "xrange", "xrevrange")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+CONTROL_CLIENT_NAME = "bench-o1-control"
+# Phases in the order they run: A, W and S share one dataset.
+ALL_PHASES = "AWSBCD"
+PROBES = ("stream", "info", "discovery", "pending_summary", "consumers", "pending_scan")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds of a config duration such as "15s", "5m", "1h 30m", "1ms"."""
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)", text)
+    if not parts:
+        raise ValueError(f"not a duration: {text!r}")
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+# The defaults every row is measured at, read from the file that documents
+# them (every key of config/example.toml is its default), so the targets
+# that derive from them follow the code.
+_EXAMPLE = tomllib.loads((REPO / "config" / "example.toml").read_text())
+DEFAULT_CPS = int(_EXAMPLE["limits"]["commands_per_second"])
+DEFAULT_STREAM_INTERVAL = parse_duration(_EXAMPLE["schedule"]["stream"])
+DEFAULT_PENDING_SCAN_INTERVAL = parse_duration(_EXAMPLE["schedule"]["pending_scan"])
+DEFAULT_SCAN_COUNT = int(_EXAMPLE["targets"][0]["scan_count"])
+DEFAULT_PENDING_PAGE = int(_EXAMPLE["limits"]["pending_page"])
+DEFAULT_MIN_PAGE = int(_EXAMPLE["limits"]["min_page"])
+# The share of the budget each probe keeps under contention; the first in
+# limits.priority has no minimum and goes first.
+DEFAULT_MIN_SHARE = {k: float(v) for k, v in _EXAMPLE["limits"]["min_share"].items()}
+DEFAULT_PRIORITY = list(_EXAMPLE["limits"]["priority"])
+# Fixed pages: the tuner never goes below min_page (and never above the
+# configured size), so min_page at the larger configured size pins both the
+# SCAN COUNT and the XPENDING page where they are configured.
+FIXED_MIN_PAGE = max(DEFAULT_SCAN_COUNT, DEFAULT_PENDING_PAGE)
 
 T_START = time.monotonic()
 
@@ -353,6 +397,61 @@ def one(text: str, name: str, **want) -> float | None:
     return None
 
 
+def exporter_part(text: str) -> str:
+    """The exporter's own families: they come last in our exposition, so
+    a 50 MB body need not be split into lines to read them."""
+    i = text.find("# HELP redis_streams_exporter_")
+    return text[i:] if i >= 0 else text
+
+
+def page_sizes(text: str) -> dict[str, float]:
+    """command -> current page size (redis_streams_exporter_page_size)."""
+    return {l["command"]: v for l, v in samples(exporter_part(text), "redis_streams_exporter_page_size")}
+
+
+PROBE_FAMILIES = {
+    "success": "redis_streams_exporter_probe_success",
+    "duration": "redis_streams_exporter_probe_duration_seconds",
+    "last_success": "redis_streams_exporter_probe_last_success_timestamp_seconds",
+    "interval": "redis_streams_exporter_probe_interval_seconds",
+    "needed": "redis_streams_exporter_probe_commands_per_second_needed",
+    "achieved": "redis_streams_exporter_probe_achieved_interval_seconds",
+}
+
+
+def probe_view(text: str) -> dict[str, dict[str, float]]:
+    """probe -> {success, duration, last_success, interval, needed, achieved}
+    as the exposition shows them (a key is absent when the sample is)."""
+    part = exporter_part(text)
+    out: dict[str, dict[str, float]] = {}
+    for key, family in PROBE_FAMILIES.items():
+        for labels, v in samples(part, family):
+            out.setdefault(labels.get("probe", "?"), {})[key] = v
+    return out
+
+
+def o1_control(r: Redis, seconds: float, n_streams: int) -> dict:
+    """Sends only O(1) commands (XINFO STREAM, XRANGE ... COUNT 1, TIME, PING,
+    EXISTS) over `r`, in pipelines of five about 100 times a second (~500
+    commands/s, the exporter's default budget), to the streams
+    STREAM_PREFIX0..n-1, for `seconds`. Returns what was sent and each
+    command's average Redis time; SLOWLOG is the caller's to read."""
+    before = commandstats(r)
+    sent, i, t0 = 0, 0, time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        key = f"{STREAM_PREFIX}{i % n_streams}"
+        i += 1
+        r.pipeline([("XINFO", "STREAM", key), ("XRANGE", key, "-", "+", "COUNT", "1"), ("TIME",), ("PING",), ("EXISTS", key)])
+        sent += 5
+        time.sleep(0.01)
+    diff = stats_diff(commandstats(r), before)
+    per = {}
+    for name in ("xinfo|stream", "xrange", "time", "ping", "exists"):
+        d = diff.get(name, {"calls": 0, "usec": 0})
+        per[name] = {"calls": d["calls"], "usec_per_call": d["usec"] / d["calls"] if d["calls"] else None}
+    return {"seconds": seconds, "sent": sent, "per_command": per}
+
+
 def pct(xs: list[float], p: float) -> float:
     s = sorted(xs)
     return s[max(0, math.ceil(p / 100 * len(s)) - 1)]
@@ -386,6 +485,15 @@ class Sizes:
     pel: int
     fast_cps: int
     peer_scrapes_c: int
+    walks: int
+    walk_every: float
+    control_s: float
+    streams_d: int
+    peer_scrapes_d: int
+    stream_runs: int
+    watch_max: float
+    pel_passes: int
+    pel_every: float
 
 
 FULL = Sizes(
@@ -405,6 +513,15 @@ FULL = Sizes(
     pel=1_000_000,
     fast_cps=2000,
     peer_scrapes_c=3,
+    walks=3,
+    walk_every=60.0,
+    control_s=180.0,
+    streams_d=3000,
+    peer_scrapes_d=3,
+    stream_runs=3,
+    watch_max=1800.0,
+    pel_passes=2,
+    pel_every=60.0,
 )
 QUICK = Sizes(
     keys=100_000,
@@ -423,6 +540,15 @@ QUICK = Sizes(
     pel=100_000,
     fast_cps=2000,
     peer_scrapes_c=2,
+    walks=2,
+    walk_every=10.0,
+    control_s=20.0,
+    streams_d=3000,
+    peer_scrapes_d=2,
+    stream_runs=2,
+    watch_max=120.0,
+    pel_passes=2,
+    pel_every=20.0,
 )
 
 SIZE_HELP = {
@@ -442,6 +568,15 @@ SIZE_HELP = {
     "pel": "C: PEL entries",
     "fast_cps": "B: commands_per_second of ours' second run (0: skip it)",
     "peer_scrapes_c": "C: peer scrapes on the PEL data (SLOWLOG row only)",
+    "walks": "W: discovery walks measured per page mode (adaptive, fixed)",
+    "walk_every": "W: schedule.discovery of those runs, seconds between walks",
+    "control_s": "S: seconds of the O(1) control",
+    "streams_d": "D: streams (x groups) of the second freshness row",
+    "peer_scrapes_d": "D: back-to-back scrapes of the peer",
+    "stream_runs": "B, D: stream polls to watch after the first collection",
+    "watch_max": "B, D: at most this many seconds watching the probes' cadence",
+    "pel_passes": "C: PEL scan passes measured per page mode (adaptive, fixed)",
+    "pel_every": "C: schedule.pending_scan of those runs, seconds",
 }
 
 
@@ -457,6 +592,7 @@ class Bench:
     results: dict = field(default_factory=dict)
     slow: dict = field(default_factory=dict)
     run_id: int = 0
+    dataset: str = ""
 
     # ---------------- Redis
     def start_redis(self) -> None:
@@ -511,18 +647,23 @@ class Bench:
     def reset_slowlog(self) -> None:
         self.r.call("SLOWLOG", "RESET")
 
-    def collect_slowlog(self, phase: str) -> None:
+    def collect_slowlog(self, phase: str, ours_as: str = "ours") -> None:
+        """Files SLOWLOG's entries by client name and resets it. Our
+        exporter's entries go under `ours_as`: "ours" for runs at defaults
+        (the SPEC row), another label for runs with other settings."""
         entries = self.r.call("SLOWLOG", "GET", "100000") or []
+        names = {OUR_CLIENT_NAME: ours_as, PEER_CLIENT_NAME: "peer", CONTROL_CLIENT_NAME: "control"}
         for e in entries:
             dur = e[2]
             argv = [a.decode(errors="replace") if isinstance(a, bytes) else str(a) for a in e[3]]
             name = e[5].decode(errors="replace") if len(e) > 5 and isinstance(e[5], bytes) else ""
-            who = {OUR_CLIENT_NAME: "ours", PEER_CLIENT_NAME: "peer"}.get(name, f"other({name or 'unnamed'})")
-            self.slow.setdefault(who, []).append({"phase": phase, "usec": dur, "command": " ".join(argv)[:120]})
+            who = names.get(name, f"other({name or 'unnamed'})")
+            self.slow.setdefault(who, []).append({"phase": phase, "ts": e[1], "usec": dur, "command": " ".join(argv)[:120]})
         self.reset_slowlog()
 
     def flush(self) -> None:
         self.r.call("FLUSHALL")
+        self.dataset = ""
 
     # ---------------- datasets
     def build_streams(self, n: int, entries: int) -> None:
@@ -579,7 +720,9 @@ class Bench:
         return key
 
     # ---------------- exporters
-    def start_ours(self, cps: int | None = None) -> tuple[subprocess.Popen, int, Path]:
+    def start_ours(self, limits: dict | None = None, schedule: dict | None = None) -> tuple[subprocess.Popen, int, Path]:
+        """Ours at the defaults, but for the [limits] and [schedule] keys
+        given (values written as TOML: numbers, or duration strings)."""
         self.run_id += 1
         port = free_port()
         cfg = self.tmp / f"ours-{self.run_id}.toml"
@@ -593,8 +736,9 @@ class Bench:
             f'url = "redis://127.0.0.1:{self.redis_port}"\n'
             f'patterns = ["{OUR_PATTERN}"]\n'
         )
-        if cps is not None:
-            text += f"[limits]\ncommands_per_second = {cps}\n"
+        for section, keys in (("limits", limits), ("schedule", schedule)):
+            if keys:
+                text += f"[{section}]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items())
         cfg.write_text(text)
         logf = self.tmp / f"ours-{self.run_id}.log"
         env = {k: v for k, v in os.environ.items() if k not in ("RUST_LOG", "RSE_CONFIG", "REDIS_PASSWORD")}
@@ -620,16 +764,23 @@ class Bench:
             self.results.setdefault("ours_build", f"{labels.get('version')} (revision {labels.get('revision')})")
 
     # ---------------- phase A
-    def phase_a(self) -> None:
+    def build_a(self) -> None:
+        """Phase A's data, shared by phases W and S (built once)."""
         s = self.sizes
-        log(f"phase A: {s.keys} string keys + {s.streams_a} streams; window {s.window_a:.0f}s per exporter")
+        if self.dataset == "A":
+            return
         self.flush()
         t = time.monotonic()
         self.r.call("DEBUG", "POPULATE", s.keys, "bench:key", 16)
         log(f"DEBUG POPULATE {s.keys} in {time.monotonic() - t:.1f}s")
         self.build_streams(s.streams_a, s.entries_a)
-        dbsize = self.r.call("DBSIZE")
-        self.results["a_dbsize"] = dbsize
+        self.results["a_dbsize"] = self.r.call("DBSIZE")
+        self.dataset = "A"
+
+    def phase_a(self) -> None:
+        s = self.sizes
+        log(f"phase A: {s.keys} string keys + {s.streams_a} streams; window {s.window_a:.0f}s per exporter")
+        self.build_a()
         # Idle baseline of the redis-server process (serverCron etc.).
         c0, t0 = cpu_seconds(self.redis_proc.pid), time.monotonic()
         time.sleep(s.idle)
@@ -707,11 +858,90 @@ class Bench:
             out["probe_durations"] = {
                 l["probe"]: v for l, v in samples(last_text, "redis_streams_exporter_probe_duration_seconds")
             }
+            out["page_sizes"] = page_sizes(last_text)
         log(
             f"phase A {who}: {usec * per_min:,.0f} usec/min over {calls * per_min:,.0f} calls/min "
             f"(stream commands {susec * per_min:,.0f} usec/min); {len(scrape_times)} scrapes"
         )
         return out
+
+    # ---------------- phase W
+    def phase_w(self) -> None:
+        """Discovery walks with adaptive pages (the default), then with fixed
+        ones, on phase A's data: Redis time per walk and SLOWLOG entries."""
+        s = self.sizes
+        self.build_a()
+        log(f"phase W: {s.walks:.0f} discovery walks of {self.results['a_dbsize']:,} keys per page mode, one every {s.walk_every:.0f}s")
+        self.reset_slowlog()
+        for mode in ("adaptive", "fixed"):
+            self.results[f"w_{mode}"] = self.walk_run(mode)
+
+    def walk_run(self, mode: str) -> dict:
+        s = self.sizes
+        limits = {"min_page": FIXED_MIN_PAGE} if mode == "fixed" else None
+        # Each run starts after the same idle time, so that neither finds the
+        # keyspace warmer than the other.
+        time.sleep(s.idle)
+        before = commandstats(self.r)
+        t0 = time.monotonic()
+        p, port, logf = self.start_ours(limits=limits, schedule={"discovery": f"{s.walk_every:g}s"})
+        wait_http(port, "/healthz", 30, p, logf)
+        h = Http(port)
+        walks = []
+        last_ts = None
+        # A walk of 1M keys takes 10-40 s at 500 commands/s: allow plenty.
+        deadline = t0 + s.walks * (s.walk_every + 600)
+        while len(walks) < s.walks:
+            if p.poll() is not None:
+                raise BenchError(f"ours ({mode} pages) exited: {tail(logf)}")
+            if time.monotonic() > deadline:
+                log(f"phase W {mode}: only {len(walks)} walks before the deadline")
+                break
+            text = h.text()
+            ts = one(text, "redis_streams_exporter_probe_last_success_timestamp_seconds", probe="discovery")
+            if ts is not None and ts != last_ts:
+                # A walk just finished and the next one starts walk_every
+                # later: the SCAN time since the last sample is this walk's.
+                now = commandstats(self.r)
+                scan = stats_diff(now, before).get("scan", {"calls": 0, "usec": 0})
+                before, last_ts = now, ts
+                walk = {
+                    "scan_calls": scan["calls"],
+                    "scan_usec": scan["usec"],
+                    "duration_s": one(text, "redis_streams_exporter_probe_duration_seconds", probe="discovery"),
+                    "page_after": one(text, "redis_streams_exporter_page_size", command="scan"),
+                }
+                walks.append(walk)
+                log(f"phase W {mode} walk {len(walks)}: {walk}")
+            time.sleep(0.5)
+        h.close()
+        self.procs.stop(p)
+        self.collect_slowlog("W", f"walk_{mode}")
+        usec = [w["scan_usec"] for w in walks]
+        return {
+            "mode": mode,
+            "min_page": FIXED_MIN_PAGE if mode == "fixed" else DEFAULT_MIN_PAGE,
+            "walks": walks,
+            "keys": self.results.get("a_dbsize"),
+            "usec_mean": sum(usec) / len(usec) if usec else None,
+            "calls_mean": sum(w["scan_calls"] for w in walks) / len(walks) if walks else None,
+        }
+
+    # ---------------- phase S
+    def phase_s(self) -> None:
+        """The O(1) control on phase A's data."""
+        s = self.sizes
+        self.build_a()
+        log(f"phase S: O(1) control for {s.control_s:.0f}s")
+        self.reset_slowlog()
+        c = Redis(self.redis_port)
+        try:
+            c.call("CLIENT", "SETNAME", CONTROL_CLIENT_NAME)
+            self.results["s_control"] = o1_control(c, s.control_s, s.streams_a)
+        finally:
+            c.close()
+        self.collect_slowlog("S")
+        log(f"phase S: {self.results['s_control']['sent']:,} commands sent")
 
     # ---------------- phase B
     def phase_b(self) -> None:
@@ -721,8 +951,10 @@ class Bench:
         self.build_streams(s.streams_b, s.entries_b)
         self.reset_slowlog()
         self.results["b_ours"] = self.ours_steady(None)
+        self.collect_slowlog("B")
         if s.fast_cps:
             self.results["b_ours_fast"] = self.ours_steady(s.fast_cps)
+            self.collect_slowlog("B", "ours_fast")
         if not self.args.no_peer:
             self.results["b_peer"] = self.peer_steady()
         self.collect_slowlog("B")
@@ -775,7 +1007,8 @@ class Bench:
     def ours_steady(self, cps: int | None) -> dict:
         s = self.sizes
         label = "defaults" if cps is None else f"commands_per_second={cps}"
-        p, port, logf = self.start_ours(cps)
+        started = time.monotonic()
+        p, port, logf = self.start_ours(None if cps is None else {"commands_per_second": cps})
         wait_http(port, "/healthz", 30, p, logf)
         ready_s = wait_http(port, "/readyz", 3600, p, logf)
         log(f"ours ({label}) ready after {ready_s:.1f}s (first collection of every probe)")
@@ -818,6 +1051,10 @@ class Bench:
         # Freshness: age of the stream probe's last success seen by scrapes.
         durations = {l["probe"]: v for l, v in samples(text, "redis_streams_exporter_probe_duration_seconds")}
         success = {l["probe"]: v for l, v in samples(text, "redis_streams_exporter_probe_success")}
+        cadence = None
+        if cps is None:
+            # At defaults: every probe's cadence under the shared budget.
+            cadence = self.watch_cadence(p, port, logf, s.streams_b, started)
         self.procs.stop(p)
         all_gz = gz + steady["steady_scrape_times"]
         out = {
@@ -838,6 +1075,7 @@ class Bench:
             "watched_streams": one(text, "redis_streams_exporter_streams"),
             "probe_durations": durations,
             "probe_success": success,
+            "cadence": cadence,
             **steady,
         }
         log(
@@ -845,6 +1083,74 @@ class Bench:
             f"(renders n={len(fresh)} max {(out['render_max_s'] or 0) * 1000:.1f} ms), "
             f"RSS {out['rss_mib']:.1f} MiB, CPU {out['cpu_pct']:.2f}%, stream probe {durations.get('stream', float('nan')):.1f}s, "
             f"body {len(body_plain) / 1e6:.1f} MB"
+        )
+        return out
+
+    def watch_cadence(self, p, port, logf, n_streams: int, started: float) -> dict:
+        """Scrapes ours every few seconds until the stream poll has finished
+        `stream_runs` runs under watch and every probe has finished two runs
+        (so that it shows an achieved interval), or `watch_max` passes.
+        Records each stream poll seen (duration, achieved interval), every
+        probe's last figures, the page sizes, and the budget warnings the
+        exporter logged."""
+        s = self.sizes
+        h = Http(port)
+        t0 = time.monotonic()
+        seen: dict[str, tuple] = {}
+        runs: dict[str, list] = {k: [] for k in PROBES}
+        view: dict = {}
+        pages: dict = {}
+        first_view = None
+        complete = False
+        while True:
+            if p.poll() is not None:
+                raise BenchError(f"ours exited: {tail(logf)}")
+            status, body, _, enc = h.get("/metrics", gzip_ok=True, accept=PROM_ACCEPT)
+            if status != 200:
+                raise BenchError(f"ours /metrics returned {status}")
+            text = (gzip.decompress(body) if enc == "gzip" else body).decode()
+            view, pages = probe_view(text), page_sizes(text)
+            if first_view is None:
+                first_view = view
+            for k, v in view.items():
+                # A run ends with a new duration (and, when it succeeded, a
+                # new last-success time).
+                key = (v.get("last_success"), v.get("duration"))
+                if k in seen and key != seen[k]:
+                    runs.setdefault(k, []).append({**v, "at_s": time.monotonic() - t0})
+                    if k == "stream":
+                        log(f"stream poll: {v.get('duration', 0):.1f}s, achieved interval {v.get('achieved') or 0:.1f}s")
+                seen[k] = key
+            if len(runs["stream"]) >= s.stream_runs and all(view.get(k, {}).get("achieved") is not None for k in PROBES):
+                complete = True
+                break
+            if time.monotonic() - t0 > s.watch_max:
+                break
+            time.sleep(3.0)
+        h.close()
+        short = []
+        for line in tail(logf, 100000).splitlines():
+            # The text log colours its fields even into a file.
+            line = re.sub(r"\x1b\[[0-9;]*m", "", line)
+            if "command budget cannot keep" in line:
+                m = re.search(r"needed=(\d+(?:\.\d+)?)", line)
+                short.append(float(m.group(1)) if m else None)
+        out = {
+            "streams": n_streams,
+            "groups": s.groups,
+            "cps": DEFAULT_CPS,
+            "watch_s": time.monotonic() - t0,
+            "since_start_s": time.monotonic() - started,
+            "complete": complete,
+            "runs": runs,
+            "first": first_view,
+            "final": view,
+            "page_sizes": pages,
+            "budget_short_logged": short,
+        }
+        log(
+            f"cadence at {n_streams} streams ({'complete' if complete else 'incomplete'} after {out['watch_s']:.0f}s): "
+            + ", ".join(f"{k} {v.get('duration', float('nan')):.1f}s/{v.get('achieved') or float('nan'):.1f}s" for k, v in sorted(view.items()))
         )
         return out
 
@@ -891,14 +1197,40 @@ class Bench:
         log(f"phase C: a PEL of {s.pel} entries")
         self.flush()
         key = self.build_pel(s.pel)
+        self.dataset = "C"
         self.reset_slowlog()
+        # Adaptive pages (the default, the SPEC row), then fixed pages, each
+        # after the same idle time (Redis memory left alone alike).
+        self.results["c_ours"] = self.pel_scan_run(key, None)
+        self.collect_slowlog("C")
+        # The scan reads its page size when a run starts: a second pass shows
+        # what the first taught it, so these runs make pel_passes passes,
+        # one every pel_every seconds.
+        if s.pel_passes:
+            for mode in ("adaptive", "fixed"):
+                self.results[f"c_{mode}"] = self.pel_passes_run(key, mode)
+        if not self.args.no_peer and s.peer_scrapes_c:
+            # The peer on the same data, for the SLOWLOG row only.
+            p, port, logf = self.start_peer()
+            wait_http(port, "/", 30, p, logf)
+            h = Http(port)
+            for _ in range(s.peer_scrapes_c):
+                h.get("/metrics", gzip_ok=True, accept=PROM_ACCEPT)
+            h.close()
+            self.procs.stop(p)
+            self.collect_slowlog("C")
+
+    def pel_scan_run(self, key: str, limits: dict | None) -> dict:
+        """Ours from start until one PEL scan pass has read the whole PEL."""
+        s = self.sizes
+        time.sleep(s.idle)
         c_before = commandstats(self.r)
         t0 = time.monotonic()
-        p, port, logf = self.start_ours()
+        p, port, logf = self.start_ours(limits=limits)
         wait_http(port, "/healthz", 30, p, logf)
         h = Http(port)
-        interval = 300.0  # schedule.pending_scan default
-        out = {"pel": s.pel, "interval_s": interval}
+        interval = DEFAULT_PENDING_SCAN_INTERVAL
+        out = {"pel": s.pel, "interval_s": interval, "limits": limits or {}}
         prev_success_ts = None
         runs = 0
         while True:
@@ -922,6 +1254,7 @@ class Bench:
                             "wall_s": time.monotonic() - t0,
                             "pending_metric": one(text, "redis_streams_group_pending", stream=key, group="g"),
                             "scan_ts_present": one(text, "redis_streams_group_pending_scan_timestamp_seconds", stream=key, group="g") is not None,
+                            "page_sizes": page_sizes(text),
                         }
                     )
                     break
@@ -938,20 +1271,91 @@ class Bench:
         xp = diff.get("xpending", {"calls": 0, "usec": 0})
         out["xpending_calls"] = xp["calls"]
         out["xpending_usec_per_call"] = xp["usec"] / xp["calls"] if xp["calls"] else None
+        out["xpending_usec"] = xp["usec"]
         out["commands"] = diff
-        self.results["c_ours"] = out
-        self.collect_slowlog("C")
-        if not self.args.no_peer and s.peer_scrapes_c:
-            # The peer on the same data, for the SLOWLOG row only.
+        log(f"phase C ({'fixed pages' if limits else 'adaptive pages'}): {dict((k, v) for k, v in out.items() if k != 'commands')}")
+        return out
+
+    def pel_passes_run(self, key: str, mode: str) -> dict:
+        """`pel_passes` PEL scan passes with adaptive or fixed pages:
+        per pass its time, XPENDING calls and Redis time (INFO commandstats
+        sampled as each pass ends), the page size after it, and when it
+        ended (to file SLOWLOG entries by pass)."""
+        s = self.sizes
+        limits = {"min_page": FIXED_MIN_PAGE} if mode == "fixed" else None
+        time.sleep(s.idle)
+        before = commandstats(self.r)
+        t0 = time.monotonic()
+        p, port, logf = self.start_ours(limits=limits, schedule={"pending_scan": f"{s.pel_every:g}s"})
+        wait_http(port, "/healthz", 30, p, logf)
+        h = Http(port)
+        passes = []
+        last_ts = None
+        deadline = t0 + s.pel_passes * (s.pel_every + 600)
+        while len(passes) < s.pel_passes:
+            if p.poll() is not None:
+                raise BenchError(f"ours ({mode} pages) exited: {tail(logf)}")
+            if time.monotonic() > deadline:
+                log(f"phase C {mode}: only {len(passes)} passes before the deadline")
+                break
+            text = h.text()
+            ts = one(text, "redis_streams_exporter_probe_last_success_timestamp_seconds", probe="pending_scan")
+            if ts is not None and ts != last_ts:
+                now = commandstats(self.r)
+                xp = stats_diff(now, before).get("xpending", {"calls": 0, "usec": 0})
+                before, last_ts = now, ts
+                one_pass = {
+                    "duration_s": one(text, "redis_streams_exporter_probe_duration_seconds", probe="pending_scan"),
+                    "progress": one(text, "redis_streams_group_pending_scan_progress_ratio", stream=key, group="g"),
+                    "xpending_calls": xp["calls"],
+                    "xpending_usec": xp["usec"],
+                    "page_after": page_sizes(text).get("xpending_range"),
+                    "end_unix": time.time(),
+                }
+                passes.append(one_pass)
+                log(f"phase C {mode} pass {len(passes)}: {one_pass}")
+            time.sleep(0.5)
+        h.close()
+        self.procs.stop(p)
+        self.collect_slowlog("C", f"pel_{mode}")
+        return {"mode": mode, "every_s": s.pel_every, "passes": passes}
+
+    # ---------------- phase D
+    def phase_d(self) -> None:
+        """Every probe's cadence at defaults on streams_d streams, and the
+        peer's scrape time on the same data."""
+        s = self.sizes
+        log(f"phase D: {s.streams_d} streams x {s.groups} groups")
+        self.flush()
+        self.build_streams(s.streams_d, s.entries_b)
+        self.dataset = "D"
+        self.reset_slowlog()
+        started = time.monotonic()
+        p, port, logf = self.start_ours()
+        wait_http(port, "/healthz", 30, p, logf)
+        ready_s = wait_http(port, "/readyz", 3600, p, logf)
+        log(f"ours ready after {ready_s:.1f}s")
+        cadence = self.watch_cadence(p, port, logf, s.streams_d, started)
+        self.procs.stop(p)
+        self.collect_slowlog("D")
+        self.results["d_ours"] = {"ready_s": ready_s, "cadence": cadence}
+        if not self.args.no_peer and s.peer_scrapes_d:
             p, port, logf = self.start_peer()
             wait_http(port, "/", 30, p, logf)
             h = Http(port)
-            for _ in range(s.peer_scrapes_c):
-                h.get("/metrics", gzip_ok=True, accept=PROM_ACCEPT)
+            times = []
+            for _ in range(s.peer_scrapes_d):
+                status, _, dt, _ = h.get("/metrics", gzip_ok=True, accept=PROM_ACCEPT)
+                if status != 200:
+                    raise BenchError(f"peer /metrics returned {status}")
+                times.append(dt)
             h.close()
             self.procs.stop(p)
-            self.collect_slowlog("C")
-        log(f"phase C: {out}")
+            self.collect_slowlog("D")
+            self.results["d_peer"] = {"latency_n": len(times), "latency_p50_s": pct(times, 50), "latency_max_s": max(times)}
+            log(f"phase D peer: scrapes {', '.join(f'{t:.2f}s' for t in times)}")
+
+
 
 
 def fingerprint(body: bytes) -> str:
@@ -968,6 +1372,13 @@ def fmt_ms(s):
 
 def fmt_s(s):
     return "n/a" if s is None else (f"{s * 1000:.0f} ms" if s < 1 else f"{s:.2f} s")
+
+
+def fmt_t(s):
+    """A probe time: ms under 1 s, one decimal under 10 s, whole seconds above."""
+    if s is None:
+        return "n/a"
+    return f"{s * 1000:.0f} ms" if s < 1 else (f"{s:.1f} s" if s < 10 else f"{s:.0f} s")
 
 
 def verdict(ok: bool | None) -> str:
@@ -1007,7 +1418,32 @@ def table(b: Bench) -> str:
             "info",
             "",
         )
+    wa, wf = R.get("w_adaptive"), R.get("w_fixed")
+    if wa and wf and wa.get("usec_mean") and wf.get("usec_mean"):
+        ratio = wa["usec_mean"] / wf["usec_mean"]
+        peer_walk = "n/a"
+        if a_p and a_p.get("scrapes") and "scan" in a_p.get("commands", {}):
+            peer_walk = f"{a_p['commands']['scan']['usec'] / a_p['scrapes'] / 1000:,.0f} ms per scrape (phase A)"
+
+        def walk_desc(w):
+            pages = "→".join(f"{x['page_after']:.0f}" for x in w["walks"] if x.get("page_after") is not None)
+            return f"{w['usec_mean'] / 1000:,.0f} ms ({w['calls_mean']:,.0f} calls; COUNT after each walk {pages or 'n/a'})"
+
+        row(
+            f"Discovery walk of {wa['keys'] or 0:,} keys, Redis time per walk (SCAN µs, mean of {len(wa['walks'])} and {len(wf['walks'])} walks, "
+            f"one every {s.walk_every:g} s): adaptive pages vs fixed (min_page = {FIXED_MIN_PAGE}: COUNT {DEFAULT_SCAN_COUNT})",
+            f"adaptive {walk_desc(wa)} vs fixed {walk_desc(wf)}: {ratio - 1:+.0%}",
+            peer_walk,
+            "adaptive ≤ fixed + 20% (issue 17)",
+            verdict(ratio <= 1.2),
+        )
     bo, bf, bp = R.get("b_ours"), R.get("b_ours_fast"), R.get("b_peer")
+    bd, pd = R.get("d_ours"), R.get("d_peer")
+    # Freshness under the shared budget: the smaller size first.
+    if bd and bd.get("cadence"):
+        cadence_rows(row, bd["cadence"], pd["latency_p50_s"] if pd else None, bd.get("ready_s"), small=True)
+    if bo and bo.get("cadence"):
+        cadence_rows(row, bo["cadence"], bp["latency_p50_s"] if bp else None, bo.get("ready_s"), small=False)
     nb = f"{s.streams_b:,} streams × {s.groups} groups"
     if bo:
         peer_p50 = bp["latency_p50_s"] if bp else None
@@ -1081,6 +1517,40 @@ def table(b: Bench) -> str:
             "< 300 s (pending_scan interval)",
             verdict(ok),
         )
+    ca, cf = R.get("c_adaptive"), R.get("c_fixed")
+
+    def pel_slow_by_pass(run, entries):
+        """SLOWLOG entries of a multi-pass run, counted by the pass whose
+        end they precede."""
+        ends = [x["end_unix"] for x in run["passes"]]
+        counts = [0] * len(ends)
+        for e in entries:
+            i = next((j for j, end in enumerate(ends) if e.get("ts", 0) <= end + 1), len(ends) - 1)
+            if i >= 0:
+                counts[i] += 1
+        return counts
+
+    if ca and cf and ca.get("passes") and cf.get("passes"):
+
+        def pel_desc(run):
+            slow = pel_slow_by_pass(run, b.slow.get(f"pel_{run['mode']}", []))
+            out = []
+            for i, x in enumerate(run["passes"]):
+                page = "n/a" if x.get("page_after") is None else f"{x['page_after']:.0f}"
+                out.append(
+                    f"pass {i + 1} {fmt_s(x.get('duration_s'))}, {x['xpending_calls']:,} XPENDING, "
+                    f"{x['xpending_usec'] / 1000:,.0f} ms of Redis time, page after {page}, {slow[i]} in SLOWLOG"
+                )
+            return "; ".join(out)
+
+        row(
+            f"  same PEL, {len(ca['passes'])} passes {ca['every_s']:g} s apart per page mode (a run reads its page size when it starts): "
+            f"adaptive vs fixed (min_page = {FIXED_MIN_PAGE}: page {DEFAULT_PENDING_PAGE})",
+            f"adaptive: {pel_desc(ca)} — fixed: {pel_desc(cf)}",
+            "",
+            "info",
+            "",
+        )
     ours_slow = b.slow.get("ours", [])
     peer_slow = b.slow.get("peer", [])
 
@@ -1111,11 +1581,143 @@ def table(b: Bench) -> str:
         "ours: 0",
         verdict(len(ours_slow) == 0),
     )
+    wa_slow, wf_slow = b.slow.get("walk_adaptive", []), b.slow.get("walk_fixed", [])
+    pel_adaptive, pel_fixed = b.slow.get("pel_adaptive", []), b.slow.get("pel_fixed", [])
+    if wa or cf:
+        parts = []
+        if wa:
+            parts.append(f"discovery walks (phase W): adaptive {slow_desc(wa_slow)} vs fixed {slow_desc(wf_slow)}")
+        if cf:
+            parts.append(
+                f"PEL scans (phase C, {len(cf.get('passes', []))} passes each): adaptive {slow_desc(pel_adaptive)} vs fixed {slow_desc(pel_fixed)}"
+            )
+        row(
+            "  same, adaptive pages vs fixed pages (same commands, same data)",
+            "; ".join(parts),
+            "",
+            "info (adaptive ≤ fixed)",
+            "",
+        )
+    ctl = R.get("s_control")
+    if ctl:
+        per = ", ".join(
+            f"{k.upper()} {v['usec_per_call']:.1f} µs" for k, v in ctl["per_command"].items() if v.get("usec_per_call") is not None
+        )
+        row(
+            f"  O(1) control: this script's cheap commands on phase A's data, ~500/s for {ctl['seconds']:.0f} s (phase S)",
+            f"{slow_desc(b.slow.get('control', []))} of {ctl['sent']:,} commands ({per})",
+            "",
+            "info (0: the machine itself does not put cheap commands over 1 ms)",
+            "",
+        )
+    if b.slow.get("ours_fast"):
+        row(
+            "  ours with the raised commands_per_second of phase B (not a default; not in the row above)",
+            slow_desc(b.slow["ours_fast"]),
+            "",
+            "info",
+            "",
+        )
     head = [
         "| measure | redis-streams-exporter | redis_exporter v1.45.0 (-check-streams) | SPEC §10 target | result |",
         "|---|---|---|---|---|",
     ]
     return "\n".join(head + rows)
+
+
+def second_run_due(probe: str, v: dict, cps: float) -> float | None:
+    """Seconds after start by which the probe must have finished two runs
+    if it got no more than its minimum share of the budget: a run of C
+    commands takes at most C / (share × budget), and the second starts at
+    most one interval after the first ended. None when unknown."""
+    interval, needed = v.get("interval"), v.get("needed")
+    if not interval or needed is None:
+        return None
+    share = 1.0 if DEFAULT_PRIORITY and probe == DEFAULT_PRIORITY[0] else DEFAULT_MIN_SHARE.get(probe)
+    if not share:
+        return None
+    worst_run = needed * interval / (share * cps)
+    return 2 * worst_run + interval
+
+
+def cadence_rows(row, cad: dict, peer_p50: float | None, ready_s: float | None, small: bool) -> None:
+    """The freshness rows of one size: the stream poll's duration and
+    achieved interval, each probe's achieved interval, and the budget."""
+    n, cps = cad["streams"], cad["cps"]
+    nb = f"{n:,} streams × {cad.get('groups', 2)} groups"
+    polls = cad["runs"].get("stream", [])
+    durs = [r["duration"] for r in polls if r.get("duration") is not None]
+    achs = [r["achieved"] for r in polls if r.get("achieved") is not None]
+    interval = DEFAULT_STREAM_INTERVAL
+    if small:
+        target = f"≤ {interval:g} s (its interval), no slot skipped"
+        ok = bool(durs) and max(durs) <= interval and (not achs or max(achs) < 1.5 * interval)
+    else:
+        floor = 2 * n / cps
+        limit = 1.5 * floor
+        target = f"≤ 1.5 × {floor:g} s = {limit:g} s (floor: 2 × streams / commands_per_second)"
+        ok = bool(durs) and max(durs) <= limit
+    if durs:
+        ours = f"{pct(durs, 50):.1f} s / {max(durs):.1f} s over {len(durs)} polls"
+        if achs:
+            ours += f"; achieved interval {pct(achs, 50):.1f} s / {max(achs):.1f} s"
+    else:
+        ours = f"no stream poll finished in {cad['watch_s']:.0f} s of watching"
+    sv = (cad.get("final") or {}).get("stream", {})
+    if sv.get("needed") is not None and sv.get("interval"):
+        # The floor counts two commands a stream (XINFO STREAM, XINFO
+        # GROUPS); a server whose lag is re-derived (7.0.x) costs more.
+        cmds = sv["needed"] * sv["interval"]
+        ours += f"; {cmds:,.0f} commands a poll ({cmds / n:.1f} a stream: {cmds / cps:.0f} s at the whole budget)"
+    row(
+        f"Stream poll (length, lag) at {nb}, ours at defaults ({cps} commands/s): duration p50 / max; achieved interval p50 / max "
+        f"(polls after the first collection{'' if ready_s is None else f', which took {ready_s:.0f} s'})",
+        ours,
+        "n/a" if peer_p50 is None else f"{fmt_s(peer_p50)} per scrape (each scrape reads every stream)",
+        target + " (issue 17)",
+        verdict(ok),
+    )
+    final = cad.get("final") or {}
+    since = cad.get("since_start_s") or cad["watch_s"]
+    parts, starved, not_due = [], [], []
+    for k in PROBES:
+        v = final.get(k, {})
+        ach = v.get("achieved")
+        parts.append(
+            f"{k} {fmt_t(v.get('interval'))} → {fmt_t(ach) if ach is not None else 'one run'} ({fmt_t(v.get('duration'))})"
+        )
+        if ach is None or v.get("success") != 1.0:
+            due = second_run_due(k, v, cps)
+            (not_due if due is not None and since < due else starved).append(k)
+    if starved:
+        result = f"**FAIL** ({', '.join(starved)} slower than its minimum share allows)"
+    elif not_due:
+        result = f"n/a ({', '.join(not_due)}: watch ended before a second run was due)"
+    else:
+        result = "PASS"
+    row(
+        f"  each probe at {nb}: interval → achieved interval (last run's duration), after {since:.0f} s",
+        "; ".join(parts),
+        "",
+        "every probe completes its runs, stretched (none starves)",
+        result,
+    )
+    needed = sum(v.get("needed") or 0 for v in final.values())
+    short = cad.get("budget_short_logged") or []
+    pages = cad.get("page_sizes") or {}
+    logged = (
+        "no budget warning logged"
+        if not short
+        else f"warned {len(short)}× (needed={', '.join(f'{x:.0f}' for x in short if x is not None)})"
+    )
+    row(
+        f"  commands/s the probes' intervals need at {nb} (sum of probe_commands_per_second_needed); budget warning; page sizes",
+        f"{needed:,.0f}/s of {cps}/s; {logged}; "
+        + ", ".join(f"{k} {v:.0f}" for k, v in sorted(pages.items())),
+        "",
+        "info",
+        "",
+    )
 
 
 def details(b: Bench) -> str:
@@ -1144,6 +1746,28 @@ def details(b: Bench) -> str:
     d = b.results.get("b_peer")
     if d:
         out.append(f"phase B, peer: {d['streams_seen']} streams exported; Redis {d['redis_usec_per_min']:,.0f} µs/min in the steady window")
+    for mode in ("adaptive", "fixed"):
+        w = b.results.get(f"w_{mode}")
+        if w:
+            out.append(
+                f"phase W, {mode} pages, per walk: "
+                + "; ".join(
+                    f"{x['scan_calls']:,} SCAN {x['scan_usec'] / 1000:,.0f} ms in {fmt_s(x.get('duration_s'))}, COUNT after {x.get('page_after')}"
+                    for x in w["walks"]
+                )
+            )
+    for key, title in (("d_ours", "phase D"), ("b_ours", "phase B")):
+        cad = (b.results.get(key) or {}).get("cadence")
+        if cad:
+            polls = cad["runs"].get("stream", [])
+            out.append(
+                f"{title}, stream polls at {cad['streams']:,} streams (duration/achieved interval, s): "
+                + ", ".join(f"{r.get('duration', 0):.1f}/{r.get('achieved') or 0:.1f}" for r in polls)
+            )
+            others = ", ".join(
+                f"{k} {len(v)}" for k, v in cad["runs"].items() if k != "stream"
+            )
+            out.append(f"{title}, other probe runs finished while watching {cad['watch_s']:.0f} s: {others}")
     for who, lst in sorted(b.slow.items()):
         for e in sorted(lst, key=lambda e: -e["usec"])[:5]:
             out.append(f"slowlog {who} phase {e['phase']}: {e['usec']} µs  {e['command']}")
@@ -1162,7 +1786,7 @@ def main() -> int:
     ap.add_argument("--peer", default="/usr/bin/prometheus-redis-exporter", help="redis_exporter binary")
     ap.add_argument("--redis-server", default="redis-server")
     ap.add_argument("--no-peer", action="store_true", help="skip the peer (no comparison rows)")
-    ap.add_argument("--phases", default="ABC", help="subset of A, B, C to run (default ABC)")
+    ap.add_argument("--phases", default=ALL_PHASES, help=f"subset of {', '.join(ALL_PHASES)} to run, always in that order (default {ALL_PHASES})")
     ap.add_argument("--json", help="also write every raw figure to this file")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, configs)")
     for f in Sizes.__dataclass_fields__:
@@ -1186,8 +1810,12 @@ def main() -> int:
             over[f] = int(v) if fld.type == "int" else v
     sizes = Sizes(**{**sizes.__dict__, **over})
 
+    unknown = set(args.phases.upper()) - set(ALL_PHASES)
+    if unknown:
+        print(f"unknown phases {''.join(sorted(unknown))}: choose from {ALL_PHASES}", file=sys.stderr)
+        return 2
     if args.no_peer and "A" in args.phases.upper():
-        print("phase A compares against the peer: drop --no-peer or run --phases BC", file=sys.stderr)
+        print("phase A compares against the peer: drop --no-peer or leave A out of --phases", file=sys.stderr)
         return 2
     if args.build:
         env = dict(os.environ)
@@ -1218,12 +1846,9 @@ def main() -> int:
     try:
         bench.start_redis()
         phases = args.phases.upper()
-        if "A" in phases:
-            bench.phase_a()
-        if "B" in phases:
-            bench.phase_b()
-        if "C" in phases:
-            bench.phase_c()
+        for letter in ALL_PHASES:
+            if letter in phases:
+                getattr(bench, f"phase_{letter.lower()}")()
     except KeyboardInterrupt:
         log("interrupted; stopping everything")
         status = 130
@@ -1270,7 +1895,9 @@ def print_report(bench: Bench, cmdline: str, header: str) -> None:
 def report_from_json(path: str) -> int:
     """Re-prints the table of a run saved with --json."""
     d = json.loads(Path(path).read_text())
-    bench = Bench(args=argparse.Namespace(), sizes=Sizes(**d["sizes"]), tmp=Path("."), procs=Procs())
+    # A file from an older script may lack newer sizes: those rows are absent anyway.
+    sizes = Sizes(**{**FULL.__dict__, **{k: v for k, v in d["sizes"].items() if k in Sizes.__dataclass_fields__}})
+    bench = Bench(args=argparse.Namespace(), sizes=sizes, tmp=Path("."), procs=Procs())
     bench.results = d["results"]
     bench.slow = d["slowlog"]
     print_report(bench, d["command"], d.get("header", "(no header saved)"))

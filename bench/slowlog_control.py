@@ -10,7 +10,7 @@ about 500 a second, for the given number of seconds, and prints every
 SLOWLOG entry over 1 ms and each command's average cost from INFO
 commandstats. If this prints entries, the machine itself puts commands over
 1 ms; if not, the slow commands of the benchmark are the ones touching a lot
-of memory.
+of memory. bench/run.py runs the same loop as its phase S, on its own data.
 
   python3 bench/slowlog_control.py [seconds]   (default 300)
 """
@@ -56,23 +56,14 @@ def main() -> int:
         r.call("CONFIG", "SET", "slowlog-log-slower-than", "1000")
         r.call("CONFIG", "SET", "slowlog-max-len", "100000")
         r.call("SLOWLOG", "RESET")
-        before = bench.commandstats(r)
-        sent, i, t0 = 0, 0, time.monotonic()
-        while time.monotonic() - t0 < seconds:
-            key = f"{bench.STREAM_PREFIX}{i % 200}"
-            i += 1
-            r.pipeline([("XINFO", "STREAM", key), ("XRANGE", key, "-", "+", "COUNT", "1"),
-                        ("TIME",), ("PING",), ("EXISTS", key)])
-            sent += 5
-            time.sleep(0.01)
+        out = bench.o1_control(r, seconds, 200)
         entries = r.call("SLOWLOG", "GET", "100000") or []
-        diff = bench.stats_diff(bench.commandstats(r), before)
-        print(f"{sent:,} O(1) commands in {seconds:.0f} s; SLOWLOG entries over 1 ms: {len(entries)}")
+        print(f"{out['sent']:,} O(1) commands in {seconds:.0f} s; SLOWLOG entries over 1 ms: {len(entries)}")
         for e in entries:
             print(f"  {e[2]} µs  {' '.join(a.decode(errors='replace') for a in e[3][:4])}")
-        for name in ("xinfo|stream", "xrange", "time", "ping", "exists"):
-            d = diff.get(name, {"calls": 0, "usec": 0})
-            print(f"  {name}: {d['calls']:,} calls, {d['usec'] / max(d['calls'], 1):.1f} µs each")
+        for name, d in out["per_command"].items():
+            each = "n/a" if d["usec_per_call"] is None else f"{d['usec_per_call']:.1f} µs each"
+            print(f"  {name}: {d['calls']:,} calls, {each}")
         return 0
     finally:
         procs.stop_all()

@@ -134,7 +134,7 @@ impl MsEnds {
 /// and a steady stream (every millisecond occupied) is read for
 /// `WALK_ROUNDS × (WALK_WIDTH + 1)` milliseconds on each side of the
 /// position and modelled beyond.
-pub const WALK_ROUNDS: usize = 16;
+pub const WALK_ROUNDS: usize = 32;
 
 /// Single milliseconds a walk reads per gap and round trip.
 const WALK_WIDTH: u64 = 4;

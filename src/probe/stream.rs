@@ -258,26 +258,32 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                 })
                 .collect();
             for _ in 0..lag::WALK_ROUNDS {
-                let mut steps: Vec<(usize, usize, lag::Step)> = Vec::new();
-                for (i, ((si, _), walk)) in walks.iter().enumerate() {
-                    let mine = walk.steps(&ends[*si]);
+                // Walks of one stream share what they learn, so a step that
+                // two groups' walks both want is read once.
+                let mut steps: Vec<(usize, lag::Step)> = Vec::new();
+                for ((si, _), walk) in &walks {
+                    let mine: Vec<lag::Step> = walk
+                        .steps(&ends[*si])
+                        .into_iter()
+                        .filter(|st| !steps.contains(&(*si, *st)))
+                        .collect();
                     if walk_budget < mine.len() {
                         continue;
                     }
                     walk_budget -= mine.len();
-                    steps.extend(mine.into_iter().map(|st| (i, *si, st)));
+                    steps.extend(mine.into_iter().map(|st| (*si, st)));
                 }
                 if steps.is_empty() {
                     break;
                 }
                 let cmds: Vec<Command> = steps
                     .iter()
-                    .map(|&(_, si, step)| walk_command(&reads[si].0, step))
+                    .map(|&(si, step)| walk_command(&reads[si].0, step))
                     .collect();
                 let replies = ctx.client.execute(&node, &cmds).await?;
                 let mut found: Vec<Vec<(lag::Step, Option<StreamId>)>> =
                     vec![Vec::new(); reads.len()];
-                for ((_, si, step), r) in steps.into_iter().zip(replies) {
+                for ((si, step), r) in steps.into_iter().zip(replies) {
                     match r {
                         Ok(v) => {
                             problems.answered();
