@@ -1,0 +1,340 @@
+use super::*;
+
+const MIN: u64 = 60_000;
+
+fn status_of(samples: &[Sample], settings: &Settings) -> GroupStatus {
+    let mut window = Window::default();
+    for s in samples {
+        window.push(s);
+    }
+    evaluate(&window, samples.last().unwrap(), settings)
+}
+
+fn settings(max_delay: Option<u64>) -> Settings {
+    Settings {
+        window: 5,
+        window_duration: Duration::from_secs(75),
+        max_delay: max_delay.map(Duration::from_secs),
+    }
+}
+
+fn sample(i: u64) -> Sample {
+    Sample {
+        at_ms: 1_800_000_000_000 + i * 15_000,
+        lag: Some(0),
+        lag_seconds: Some(0.0),
+        last_delivered_id: StreamId::new(100 + i, 0),
+        last_generated_id: StreamId::new(100 + i, 0),
+        pending: 0,
+        consumers: 2,
+        trimmed_undelivered: Some(0),
+        loss_now: false,
+        recent_loss: false,
+        oldest_pending_id: None,
+        last_read_at_ms: Some(1_800_000_000_000 + i * 15_000),
+    }
+}
+
+fn run(f: impl Fn(u64, &mut Sample), max_delay: Option<u64>) -> GroupStatus {
+    let samples: Vec<Sample> = (0..5)
+        .map(|i| {
+            let mut s = sample(i);
+            f(i, &mut s);
+            s
+        })
+        .collect();
+    status_of(&samples, &settings(max_delay))
+}
+
+#[test]
+fn healthy_group_is_ok() {
+    assert_eq!(run(|_, _| {}, Some(300)), GroupStatus::Ok);
+}
+
+#[test]
+fn quiet_stream_is_idle_not_stopped() {
+    // No production for the whole window, consumers gone quiet for an hour.
+    let st = run(
+        |_, s| {
+            s.last_generated_id = StreamId::new(50, 0);
+            s.last_delivered_id = StreamId::new(50, 0);
+            s.last_read_at_ms = Some(s.at_ms - 60 * MIN);
+        },
+        Some(300),
+    );
+    assert_eq!(st, GroupStatus::Idle);
+    // Even with no consumers at all.
+    let st = run(
+        |_, s| {
+            s.last_generated_id = StreamId::new(50, 0);
+            s.last_delivered_id = StreamId::new(50, 0);
+            s.consumers = 0;
+        },
+        None,
+    );
+    assert_eq!(st, GroupStatus::Idle);
+}
+
+#[test]
+fn data_loss_wins() {
+    let st = run(
+        |i, s| s.trimmed_undelivered = Some(if i == 4 { 3 } else { 0 }),
+        Some(300),
+    );
+    assert_eq!(st, GroupStatus::DataLoss);
+    // A loss counted within the hold, after the group caught up.
+    let st = run(|i, s| s.recent_loss = i == 4, Some(300));
+    assert_eq!(st, GroupStatus::DataLoss);
+    // ...does not hide a group that stops now.
+    let st = run(
+        |i, s| {
+            s.recent_loss = true;
+            s.last_delivered_id = StreamId::new(100, 0);
+            s.lag = Some(10 + i);
+            s.last_read_at_ms = Some(1_800_000_000_000 - 10 * MIN);
+        },
+        Some(300),
+    );
+    assert_eq!(st, GroupStatus::Stopped);
+    // A loss at this poll wins over everything.
+    let st = run(
+        |i, s| {
+            s.loss_now = i == 4;
+            s.consumers = 0;
+            s.lag = Some(5);
+        },
+        Some(300),
+    );
+    assert_eq!(st, GroupStatus::DataLoss);
+}
+
+#[test]
+fn stopped_when_nobody_reads_while_work_waits() {
+    let st = run(
+        |i, s| {
+            s.last_delivered_id = StreamId::new(100, 0);
+            s.lag = Some(10 + i);
+            s.last_read_at_ms = Some(1_800_000_000_000 - 10 * MIN);
+        },
+        Some(300),
+    );
+    assert_eq!(st, GroupStatus::Stopped);
+    // With no consumers, from the first poll.
+    let one = vec![Sample {
+        consumers: 0,
+        lag: Some(3),
+        ..sample(0)
+    }];
+    assert_eq!(status_of(&one, &settings(None)), GroupStatus::Stopped);
+    // Pending entries with a dead consumer count as work too.
+    let st = run(
+        |_, s| {
+            s.pending = 4;
+            s.last_read_at_ms = Some(0);
+        },
+        None,
+    );
+    assert_eq!(st, GroupStatus::Stopped);
+}
+
+#[test]
+fn stalled_when_position_does_not_move_but_consumers_read() {
+    let st = run(
+        |_, s| {
+            s.last_delivered_id = StreamId::new(100, 0);
+            s.lag = Some(20);
+            s.lag_seconds = Some(10.0);
+        },
+        Some(300),
+    );
+    assert_eq!(st, GroupStatus::Stalled);
+}
+
+#[test]
+fn stalled_when_the_same_entry_stays_oldest_pending() {
+    let st = run(
+        |_, s| {
+            s.pending = 3;
+            s.oldest_pending_id = Some(StreamId::new(42, 0));
+        },
+        Some(300),
+    );
+    assert_eq!(st, GroupStatus::Stalled);
+    // A moving oldest pending entry is normal at-least-once processing.
+    let st = run(
+        |i, s| {
+            s.pending = 3;
+            s.oldest_pending_id = Some(StreamId::new(42 + i, 0));
+        },
+        Some(300),
+    );
+    assert_eq!(st, GroupStatus::Ok);
+}
+
+#[test]
+fn stalled_needs_a_full_window() {
+    let samples: Vec<Sample> = (0..3)
+        .map(|_| Sample {
+            last_delivered_id: StreamId::new(100, 0),
+            lag: Some(20),
+            ..sample(0)
+        })
+        .collect();
+    assert_eq!(status_of(&samples, &settings(Some(300))), GroupStatus::Ok);
+}
+
+#[test]
+fn lagging_by_time_against_max_delay() {
+    let st = run(
+        |i, s| {
+            s.lag = Some(5);
+            s.lag_seconds = Some(if i == 4 { 200.0 } else { 10.0 });
+        },
+        Some(300),
+    );
+    assert_eq!(st, GroupStatus::Lagging);
+    // Under half of max_delay it is ok even if lag grows.
+    let st = run(
+        |i, s| {
+            s.lag = Some(5 + i);
+            s.lag_seconds = Some(30.0);
+        },
+        Some(300),
+    );
+    assert_eq!(st, GroupStatus::Ok);
+}
+
+#[test]
+fn lagging_by_trend_without_max_delay() {
+    let st = run(|i, s| s.lag = Some(10 + i * 5), None);
+    assert_eq!(st, GroupStatus::Lagging);
+    // Lag that touched zero in the window is ok.
+    let st = run(|i, s| s.lag = Some(if i == 2 { 0 } else { 10 + i }), None);
+    assert_eq!(st, GroupStatus::Ok);
+}
+
+/// The window slides: a stall is judged on the latest polls only, and a
+/// single move of the position ends it.
+#[test]
+fn window_slides_over_longer_histories() {
+    let stuck = |i: u64, s: &mut Sample| {
+        s.last_delivered_id = StreamId::new(if i < 3 { 100 + i } else { 103 }, 0);
+        s.lag = Some(20);
+        s.lag_seconds = Some(10.0);
+    };
+    let history: Vec<Sample> = (0..8)
+        .map(|i| {
+            let mut s = sample(i);
+            stuck(i, &mut s);
+            s
+        })
+        .collect();
+    // Positions 100, 101, 102, then 103 five times: stalled.
+    assert_eq!(
+        status_of(&history, &settings(Some(300))),
+        GroupStatus::Stalled
+    );
+    assert_eq!(
+        status_of(&history[..7], &settings(Some(300))),
+        GroupStatus::Ok,
+        "only four polls at 103"
+    );
+    let mut moved = history.clone();
+    let mut next = sample(8);
+    stuck(8, &mut next);
+    next.last_delivered_id = StreamId::new(104, 0);
+    moved.push(next);
+    assert_eq!(status_of(&moved, &settings(Some(300))), GroupStatus::Ok);
+}
+
+/// What each status rests on: only what a short look cannot tell apart
+/// from a healthy group is `Window` or `Undecided`.
+#[test]
+fn what_each_status_rests_on() {
+    let judge_all = |f: &dyn Fn(u64, &mut Sample), n: u64, max_delay: Option<u64>| {
+        let mut window = Window::default();
+        let mut last = None;
+        for i in 0..n {
+            let mut s = sample(i);
+            f(i, &mut s);
+            window.push(&s);
+            last = Some(s);
+        }
+        judge(&window, &last.unwrap(), &settings(max_delay))
+    };
+    let loss = |_: u64, s: &mut Sample| s.trimmed_undelivered = Some(2);
+    assert_eq!(
+        judge_all(&loss, 1, None),
+        (GroupStatus::DataLoss, Basis::Latest)
+    );
+    let nobody = |_: u64, s: &mut Sample| {
+        s.consumers = 0;
+        s.lag = Some(3);
+    };
+    assert_eq!(
+        judge_all(&nobody, 1, None),
+        (GroupStatus::Stopped, Basis::Latest)
+    );
+    // Silent consumers: a batch job between runs looks the same.
+    let silent = |_: u64, s: &mut Sample| {
+        s.lag = Some(3);
+        s.last_read_at_ms = Some(s.at_ms - 10 * MIN);
+    };
+    assert_eq!(
+        judge_all(&silent, 1, None),
+        (GroupStatus::Stopped, Basis::Window)
+    );
+    let late = |_: u64, s: &mut Sample| {
+        s.lag = Some(5);
+        s.lag_seconds = Some(200.0);
+    };
+    assert_eq!(
+        judge_all(&late, 1, Some(300)),
+        (GroupStatus::Lagging, Basis::Latest)
+    );
+    let stuck = |_: u64, s: &mut Sample| {
+        s.pending = 3;
+        s.oldest_pending_id = Some(StreamId::new(42, 0));
+    };
+    assert_eq!(
+        judge_all(&stuck, 5, None),
+        (GroupStatus::Stalled, Basis::Window)
+    );
+    // The same group seen twice: nothing proven either way.
+    assert_eq!(
+        judge_all(&stuck, 2, None),
+        (GroupStatus::Ok, Basis::Undecided)
+    );
+    let busy = |i: u64, s: &mut Sample| {
+        s.pending = 3;
+        s.oldest_pending_id = Some(StreamId::new(42 + i, 0));
+    };
+    assert_eq!(judge_all(&busy, 5, None), (GroupStatus::Ok, Basis::Window));
+    assert_eq!(
+        judge_all(&|_, _| {}, 1, None),
+        (GroupStatus::Idle, Basis::Window)
+    );
+    let produced = |i: u64, s: &mut Sample| s.last_generated_id = StreamId::new(100 + i, 0);
+    let produced_and_read = |i: u64, s: &mut Sample| {
+        produced(i, s);
+        s.last_delivered_id = s.last_generated_id;
+    };
+    assert_eq!(
+        judge_all(&produced_and_read, 2, None),
+        (GroupStatus::Ok, Basis::Latest)
+    );
+}
+
+#[test]
+fn unknown_lag_with_unread_entries_is_work() {
+    let st = run(
+        |_, s| {
+            s.lag = None;
+            s.lag_seconds = None;
+            s.last_delivered_id = StreamId::new(90, 0);
+            s.last_read_at_ms = Some(0);
+        },
+        None,
+    );
+    assert_eq!(st, GroupStatus::Stopped);
+}
