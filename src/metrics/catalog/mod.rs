@@ -15,10 +15,9 @@ use std::time::SystemTime;
 
 use crate::process::ProcessStats;
 use crate::redis::StreamId;
-use crate::redis::reply::ConsumerInfo;
 use crate::snapshot::{
-    Consumers, ExporterState, GroupState, PelScan, ProbeStatus, ScanState, StreamState,
-    TargetSnapshot,
+    ConsumerState, Consumers, ExporterState, GroupState, PelScan, ProbeStatus, ScanState,
+    StreamState, TargetSnapshot,
 };
 
 /// The Prometheus type of a metric family.
@@ -62,7 +61,7 @@ pub enum Source {
     GroupConsumers(fn(&Consumers) -> Option<f64>),
     /// Each consumer exported by name (`target`, `stream`, `group`,
     /// `consumer`).
-    Consumer(fn(&ConsumerInfo) -> Option<f64>),
+    Consumer(fn(&ConsumerState) -> Option<f64>),
     /// Each target that is up (`target`).
     Target(fn(&TargetSnapshot) -> Option<f64>),
     /// Each target, up or not: the exporter's view of it (`target`).

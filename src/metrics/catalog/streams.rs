@@ -108,7 +108,7 @@ metric!(
     Counter,
     TS,
     "Idempotency IDs ever added to the stream by idempotent producers (XINFO STREAM iids-added, Redis 8.6+). Absent on servers without it. Cached by the poller.",
-    Source::Stream(|s| s.info.idempotence.ids_added.map(|v| v as f64))
+    Source::Stream(|s| s.info.idempotent_ids_added.map(|v| v as f64))
 );
 metric!(
     STREAM_IDEMPOTENT_DUPLICATES,
@@ -116,7 +116,7 @@ metric!(
     Counter,
     TS,
     "Adds refused as duplicates of a remembered idempotency ID (XINFO STREAM iids-duplicates, Redis 8.6+): producer retries caught. Cached by the poller.",
-    Source::Stream(|s| s.info.idempotence.duplicates.map(|v| v as f64))
+    Source::Stream(|s| s.info.idempotent_duplicates.map(|v| v as f64))
 );
 metric!(
     STREAM_IDEMPOTENT_PRODUCERS,
@@ -124,7 +124,7 @@ metric!(
     Gauge,
     TS,
     "Producers whose idempotency IDs the stream remembers (XINFO STREAM pids-tracked, Redis 8.6+). Cached by the poller.",
-    Source::Stream(|s| s.info.idempotence.producers.map(|v| v as f64))
+    Source::Stream(|s| s.info.idempotent_producers.map(|v| v as f64))
 );
 metric!(
     STREAM_IDEMPOTENT_IDS,
@@ -132,7 +132,7 @@ metric!(
     Gauge,
     TS,
     "Idempotency IDs the stream remembers (XINFO STREAM iids-tracked, Redis 8.6+). Cached by the poller.",
-    Source::Stream(|s| s.info.idempotence.ids.map(|v| v as f64))
+    Source::Stream(|s| s.info.idempotent_ids.map(|v| v as f64))
 );
 metric!(
     GROUP_LAG,

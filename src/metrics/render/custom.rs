@@ -98,8 +98,10 @@ impl Renderer<'_> {
 
     fn oldest_pending_age<W: Write>(&self, f: &mut Family<'_, W>) {
         for t in &self.up {
-            for ((s, g), age) in t.oldest_pending_age.iter() {
-                f.sample(&group_labels(t, s, g), *age);
+            for key in t.oldest_pending.keys() {
+                if let Some(age) = t.oldest_pending_age(key) {
+                    f.sample(&group_labels(t, &key.0, &key.1), age);
+                }
             }
         }
     }

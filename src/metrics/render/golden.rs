@@ -18,11 +18,11 @@ use crate::metrics::catalog::METRICS;
 use crate::process::ProcessStats;
 use crate::redis::StatsSnapshot;
 use crate::redis::StreamId;
-use crate::redis::reply::{ConsumerInfo, GroupInfo, Idempotence, StreamInfo};
 use crate::schedule::ProbeKind;
 use crate::snapshot::{
-    Consumers, DeadLetter, ExporterState, GroupState, Groups, Name, PelScan, ProbeStatus,
-    ScanState, ServerInfo, StreamState, TargetSnapshot,
+    ConsumerState, Consumers, DeadLetter, ExporterState, GroupFigures, GroupState, Groups, Name,
+    OldestPending, PelScan, ProbeStatus, ScanState, ServerInfo, StreamFigures, StreamState,
+    TargetSnapshot,
 };
 use crate::status::{Basis, GroupStatus};
 
@@ -44,13 +44,11 @@ fn id(ms: u64) -> StreamId {
 /// A group as the stream poll leaves it, with every optional figure known.
 pub(super) fn group(pending: u64, lag: Option<u64>) -> GroupState {
     GroupState {
-        info: GroupInfo {
-            name: Vec::new(),
+        info: GroupFigures {
             consumers: 2,
             pending,
             last_delivered_id: id(NOW_S * 1000 - 30_000),
             entries_read: Some(1_000),
-            lag,
         },
         lag,
         lag_estimated: false,
@@ -67,29 +65,26 @@ pub(super) fn group(pending: u64, lag: Option<u64>) -> GroupState {
         drain_eta: Some(40.0),
         status: Some(GroupStatus::Lagging),
         status_basis: Some(Basis::Window),
+        pending_aged_at_ms: (pending > 0).then_some(NOW_S * 1000),
     }
 }
 
 /// A stream with time-based IDs and every optional figure known.
 pub(super) fn stream(length: u64, groups: Vec<(Name, GroupState)>) -> StreamState {
     StreamState {
-        info: StreamInfo {
+        info: StreamFigures {
             length,
             groups: groups.len() as u64,
             last_generated_id: id(NOW_S * 1000 - 1_000),
             first_entry_id: Some(id(NOW_S * 1000 - 7_200_000)),
-            last_entry_id: Some(id(NOW_S * 1000 - 1_000)),
             entries_added: Some(length + 400),
             max_deleted_entry_id: Some(StreamId::default()),
-            recorded_first_entry_id: Some(id(NOW_S * 1000 - 7_200_000)),
             radix_tree_keys: Some(4),
             radix_tree_nodes: Some(9),
-            idempotence: Idempotence {
-                producers: Some(2),
-                ids: Some(150),
-                ids_added: Some(600),
-                duplicates: Some(7),
-            },
+            idempotent_producers: Some(2),
+            idempotent_ids: Some(150),
+            idempotent_ids_added: Some(600),
+            idempotent_duplicates: Some(7),
         },
         time_based_ids: true,
         settings: Arc::new(StreamSettings {
@@ -105,13 +100,12 @@ pub(super) fn stream(length: u64, groups: Vec<(Name, GroupState)>) -> StreamStat
     }
 }
 
-fn consumer(name: &[u8], pending: u64, inactive_ms: Option<u64>) -> ConsumerInfo {
-    ConsumerInfo {
+fn consumer(name: &[u8], pending: u64, inactive_ms: Option<u64>) -> ConsumerState {
+    ConsumerState {
         name: name.to_vec(),
         pending,
         idle_ms: 1_500,
         inactive_ms,
-        never_active: inactive_ms.is_none(),
     }
 }
 
@@ -209,7 +203,14 @@ pub(super) fn targets() -> Vec<Arc<TargetSnapshot>> {
         streams_watched: Some(2),
         streams_dropped: Some(0),
         streams: Arc::new(streams),
-        oldest_pending_age: Arc::new(BTreeMap::from([(key(&orders, &billing), 42.0)])),
+        // Read 5 s before the stream poll, which ages it: 42 s old.
+        oldest_pending: Arc::new(BTreeMap::from([(
+            key(&orders, &billing),
+            OldestPending {
+                id: id(NOW_S * 1000 - 42_000),
+                read_at_ms: NOW_S * 1000 - 5_000,
+            },
+        )])),
         head_poison: Arc::new(BTreeMap::from([(key(&orders, &billing), 2)])),
         consumers: Arc::new(BTreeMap::from([(
             key(&orders, &billing),

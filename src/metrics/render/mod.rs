@@ -18,7 +18,8 @@ use std::sync::atomic::Ordering;
 use super::catalog::{Custom, METRICS, MetricDef, Source};
 use super::text::{Family, Sink, needs_escape};
 use crate::snapshot::{
-    Consumers, ExporterState, GroupKey, GroupState, Name, ScanState, StreamState, TargetSnapshot,
+    Consumers, ExporterState, GroupKey, GroupState, Name, OldestPending, ScanState, StreamState,
+    TargetSnapshot,
 };
 
 mod custom;
@@ -183,7 +184,7 @@ impl Section {
 #[derive(Clone, Debug)]
 enum Input {
     Streams(Arc<BTreeMap<Name, Arc<StreamState>>>),
-    OldestPending(Arc<BTreeMap<GroupKey, f64>>),
+    OldestPending(Arc<BTreeMap<GroupKey, OldestPending>>),
     PelScans(Arc<BTreeMap<GroupKey, ScanState>>),
     HeadPoison(Arc<BTreeMap<GroupKey, u64>>),
     Consumers(Arc<BTreeMap<GroupKey, Arc<Consumers>>>),
@@ -315,7 +316,13 @@ impl<'a> Renderer<'a> {
     pub fn inputs(&self, section: Section) -> Option<SectionInputs> {
         let maps: fn(&TargetSnapshot) -> Vec<Input> = match section {
             Section::Streams => |t| vec![Input::Streams(t.streams.clone())],
-            Section::OldestPending => |t| vec![Input::OldestPending(t.oldest_pending_age.clone())],
+            // The ages are aged by the stream poll's clock.
+            Section::OldestPending => |t| {
+                vec![
+                    Input::OldestPending(t.oldest_pending.clone()),
+                    Input::Streams(t.streams.clone()),
+                ]
+            },
             Section::PelScans => |t| {
                 vec![
                     Input::PelScans(t.scans.clone()),

@@ -81,7 +81,10 @@ fn absent_values_stay_absent() {
     let mut t = one_target(&[("s", vec![("g", unknown)])]);
     let st = Arc::make_mut(Arc::make_mut(&mut t.streams).get_mut(&name("s")).unwrap());
     st.info.entries_added = None;
-    st.info.idempotence = Default::default();
+    st.info.idempotent_ids = None;
+    st.info.idempotent_ids_added = None;
+    st.info.idempotent_duplicates = None;
+    st.info.idempotent_producers = None;
     st.dead_letter = None;
     let out = text(&[Arc::new(t)]);
     for family in [
