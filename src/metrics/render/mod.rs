@@ -117,16 +117,18 @@ fn any_name_escapes_alike(up: &[&TargetSnapshot], limit: usize) -> bool {
     })
 }
 
-/// The parts of the exposition, in output order. Each reads one map of the
-/// target snapshots (the last reads only small per-target state and the
-/// exporter's own), and those maps are shared between consecutive snapshots
-/// until a probe replaces them: a section whose map is the same writes the
-/// same bytes, so its output can be reused (see [`Renderer::inputs`]).
+/// The parts of the exposition, in output order. Each reads one or two maps
+/// of the target snapshots (the last reads only small per-target state and
+/// the exporter's own), and those maps are shared between consecutive
+/// snapshots until a probe replaces them: a section whose maps are the same
+/// writes the same bytes, so its output can be reused (see
+/// [`Renderer::inputs`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Section {
     /// Stream and group families from the stream poll.
     Streams,
-    /// Oldest pending age, from the pending summary.
+    /// Oldest pending age: the pending summary's IDs, aged by the stream
+    /// poll's clock.
     OldestPending,
     /// PEL scan results.
     PelScans,
