@@ -217,7 +217,8 @@ pub(super) fn targets() -> Vec<Arc<TargetSnapshot>> {
             Arc::new(Consumers {
                 top: vec![
                     consumer(b"worker-1", 5, Some(1_000)),
-                    consumer(b"worker-2", 1, None),
+                    // Longer than the label limit: shortened, with a hash.
+                    consumer(&[b'w'; 100], 1, None),
                 ],
                 other_pending: Some(1),
                 orphaned: 1,
@@ -271,6 +272,7 @@ pub(super) fn exporter() -> ExporterState {
         }),
         ..ExporterState::default()
     };
+    e.label_limit.store(LABEL_LIMIT, Ordering::Relaxed);
     e.reloads.store(3, Ordering::Relaxed);
     e.reload_failures.store(1, Ordering::Relaxed);
     e.last_reload_ok.store(false, Ordering::Relaxed);
@@ -281,6 +283,9 @@ pub(super) fn exporter() -> ExporterState {
     e.probes.request("not_allowed");
     e
 }
+
+/// `metrics.max_label_value_bytes` of the fixture.
+const LABEL_LIMIT: usize = 64;
 
 const BUILD: BuildInfo = BuildInfo {
     version: "1.2.3",
@@ -350,13 +355,13 @@ fn families(text: &str) -> BTreeSet<&str> {
 fn golden_exposition_and_probe_answer() {
     let targets = targets();
     let (out, counts) = render(&targets, &exporter(), BUILD, Vec::new()).unwrap();
-    assert_eq!(counts.duplicates, 0);
+    assert_eq!((counts.duplicates, counts.shortened), (0, 2));
     let metrics = String::from_utf8(out).unwrap();
     compare("exposition.prom", &metrics);
     promtool_check("exposition.prom");
 
     let main = targets.iter().find(|t| &*t.name == "main").unwrap();
-    let out = render_probe_answer(main, 1_024, Vec::new()).unwrap();
+    let out = render_probe_answer(main, LABEL_LIMIT, Vec::new()).unwrap();
     let probe = String::from_utf8(out).unwrap();
     compare("probe_answer.prom", &probe);
     promtool_check("probe_answer.prom");
