@@ -412,14 +412,14 @@ mod tests {
 
     use crate::config::StreamSettings;
     use crate::metrics::render;
-    use crate::redis::reply::StreamInfo;
-    use crate::snapshot::{Groups, StreamState};
+    use crate::redis::StreamId;
+    use crate::snapshot::{Groups, OldestPending, StreamFigures, StreamState};
 
     fn streams(lengths: &[(&str, u64)]) -> Arc<BTreeMap<crate::snapshot::Name, Arc<StreamState>>> {
         let state = |length| StreamState {
-            info: StreamInfo {
+            info: StreamFigures {
                 length,
-                ..StreamInfo::default()
+                ..StreamFigures::default()
             },
             time_based_ids: true,
             settings: Arc::new(StreamSettings::default()),
@@ -475,9 +475,13 @@ mod tests {
         let streams_piece = |c: &Chunks| c.pieces().nth(1).unwrap().as_ptr();
 
         // Another probe's map changes: the streams section is reused as is.
-        t.oldest_pending_age = Arc::new(BTreeMap::from([(
+        let oldest = OldestPending {
+            id: StreamId::new(1_000, 0),
+            read_at_ms: 43_000,
+        };
+        t.oldest_pending = Arc::new(BTreeMap::from([(
             (Arc::from(&b"a"[..]), Arc::from(&b"g"[..])),
-            42.0,
+            oldest,
         )]));
         let targets = [Arc::new(t.clone())];
         let (second, _) = render_gzip(&targets, &exporter, &mut cache).unwrap();

@@ -19,7 +19,7 @@ use redis_streams_exporter::metrics::{BuildInfo, render};
 use redis_streams_exporter::redis::StreamId;
 use redis_streams_exporter::redis::reply::{self, GroupInfo, StreamInfo};
 use redis_streams_exporter::snapshot::{
-    ExporterState, GroupState, Groups, StreamState, TargetSnapshot,
+    ExporterState, GroupFigures, GroupState, Groups, StreamFigures, StreamState, TargetSnapshot,
 };
 
 const FIELDS: &[&str] = &[
@@ -204,13 +204,11 @@ fn reference_match(p: &[u8], k: &[u8]) -> bool {
 fn render_names(names: &[Vec<u8>]) -> String {
     let mut streams = BTreeMap::new();
     for n in names {
-        let info = GroupInfo {
-            name: n.clone(),
+        let info = GroupFigures {
             consumers: 1,
             pending: 2,
             last_delivered_id: StreamId::new(5, 0),
             entries_read: None,
-            lag: None,
         };
         let group = GroupState {
             info,
@@ -226,11 +224,12 @@ fn render_names(names: &[Vec<u8>]) -> String {
             drain_eta: None,
             status: None,
             status_basis: None,
+            pending_aged_at_ms: None,
         };
         let stream = StreamState {
-            info: StreamInfo {
+            info: StreamFigures {
                 length: 1,
-                ..StreamInfo::default()
+                ..StreamFigures::default()
             },
             time_based_ids: true,
             settings: Arc::new(StreamSettings::default()),

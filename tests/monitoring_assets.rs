@@ -359,7 +359,7 @@ fn check_selectors(place: &str, expr: &str, recorded: &BTreeSet<String>, errors:
         }
         match catalog::find(&selector.metric) {
             None => errors.push(format!(
-                "{place}: `{}` is not in the metric catalog (src/metrics/catalog.rs)",
+                "{place}: `{}` is not in the metric catalog (src/metrics/catalog/)",
                 selector.metric
             )),
             Some(def) => {

@@ -322,7 +322,7 @@ fn target_report(
                 lag_seconds: gs.lag_seconds,
                 pending: gs.info.pending,
                 consumers: gs.info.consumers,
-                oldest_pending_age_seconds: t.oldest_pending_age.get(&key).copied(),
+                oldest_pending_age_seconds: t.oldest_pending_age(&key),
                 max_idle_seconds: scan
                     .as_ref()
                     .and_then(|sc| sc.max_idle_ms)

@@ -185,6 +185,9 @@ impl<'s, W: Write> Family<'s, W> {
     /// only runs when some name does not escape uniquely).
     pub fn sample(&mut self, labels: &[(&str, &[u8])], value: f64) {
         let def = self.def;
+        if cfg!(debug_assertions) {
+            check_labels(def, labels);
+        }
         let buf = &mut self.sink.buf;
         if !self.started {
             self.started = true;
@@ -232,6 +235,23 @@ impl<'s, W: Write> Family<'s, W> {
         write_value(buf, value);
         buf.push(b'\n');
         self.sink.line_done();
+    }
+}
+
+/// Panics when a sample's label names are not its family's, as the catalog
+/// declares them (in order): such a sample is a bug in the renderer, caught
+/// in debug builds and tests. Release builds do not check.
+fn check_labels(def: &MetricDef, labels: &[(&str, &[u8])]) {
+    if !labels
+        .iter()
+        .map(|(n, _)| *n)
+        .eq(def.labels.iter().copied())
+    {
+        let names: Vec<&str> = labels.iter().map(|(n, _)| *n).collect();
+        panic!(
+            "{}: sample labels {names:?}, but the catalog declares {:?}",
+            def.name, def.labels
+        );
     }
 }
 
@@ -320,6 +340,16 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "3 0.25 1500000000000000.0 +Inf 1796006248.9357805 "
         );
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "redis_streams_stream_length: sample labels [\"target\", \"group\"], but the catalog declares [\"target\", \"stream\"]"
+    )]
+    fn a_sample_with_other_labels_than_the_catalog_panics() {
+        let mut sink = Sink::new(Vec::new());
+        let mut f = Family::new(&mut sink, &STREAM_LENGTH, false, 1024);
+        f.sample(&[("target", b"t"), ("group", b"g")], 1.0);
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub fn summarise(mut all: Vec<ConsumerInfo>, cap: usize, inactive_after: Duratio
     let other_pending = (all.len() > cap).then(|| all[cap..].iter().map(|c| c.pending).sum());
     all.truncate(cap);
     Consumers {
-        top: all,
+        top: all.into_iter().map(super::figures::consumer).collect(),
         other_pending,
         orphaned,
     }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::{ProbeContext, ProbeError, ProbeKind, Problems};
 use crate::redis::{Command, reply};
-use crate::snapshot::{Name, retain_keys};
+use crate::snapshot::Name;
 
 /// Runs discovery.
 ///
@@ -108,7 +108,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             removed,
             keys_walked,
         });
-        retain_keys(&mut state.snapshot.streams, |name| keep.contains(name));
+        state.forget_unwatched_streams(&keep);
         state.snapshot.streams_watched = Some(ordered.len() as u64);
         state.snapshot.streams_dropped = Some(dropped as u64);
         state.watched = ordered;

@@ -11,10 +11,14 @@
 
 pub mod consumers;
 pub mod discovery;
+mod figures;
 pub mod info;
 pub mod pending_scan;
 pub mod pending_summary;
 pub mod stream;
+
+#[cfg(test)]
+mod ownership_tests;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -156,6 +160,21 @@ impl TargetState {
         restore(&mut snapshot.scans, &parked.scans, known);
         restore(&mut snapshot.consumers, &parked.consumers, known);
         restore(&mut snapshot.head_poison, &parked.head_poison, known);
+    }
+
+    /// Drops the streams discovery no longer watches from the stream
+    /// poll's map (discovery decides what is watched; the stream poll owns
+    /// what is known of each stream).
+    pub fn forget_unwatched_streams(&mut self, watched: &std::collections::BTreeSet<&Name>) {
+        crate::snapshot::retain_keys(&mut self.snapshot.streams, |name| watched.contains(name));
+    }
+
+    /// Stops watching streams the stream poll found deleted, until
+    /// discovery finds them again, and keeps discovery's count in step.
+    pub fn forget_vanished_streams(&mut self, vanished: &[Name]) {
+        let gone: std::collections::BTreeSet<&Name> = vanished.iter().collect();
+        self.watched.retain(|n| !gone.contains(n));
+        self.snapshot.streams_watched = Some(self.watched.len() as u64);
     }
 
     /// Drops the loss records of groups the last stream poll did not see.

@@ -11,11 +11,11 @@
 //! shows the larger of that and the last full PEL scan's count, so a poison
 //! entry shows within one or two runs instead of waiting for the scan.
 
-use super::{ProbeContext, ProbeError, ProbeKind, Problems, age_seconds, known_groups, per_group};
+use super::{ProbeContext, ProbeError, ProbeKind, Problems, known_groups, per_group};
 use std::sync::Arc;
 
 use crate::redis::{Command, RangeStart, reply};
-use crate::snapshot::Name;
+use crate::snapshot::{Name, OldestPending};
 
 /// Oldest pending entries read for the poison check.
 const HEAD: u32 = 10;
@@ -57,11 +57,14 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                 }
                 match (now_ms, summary.min_id) {
                     (Some(now), Some(id)) if time_ids => {
-                        Arc::make_mut(&mut state.snapshot.oldest_pending_age)
-                            .insert(key, age_seconds(now, id.ms));
+                        let oldest = OldestPending {
+                            id,
+                            read_at_ms: now,
+                        };
+                        Arc::make_mut(&mut state.snapshot.oldest_pending).insert(key, oldest);
                     }
-                    _ if state.snapshot.oldest_pending_age.contains_key(&key) => {
-                        Arc::make_mut(&mut state.snapshot.oldest_pending_age).remove(&key);
+                    _ if state.snapshot.oldest_pending.contains_key(&key) => {
+                        Arc::make_mut(&mut state.snapshot.oldest_pending).remove(&key);
                     }
                     _ => {}
                 }

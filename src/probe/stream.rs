@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::{ProbeContext, ProbeError, ProbeKind, Problems, age_seconds};
+use super::{ProbeContext, ProbeError, ProbeKind, Problems, age_seconds, figures};
 use crate::lag::{self, Arithmetic, MsEnds, UndeliveredSample};
 use crate::loss;
 use crate::redis::reply::{self, GroupInfo, StreamInfo};
@@ -322,9 +322,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         ctx.ensure_current(&state, generation)?;
         state.snapshot.streams = Arc::new(fresh);
         if !vanished.is_empty() {
-            let gone: std::collections::BTreeSet<&Name> = vanished.iter().collect();
-            state.watched.retain(|n| !gone.contains(n));
-            state.snapshot.streams_watched = Some(state.watched.len() as u64);
+            state.forget_vanished_streams(&vanished);
         }
         state.prune_memory();
         state.prune_ledgers();
@@ -538,16 +536,9 @@ fn build_stream<'s>(
         }
         let overtake_eta = retention_margin.and_then(|_| memory.trend.overtake_eta());
         let drain_eta = memory.trend.drain_eta();
-        match (ages, memory.oldest_pending_id) {
-            (Some(now), Some(id)) if group.pending > 0 => {
-                Arc::make_mut(&mut state.snapshot.oldest_pending_age)
-                    .insert(key, age_seconds(now, id.ms));
-            }
-            _ if state.snapshot.oldest_pending_age.contains_key(&key) => {
-                Arc::make_mut(&mut state.snapshot.oldest_pending_age).remove(&key);
-            }
-            _ => {}
-        }
+        // The pending summary's oldest ID is aged by this poll's clock
+        // while entries are pending (see `TargetSnapshot::oldest_pending_age`).
+        let pending_aged_at_ms = ages.filter(|_| group.pending > 0);
         let judged = now_ms.map(|at_ms| {
             let sample = status::Sample {
                 at_ms,
@@ -584,19 +575,13 @@ fn build_stream<'s>(
             status_basis: judged
                 .map(|(_, b)| b)
                 .or_else(|| before.and_then(|b| b.status_basis)),
-            info: GroupInfo {
-                name: Vec::new(),
-                consumers: group.consumers,
-                pending: group.pending,
-                last_delivered_id: group.last_delivered_id,
-                entries_read: group.entries_read,
-                lag: group.lag,
-            },
+            pending_aged_at_ms,
+            info: figures::group(group),
         };
         groups.push((gname, fresh));
     }
     let fresh = StreamState {
-        info: read.info,
+        info: figures::stream(&read.info),
         time_based_ids: time_ids,
         dead_letter: previous.as_ref().and_then(|p| p.dead_letter),
         settings,

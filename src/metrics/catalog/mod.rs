@@ -1,0 +1,284 @@
+//! The metric catalog: every metric name, type, HELP text and label set the
+//! exporter can emit, and where each family's values come from, in one place.
+//!
+//! Nothing else in the crate spells a metric name. Rendering walks
+//! [`METRICS`]: a family whose [`Source`] reads one value per stream, group,
+//! consumer, target or probe is written from its entry alone, so adding such
+//! a metric touches this catalog and the probe that fills the snapshot. The
+//! few families with labels of their own ([`Custom`]) have their code in the
+//! renderer. Debug builds and tests check every written sample's labels
+//! against its entry, and the tests check the dashboards and alert rules
+//! against [`METRICS`], so a renamed metric cannot silently break them.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::SystemTime;
+
+use crate::process::ProcessStats;
+use crate::redis::StreamId;
+use crate::snapshot::{
+    ConsumerState, Consumers, ExporterState, GroupState, PelScan, ProbeStatus, ScanState,
+    StreamState, TargetSnapshot,
+};
+
+/// The Prometheus type of a metric family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricType {
+    /// A value that can go up and down.
+    Gauge,
+    /// A value that only goes up (resets when its source resets).
+    Counter,
+    /// A gauge-like value written without a type. Used only for the two
+    /// bucket families whose contract name ends in `_count` and carries an
+    /// `le` label: typed as gauges they fail `promtool check metrics`, while
+    /// Prometheus stores untyped samples exactly like gauges.
+    Untyped,
+}
+
+impl MetricType {
+    /// The type name as written on a `# TYPE` line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricType::Gauge => "gauge",
+            MetricType::Counter => "counter",
+            MetricType::Untyped => "untyped",
+        }
+    }
+}
+
+/// Where a family's samples come from. Each variant but [`Source::Custom`]
+/// fixes the label set (checked against [`MetricDef::labels`] when samples
+/// are written) and gives one value, or `None` (unknown: no sample), per
+/// item it walks.
+#[derive(Clone, Copy, Debug)]
+pub enum Source {
+    /// Each watched stream of the targets that are up (`target`, `stream`).
+    Stream(fn(&StreamState) -> Option<f64>),
+    /// Each group the stream poll knows (`target`, `stream`, `group`).
+    Group(fn(&StreamState, &GroupState) -> Option<f64>),
+    /// Each group the PEL scan knows (`target`, `stream`, `group`).
+    Scan(fn(&ScanState) -> Option<f64>),
+    /// Each group the consumers probe knows (`target`, `stream`, `group`).
+    GroupConsumers(fn(&Consumers) -> Option<f64>),
+    /// Each consumer exported by name (`target`, `stream`, `group`,
+    /// `consumer`).
+    Consumer(fn(&ConsumerState) -> Option<f64>),
+    /// Each target that is up (`target`).
+    Target(fn(&TargetSnapshot) -> Option<f64>),
+    /// Each target, up or not: the exporter's view of it (`target`).
+    TargetHealth(fn(&TargetSnapshot) -> Option<f64>),
+    /// Each probe of each target, up or not (`target`, `probe`).
+    Probe(fn(&ProbeStatus) -> Option<f64>),
+    /// The exporter, in `/metrics` only (no label).
+    Exporter(fn(&ExporterState) -> Option<f64>),
+    /// The process, in `/metrics` only (no label).
+    Process(fn(&ProcessStats) -> Option<f64>),
+    /// Written by its own code in the renderer.
+    Custom(Custom),
+}
+
+/// The families the renderer writes by hand: their labels go beyond one
+/// series per item of a [`Source`] (buckets, causes, statuses, the
+/// `__other__` consumer, counters by command), or they are about the
+/// render itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Custom {
+    /// Cause `trimmed` and `deleted` of each group's lost entries.
+    LostEntries,
+    /// One series per status of each group.
+    Status,
+    /// The pending summary's age of each group's oldest pending entry.
+    OldestPendingAge,
+    /// The larger of the PEL scan's and the pending summary's poison counts.
+    Poison,
+    /// Idle-time buckets of the last PEL scan.
+    PendingByIdle,
+    /// Delivery-count buckets of the last PEL scan.
+    PendingByDeliveryCount,
+    /// Pending entries by consumer, with those beyond the cap summed.
+    ConsumerPending,
+    /// The server's description in labels.
+    TargetInfo,
+    /// Page sizes by command.
+    PageSizes,
+    /// Commands sent, by command.
+    Commands,
+    /// Errors by kind, every kind written.
+    Errors,
+    /// In `/probe` answers only: the probed target is ready.
+    TargetReady,
+    /// The exporter's build, in `/metrics` only.
+    BuildInfo,
+    /// Label values the render shortened, in `/metrics` only.
+    LabelsShortened,
+    /// `/probe` requests by result, in `/metrics` only while `/probe` is on.
+    ProbeRequests,
+}
+
+/// One metric family: its name, type, HELP text, label names and source.
+#[derive(Clone, Copy, Debug)]
+pub struct MetricDef {
+    /// Full metric name, with the `redis_streams_` prefix (`process_` for
+    /// the process metrics every client library exports).
+    pub name: &'static str,
+    /// Gauge or counter.
+    pub kind: MetricType,
+    /// HELP text. Values read from Redis say that the poller caches them.
+    pub help: &'static str,
+    /// Label names, in the order they are written.
+    pub labels: &'static [&'static str],
+    /// Where its samples come from.
+    pub source: Source,
+}
+
+/// Families are one by name (names are unique in [`METRICS`]).
+impl PartialEq for MetricDef {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for MetricDef {}
+
+const T: &[&str] = &["target"];
+const TS: &[&str] = &["target", "stream"];
+const TSG: &[&str] = &["target", "stream", "group"];
+const TSGL: &[&str] = &["target", "stream", "group", "le"];
+const TSGS: &[&str] = &["target", "stream", "group", "status"];
+const TSGCAUSE: &[&str] = &["target", "stream", "group", "cause"];
+const TSGC: &[&str] = &["target", "stream", "group", "consumer"];
+const TP: &[&str] = &["target", "probe"];
+const TCMD: &[&str] = &["target", "command"];
+
+/// 1 or 0.
+fn flag(on: bool) -> Option<f64> {
+    Some(if on { 1.0 } else { 0.0 })
+}
+
+/// Seconds since the epoch.
+fn secs(t: SystemTime) -> f64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// The time part of an ID of `stream`, when its IDs carry time.
+fn id_ts(stream: &StreamState, id: StreamId) -> Option<f64> {
+    (stream.time_based_ids && !id.is_zero()).then(|| id.seconds())
+}
+
+fn last_scan(scan: &ScanState) -> Option<&PelScan> {
+    scan.last.as_deref()
+}
+
+/// `value`, while `/probe` is on (its cap is then at least 1).
+fn probe_on(e: &ExporterState, value: u64) -> Option<f64> {
+    (e.probes.max_targets.load(Relaxed) > 0).then_some(value as f64)
+}
+
+macro_rules! metric {
+    ($id:ident, $name:literal, $kind:ident, $labels:expr, $help:literal, $source:expr) => {
+        #[doc = $help]
+        pub const $id: MetricDef = MetricDef {
+            name: $name,
+            kind: MetricType::$kind,
+            help: $help,
+            labels: $labels,
+            source: $source,
+        };
+    };
+}
+
+// After the macro, which the family files use.
+mod exporter;
+mod pending;
+mod streams;
+
+pub use exporter::*;
+pub use pending::*;
+pub use streams::*;
+
+/// Every metric the exporter can emit, in the order families are rendered.
+pub const METRICS: &[MetricDef] = &[
+    STREAM_LENGTH,
+    STREAM_ENTRIES_ADDED,
+    STREAM_FIRST_ENTRY_TS,
+    STREAM_LAST_ENTRY_TS,
+    STREAM_GROUPS,
+    STREAM_TIME_BASED_IDS,
+    STREAM_DEAD_LETTER_LENGTH,
+    STREAM_DEAD_LETTER_ADDED,
+    STREAM_MAX_DELAY,
+    STREAM_DEAD_LETTER_OLDEST_AGE,
+    STREAM_RADIX_TREE_KEYS,
+    STREAM_RADIX_TREE_NODES,
+    STREAM_IDEMPOTENT_IDS_ADDED,
+    STREAM_IDEMPOTENT_DUPLICATES,
+    STREAM_IDEMPOTENT_PRODUCERS,
+    STREAM_IDEMPOTENT_IDS,
+    GROUP_LAG,
+    GROUP_LAG_ESTIMATED,
+    GROUP_LAG_SECONDS,
+    GROUP_ENTRIES_READ,
+    GROUP_LAST_DELIVERED_TS,
+    GROUP_CONSUMERS,
+    GROUP_PENDING,
+    GROUP_TRIMMED_UNDELIVERED,
+    GROUP_REWINDS,
+    GROUP_AHEAD_OF_STREAM,
+    GROUP_RETENTION_MARGIN,
+    GROUP_TRIM_OVERTAKE_ETA,
+    GROUP_DRAIN_ETA,
+    GROUP_LOST_ENTRIES,
+    GROUP_STATUS,
+    GROUP_OLDEST_PENDING_AGE,
+    GROUP_PENDING_POISON,
+    GROUP_PENDING_MAX_IDLE,
+    GROUP_PENDING_GHOST,
+    GROUP_PENDING_GHOST_UNCHECKED,
+    GROUP_PENDING_SCAN_TS,
+    GROUP_PENDING_SCAN_PROGRESS,
+    GROUP_PENDING_BY_IDLE,
+    GROUP_PENDING_BY_DELIVERY_COUNT,
+    GROUP_PENDING_ORPHANED,
+    CONSUMER_PENDING,
+    CONSUMER_IDLE,
+    CONSUMER_INACTIVE,
+    TARGET_INFO,
+    TARGET_MAXMEMORY,
+    TARGET_USED_MEMORY,
+    EXPORTER_TARGET_UP,
+    EXPORTER_STREAMS,
+    EXPORTER_STREAMS_DROPPED,
+    EXPORTER_RATE_LIMITED,
+    EXPORTER_PENDING_SCANNED,
+    EXPORTER_PAGE_SIZE,
+    EXPORTER_PROBE_SUCCESS,
+    EXPORTER_PROBE_DURATION,
+    EXPORTER_PROBE_LAST_SUCCESS,
+    EXPORTER_PROBE_INTERVAL,
+    EXPORTER_PROBE_COMMANDS_NEEDED,
+    EXPORTER_PROBE_ACHIEVED_INTERVAL,
+    EXPORTER_COMMANDS,
+    EXPORTER_ERRORS,
+    EXPORTER_TARGET_READY,
+    EXPORTER_BUILD_INFO,
+    EXPORTER_CONFIG_RELOADS,
+    EXPORTER_CONFIG_RELOAD_FAILURES,
+    EXPORTER_CONFIG_LAST_RELOAD_OK,
+    EXPORTER_LABELS_SHORTENED,
+    EXPORTER_PROBED_TARGETS,
+    EXPORTER_PROBED_TARGETS_MAX,
+    EXPORTER_PROBED_TARGETS_EXPIRED,
+    EXPORTER_PROBE_REQUESTS,
+    PROCESS_CPU_SECONDS,
+    PROCESS_OPEN_FDS,
+    PROCESS_MAX_FDS,
+    PROCESS_VIRTUAL_MEMORY,
+    PROCESS_RESIDENT_MEMORY,
+    PROCESS_START_TIME,
+];
+
+/// Looks a metric up by its full name.
+pub fn find(name: &str) -> Option<&'static MetricDef> {
+    METRICS.iter().find(|m| m.name == name)
+}

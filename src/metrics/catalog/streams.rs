@@ -1,0 +1,256 @@
+//! Families of the stream poll: one series per watched stream, and one per
+//! group the stream poll knows.
+
+use super::*;
+
+metric!(
+    STREAM_LENGTH,
+    "redis_streams_stream_length",
+    Gauge,
+    TS,
+    "Entries in the stream (XINFO STREAM length). Cached by the poller.",
+    Source::Stream(|s| Some(s.info.length as f64))
+);
+metric!(
+    STREAM_ENTRIES_ADDED,
+    "redis_streams_stream_entries_added_total",
+    Counter,
+    TS,
+    "Entries ever added to the stream (XINFO STREAM entries-added, Redis 7.0+). Cached by the poller.",
+    Source::Stream(|s| s.info.entries_added.map(|v| v as f64))
+);
+metric!(
+    STREAM_FIRST_ENTRY_TS,
+    "redis_streams_stream_first_entry_timestamp_seconds",
+    Gauge,
+    TS,
+    "Time part of the first entry ID, in seconds since the epoch. Absent for empty streams and non-time IDs. Cached by the poller.",
+    Source::Stream(|s| s.info.first_entry_id.and_then(|id| id_ts(s, id)))
+);
+metric!(
+    STREAM_LAST_ENTRY_TS,
+    "redis_streams_stream_last_entry_timestamp_seconds",
+    Gauge,
+    TS,
+    "Time part of last-generated-id, in seconds since the epoch. Absent for non-time IDs. Cached by the poller.",
+    Source::Stream(|s| id_ts(s, s.info.last_generated_id))
+);
+metric!(
+    STREAM_GROUPS,
+    "redis_streams_stream_groups",
+    Gauge,
+    TS,
+    "Consumer groups of the stream (XINFO STREAM groups), including groups the exporter's group filters exclude. Cached by the poller.",
+    Source::Stream(|s| Some(s.info.groups as f64))
+);
+metric!(
+    STREAM_TIME_BASED_IDS,
+    "redis_streams_stream_time_based_ids",
+    Gauge,
+    TS,
+    "1 when the stream's IDs carry wall-clock milliseconds, so ID-derived ages are exported; 0 when they do not (explicit or far-future IDs) and ages are withheld. Cached by the poller.",
+    Source::Stream(|s| flag(s.time_based_ids))
+);
+metric!(
+    STREAM_DEAD_LETTER_LENGTH,
+    "redis_streams_stream_dead_letter_length",
+    Gauge,
+    TS,
+    "Entries in the stream's configured dead-letter stream (XLEN). Cached by the poller.",
+    Source::Stream(|s| s.dead_letter.map(|dl| dl.length as f64))
+);
+metric!(
+    STREAM_DEAD_LETTER_ADDED,
+    "redis_streams_stream_dead_letter_entries_added_total",
+    Counter,
+    TS,
+    "Entries ever added to the stream's configured dead-letter stream (Redis 7.0+). Cached by the poller.",
+    Source::Stream(|s| s
+        .dead_letter
+        .and_then(|dl| dl.entries_added)
+        .map(|v| v as f64))
+);
+metric!(
+    STREAM_MAX_DELAY,
+    "redis_streams_stream_max_delay_seconds",
+    Gauge,
+    TS,
+    "Configured max_delay of the stream: the delay the business tolerates. Alert thresholds derive from it.",
+    Source::Stream(|s| s.settings.max_delay.map(|d| d.as_secs_f64()))
+);
+metric!(
+    STREAM_DEAD_LETTER_OLDEST_AGE,
+    "redis_streams_stream_dead_letter_oldest_age_seconds",
+    Gauge,
+    TS,
+    "Age of the oldest entry in the stream's configured dead-letter stream, by the server's clock (XRANGE dlq - + COUNT 1): how long the oldest dead letter has waited for someone. Absent when it holds none or its IDs are not time-based. Cached by the poller.",
+    Source::Stream(|s| s.dead_letter.and_then(|dl| dl.oldest_age))
+);
+metric!(
+    STREAM_RADIX_TREE_KEYS,
+    "redis_streams_stream_radix_tree_keys",
+    Gauge,
+    TS,
+    "Keys of the stream's radix tree (XINFO STREAM radix-tree-keys): its listpack nodes, a free proxy for its size in memory. Cached by the poller.",
+    Source::Stream(|s| s.info.radix_tree_keys.map(|v| v as f64))
+);
+metric!(
+    STREAM_RADIX_TREE_NODES,
+    "redis_streams_stream_radix_tree_nodes",
+    Gauge,
+    TS,
+    "Nodes of the stream's radix tree (XINFO STREAM radix-tree-nodes). Cached by the poller.",
+    Source::Stream(|s| s.info.radix_tree_nodes.map(|v| v as f64))
+);
+metric!(
+    STREAM_IDEMPOTENT_IDS_ADDED,
+    "redis_streams_stream_idempotent_ids_added_total",
+    Counter,
+    TS,
+    "Idempotency IDs ever added to the stream by idempotent producers (XINFO STREAM iids-added, Redis 8.6+). Absent on servers without it. Cached by the poller.",
+    Source::Stream(|s| s.info.idempotent_ids_added.map(|v| v as f64))
+);
+metric!(
+    STREAM_IDEMPOTENT_DUPLICATES,
+    "redis_streams_stream_idempotent_duplicates_total",
+    Counter,
+    TS,
+    "Adds refused as duplicates of a remembered idempotency ID (XINFO STREAM iids-duplicates, Redis 8.6+): producer retries caught. Cached by the poller.",
+    Source::Stream(|s| s.info.idempotent_duplicates.map(|v| v as f64))
+);
+metric!(
+    STREAM_IDEMPOTENT_PRODUCERS,
+    "redis_streams_stream_idempotent_producers",
+    Gauge,
+    TS,
+    "Producers whose idempotency IDs the stream remembers (XINFO STREAM pids-tracked, Redis 8.6+). Cached by the poller.",
+    Source::Stream(|s| s.info.idempotent_producers.map(|v| v as f64))
+);
+metric!(
+    STREAM_IDEMPOTENT_IDS,
+    "redis_streams_stream_idempotent_ids",
+    Gauge,
+    TS,
+    "Idempotency IDs the stream remembers (XINFO STREAM iids-tracked, Redis 8.6+). Cached by the poller.",
+    Source::Stream(|s| s.info.idempotent_ids.map(|v| v as f64))
+);
+metric!(
+    GROUP_LAG,
+    "redis_streams_group_lag",
+    Gauge,
+    TSG,
+    "Entries not yet delivered to the group. From XINFO GROUPS lag when sound, corrected after trimming, else estimated (see redis_streams_group_lag_estimated). Absent when unknown. Cached by the poller.",
+    Source::Group(|_, g| g.lag.map(|v| v as f64))
+);
+metric!(
+    GROUP_LAG_ESTIMATED,
+    "redis_streams_group_lag_estimated",
+    Gauge,
+    TSG,
+    "1 when redis_streams_group_lag came from the exporter's fallback estimator (Redis reported NULL or no lag), 0 when Redis's count was used. Cached by the poller.",
+    Source::Group(|_, g| flag(g.lag_estimated))
+);
+metric!(
+    GROUP_LAG_SECONDS,
+    "redis_streams_group_lag_seconds",
+    Gauge,
+    TSG,
+    "Age of the oldest undelivered entry by the Redis clock (TIME minus the ID's time part); 0 when nothing is undelivered. Absent for non-time IDs. Cached by the poller.",
+    Source::Group(|_, g| g.lag_seconds)
+);
+metric!(
+    GROUP_ENTRIES_READ,
+    "redis_streams_group_entries_read_total",
+    Counter,
+    TSG,
+    "Entries read by the group (XINFO GROUPS entries-read), when Redis knows it. Cached by the poller.",
+    Source::Group(|_, g| g.info.entries_read.map(|v| v as f64))
+);
+metric!(
+    GROUP_LAST_DELIVERED_TS,
+    "redis_streams_group_last_delivered_timestamp_seconds",
+    Gauge,
+    TSG,
+    "Time part of the group's last-delivered-id, in seconds since the epoch. Absent for non-time IDs and 0-0. Cached by the poller.",
+    Source::Group(|s, g| id_ts(s, g.info.last_delivered_id))
+);
+metric!(
+    GROUP_CONSUMERS,
+    "redis_streams_group_consumers",
+    Gauge,
+    TSG,
+    "Consumers in the group. Cached by the poller.",
+    Source::Group(|_, g| Some(g.info.consumers as f64))
+);
+metric!(
+    GROUP_PENDING,
+    "redis_streams_group_pending",
+    Gauge,
+    TSG,
+    "Entries delivered to the group but not acknowledged (PEL size). Cached by the poller.",
+    Source::Group(|_, g| Some(g.info.pending as f64))
+);
+metric!(
+    GROUP_TRIMMED_UNDELIVERED,
+    "redis_streams_group_trimmed_undelivered",
+    Gauge,
+    TSG,
+    "Entries removed from the stream before this group read them: lost messages. Absent when the server gives no way to know. Cached by the poller.",
+    Source::Group(|_, g| g.trimmed_undelivered.map(|v| v as f64))
+);
+metric!(
+    GROUP_REWINDS,
+    "redis_streams_group_rewinds_total",
+    Counter,
+    TSG,
+    "Times the group's last-delivered-id or entries-read moved backwards (XGROUP SETID to an earlier ID, or the group recreated under the same name), as observed since the exporter started.",
+    Source::Group(|_, g| Some(g.rewinds as f64))
+);
+metric!(
+    GROUP_AHEAD_OF_STREAM,
+    "redis_streams_group_ahead_of_stream",
+    Gauge,
+    TSG,
+    "1 when the group's last-delivered-id is beyond the stream's last generated ID (XGROUP SETID into the future): entries added with smaller IDs will never be delivered to it. Cached by the poller.",
+    Source::Group(|_, g| flag(g.ahead_of_stream))
+);
+metric!(
+    GROUP_RETENTION_MARGIN,
+    "redis_streams_group_retention_margin_seconds",
+    Gauge,
+    TSG,
+    "Time part of the group's first undelivered entry minus that of the stream's first entry, in seconds: how far the trimming edge is from entries this group has not read. Absent when nothing is undelivered or IDs are not time-based. Cached by the poller.",
+    Source::Group(|_, g| g.retention_margin)
+);
+metric!(
+    GROUP_TRIM_OVERTAKE_ETA,
+    "redis_streams_group_trim_overtake_eta_seconds",
+    Gauge,
+    TSG,
+    "At the recent rates (a robust slope over the last polls) at which the stream's first entry and the group's first undelivered entry advance, seconds until trimming reaches entries this group has not read; 0 when it already has. Absent when the edge is not closing in. Cached by the poller.",
+    Source::Group(|_, g| g.overtake_eta)
+);
+metric!(
+    GROUP_DRAIN_ETA,
+    "redis_streams_group_drain_eta_seconds",
+    Gauge,
+    TSG,
+    "At the recent rates (a robust slope of the lag over the last polls: consumption minus production), seconds until the lag reaches 0; 0 when there is none. Absent while the lag is not shrinking. Cached by the poller.",
+    Source::Group(|_, g| g.drain_eta)
+);
+metric!(
+    GROUP_LOST_ENTRIES,
+    "redis_streams_group_lost_entries_total",
+    Counter,
+    TSGCAUSE,
+    "Entries removed from the stream before this group read them, as observed since the exporter started (every increase of entries-added - entries-read - lag, exact figures only; never decreases). cause=trimmed: the group was behind the trimming edge; cause=deleted: XDEL, XDELEX, XACKDEL or a DELREF trim removed unread entries inside its window. Absent where it cannot be known (before Redis 7.0, or entries-read never known).",
+    Source::Custom(Custom::LostEntries)
+);
+metric!(
+    GROUP_STATUS,
+    "redis_streams_group_status",
+    Gauge,
+    TSGS,
+    "1 for the group's current status (ok, idle, lagging, stalled, stopped, data_loss), 0 for the others, evaluated over a sliding window of polls. Cached by the poller.",
+    Source::Custom(Custom::Status)
+);

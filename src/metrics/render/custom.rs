@@ -1,0 +1,224 @@
+//! The families the renderer writes by hand ([`Custom`]): their labels go
+//! beyond one series per item of a catalog source, or they are about the
+//! render itself.
+
+use std::io::Write;
+use std::sync::atomic::Ordering;
+
+use super::{Renderer, group_labels, groups_of, outer_join};
+use crate::metrics::catalog::Custom;
+use crate::metrics::text::{Family, write_value};
+use crate::redis::ErrorKind;
+use crate::snapshot::{PelScan, ScanState, TargetSnapshot};
+use crate::status::GroupStatus;
+
+fn last_scan(scan: &ScanState) -> Option<&PelScan> {
+    scan.last.as_deref()
+}
+
+impl Renderer<'_> {
+    /// Writes the samples of the custom family `custom`.
+    pub(super) fn custom<W: Write>(&self, f: &mut Family<'_, W>, custom: Custom) {
+        match custom {
+            Custom::LostEntries => self.lost_entries(f),
+            Custom::Status => self.status(f),
+            Custom::OldestPendingAge => self.oldest_pending_age(f),
+            Custom::Poison => self.poison(f),
+            Custom::PendingByIdle => self.pending_by_idle(f),
+            Custom::PendingByDeliveryCount => self.pending_by_delivery_count(f),
+            Custom::ConsumerPending => self.consumer_pending(f),
+            Custom::TargetInfo => self.target_info(f),
+            Custom::PageSizes => self.by_command(f, |t| {
+                t.stats
+                    .page_sizes
+                    .iter()
+                    .map(|(c, n)| (*c, f64::from(*n)))
+                    .collect()
+            }),
+            Custom::Commands => self.by_command(f, |t| {
+                t.stats
+                    .commands
+                    .iter()
+                    .map(|(c, n)| (*c, *n as f64))
+                    .collect()
+            }),
+            Custom::Errors => self.errors(f),
+            Custom::TargetReady => {
+                for t in self.targets {
+                    let ready = if t.ready { 1.0 } else { 0.0 };
+                    f.sample(&[("target", t.name.as_bytes())], ready);
+                }
+            }
+            Custom::BuildInfo => {
+                let labels = [
+                    ("version", self.build.version.as_bytes()),
+                    ("revision", self.build.revision.as_bytes()),
+                    ("build_date", self.build.build_date.as_bytes()),
+                ];
+                f.sample(&labels, 1.0);
+            }
+            Custom::LabelsShortened => f.sample(&[], self.shortened.get() as f64),
+            Custom::ProbeRequests => {
+                let probes = &self.exporter.probes;
+                // Only when /probe is on (its cap is then at least 1).
+                if probes.max_targets.load(Ordering::Relaxed) > 0 {
+                    let requests = probes.requests.lock().unwrap_or_else(|p| p.into_inner());
+                    for (result, n) in requests.iter() {
+                        f.sample(&[("result", result.as_bytes())], *n as f64);
+                    }
+                }
+            }
+        }
+    }
+
+    fn lost_entries<W: Write>(&self, f: &mut Family<'_, W>) {
+        for (t, s, _, g, gs) in groups_of(&self.up) {
+            let Some(lost) = gs.lost else {
+                continue;
+            };
+            let [l1, l2, l3] = group_labels(t, s, g);
+            for (cause, n) in [("trimmed", lost.trimmed), ("deleted", lost.deleted)] {
+                f.sample(&[l1, l2, l3, ("cause", cause.as_bytes())], n as f64);
+            }
+        }
+    }
+
+    fn status<W: Write>(&self, f: &mut Family<'_, W>) {
+        for (t, s, _, g, gs) in groups_of(&self.up) {
+            let Some(current) = gs.status else {
+                continue;
+            };
+            let [l1, l2, l3] = group_labels(t, s, g);
+            for status in GroupStatus::ALL {
+                let on = if status == current { 1.0 } else { 0.0 };
+                f.sample(&[l1, l2, l3, ("status", status.label().as_bytes())], on);
+            }
+        }
+    }
+
+    fn oldest_pending_age<W: Write>(&self, f: &mut Family<'_, W>) {
+        for t in &self.up {
+            for key in t.oldest_pending.keys() {
+                if let Some(age) = t.oldest_pending_age(key) {
+                    f.sample(&group_labels(t, &key.0, &key.1), age);
+                }
+            }
+        }
+    }
+
+    /// The larger of the last scan's count and the pending summary's count
+    /// among a stuck group's oldest entries.
+    fn poison<W: Write>(&self, f: &mut Family<'_, W>) {
+        for t in &self.up {
+            for (key, scan, head) in outer_join(&t.scans, &t.head_poison) {
+                let scanned = scan.and_then(last_scan).map(|s| s.poison);
+                if let Some(v) = scanned.into_iter().chain(head.copied()).max() {
+                    f.sample(&group_labels(t, &key.0, &key.1), v as f64);
+                }
+            }
+        }
+    }
+
+    /// Cumulative idle buckets of each group's last PEL scan (when bounds
+    /// are configured), then `+Inf` with every entry. One label buffer for
+    /// the whole family: nothing allocated per group.
+    fn pending_by_idle<W: Write>(&self, f: &mut Family<'_, W>) {
+        let mut le = Vec::with_capacity(24);
+        for t in &self.up {
+            for ((s, g), sc) in t.scans.iter() {
+                // No bounds configured: the family is not exported.
+                let Some(scan) = last_scan(sc).filter(|s| !s.idle_bounds.is_empty()) else {
+                    continue;
+                };
+                let [l1, l2, l3] = group_labels(t, s, g);
+                for (bound, n) in scan.by_idle() {
+                    le.clear();
+                    write_value(&mut le, bound);
+                    f.sample(&[l1, l2, l3, ("le", &le)], n as f64);
+                }
+                f.sample(&[l1, l2, l3, ("le", b"+Inf")], scan.entries as f64);
+            }
+        }
+    }
+
+    /// Cumulative delivery-count buckets, as [`Self::pending_by_idle`].
+    fn pending_by_delivery_count<W: Write>(&self, f: &mut Family<'_, W>) {
+        let mut le = Vec::with_capacity(24);
+        for t in &self.up {
+            for ((s, g), sc) in t.scans.iter() {
+                let Some(scan) = last_scan(sc).filter(|s| !s.delivery_bounds.is_empty()) else {
+                    continue;
+                };
+                let [l1, l2, l3] = group_labels(t, s, g);
+                for (bound, n) in scan.by_delivery_count() {
+                    le.clear();
+                    le.extend_from_slice(itoa::Buffer::new().format(bound).as_bytes());
+                    f.sample(&[l1, l2, l3, ("le", &le)], n as f64);
+                }
+                f.sample(&[l1, l2, l3, ("le", b"+Inf")], scan.entries as f64);
+            }
+        }
+    }
+
+    fn consumer_pending<W: Write>(&self, f: &mut Family<'_, W>) {
+        for t in &self.up {
+            for ((s, g), cs) in t.consumers.iter() {
+                let [l1, l2, l3] = group_labels(t, s, g);
+                for consumer in &cs.top {
+                    let labels = [l1, l2, l3, ("consumer", &*consumer.name)];
+                    f.sample(&labels, consumer.pending as f64);
+                }
+                // What the consumers beyond the cap hold, together.
+                if let Some(other) = cs.other_pending {
+                    f.sample(&[l1, l2, l3, ("consumer", b"__other__")], other as f64);
+                }
+            }
+        }
+    }
+
+    fn target_info<W: Write>(&self, f: &mut Family<'_, W>) {
+        for t in &self.up {
+            if let Some(i) = &t.server {
+                let labels = [
+                    ("target", t.name.as_bytes()),
+                    ("server", i.server.as_bytes()),
+                    ("version", i.version.as_bytes()),
+                    ("mode", i.mode.as_bytes()),
+                    ("maxmemory_policy", i.maxmemory_policy.as_bytes()),
+                ];
+                f.sample(&labels, 1.0);
+            }
+        }
+    }
+
+    /// One series per command of every target, from `values`.
+    fn by_command<W: Write>(
+        &self,
+        f: &mut Family<'_, W>,
+        values: impl Fn(&TargetSnapshot) -> Vec<(&'static str, f64)>,
+    ) {
+        for t in self.targets {
+            for (command, v) in values(t) {
+                let labels = [
+                    ("target", t.name.as_bytes()),
+                    ("command", command.as_bytes()),
+                ];
+                f.sample(&labels, v);
+            }
+        }
+    }
+
+    /// Every kind for every target, 0 included.
+    fn errors<W: Write>(&self, f: &mut Family<'_, W>) {
+        for t in self.targets {
+            for kind in ErrorKind::ALL {
+                let n = t.stats.errors.get(kind.label()).copied().unwrap_or(0);
+                let labels = [
+                    ("target", t.name.as_bytes()),
+                    ("kind", kind.label().as_bytes()),
+                ];
+                f.sample(&labels, n as f64);
+            }
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! The golden exposition: a fixed, hand-built set of snapshots that makes
+//! every family of the catalog appear, rendered and compared byte for byte
+//! with `tests/golden/exposition.prom` (what `/metrics` serves) and
+//! `tests/golden/probe_answer.prom` (what `/probe` answers), both checked
+//! with `promtool check metrics`. `RSE_UPDATE_GOLDEN=1` rewrites the files.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
+
+use super::{BuildInfo, render, render_probe_answer};
+use crate::config::StreamSettings;
+use crate::loss::Lost;
+use crate::metrics::catalog::METRICS;
+use crate::process::ProcessStats;
+use crate::redis::StatsSnapshot;
+use crate::redis::StreamId;
+use crate::schedule::ProbeKind;
+use crate::snapshot::{
+    ConsumerState, Consumers, DeadLetter, ExporterState, GroupFigures, GroupState, Groups, Name,
+    OldestPending, PelScan, ProbeStatus, ScanState, ServerInfo, StreamFigures, StreamState,
+    TargetSnapshot,
+};
+use crate::status::{Basis, GroupStatus};
+
+/// A fixed instant: 2026-12-01T00:00:00Z.
+const NOW_S: u64 = 1_796_083_200;
+
+fn at(secs: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+}
+
+fn name(s: &[u8]) -> Name {
+    Arc::from(s)
+}
+
+fn id(ms: u64) -> StreamId {
+    StreamId::new(ms, 0)
+}
+
+/// A group as the stream poll leaves it, with every optional figure known.
+pub(super) fn group(pending: u64, lag: Option<u64>) -> GroupState {
+    GroupState {
+        info: GroupFigures {
+            consumers: 2,
+            pending,
+            last_delivered_id: id(NOW_S * 1000 - 30_000),
+            entries_read: Some(1_000),
+        },
+        lag,
+        lag_estimated: false,
+        lag_seconds: lag.map(|_| 12.5),
+        trimmed_undelivered: Some(0),
+        lost: Some(Lost {
+            trimmed: 3,
+            deleted: 1,
+        }),
+        rewinds: 0,
+        ahead_of_stream: false,
+        retention_margin: Some(3_600.0),
+        overtake_eta: Some(86_400.0),
+        drain_eta: Some(40.0),
+        status: Some(GroupStatus::Lagging),
+        status_basis: Some(Basis::Window),
+        pending_aged_at_ms: (pending > 0).then_some(NOW_S * 1000),
+    }
+}
+
+/// A stream with time-based IDs and every optional figure known.
+pub(super) fn stream(length: u64, groups: Vec<(Name, GroupState)>) -> StreamState {
+    StreamState {
+        info: StreamFigures {
+            length,
+            groups: groups.len() as u64,
+            last_generated_id: id(NOW_S * 1000 - 1_000),
+            first_entry_id: Some(id(NOW_S * 1000 - 7_200_000)),
+            entries_added: Some(length + 400),
+            max_deleted_entry_id: Some(StreamId::default()),
+            radix_tree_keys: Some(4),
+            radix_tree_nodes: Some(9),
+            idempotent_producers: Some(2),
+            idempotent_ids: Some(150),
+            idempotent_ids_added: Some(600),
+            idempotent_duplicates: Some(7),
+        },
+        time_based_ids: true,
+        settings: Arc::new(StreamSettings {
+            max_delay: Some(Duration::from_secs(300)),
+            ..StreamSettings::default()
+        }),
+        dead_letter: Some(DeadLetter {
+            length: 2,
+            entries_added: Some(5),
+            oldest_age: Some(90.0),
+        }),
+        groups: Groups::new(groups),
+    }
+}
+
+fn consumer(name: &[u8], pending: u64, inactive_ms: Option<u64>) -> ConsumerState {
+    ConsumerState {
+        name: name.to_vec(),
+        pending,
+        idle_ms: 1_500,
+        inactive_ms,
+    }
+}
+
+fn probes() -> BTreeMap<ProbeKind, ProbeStatus> {
+    ProbeKind::ALL
+        .into_iter()
+        .map(|kind| {
+            let ok = kind != ProbeKind::Consumers;
+            let status = ProbeStatus {
+                success: ok,
+                duration: Duration::from_millis(25),
+                last_success: ok.then(|| at(NOW_S - 5)),
+                interval: Some(Duration::from_secs(15)),
+                last_error: (!ok).then(|| Arc::from("timeout")),
+                commands: 30,
+                achieved_interval: Some(Duration::from_millis(15_250)),
+                started_at: None,
+            };
+            (kind, status)
+        })
+        .collect()
+}
+
+fn stats() -> StatsSnapshot {
+    StatsSnapshot {
+        commands: BTreeMap::from([("xinfo_stream", 40), ("xpending", 12), ("asking", 1)]),
+        errors: BTreeMap::from([("timeout", 2)]),
+        rate_limited_seconds: 0.75,
+        pending_scanned: 5_000,
+        page_sizes: BTreeMap::from([("scan", 1_000), ("xpending_range", 250)]),
+    }
+}
+
+/// The fixed snapshots: `main` up with two streams (one with time-based
+/// IDs and every figure, one with explicit IDs and unknown lag, whose name
+/// needs escaping), and `down`, which is not up: only its self-metrics.
+pub(super) fn targets() -> Vec<Arc<TargetSnapshot>> {
+    let orders = name(b"orders");
+    let odd = name(b"jobs \"odd\"\\\xff");
+    let (billing, audit) = (name(b"billing"), name(b"audit"));
+    let mut estimated = group(7, Some(20));
+    estimated.lag_estimated = true;
+    estimated.status = Some(GroupStatus::Stalled);
+    let mut unknown = group(0, None);
+    unknown.lost = None;
+    unknown.trimmed_undelivered = None;
+    unknown.status = None;
+    unknown.retention_margin = None;
+    unknown.overtake_eta = None;
+    unknown.drain_eta = None;
+    let mut explicit = stream(3, vec![(audit.clone(), unknown)]);
+    explicit.time_based_ids = false;
+    explicit.info.entries_added = None;
+    explicit.dead_letter = None;
+    explicit.settings = Arc::new(StreamSettings::default());
+    let streams = BTreeMap::from([
+        (
+            orders.clone(),
+            Arc::new(stream(
+                120,
+                vec![
+                    (billing.clone(), estimated),
+                    (audit.clone(), group(0, Some(0))),
+                ],
+            )),
+        ),
+        (odd.clone(), Arc::new(explicit)),
+    ]);
+    let key = |s: &Name, g: &Name| (s.clone(), g.clone());
+    let scan = PelScan {
+        finished_at: at(NOW_S - 60),
+        entries: 7,
+        max_idle_ms: Some(95_000),
+        idle_bounds: Arc::from(&[10.0, 60.0, 0.5e3][..]),
+        idle_counts: Box::from(&[2, 5, 7][..]),
+        delivery_bounds: Arc::from(&[1, 5][..]),
+        delivery_counts: Box::from(&[4, 6][..]),
+        poison: 1,
+        ghost: 1,
+        ghost_unchecked: 0,
+    };
+    let main = TargetSnapshot {
+        name: "main".into(),
+        up: true,
+        ready: true,
+        server: Some(ServerInfo {
+            server: "redis".into(),
+            version: "7.4.2".into(),
+            mode: "standalone".into(),
+            maxmemory_policy: "noeviction".into(),
+            maxmemory: Some(0),
+            used_memory: Some(2_097_152),
+            run_id: "f00d".into(),
+        }),
+        streams_watched: Some(2),
+        streams_dropped: Some(0),
+        streams: Arc::new(streams),
+        // Read 5 s before the stream poll, which ages it: 42 s old.
+        oldest_pending: Arc::new(BTreeMap::from([(
+            key(&orders, &billing),
+            OldestPending {
+                id: id(NOW_S * 1000 - 42_000),
+                read_at_ms: NOW_S * 1000 - 5_000,
+            },
+        )])),
+        head_poison: Arc::new(BTreeMap::from([(key(&orders, &billing), 2)])),
+        consumers: Arc::new(BTreeMap::from([(
+            key(&orders, &billing),
+            Arc::new(Consumers {
+                top: vec![
+                    consumer(b"worker-1", 5, Some(1_000)),
+                    // Longer than the label limit: shortened, with a hash.
+                    consumer(&[b'w'; 100], 1, None),
+                ],
+                other_pending: Some(1),
+                orphaned: 1,
+            }),
+        )])),
+        scans: Arc::new(BTreeMap::from([
+            (
+                key(&orders, &billing),
+                ScanState {
+                    last: Some(Arc::new(scan)),
+                    progress: 1.0,
+                },
+            ),
+            (
+                key(&orders, &audit),
+                ScanState {
+                    last: None,
+                    progress: 0.25,
+                },
+            ),
+        ])),
+        probes: probes(),
+        stats: stats(),
+    };
+    let down = TargetSnapshot {
+        name: "down".into(),
+        up: false,
+        ready: false,
+        // Data the target had before it went down stays unwritten.
+        streams: main.streams.clone(),
+        probes: BTreeMap::from([(ProbeKind::Discovery, ProbeStatus::default())]),
+        stats: StatsSnapshot {
+            errors: BTreeMap::from([("connection", 4)]),
+            ..StatsSnapshot::default()
+        },
+        ..TargetSnapshot::default()
+    };
+    vec![Arc::new(down), Arc::new(main)]
+}
+
+/// The exporter's own state, with `/probe` on.
+pub(super) fn exporter() -> ExporterState {
+    let e = ExporterState {
+        process: Some(ProcessStats {
+            cpu_seconds: Some(12.5),
+            resident_memory_bytes: Some(20_971_520),
+            virtual_memory_bytes: Some(104_857_600),
+            open_fds: Some(17),
+            max_fds: Some(1_024),
+            start_time_seconds: Some((NOW_S - 3_600) as f64),
+        }),
+        ..ExporterState::default()
+    };
+    e.label_limit.store(LABEL_LIMIT, Ordering::Relaxed);
+    e.reloads.store(3, Ordering::Relaxed);
+    e.reload_failures.store(1, Ordering::Relaxed);
+    e.last_reload_ok.store(false, Ordering::Relaxed);
+    e.probes.targets.store(1, Ordering::Relaxed);
+    e.probes.max_targets.store(100, Ordering::Relaxed);
+    e.probes.expired.store(2, Ordering::Relaxed);
+    e.probes.request("ok");
+    e.probes.request("not_allowed");
+    e
+}
+
+/// `metrics.max_label_value_bytes` of the fixture.
+const LABEL_LIMIT: usize = 64;
+
+const BUILD: BuildInfo = BuildInfo {
+    version: "1.2.3",
+    revision: "0123456789ab",
+    build_date: "2026-12-01T00:00:00Z",
+};
+
+fn golden_path(file: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(file)
+}
+
+/// Compares `text` with the golden file, or rewrites the file when
+/// `RSE_UPDATE_GOLDEN=1`.
+fn compare(file: &str, text: &str) {
+    let path = golden_path(file);
+    if std::env::var_os("RSE_UPDATE_GOLDEN").is_some_and(|v| v == "1") {
+        std::fs::write(&path, text).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (RSE_UPDATE_GOLDEN=1 writes it)", path.display()));
+    if want != text {
+        let line = want
+            .lines()
+            .zip(text.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(want.lines().count().min(text.lines().count()));
+        panic!(
+            "{} differs from the render at line {} (RSE_UPDATE_GOLDEN=1 rewrites it):\n\
+             want: {:?}\n got: {:?}",
+            path.display(),
+            line + 1,
+            want.lines().nth(line),
+            text.lines().nth(line)
+        );
+    }
+}
+
+/// `promtool check metrics` on a golden file; promtool must be installed.
+fn promtool_check(file: &str) {
+    let path = golden_path(file);
+    let out = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::from(std::fs::File::open(&path).unwrap()))
+        .output()
+        .unwrap_or_else(|e| panic!("promtool (Debian package prometheus) is needed: {e}"));
+    assert!(
+        out.status.success(),
+        "promtool check metrics {}:\n{}{}",
+        path.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Family names in an exposition (from its `# TYPE` lines).
+fn families(text: &str) -> BTreeSet<&str> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .collect()
+}
+
+#[test]
+fn golden_exposition_and_probe_answer() {
+    let targets = targets();
+    let (out, counts) = render(&targets, &exporter(), BUILD, Vec::new()).unwrap();
+    assert_eq!((counts.duplicates, counts.shortened), (0, 2));
+    let metrics = String::from_utf8(out).unwrap();
+    compare("exposition.prom", &metrics);
+    promtool_check("exposition.prom");
+
+    let main = targets.iter().find(|t| &*t.name == "main").unwrap();
+    let out = render_probe_answer(main, LABEL_LIMIT, Vec::new()).unwrap();
+    let probe = String::from_utf8(out).unwrap();
+    compare("probe_answer.prom", &probe);
+    promtool_check("probe_answer.prom");
+
+    // Every family of the catalog appears in one of the two.
+    let written: BTreeSet<&str> = families(&metrics)
+        .union(&families(&probe))
+        .copied()
+        .collect();
+    let missing: Vec<&str> = METRICS
+        .iter()
+        .map(|m| m.name)
+        .filter(|n| !written.contains(n))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "families the fixture does not produce: {missing:?}"
+    );
+    assert_eq!(written.len(), METRICS.len(), "{written:?}");
+}

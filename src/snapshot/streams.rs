@@ -1,0 +1,265 @@
+//! What the stream poll, the PEL scan and the consumers probe know about
+//! each stream, group and consumer: plain figures, filled by the probes from
+//! what Redis replied (the snapshot holds no reply type of the client).
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use super::Name;
+use crate::config::StreamSettings;
+use crate::loss::Lost;
+use crate::redis::StreamId;
+use crate::status::GroupStatus;
+
+/// What `XINFO STREAM` said of a stream, as the snapshot keeps it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamFigures {
+    /// XLEN.
+    pub length: u64,
+    /// Consumer groups, including those the group filters exclude.
+    pub groups: u64,
+    /// Largest ID ever generated.
+    pub last_generated_id: StreamId,
+    /// ID of the first entry; `None` when the stream is empty.
+    pub first_entry_id: Option<StreamId>,
+    /// Entries ever added (7.0+).
+    pub entries_added: Option<u64>,
+    /// Largest ID removed by XDEL (7.0+); `0-0` when none.
+    pub max_deleted_entry_id: Option<StreamId>,
+    /// Keys of the radix tree (its listpacks).
+    pub radix_tree_keys: Option<u64>,
+    /// Nodes of the radix tree.
+    pub radix_tree_nodes: Option<u64>,
+    /// Producers whose idempotency IDs are remembered (8.6+).
+    pub idempotent_producers: Option<u64>,
+    /// Idempotency IDs remembered (8.6+).
+    pub idempotent_ids: Option<u64>,
+    /// Idempotency IDs ever added (8.6+).
+    pub idempotent_ids_added: Option<u64>,
+    /// Adds refused as duplicates of a remembered ID (8.6+).
+    pub idempotent_duplicates: Option<u64>,
+}
+
+/// What `XINFO GROUPS` said of a group, as the snapshot keeps it (the
+/// group's lag, judged by the exporter, is in [`GroupState`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupFigures {
+    /// Consumers in the group.
+    pub consumers: u64,
+    /// PEL size.
+    pub pending: u64,
+    /// Last ID delivered to the group.
+    pub last_delivered_id: StreamId,
+    /// Entries read; `None` when unknown or before 7.0.
+    pub entries_read: Option<u64>,
+}
+
+/// One consumer exported by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConsumerState {
+    /// Consumer name (binary-safe).
+    pub name: Vec<u8>,
+    /// Entries it holds.
+    pub pending: u64,
+    /// Milliseconds since its last read attempt (last success before 7.2).
+    pub idle_ms: u64,
+    /// Milliseconds since its last successful read (7.2+); `None` before
+    /// 7.2 and when it never read successfully.
+    pub inactive_ms: Option<u64>,
+}
+
+/// The smallest pending ID of a group, as the pending summary read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OldestPending {
+    /// The ID (of a stream with time-based IDs).
+    pub id: StreamId,
+    /// Server time (ms) of the read.
+    pub read_at_ms: u64,
+}
+
+/// The dead-letter stream of a stream.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DeadLetter {
+    /// XLEN; 0 when the stream does not exist (yet).
+    pub length: u64,
+    /// Entries ever added (7.0+).
+    pub entries_added: Option<u64>,
+    /// Age of its oldest entry by the server's clock, in seconds; `None`
+    /// when it holds none or its IDs are not time-based.
+    pub oldest_age: Option<f64>,
+}
+
+/// Results of the last complete PEL scan of a group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PelScan {
+    /// When the pass finished.
+    pub finished_at: SystemTime,
+    /// Entries read in the pass.
+    pub entries: u64,
+    /// Largest idle, in ms; `None` for an empty PEL.
+    pub max_idle_ms: Option<u64>,
+    /// `le` bounds of the idle buckets in seconds, shared by every group.
+    pub idle_bounds: Arc<[f64]>,
+    /// Entries idle at most each bound (cumulative).
+    pub idle_counts: Box<[u64]>,
+    /// `le` bounds of the delivery-count buckets, shared by every group.
+    pub delivery_bounds: Arc<[u64]>,
+    /// Entries delivered at most each bound (cumulative).
+    pub delivery_counts: Box<[u64]>,
+    /// Entries delivered at least `poison_delivery_count` times.
+    pub poison: u64,
+    /// Entries whose body is gone.
+    pub ghost: u64,
+    /// Possible ghosts left unchecked for lack of budget.
+    pub ghost_unchecked: u64,
+}
+
+impl PelScan {
+    /// `(le seconds, entries)` pairs, cumulative.
+    pub fn by_idle(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
+        self.idle_bounds
+            .iter()
+            .copied()
+            .zip(self.idle_counts.iter().copied())
+    }
+
+    /// `(le deliveries, entries)` pairs, cumulative.
+    pub fn by_delivery_count(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.delivery_bounds
+            .iter()
+            .copied()
+            .zip(self.delivery_counts.iter().copied())
+    }
+}
+
+/// The consumers of a group, capped for export.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Consumers {
+    /// The consumers exported by name (top N by pending).
+    pub top: Vec<ConsumerState>,
+    /// Pending entries of the consumers beyond the cap, when there are any.
+    pub other_pending: Option<u64>,
+    /// PEL entries held by consumers inactive longer than the stream's
+    /// `consumer_inactive_after`.
+    pub orphaned: u64,
+}
+
+/// The PEL scan's view of one group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScanState {
+    /// The last complete pass, if one completed.
+    pub last: Option<Arc<PelScan>>,
+    /// Progress of the pass in progress (1.0 when none is unfinished).
+    pub progress: f64,
+}
+
+/// What the stream poll knows about one group. The per-group probes keep
+/// their results in maps of their own in [`TargetSnapshot`], so each probe
+/// replaces only what it owns and never copies the others' data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupState {
+    /// What XINFO GROUPS said.
+    pub info: GroupFigures,
+    /// Undelivered entries; `None` when unknown.
+    pub lag: Option<u64>,
+    /// `lag` came from the exporter's estimator.
+    pub lag_estimated: bool,
+    /// Age of the oldest undelivered entry (seconds), for time-based IDs.
+    pub lag_seconds: Option<f64>,
+    /// Entries trimmed before the group read them; `None` when unknowable.
+    pub trimmed_undelivered: Option<u64>,
+    /// Entries lost since the exporter started, by cause; `None` until the
+    /// figure could be known (never before 7.0).
+    pub lost: Option<Lost>,
+    /// Times the group's position moved backwards.
+    pub rewinds: u64,
+    /// last-delivered-id is beyond the stream's last generated ID.
+    pub ahead_of_stream: bool,
+    /// Seconds of ID time between the stream's first entry and the group's
+    /// first undelivered one (time-based IDs, something undelivered).
+    pub retention_margin: Option<f64>,
+    /// Seconds until trimming reaches undelivered entries, at recent rates.
+    pub overtake_eta: Option<f64>,
+    /// Seconds until the lag reaches 0, at recent rates.
+    pub drain_eta: Option<f64>,
+    /// Status over the window.
+    pub status: Option<GroupStatus>,
+    /// Server time (ms) of this poll when it found entries pending in a
+    /// stream with time-based IDs: the clock that ages the pending
+    /// summary's oldest ID (see [`super::TargetSnapshot::oldest_pending_age`]).
+    /// `None` when nothing was pending, IDs are not time or `TIME` failed.
+    pub pending_aged_at_ms: Option<u64>,
+    /// What `status` rests on (see [`crate::status::Basis`]).
+    pub status_basis: Option<crate::status::Basis>,
+}
+
+/// Everything known about one stream.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamState {
+    /// What XINFO STREAM said.
+    pub info: StreamFigures,
+    /// IDs carry wall-clock time, so ages are exported.
+    pub time_based_ids: bool,
+    /// Settings from `[[streams]]`.
+    pub settings: Arc<StreamSettings>,
+    /// Its dead-letter stream, when configured.
+    pub dead_letter: Option<DeadLetter>,
+    /// Groups by name.
+    pub groups: Groups,
+}
+
+/// A stream's groups, sorted by name. A sorted slice rather than a map: a
+/// stream has a handful of groups, and at 10,000 streams a map node per
+/// stream would weigh more than the groups in it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Groups(Box<[(Name, GroupState)]>);
+
+type GroupEntry<'a> = (&'a Name, &'a GroupState);
+
+impl Groups {
+    /// The groups of `groups`, sorted; of two groups with one name, the last.
+    pub fn new(mut groups: Vec<(Name, GroupState)>) -> Self {
+        groups.reverse();
+        groups.sort_by(|a, b| a.0.cmp(&b.0));
+        groups.dedup_by(|dup, kept| dup.0 == kept.0);
+        Groups(groups.into_boxed_slice())
+    }
+
+    /// The group called `name`, with the name as stored.
+    pub fn get_key_value(&self, name: &[u8]) -> Option<GroupEntry<'_>> {
+        self.0
+            .binary_search_by(|(n, _)| (**n).cmp(name))
+            .ok()
+            .map(|i| (&self.0[i].0, &self.0[i].1))
+    }
+
+    /// The group called `name`.
+    pub fn get(&self, name: &[u8]) -> Option<&GroupState> {
+        self.get_key_value(name).map(|(_, g)| g)
+    }
+
+    /// Whether the stream has a group called `name`.
+    pub fn contains_key(&self, name: &[u8]) -> bool {
+        self.get_key_value(name).is_some()
+    }
+
+    /// Number of groups.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when the stream has no group.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Groups in name order.
+    pub fn iter(&self) -> impl Iterator<Item = GroupEntry<'_>> {
+        self.0.iter().map(|(n, g)| (n, g))
+    }
+
+    /// Group names in order.
+    pub fn keys(&self) -> impl Iterator<Item = &Name> {
+        self.0.iter().map(|(n, _)| n)
+    }
+}
