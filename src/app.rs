@@ -1,17 +1,23 @@
-//! Wiring: pollers for every target, the HTTP server, reloads and shutdown.
-//! No logic worth unit-testing lives here; the integration tests run
-//! [`run`] in-process.
+//! Wiring: pollers for every target, the renderer, the HTTP server, reloads
+//! and shutdown. Every task the daemon starts is spawned on one
+//! [`TaskTracker`] and stopped by one [`CancellationToken`], both made in
+//! [`run`]: shutdown drains HTTP, cancels the token and waits (within
+//! [`TASKS_GRACE`]) for every task to end. No logic worth unit-testing lives
+//! here; the integration tests run [`run`] in-process.
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::{self, CliOverrides, Config, Target};
+use crate::exposition::Exposition;
 use crate::http::{self, HttpState, ReloadRequest};
 use crate::multitarget::ProbedTargets;
 use crate::poller::Poller;
@@ -31,6 +37,11 @@ pub enum AppError {
     Web(#[from] crate::web::WebConfigError),
 }
 
+/// How long shutdown waits for the daemon's tasks (pollers, renderer,
+/// reloads) once HTTP has drained. A probe run is dropped at its next await
+/// when cancelled, so they end within milliseconds; the bound is for a bug.
+const TASKS_GRACE: Duration = Duration::from_secs(5);
+
 /// A running poller and how to stop it.
 struct Running {
     target: Arc<Target>,
@@ -42,6 +53,8 @@ struct Supervisor {
     config: Arc<RwLock<Arc<Config>>>,
     running: BTreeMap<String, Running>,
     shutdown: CancellationToken,
+    /// Where pollers run (the daemon waits for them at shutdown).
+    tasks: TaskTracker,
     probes: Arc<ProbedTargets>,
 }
 
@@ -78,7 +91,7 @@ impl Supervisor {
         for poller in starting {
             let target = poller.context().target.clone();
             let stop = self.shutdown.child_token();
-            tokio::spawn(poller.clone().run(stop.clone()));
+            self.tasks.spawn(poller.clone().run(stop.clone()));
             self.running
                 .insert(target.name.clone(), Running { target, stop });
         }
@@ -187,18 +200,29 @@ pub async fn run(
     let config = Arc::new(config);
     let shared = Arc::new(RwLock::new(config.clone()));
     let stop_all = CancellationToken::new();
-    let probes = ProbedTargets::start(shared.clone(), store.clone(), stop_all.clone());
+    let tasks = TaskTracker::new();
+    let probes = ProbedTargets::start(
+        shared.clone(),
+        store.clone(),
+        stop_all.clone(),
+        tasks.clone(),
+    );
+    let exposition = Exposition::start(store.clone(), &tasks, stop_all.clone());
     let mut supervisor = Supervisor {
         store: store.clone(),
         config: shared.clone(),
         running: BTreeMap::new(),
         shutdown: stop_all.clone(),
+        tasks: tasks.clone(),
         probes: probes.clone(),
     };
-    supervisor.apply(config, None)?;
+    if let Err(e) = supervisor.apply(config, None) {
+        wind_down(&stop_all, &tasks).await;
+        return Err(e);
+    }
 
     let (reload_tx, mut reload_rx) = mpsc::channel::<ReloadRequest>(4);
-    let reloads = tokio::spawn({
+    tasks.spawn({
         let stop_all = stop_all.clone();
         async move {
             let mut hup = hangup_signal();
@@ -216,10 +240,10 @@ pub async fn run(
         }
     });
 
-    let state = HttpState::with_probes(store, shared, reload_tx, probes);
+    let state = HttpState::with_probes(store, shared, reload_tx, probes, exposition);
     let app = http::router(state, web.clone());
     let stop_http = CancellationToken::new();
-    tokio::spawn({
+    tasks.spawn({
         let (stop_all, stop_http) = (stop_all.clone(), stop_http.clone());
         async move {
             tokio::select! {
@@ -230,20 +254,42 @@ pub async fn run(
         }
     });
     if let Some(web) = &web {
-        tokio::spawn(web.clone().watch(web_check_interval, stop_all.clone()));
+        tasks.spawn(web.clone().watch(web_check_interval, stop_all.clone()));
     }
     let tls = web.filter(|w| w.tls());
+    let address = match listener.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            wind_down(&stop_all, &tasks).await;
+            return Err(e.into());
+        }
+    };
     tracing::info!(
-        address = %listener.local_addr()?,
+        %address,
         tls = tls.is_some(),
         max_connections = limits.max_connections,
         "listening"
     );
     crate::server::serve(listener, app, tls, &limits, stop_http).await;
-    stop_all.cancel();
-    let _ = reloads.await;
+    wind_down(&stop_all, &tasks).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Stops every task of the daemon and waits for them, within [`TASKS_GRACE`].
+async fn wind_down(stop_all: &CancellationToken, tasks: &TaskTracker) {
+    stop_all.cancel();
+    tasks.close();
+    if tokio::time::timeout(TASKS_GRACE, tasks.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            still_running = tasks.len(),
+            grace = ?TASKS_GRACE,
+            "tasks still running after the shutdown grace; leaving them"
+        );
+    }
 }
 
 #[cfg(unix)]

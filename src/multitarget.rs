@@ -19,6 +19,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ProbeRefusal, Target};
 use crate::poller::Poller;
@@ -89,6 +90,8 @@ pub struct ProbedTargets {
     exporter: Arc<SnapshotStore>,
     entries: Mutex<BTreeMap<String, Entry>>,
     shutdown: CancellationToken,
+    /// Where its tasks run.
+    tasks: TaskTracker,
     /// A refusal at the cap was logged and the cap not left since.
     cap_logged: std::sync::atomic::AtomicBool,
 }
@@ -104,21 +107,25 @@ impl std::fmt::Debug for Entry {
 
 impl ProbedTargets {
     /// The registry, and its task that drops expired targets; both stop
-    /// with `shutdown`.
+    /// with `shutdown`. Its tasks (that one and every probed target's
+    /// poller) are spawned on `tasks`, which the daemon waits for.
     pub fn start(
         config: Arc<RwLock<Arc<Config>>>,
         exporter: Arc<SnapshotStore>,
         shutdown: CancellationToken,
+        tasks: TaskTracker,
     ) -> Arc<ProbedTargets> {
         let this = Arc::new(ProbedTargets {
             config,
             exporter,
             entries: Mutex::new(BTreeMap::new()),
             shutdown,
+            tasks,
             cap_logged: std::sync::atomic::AtomicBool::new(false),
         });
         this.publish_counts(&this.current());
-        tokio::spawn(expire(Arc::downgrade(&this), this.shutdown.clone()));
+        this.tasks
+            .spawn(expire(Arc::downgrade(&this), this.shutdown.clone()));
         this
     }
 
@@ -255,7 +262,7 @@ impl ProbedTargets {
         // Listed (not ready) at once, so a probe racing the first poll finds it.
         poller.publish();
         let stop = self.shutdown.child_token();
-        let task = tokio::spawn(poller.run(stop.clone()));
+        let task = self.tasks.spawn(poller.run(stop.clone()));
         Ok(Entry {
             auth_module,
             target,
