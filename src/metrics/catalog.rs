@@ -455,6 +455,13 @@ metric!(
     "Time between the starts of the probe's last two runs: the cadence it achieved (above redis_streams_exporter_probe_interval_seconds when its runs stretch)."
 );
 metric!(
+    EXPORTER_PROBE_PANICS,
+    "redis_streams_exporter_probe_panics_total",
+    Counter,
+    TP,
+    "Runs of the probe that panicked (a bug: each is logged with the panic's message). The probe runs again after a backoff of 1 s, doubling up to its interval; the other probes are not affected."
+);
+metric!(
     EXPORTER_COMMANDS,
     "redis_streams_exporter_redis_commands_total",
     Counter,
@@ -677,6 +684,7 @@ pub const METRICS: &[MetricDef] = &[
     EXPORTER_PROBE_INTERVAL,
     EXPORTER_PROBE_COMMANDS_NEEDED,
     EXPORTER_PROBE_ACHIEVED_INTERVAL,
+    EXPORTER_PROBE_PANICS,
     EXPORTER_COMMANDS,
     EXPORTER_ERRORS,
     EXPORTER_STREAMS,

@@ -679,7 +679,7 @@ impl<'a> Renderer<'a> {
             }
         });
         type ProbeValue = fn(&crate::snapshot::ProbeStatus) -> Option<f64>;
-        let probe_families: [(&'static MetricDef, ProbeValue); 6] = [
+        let probe_families: [(&'static MetricDef, ProbeValue); 7] = [
             (&c::EXPORTER_PROBE_SUCCESS, |p| {
                 Some(if p.success { 1.0 } else { 0.0 })
             }),
@@ -698,6 +698,7 @@ impl<'a> Renderer<'a> {
             (&c::EXPORTER_PROBE_ACHIEVED_INTERVAL, |p| {
                 p.achieved_interval.map(|d| d.as_secs_f64())
             }),
+            (&c::EXPORTER_PROBE_PANICS, |p| Some(p.panics as f64)),
         ];
         for (def, value) in probe_families {
             out.family(def, |f| {
