@@ -42,10 +42,15 @@ pub enum AppError {
 /// when cancelled, so they end within milliseconds; the bound is for a bug.
 const TASKS_GRACE: Duration = Duration::from_secs(5);
 
-/// A running poller and how to stop it.
+/// How long a reload waits for a stopped poller to end before it starts the
+/// one that carries its memory on (they end at their next await).
+const POLLER_STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// A running poller, how to stop it, and its task.
 struct Running {
-    target: Arc<Target>,
+    poller: Poller,
     stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
 }
 
 struct Supervisor {
@@ -59,41 +64,63 @@ struct Supervisor {
 }
 
 impl Supervisor {
-    /// Starts, keeps or stops pollers so they match `next`.
-    fn apply(&mut self, next: Arc<Config>, previous: Option<&Config>) -> Result<(), AppError> {
-        let restart_all = previous.is_none_or(|p| p.polling_changed(&next));
+    /// Starts, keeps or stops pollers so they match `next`. A target whose
+    /// settings are unchanged keeps its poller when polling is unchanged too;
+    /// when only intervals or limits change (`previous` to `next`) its
+    /// poller is restarted with its memory; otherwise it starts afresh.
+    async fn apply(
+        &mut self,
+        next: Arc<Config>,
+        previous: Option<&Config>,
+    ) -> Result<(), AppError> {
         let wanted: BTreeMap<&str, &Arc<Target>> = config::targets_by_name(&next);
-        // Build every new client first so a bad CA file leaves all running.
+        // Build every new poller first so a bad CA file leaves all running.
         let mut starting = Vec::new();
         for (name, target) in &wanted {
-            let keep = !restart_all
-                && self
-                    .running
-                    .get(*name)
-                    .is_some_and(|r| r.target == **target);
-            if !keep {
-                starting.push(Poller::new(
-                    next.clone(),
-                    (*target).clone(),
-                    self.store.clone(),
-                )?);
+            let same = self
+                .running
+                .get(*name)
+                .filter(|r| r.poller.context().target == **target);
+            let poller = match (same, previous) {
+                (Some(_), Some(p)) if !p.polling_changed(&next) => continue,
+                (Some(r), Some(p)) if p.poller_memory_survives(&next) => {
+                    r.poller.successor(next.clone())?
+                }
+                _ => Poller::new(next.clone(), (*target).clone(), self.store.clone())?,
+            };
+            starting.push(poller);
+        }
+        let replaced: Vec<&str> = starting
+            .iter()
+            .map(|p| p.context().target.name.as_str())
+            .collect();
+        let stopping: Vec<String> = self
+            .running
+            .keys()
+            .filter(|name| !wanted.contains_key(name.as_str()) || replaced.contains(&name.as_str()))
+            .cloned()
+            .collect();
+        // Stopped and joined before their successors start: a successor
+        // shares its predecessor's memory.
+        for name in stopping {
+            let Some(old) = self.running.remove(&name) else {
+                continue;
+            };
+            old.stop.cancel();
+            if tokio::time::timeout(POLLER_STOP_GRACE, old.task)
+                .await
+                .is_err()
+            {
+                tracing::warn!(redis_target = %name, grace = ?POLLER_STOP_GRACE, "a stopped poller had not ended within the grace");
             }
         }
-        self.running.retain(|name, r| {
-            let keep = !restart_all && wanted.get(name.as_str()).is_some_and(|t| **t == r.target);
-            if !keep {
-                r.stop.cancel();
-            }
-            keep
-        });
         let names: Vec<&str> = wanted.keys().copied().collect();
         self.store.retain(&names);
         for poller in starting {
-            let target = poller.context().target.clone();
+            let name = poller.context().target.name.clone();
             let stop = self.shutdown.child_token();
-            self.tasks.spawn(poller.clone().run(stop.clone()));
-            self.running
-                .insert(target.name.clone(), Running { target, stop });
+            let task = self.tasks.spawn(poller.clone().run(stop.clone()));
+            self.running.insert(name, Running { poller, stop, task });
         }
         self.store
             .exporter
@@ -129,7 +156,7 @@ impl Supervisor {
                     );
                 }
                 let next = Arc::new(next);
-                let applied = self.apply(next.clone(), Some(&current)).map_err(|e| {
+                let applied = self.apply(next.clone(), Some(&current)).await.map_err(|e| {
                     (
                         e.to_string(),
                         "a target's connection settings could not be applied; the exporter's log says why".to_string(),
@@ -216,7 +243,7 @@ pub async fn run(
         tasks: tasks.clone(),
         probes: probes.clone(),
     };
-    if let Err(e) = supervisor.apply(config, None) {
+    if let Err(e) = supervisor.apply(config, None).await {
         wind_down(&stop_all, &tasks).await;
         return Err(e);
     }

@@ -60,12 +60,7 @@ impl Poller {
         };
         Ok(Poller {
             owner: Arc::default(),
-            wakes: Arc::new(
-                ProbeKind::ALL
-                    .into_iter()
-                    .map(|k| (k, tokio::sync::Notify::new()))
-                    .collect(),
-            ),
+            wakes: wakes(),
             ctx: ProbeContext {
                 config,
                 target,
@@ -73,6 +68,33 @@ impl Poller {
                 state: Arc::new(Mutex::new(state)),
             },
             store,
+        })
+    }
+
+    /// A poller for the same target that polls as `config` says (other
+    /// intervals or limits) with this one's memory: status windows, lag
+    /// trails, loss ledgers, trends and PEL scans in progress. Start it once
+    /// this one has ended. The connections are kept unless the limits
+    /// changed (they are built from them).
+    ///
+    /// # Errors
+    /// When a new client cannot be built (unreadable CA file).
+    pub fn successor(&self, config: Arc<Config>) -> Result<Self, ClientSetupError> {
+        let client = if config.limits == self.ctx.config.limits {
+            self.ctx.client.clone()
+        } else {
+            Arc::new(TargetClient::new(self.ctx.target.clone(), &config.limits)?)
+        };
+        Ok(Poller {
+            owner: Arc::default(),
+            wakes: wakes(),
+            ctx: ProbeContext {
+                config,
+                target: self.ctx.target.clone(),
+                client,
+                state: self.ctx.state.clone(),
+            },
+            store: self.store.clone(),
         })
     }
 
@@ -412,6 +434,16 @@ impl Poller {
         self.store.publish(self.owner(), snapshot);
         next
     }
+}
+
+/// One wake-up per probe.
+fn wakes() -> Arc<BTreeMap<ProbeKind, tokio::sync::Notify>> {
+    Arc::new(
+        ProbeKind::ALL
+            .into_iter()
+            .map(|k| (k, tokio::sync::Notify::new()))
+            .collect(),
+    )
 }
 
 /// Test-only: makes a chosen probe run panic, to prove the loop survives it.
