@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::{Daemon, Metrics, RedisServer, Server, xadd_n};
-use redis_streams_exporter::{app, config};
+use redis_streams_exporter::config;
 
 /// Polls every probe every 200 ms, so background polling shows within a second.
 const FAST: &str = "[schedule]\nstream = \"200ms\"\ndiscovery = \"1s\"\ninfo = \"1s\"\npending_summary = \"1s\"\nconsumers = \"1s\"\npending_scan = \"1s\"\n";
@@ -460,12 +460,8 @@ async fn a_reload_that_no_longer_allows_a_target_drops_it() {
         ..Default::default()
     };
     let cfg = config::load(Some(&path), &lifecycle).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let daemon = tokio::spawn(app::run(cfg, lifecycle, listener, async move {
-        let _ = stopped.await;
-    }));
+    let daemon = Daemon::start_with(cfg, lifecycle).await;
+    let base = daemon.base.clone();
     let http = reqwest::Client::new();
     let r = http
         .get(format!("{base}/probe?target={}", url(&probed)))
@@ -510,6 +506,5 @@ async fn a_reload_that_no_longer_allows_a_target_drops_it() {
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
-    let _ = stop.send(());
-    daemon.await.unwrap().unwrap();
+    daemon.stop().await;
 }

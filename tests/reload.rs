@@ -2,6 +2,8 @@
 //! applied without dropping the HTTP server; an invalid one keeps the old
 //! configuration and is logged and counted. Issue 18.6: POST /-/reload only
 //! with --web.enable-lifecycle, and its error replies name no file path.
+//! The daemon runs in-process (`common::Daemon`), except for SIGHUP, which
+//! needs a process of its own.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
 
@@ -11,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use redis_streams_exporter::{app, config};
+use redis_streams_exporter::config;
 
 fn target(name: &str, server: &RedisServer) -> String {
     format!(
@@ -50,12 +52,8 @@ async fn reload_over_http() {
         ..Default::default()
     };
     let cfg = config::load(Some(&path), &lifecycle).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let daemon = tokio::spawn(app::run(cfg, lifecycle, listener, async move {
-        let _ = stopped.await;
-    }));
+    let daemon = Daemon::start_with(cfg, lifecycle).await;
+    let base = daemon.base.clone();
     wait_for(
         &base,
         "/metrics",
@@ -170,8 +168,7 @@ async fn reload_over_http() {
     let r = reqwest::get(format!("{base}/-/reload")).await.unwrap();
     assert_eq!(r.status(), 405);
     assert_eq!(r.headers()["allow"], "POST, PUT");
-    let _ = stop.send(());
-    daemon.await.unwrap().unwrap();
+    daemon.stop().await;
 }
 
 /// Without --web.enable-lifecycle, POST /-/reload is refused and changes
@@ -184,12 +181,8 @@ async fn reload_endpoint_needs_the_lifecycle_flag() {
     let path = dir.path().join("c.toml");
     std::fs::write(&path, format!("{}{FAST}", target("a", &a))).unwrap();
     let cfg = config::load(Some(&path), &Default::default()).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let daemon = tokio::spawn(app::run(cfg, Default::default(), listener, async move {
-        let _ = stopped.await;
-    }));
+    let daemon = Daemon::start_config(cfg).await;
+    let base = daemon.base.clone();
     wait_for(&base, "/metrics", "stream=\"sa\"} 1").await;
     std::fs::write(&path, "[web]\ntelemetry_path = \"/m2\"\n").unwrap();
     let http = reqwest::Client::new();
@@ -234,8 +227,7 @@ async fn reload_endpoint_needs_the_lifecycle_flag() {
             .status(),
         404
     );
-    let _ = stop.send(());
-    daemon.await.unwrap().unwrap();
+    daemon.stop().await;
 }
 
 #[tokio::test]
@@ -346,12 +338,8 @@ async fn an_interval_only_reload_keeps_the_scan_in_progress() {
         ..Default::default()
     };
     let cfg = config::load(Some(&path), &lifecycle).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let daemon = tokio::spawn(app::run(cfg, lifecycle, listener, async move {
-        let _ = stopped.await;
-    }));
+    let daemon = Daemon::start_with(cfg, lifecycle).await;
+    let base = daemon.base.clone();
     let scrape = || async {
         Metrics::parse(
             &reqwest::get(format!("{base}/metrics"))
@@ -434,6 +422,5 @@ async fn an_interval_only_reload_keeps_the_scan_in_progress() {
         fresh < resumed,
         "server b's scan continued a's pass: {fresh} >= {resumed}"
     );
-    let _ = stop.send(());
-    daemon.await.unwrap().unwrap();
+    daemon.stop().await;
 }
