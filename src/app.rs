@@ -83,7 +83,7 @@ impl Supervisor {
                 .filter(|r| r.poller.context().target == **target);
             let poller = match (same, previous) {
                 (Some(_), Some(p)) if !p.polling_changed(&next) => continue,
-                (Some(r), Some(p)) if p.poller_memory_survives(&next) => {
+                (Some(r), Some(p)) if crate::poller::memory_survives(p, &next) => {
                     r.poller.successor(next.clone())?
                 }
                 _ => Poller::new(next.clone(), (*target).clone(), self.store.clone())?,

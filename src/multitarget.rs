@@ -76,6 +76,9 @@ struct Entry {
     /// The configuration its poller runs with.
     config: Arc<Config>,
     store: Arc<SnapshotStore>,
+    /// Its poller (a reload that changes only intervals starts a successor
+    /// with its memory).
+    poller: Poller,
     stop: CancellationToken,
     task: JoinHandle<()>,
     /// When it was last probed.
@@ -262,16 +265,46 @@ impl ProbedTargets {
         // Listed (not ready) at once, so a probe racing the first poll finds it.
         poller.publish();
         let stop = self.shutdown.child_token();
-        let task = self.tasks.spawn(poller.run(stop.clone()));
+        let task = self.tasks.spawn(poller.clone().run(stop.clone()));
         Ok(Entry {
             auth_module,
             target,
             config: config.clone(),
             store,
+            poller,
             stop,
             task,
             last_probe: Instant::now(),
         })
+    }
+
+    /// The entry that replaces `old` after a reload that changed only
+    /// intervals or limits: `poller` (its successor) starts once the old one
+    /// has ended, with its memory and its store.
+    fn successor(&self, old: Entry, poller: Poller, config: &Arc<Config>) -> Entry {
+        let stop = self.shutdown.child_token();
+        let task = self.tasks.spawn({
+            let (poller, stop) = (poller.clone(), stop.clone());
+            let (old_stop, old_task) = (old.stop, old.task);
+            async move {
+                old_stop.cancel();
+                // They share the memory: one at a time.
+                let _ = old_task.await;
+                if !stop.is_cancelled() {
+                    poller.run(stop).await;
+                }
+            }
+        });
+        Entry {
+            auth_module: old.auth_module,
+            target: old.target,
+            config: config.clone(),
+            store: old.store,
+            poller,
+            stop,
+            task,
+            last_probe: old.last_probe,
+        }
     }
 
     fn set_count(&self, count: usize) {
@@ -313,6 +346,24 @@ impl ProbedTargets {
                     Err(why) => {
                         tracing::info!(redis_target = %url, reason = %why, "probed target dropped by the reload");
                         stopping.extend(entries.remove(&url));
+                    }
+                    Ok((_, target))
+                        if target == *entry.target
+                            && entry.config.polling_changed(config)
+                            && crate::poller::memory_survives(&entry.config, config) =>
+                    {
+                        match entry.poller.successor(config.clone()) {
+                            Ok(poller) => {
+                                if let Some(old) = entries.remove(&url) {
+                                    let next = self.successor(old, poller, config);
+                                    entries.insert(url, next);
+                                }
+                            }
+                            Err(e) => {
+                                tracing::warn!(redis_target = %url, error = %e, "probed target dropped by the reload");
+                                stopping.extend(entries.remove(&url));
+                            }
+                        }
                     }
                     Ok((_, target))
                         if target != *entry.target || entry.config.polling_changed(config) =>

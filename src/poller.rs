@@ -436,6 +436,16 @@ impl Poller {
     }
 }
 
+/// True when a poller may keep its memory (status windows, lag trails, loss
+/// ledgers, trends, PEL scans in progress) across a reload from `before` to
+/// `after`: what differs is at most the schedule and the limits, which say
+/// when and how fast to read, not what was read.
+pub fn memory_survives(before: &Config, after: &Config) -> bool {
+    before.metrics == after.metrics
+        && before.status_window == after.status_window
+        && before.streams == after.streams
+}
+
 /// One wake-up per probe.
 fn wakes() -> Arc<BTreeMap<ProbeKind, tokio::sync::Notify>> {
     Arc::new(

@@ -618,18 +618,6 @@ impl Config {
     }
 }
 
-impl Config {
-    /// True when a poller may keep its memory (status windows, lag trails,
-    /// loss ledgers, trends, PEL scans in progress) across a change from
-    /// `self` to `other`: what differs is at most the schedule and the
-    /// limits, which say when and how fast to read, not what was read.
-    pub fn poller_memory_survives(&self, other: &Config) -> bool {
-        self.metrics == other.metrics
-            && self.status_window == other.status_window
-            && self.streams == other.streams
-    }
-}
-
 /// Targets by name, for the landing page and reloads.
 pub fn targets_by_name(config: &Config) -> BTreeMap<&str, &Arc<Target>> {
     config
