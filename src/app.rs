@@ -100,13 +100,16 @@ impl Supervisor {
             .filter(|name| !wanted.contains_key(name.as_str()) || replaced.contains(&name.as_str()))
             .cloned()
             .collect();
-        // Stopped and joined before their successors start: a successor
-        // shares its predecessor's memory.
-        for name in stopping {
-            let Some(old) = self.running.remove(&name) else {
-                continue;
-            };
+        // Stopped (all at once) and joined before their successors start: a
+        // successor shares its predecessor's memory.
+        let stopped: Vec<(String, Running)> = stopping
+            .into_iter()
+            .filter_map(|name| self.running.remove(&name).map(|r| (name, r)))
+            .collect();
+        for (_, old) in &stopped {
             old.stop.cancel();
+        }
+        for (name, old) in stopped {
             if tokio::time::timeout(POLLER_STOP_GRACE, old.task)
                 .await
                 .is_err()
