@@ -1,17 +1,23 @@
-//! Wiring: pollers for every target, the HTTP server, reloads and shutdown.
-//! No logic worth unit-testing lives here; the integration tests run
-//! [`run`] in-process.
+//! Wiring: pollers for every target, the renderer, the HTTP server, reloads
+//! and shutdown. Every task the daemon starts is spawned on one
+//! [`TaskTracker`] and stopped by one [`CancellationToken`], both made in
+//! [`run`]: shutdown drains HTTP, cancels the token and waits (within
+//! [`TASKS_GRACE`]) for every task to end. No logic worth unit-testing lives
+//! here; the integration tests run [`run`] in-process.
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::{self, CliOverrides, Config, Target};
+use crate::exposition::Exposition;
 use crate::http::{self, HttpState, ReloadRequest};
 use crate::multitarget::ProbedTargets;
 use crate::poller::Poller;
@@ -31,10 +37,20 @@ pub enum AppError {
     Web(#[from] crate::web::WebConfigError),
 }
 
-/// A running poller and how to stop it.
+/// How long shutdown waits for the daemon's tasks (pollers, renderer,
+/// reloads) once HTTP has drained. A probe run is dropped at its next await
+/// when cancelled, so they end within milliseconds; the bound is for a bug.
+const TASKS_GRACE: Duration = Duration::from_secs(5);
+
+/// How long a reload waits for a stopped poller to end before it starts the
+/// one that carries its memory on (they end at their next await).
+const POLLER_STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// A running poller, how to stop it, and its task.
 struct Running {
-    target: Arc<Target>,
+    poller: Poller,
     stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
 }
 
 struct Supervisor {
@@ -42,45 +58,72 @@ struct Supervisor {
     config: Arc<RwLock<Arc<Config>>>,
     running: BTreeMap<String, Running>,
     shutdown: CancellationToken,
+    /// Where pollers run (the daemon waits for them at shutdown).
+    tasks: TaskTracker,
     probes: Arc<ProbedTargets>,
 }
 
 impl Supervisor {
-    /// Starts, keeps or stops pollers so they match `next`.
-    fn apply(&mut self, next: Arc<Config>, previous: Option<&Config>) -> Result<(), AppError> {
-        let restart_all = previous.is_none_or(|p| p.polling_changed(&next));
+    /// Starts, keeps or stops pollers so they match `next`. A target whose
+    /// settings are unchanged keeps its poller when polling is unchanged too;
+    /// when only intervals or limits change (`previous` to `next`) its
+    /// poller is restarted with its memory; otherwise it starts afresh.
+    async fn apply(
+        &mut self,
+        next: Arc<Config>,
+        previous: Option<&Config>,
+    ) -> Result<(), AppError> {
         let wanted: BTreeMap<&str, &Arc<Target>> = config::targets_by_name(&next);
-        // Build every new client first so a bad CA file leaves all running.
+        // Build every new poller first so a bad CA file leaves all running.
         let mut starting = Vec::new();
         for (name, target) in &wanted {
-            let keep = !restart_all
-                && self
-                    .running
-                    .get(*name)
-                    .is_some_and(|r| r.target == **target);
-            if !keep {
-                starting.push(Poller::new(
-                    next.clone(),
-                    (*target).clone(),
-                    self.store.clone(),
-                )?);
+            let same = self
+                .running
+                .get(*name)
+                .filter(|r| r.poller.context().target == **target);
+            let poller = match (same, previous) {
+                (Some(_), Some(p)) if !p.polling_changed(&next) => continue,
+                (Some(r), Some(p)) if crate::poller::memory_survives(p, &next) => {
+                    r.poller.successor(next.clone())?
+                }
+                _ => Poller::new(next.clone(), (*target).clone(), self.store.clone())?,
+            };
+            starting.push(poller);
+        }
+        let replaced: Vec<&str> = starting
+            .iter()
+            .map(|p| p.context().target.name.as_str())
+            .collect();
+        let stopping: Vec<String> = self
+            .running
+            .keys()
+            .filter(|name| !wanted.contains_key(name.as_str()) || replaced.contains(&name.as_str()))
+            .cloned()
+            .collect();
+        // Stopped (all at once) and joined before their successors start: a
+        // successor shares its predecessor's memory.
+        let stopped: Vec<(String, Running)> = stopping
+            .into_iter()
+            .filter_map(|name| self.running.remove(&name).map(|r| (name, r)))
+            .collect();
+        for (_, old) in &stopped {
+            old.stop.cancel();
+        }
+        for (name, old) in stopped {
+            if tokio::time::timeout(POLLER_STOP_GRACE, old.task)
+                .await
+                .is_err()
+            {
+                tracing::warn!(redis_target = %name, grace = ?POLLER_STOP_GRACE, "a stopped poller had not ended within the grace");
             }
         }
-        self.running.retain(|name, r| {
-            let keep = !restart_all && wanted.get(name.as_str()).is_some_and(|t| **t == r.target);
-            if !keep {
-                r.stop.cancel();
-            }
-            keep
-        });
         let names: Vec<&str> = wanted.keys().copied().collect();
         self.store.retain(&names);
         for poller in starting {
-            let target = poller.context().target.clone();
+            let name = poller.context().target.name.clone();
             let stop = self.shutdown.child_token();
-            tokio::spawn(poller.clone().run(stop.clone()));
-            self.running
-                .insert(target.name.clone(), Running { target, stop });
+            let task = self.tasks.spawn(poller.clone().run(stop.clone()));
+            self.running.insert(name, Running { poller, stop, task });
         }
         self.store
             .exporter
@@ -116,7 +159,7 @@ impl Supervisor {
                     );
                 }
                 let next = Arc::new(next);
-                let applied = self.apply(next.clone(), Some(&current)).map_err(|e| {
+                let applied = self.apply(next.clone(), Some(&current)).await.map_err(|e| {
                     (
                         e.to_string(),
                         "a target's connection settings could not be applied; the exporter's log says why".to_string(),
@@ -187,18 +230,29 @@ pub async fn run(
     let config = Arc::new(config);
     let shared = Arc::new(RwLock::new(config.clone()));
     let stop_all = CancellationToken::new();
-    let probes = ProbedTargets::start(shared.clone(), store.clone(), stop_all.clone());
+    let tasks = TaskTracker::new();
+    let probes = ProbedTargets::start(
+        shared.clone(),
+        store.clone(),
+        stop_all.clone(),
+        tasks.clone(),
+    );
+    let exposition = Exposition::start(store.clone(), &tasks, stop_all.clone());
     let mut supervisor = Supervisor {
         store: store.clone(),
         config: shared.clone(),
         running: BTreeMap::new(),
         shutdown: stop_all.clone(),
+        tasks: tasks.clone(),
         probes: probes.clone(),
     };
-    supervisor.apply(config, None)?;
+    if let Err(e) = supervisor.apply(config, None).await {
+        wind_down(&stop_all, &tasks).await;
+        return Err(e);
+    }
 
     let (reload_tx, mut reload_rx) = mpsc::channel::<ReloadRequest>(4);
-    let reloads = tokio::spawn({
+    tasks.spawn({
         let stop_all = stop_all.clone();
         async move {
             let mut hup = hangup_signal();
@@ -216,10 +270,10 @@ pub async fn run(
         }
     });
 
-    let state = HttpState::with_probes(store, shared, reload_tx, probes);
+    let state = HttpState::with_probes(store, shared, reload_tx, probes, exposition);
     let app = http::router(state, web.clone());
     let stop_http = CancellationToken::new();
-    tokio::spawn({
+    tasks.spawn({
         let (stop_all, stop_http) = (stop_all.clone(), stop_http.clone());
         async move {
             tokio::select! {
@@ -230,20 +284,42 @@ pub async fn run(
         }
     });
     if let Some(web) = &web {
-        tokio::spawn(web.clone().watch(web_check_interval, stop_all.clone()));
+        tasks.spawn(web.clone().watch(web_check_interval, stop_all.clone()));
     }
     let tls = web.filter(|w| w.tls());
+    let address = match listener.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            wind_down(&stop_all, &tasks).await;
+            return Err(e.into());
+        }
+    };
     tracing::info!(
-        address = %listener.local_addr()?,
+        %address,
         tls = tls.is_some(),
         max_connections = limits.max_connections,
         "listening"
     );
     crate::server::serve(listener, app, tls, &limits, stop_http).await;
-    stop_all.cancel();
-    let _ = reloads.await;
+    wind_down(&stop_all, &tasks).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Stops every task of the daemon and waits for them, within [`TASKS_GRACE`].
+async fn wind_down(stop_all: &CancellationToken, tasks: &TaskTracker) {
+    stop_all.cancel();
+    tasks.close();
+    if tokio::time::timeout(TASKS_GRACE, tasks.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            still_running = tasks.len(),
+            grace = ?TASKS_GRACE,
+            "tasks still running after the shutdown grace; leaving them"
+        );
+    }
 }
 
 #[cfg(unix)]

@@ -10,11 +10,13 @@
 //! gzip member. Compressing 54 MB was most of the exporter's CPU at 10,000
 //! streams.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::metrics::{BuildInfo, Renderer, Section, SectionCounts, SectionInputs};
 use crate::snapshot::{ExporterState, SnapshotStore, TargetSnapshot};
@@ -181,14 +183,24 @@ pub struct Exposition {
 }
 
 impl Exposition {
-    /// Starts rendering `store` in the background. The task ends soon after
-    /// the returned `Exposition` is dropped.
-    pub fn start(store: Arc<SnapshotStore>) -> Arc<Exposition> {
+    /// Starts rendering `store` in the background, in a task of `tasks`
+    /// that ends when `stop` is cancelled (the daemon's shutdown).
+    pub fn start(
+        store: Arc<SnapshotStore>,
+        tasks: &TaskTracker,
+        stop: CancellationToken,
+    ) -> Arc<Exposition> {
         let exposition = Arc::new(Exposition {
             latest: watch::Sender::new(None),
             renders: AtomicU64::new(0),
         });
-        tokio::spawn(keep_current(store, Arc::downgrade(&exposition)));
+        let this = exposition.clone();
+        tasks.spawn(async move {
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = this.keep_current(&store) => {}
+            }
+        });
         exposition
     }
 
@@ -215,68 +227,59 @@ impl Exposition {
     pub fn renders(&self) -> u64 {
         self.renders.load(Ordering::Relaxed)
     }
-}
 
-async fn keep_current(store: Arc<SnapshotStore>, exposition: Weak<Exposition>) {
-    let mut shown: Option<u64> = None;
-    let mut cache = SectionCache::default();
-    loop {
-        let generation = store.generation();
-        if shown != Some(generation) {
-            let started = tokio::time::Instant::now();
-            // Exporter state first, targets second: a reload updates its
-            // counters after it applied the new targets, so what is shown of
-            // a reload is never newer than the targets shown with it.
-            let mut exporter = store.exporter.copy();
-            exporter.process = crate::process::read();
-            let targets = store.targets();
-            let ready_targets = targets.iter().filter(|t| t.ready).count();
-            let not_ready = targets
-                .iter()
-                .filter(|t| !t.ready)
-                .map(|t| (t.name.clone(), not_ready_reason(t)))
-                .collect();
-            let mut sections = std::mem::take(&mut cache);
-            let rendered = tokio::task::spawn_blocking(move || {
-                let out = render_gzip(&targets, &exporter, &mut sections);
-                (out, sections)
-            })
-            .await
-            .map(|(out, sections)| {
-                cache = sections;
-                out
-            });
-            let Some(this) = exposition.upgrade() else {
-                return;
-            };
-            match rendered {
-                Ok(Ok((gzip, duplicates))) => {
-                    if duplicates > 0 {
-                        tracing::debug!(duplicates, "series dropped: names that escape alike");
+    /// Renders every change of `store`; never returns (its caller stops it).
+    async fn keep_current(&self, store: &SnapshotStore) {
+        let mut shown: Option<u64> = None;
+        let mut cache = SectionCache::default();
+        loop {
+            let generation = store.generation();
+            if shown != Some(generation) {
+                let started = tokio::time::Instant::now();
+                // Exporter state first, targets second: a reload updates its
+                // counters after it applied the new targets, so what is shown of
+                // a reload is never newer than the targets shown with it.
+                let mut exporter = store.exporter.copy();
+                exporter.process = crate::process::read();
+                let targets = store.targets();
+                let ready_targets = targets.iter().filter(|t| t.ready).count();
+                let not_ready = targets
+                    .iter()
+                    .filter(|t| !t.ready)
+                    .map(|t| (t.name.clone(), not_ready_reason(t)))
+                    .collect();
+                let mut sections = std::mem::take(&mut cache);
+                let rendered = tokio::task::spawn_blocking(move || {
+                    let out = render_gzip(&targets, &exporter, &mut sections);
+                    (out, sections)
+                })
+                .await
+                .map(|(out, sections)| {
+                    cache = sections;
+                    out
+                });
+                match rendered {
+                    Ok(Ok((gzip, duplicates))) => {
+                        if duplicates > 0 {
+                            tracing::debug!(duplicates, "series dropped: names that escape alike");
+                        }
+                        self.renders.fetch_add(1, Ordering::Relaxed);
+                        self.latest.send_replace(Some(Rendered {
+                            generation,
+                            gzip,
+                            ready_targets,
+                            not_ready,
+                        }));
                     }
-                    this.renders.fetch_add(1, Ordering::Relaxed);
-                    this.latest.send_replace(Some(Rendered {
-                        generation,
-                        gzip,
-                        ready_targets,
-                        not_ready,
-                    }));
+                    Ok(Err(e)) => tracing::error!(error = %e, "rendering metrics failed"),
+                    Err(e) => tracing::error!(error = %e, "rendering metrics panicked"),
                 }
-                Ok(Err(e)) => tracing::error!(error = %e, "rendering metrics failed"),
-                Err(e) => tracing::error!(error = %e, "rendering metrics panicked"),
+                shown = Some(generation);
+                tokio::time::sleep(started.elapsed() * RENDER_SPACING).await;
+                continue;
             }
-            drop(this);
-            shown = Some(generation);
-            tokio::time::sleep(started.elapsed() * RENDER_SPACING).await;
-            continue;
-        }
-        tokio::select! {
-            _ = store.changed() => tokio::time::sleep(DEBOUNCE).await,
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {
-                if exposition.strong_count() == 0 {
-                    return;
-                }
-            }
+            store.changed().await;
+            tokio::time::sleep(DEBOUNCE).await;
         }
     }
 }

@@ -43,31 +43,35 @@ pub struct HttpState {
 }
 
 impl HttpState {
-    /// Shared state for the router.
-    /// `/probe` gets a registry of its own, stopped with the last clone of
-    /// the state's token (see [`Self::with_probes`] to share one).
+    /// Shared state for the router, serving what `exposition` renders.
+    /// `/probe` gets a registry of its own, whose tasks nobody stops (see
+    /// [`Self::with_probes`] to share the daemon's).
     pub fn new(
         store: Arc<SnapshotStore>,
         config: Arc<RwLock<Arc<Config>>>,
         reload: mpsc::Sender<ReloadRequest>,
+        exposition: Arc<Exposition>,
     ) -> Arc<Self> {
         let probes = ProbedTargets::start(
             config.clone(),
             store.clone(),
             tokio_util::sync::CancellationToken::new(),
+            tokio_util::task::TaskTracker::new(),
         );
-        Self::with_probes(store, config, reload, probes)
+        Self::with_probes(store, config, reload, probes, exposition)
     }
 
-    /// Shared state with the daemon's `/probe` registry.
+    /// Shared state with the daemon's `/probe` registry and renderer (both
+    /// started, and stopped, by [`crate::app::run`]).
     pub fn with_probes(
         store: Arc<SnapshotStore>,
         config: Arc<RwLock<Arc<Config>>>,
         reload: mpsc::Sender<ReloadRequest>,
         probes: Arc<ProbedTargets>,
+        exposition: Arc<Exposition>,
     ) -> Arc<Self> {
         Arc::new(HttpState {
-            exposition: Exposition::start(store.clone()),
+            exposition,
             store,
             config,
             reload,

@@ -19,6 +19,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ProbeRefusal, Target};
 use crate::poller::Poller;
@@ -75,6 +76,9 @@ struct Entry {
     /// The configuration its poller runs with.
     config: Arc<Config>,
     store: Arc<SnapshotStore>,
+    /// Its poller (a reload that changes only intervals starts a successor
+    /// with its memory).
+    poller: Poller,
     stop: CancellationToken,
     task: JoinHandle<()>,
     /// When it was last probed.
@@ -89,6 +93,8 @@ pub struct ProbedTargets {
     exporter: Arc<SnapshotStore>,
     entries: Mutex<BTreeMap<String, Entry>>,
     shutdown: CancellationToken,
+    /// Where its tasks run.
+    tasks: TaskTracker,
     /// A refusal at the cap was logged and the cap not left since.
     cap_logged: std::sync::atomic::AtomicBool,
 }
@@ -104,21 +110,25 @@ impl std::fmt::Debug for Entry {
 
 impl ProbedTargets {
     /// The registry, and its task that drops expired targets; both stop
-    /// with `shutdown`.
+    /// with `shutdown`. Its tasks (that one and every probed target's
+    /// poller) are spawned on `tasks`, which the daemon waits for.
     pub fn start(
         config: Arc<RwLock<Arc<Config>>>,
         exporter: Arc<SnapshotStore>,
         shutdown: CancellationToken,
+        tasks: TaskTracker,
     ) -> Arc<ProbedTargets> {
         let this = Arc::new(ProbedTargets {
             config,
             exporter,
             entries: Mutex::new(BTreeMap::new()),
             shutdown,
+            tasks,
             cap_logged: std::sync::atomic::AtomicBool::new(false),
         });
         this.publish_counts(&this.current());
-        tokio::spawn(expire(Arc::downgrade(&this), this.shutdown.clone()));
+        this.tasks
+            .spawn(expire(Arc::downgrade(&this), this.shutdown.clone()));
         this
     }
 
@@ -255,16 +265,46 @@ impl ProbedTargets {
         // Listed (not ready) at once, so a probe racing the first poll finds it.
         poller.publish();
         let stop = self.shutdown.child_token();
-        let task = tokio::spawn(poller.run(stop.clone()));
+        let task = self.tasks.spawn(poller.clone().run(stop.clone()));
         Ok(Entry {
             auth_module,
             target,
             config: config.clone(),
             store,
+            poller,
             stop,
             task,
             last_probe: Instant::now(),
         })
+    }
+
+    /// The entry that replaces `old` after a reload that changed only
+    /// intervals or limits: `poller` (its successor) starts once the old one
+    /// has ended, with its memory and its store.
+    fn successor(&self, old: Entry, poller: Poller, config: &Arc<Config>) -> Entry {
+        let stop = self.shutdown.child_token();
+        let task = self.tasks.spawn({
+            let (poller, stop) = (poller.clone(), stop.clone());
+            let (old_stop, old_task) = (old.stop, old.task);
+            async move {
+                old_stop.cancel();
+                // They share the memory: one at a time.
+                let _ = old_task.await;
+                if !stop.is_cancelled() {
+                    poller.run(stop).await;
+                }
+            }
+        });
+        Entry {
+            auth_module: old.auth_module,
+            target: old.target,
+            config: config.clone(),
+            store: old.store,
+            poller,
+            stop,
+            task,
+            last_probe: old.last_probe,
+        }
     }
 
     fn set_count(&self, count: usize) {
@@ -306,6 +346,24 @@ impl ProbedTargets {
                     Err(why) => {
                         tracing::info!(redis_target = %url, reason = %why, "probed target dropped by the reload");
                         stopping.extend(entries.remove(&url));
+                    }
+                    Ok((_, target))
+                        if target == *entry.target
+                            && entry.config.polling_changed(config)
+                            && crate::poller::memory_survives(&entry.config, config) =>
+                    {
+                        match entry.poller.successor(config.clone()) {
+                            Ok(poller) => {
+                                if let Some(old) = entries.remove(&url) {
+                                    let next = self.successor(old, poller, config);
+                                    entries.insert(url, next);
+                                }
+                            }
+                            Err(e) => {
+                                tracing::warn!(redis_target = %url, error = %e, "probed target dropped by the reload");
+                                stopping.extend(entries.remove(&url));
+                            }
+                        }
                     }
                     Ok((_, target))
                         if target != *entry.target || entry.config.polling_changed(config) =>

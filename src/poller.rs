@@ -23,6 +23,10 @@ use crate::redis::{ClientSetupError, TargetClient};
 use crate::schedule::{self, Next};
 use crate::snapshot::{Owner, SnapshotStore, TargetSnapshot};
 
+/// The first wait before a probe whose run panicked runs again; it doubles
+/// with each panic of that probe, up to the probe's interval.
+const PANIC_BACKOFF: Duration = Duration::from_secs(1);
+
 /// Polls one target.
 #[derive(Debug, Clone)]
 pub struct Poller {
@@ -56,12 +60,7 @@ impl Poller {
         };
         Ok(Poller {
             owner: Arc::default(),
-            wakes: Arc::new(
-                ProbeKind::ALL
-                    .into_iter()
-                    .map(|k| (k, tokio::sync::Notify::new()))
-                    .collect(),
-            ),
+            wakes: wakes(),
             ctx: ProbeContext {
                 config,
                 target,
@@ -69,6 +68,33 @@ impl Poller {
                 state: Arc::new(Mutex::new(state)),
             },
             store,
+        })
+    }
+
+    /// A poller for the same target that polls as `config` says (other
+    /// intervals or limits) with this one's memory: status windows, lag
+    /// trails, loss ledgers, trends and PEL scans in progress. Start it once
+    /// this one has ended. The connections are kept unless the limits
+    /// changed (they are built from them).
+    ///
+    /// # Errors
+    /// When a new client cannot be built (unreadable CA file).
+    pub fn successor(&self, config: Arc<Config>) -> Result<Self, ClientSetupError> {
+        let client = if config.limits == self.ctx.config.limits {
+            self.ctx.client.clone()
+        } else {
+            Arc::new(TargetClient::new(self.ctx.target.clone(), &config.limits)?)
+        };
+        Ok(Poller {
+            owner: Arc::default(),
+            wakes: wakes(),
+            ctx: ProbeContext {
+                config,
+                target: self.ctx.target.clone(),
+                client,
+                state: self.ctx.state.clone(),
+            },
+            store: self.store.clone(),
         })
     }
 
@@ -114,7 +140,12 @@ impl Poller {
         }
     }
 
-    /// Collects until `shutdown`.
+    /// Collects until `shutdown`. Every probe run happens in a task of its
+    /// own (the first ones) or in its probe's loop task, so a panicking probe
+    /// takes down only that run: it is logged, counted
+    /// (`redis_streams_exporter_probe_panics_total`) and its loop restarts
+    /// after a backoff, while the other probes keep running. Returns once
+    /// every loop has ended.
     pub async fn run(self, shutdown: CancellationToken) {
         self.publish();
         let start = Instant::now();
@@ -124,22 +155,36 @@ impl Poller {
         // holding readiness back. Readiness itself waits for a successful
         // discovery and stream poll, however many retries that takes.
         let mut discovery_next = Duration::ZERO;
-        let first = async {
-            for kind in ProbeKind::ALL.into_iter().filter(|k| !k.per_group()) {
-                let next = self.run_probe(kind).await;
-                if kind == ProbeKind::Discovery {
-                    discovery_next = match next {
-                        Next::After(d) => d,
-                        Next::Grid => kind.interval(&self.ctx.config),
-                    };
+        for kind in ProbeKind::ALL.into_iter().filter(|k| !k.per_group()) {
+            let mut run = tokio::spawn({
+                let this = self.clone();
+                async move { this.run_probe(kind).await }
+            });
+            let next = tokio::select! {
+                joined = &mut run => joined,
+                _ = shutdown.cancelled() => {
+                    // Waited for: nothing of this poller outlives it.
+                    run.abort();
+                    let _ = run.await;
+                    return;
                 }
+            };
+            let next = match next {
+                Ok(next) => next,
+                Err(e) => {
+                    self.panicked(kind, e, PANIC_BACKOFF);
+                    Next::After(PANIC_BACKOFF)
+                }
+            };
+            if kind == ProbeKind::Discovery {
+                discovery_next = match next {
+                    Next::After(d) => d,
+                    Next::Grid => kind.interval(&self.ctx.config),
+                };
             }
-        };
-        tokio::select! {
-            _ = first => {}
-            _ = shutdown.cancelled() => return,
         }
         let mut loops = JoinSet::new();
+        let mut kinds = std::collections::HashMap::new();
         for kind in ProbeKind::ALL {
             let period = kind.interval(&self.ctx.config);
             let first_due = match kind {
@@ -147,19 +192,76 @@ impl Poller {
                 ProbeKind::Discovery => Instant::now() + discovery_next,
                 _ => start + period,
             };
-            let this = self.clone();
-            let shutdown = shutdown.clone();
-            loops.spawn(async move {
-                let wake = this.wakes.get(&kind);
-                schedule::every(first_due, period, shutdown, wake, || this.run_probe(kind)).await;
-            });
+            let task = loops.spawn(self.clone().probe_loop(kind, first_due, shutdown.clone()));
+            kinds.insert(task.id(), kind);
         }
-        while loops.join_next().await.is_some() {}
+        let mut panics: BTreeMap<ProbeKind, u32> = BTreeMap::new();
+        while let Some(joined) = loops.join_next_with_id().await {
+            let e = match joined {
+                Ok(_) => continue,
+                Err(e) => e,
+            };
+            let Some(kind) = kinds.remove(&e.id()) else {
+                continue;
+            };
+            if !e.is_panic() || shutdown.is_cancelled() {
+                continue;
+            }
+            let n = panics.entry(kind).or_default();
+            *n += 1;
+            // Doubles with each panic, up to the probe's own interval: a
+            // probe that panics on every run runs no more often than asked.
+            let backoff = PANIC_BACKOFF
+                .saturating_mul(1 << (*n - 1).min(16))
+                .min(kind.interval(&self.ctx.config).max(PANIC_BACKOFF));
+            self.panicked(kind, e, backoff);
+            let task = loops.spawn(self.clone().probe_loop(
+                kind,
+                Instant::now() + backoff,
+                shutdown.clone(),
+            ));
+            kinds.insert(task.id(), kind);
+        }
+    }
+
+    /// One probe's loop: runs it at `first_due`, then on its schedule, until
+    /// `shutdown`.
+    async fn probe_loop(self, kind: ProbeKind, first_due: Instant, shutdown: CancellationToken) {
+        let period = kind.interval(&self.ctx.config);
+        let wake = self.wakes.get(&kind);
+        schedule::every(first_due, period, shutdown, wake, || self.run_probe(kind)).await;
+    }
+
+    /// Logs and counts a probe run that panicked.
+    fn panicked(&self, kind: ProbeKind, error: tokio::task::JoinError, restart_in: Duration) {
+        let message = match error.try_into_panic() {
+            Ok(panic) => panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(no message)".to_string()),
+            Err(e) => e.to_string(),
+        };
+        tracing::error!(
+            redis_target = %self.ctx.target.name,
+            probe = kind.label(),
+            panic = %message,
+            ?restart_in,
+            "probe panicked; it runs again after a backoff, the other probes go on"
+        );
+        let snapshot = {
+            let mut state = self.ctx.state();
+            state.snapshot.probes.entry(kind).or_default().panics += 1;
+            Arc::new(state.snapshot.clone())
+        };
+        self.store.publish(self.owner(), snapshot);
     }
 
     /// Runs one probe, records its outcome, publishes, and says when it
     /// should run next.
     pub async fn run_probe(&self, kind: ProbeKind) -> Next {
+        #[cfg(test)]
+        test_hook::before_run(&self.ctx.target.name, kind);
         let started = Instant::now();
         let limits = &self.ctx.config.limits;
         let rank = limits.rank(kind.label());
@@ -333,3 +435,54 @@ impl Poller {
         next
     }
 }
+
+/// True when a poller may keep its memory (status windows, lag trails, loss
+/// ledgers, trends, PEL scans in progress) across a reload from `before` to
+/// `after`: what differs is at most the schedule and the limits, which say
+/// when and how fast to read, not what was read.
+pub fn memory_survives(before: &Config, after: &Config) -> bool {
+    before.metrics == after.metrics
+        && before.status_window == after.status_window
+        && before.streams == after.streams
+}
+
+/// One wake-up per probe.
+fn wakes() -> Arc<BTreeMap<ProbeKind, tokio::sync::Notify>> {
+    Arc::new(
+        ProbeKind::ALL
+            .into_iter()
+            .map(|k| (k, tokio::sync::Notify::new()))
+            .collect(),
+    )
+}
+
+/// Test-only: makes a chosen probe run panic, to prove the loop survives it.
+/// Compiled into unit tests only, never into the daemon.
+#[cfg(test)]
+pub(crate) mod test_hook {
+    use std::sync::Mutex;
+
+    use crate::probe::ProbeKind;
+
+    /// (target, probe) pairs whose next run panics, once each.
+    static PANIC_ONCE: Mutex<Vec<(String, ProbeKind)>> = Mutex::new(Vec::new());
+
+    /// The next run of `kind` on `target` panics.
+    pub(crate) fn panic_once(target: &str, kind: ProbeKind) {
+        let mut armed = PANIC_ONCE.lock().unwrap_or_else(|p| p.into_inner());
+        armed.push((target.to_string(), kind));
+    }
+
+    pub(super) fn before_run(target: &str, kind: ProbeKind) {
+        let fire = {
+            let mut armed = PANIC_ONCE.lock().unwrap_or_else(|p| p.into_inner());
+            let at = armed.iter().position(|(t, k)| t == target && *k == kind);
+            at.map(|i| armed.remove(i)).is_some()
+        };
+        assert!(!fire, "test hook: this {} run panics", kind.label());
+    }
+}
+
+#[cfg(test)]
+#[path = "poller/tests.rs"]
+mod tests;

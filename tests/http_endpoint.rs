@@ -174,7 +174,12 @@ async fn concurrent_scrapes_share_one_render() {
         config::from_str("t.toml", "", &Default::default()).unwrap(),
     )));
     let (reload, _rx) = tokio::sync::mpsc::channel(1);
-    let state = HttpState::new(store.clone(), config, reload);
+    let exposition = redis_streams_exporter::exposition::Exposition::start(
+        store.clone(),
+        &tokio_util::task::TaskTracker::new(),
+        tokio_util::sync::CancellationToken::new(),
+    );
+    let state = HttpState::new(store.clone(), config, reload, exposition);
     let app = router(state.clone(), None);
     let scrape = |app: axum::Router| async move {
         let request = axum::http::Request::get("/metrics")

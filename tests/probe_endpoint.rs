@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::{Daemon, Metrics, RedisServer, Server, xadd_n};
-use redis_streams_exporter::{app, config};
+use redis_streams_exporter::config;
 
 /// Polls every probe every 200 ms, so background polling shows within a second.
 const FAST: &str = "[schedule]\nstream = \"200ms\"\ndiscovery = \"1s\"\ninfo = \"1s\"\npending_summary = \"1s\"\nconsumers = \"1s\"\npending_scan = \"1s\"\n";
@@ -460,12 +460,8 @@ async fn a_reload_that_no_longer_allows_a_target_drops_it() {
         ..Default::default()
     };
     let cfg = config::load(Some(&path), &lifecycle).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let daemon = tokio::spawn(app::run(cfg, lifecycle, listener, async move {
-        let _ = stopped.await;
-    }));
+    let daemon = Daemon::start_with(cfg, lifecycle).await;
+    let base = daemon.base.clone();
     let http = reqwest::Client::new();
     let r = http
         .get(format!("{base}/probe?target={}", url(&probed)))
@@ -510,6 +506,75 @@ async fn a_reload_that_no_longer_allows_a_target_drops_it() {
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
-    let _ = stop.send(());
-    daemon.await.unwrap().unwrap();
+    daemon.stop().await;
+}
+
+/// Issue 16: a reload that changes only intervals keeps a probed target's
+/// memory, as it does a configured one's: its PEL scan in progress (a 6000-
+/// entry PEL read at 200 entries/s) goes on from where it was.
+#[tokio::test]
+async fn an_interval_only_reload_keeps_a_probed_targets_scan() {
+    let probed = RedisServer::start(Server::Redis70);
+    let mut c = probed.conn();
+    xadd_n(&mut c, "s", 6000);
+    probed.cmd(&["XGROUP", "CREATE", "s", "g", "0"]);
+    assert_eq!(common::read_group(&mut c, "s", "g", "c", 6000).len(), 6000);
+    let file = |stream: &str| {
+        format!(
+            "[probe]\nallowed_targets = [\"{}\"]\n[schedule]\nstream = \"{stream}\"\n\
+             pending_scan = \"500ms\"\n[limits]\npending_entries_per_second = 200\n\
+             pending_page = 100\n",
+            url(&probed)
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, file("200ms")).unwrap();
+    let lifecycle = config::CliOverrides {
+        enable_lifecycle: true,
+        ..Default::default()
+    };
+    let d = Daemon::start_with(config::load(Some(&path), &lifecycle).unwrap(), lifecycle).await;
+    let target = name(&probed);
+    let query = format!("target={}", url(&probed));
+    let labels = [("target", &*target), ("stream", "s"), ("group", "g")];
+    let scrape = || async {
+        let (status, body) = probe(&d, &query).await;
+        assert_eq!(status, 200, "{body}");
+        let m = Metrics::parse(&body);
+        let progress = m.get("redis_streams_group_pending_scan_progress_ratio", &labels);
+        let interval = m.get(
+            "redis_streams_exporter_probe_interval_seconds",
+            &[("target", &*target), ("probe", "stream")],
+        );
+        (progress, interval, body)
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let before = loop {
+        let (progress, _, body) = scrape().await;
+        if let Some(p) = progress.filter(|p| (0.1..0.5).contains(p)) {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "no scan progress:\n{body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    std::fs::write(&path, file("300ms")).unwrap();
+    let r = d.post("/-/reload").await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (progress, interval, body) = scrape().await;
+        // The successor shows the new interval once it has polled.
+        if interval == Some(0.3) {
+            let p = progress.unwrap_or_else(|| panic!("the scan state was lost:\n{body}"));
+            assert!(p >= before, "the scan started over: {p} < {before}");
+            if p > before {
+                assert!(p < 1.0, "the pass finished before the check");
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "the scan did not go on:\n{body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    d.stop().await;
 }

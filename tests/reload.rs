@@ -2,6 +2,8 @@
 //! applied without dropping the HTTP server; an invalid one keeps the old
 //! configuration and is logged and counted. Issue 18.6: POST /-/reload only
 //! with --web.enable-lifecycle, and its error replies name no file path.
+//! The daemon runs in-process (`common::Daemon`), except for SIGHUP, which
+//! needs a process of its own.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
 
@@ -11,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use redis_streams_exporter::{app, config};
+use redis_streams_exporter::config;
 
 fn target(name: &str, server: &RedisServer) -> String {
     format!(
@@ -50,12 +52,8 @@ async fn reload_over_http() {
         ..Default::default()
     };
     let cfg = config::load(Some(&path), &lifecycle).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let daemon = tokio::spawn(app::run(cfg, lifecycle, listener, async move {
-        let _ = stopped.await;
-    }));
+    let daemon = Daemon::start_with(cfg, lifecycle).await;
+    let base = daemon.base.clone();
     wait_for(
         &base,
         "/metrics",
@@ -170,8 +168,7 @@ async fn reload_over_http() {
     let r = reqwest::get(format!("{base}/-/reload")).await.unwrap();
     assert_eq!(r.status(), 405);
     assert_eq!(r.headers()["allow"], "POST, PUT");
-    let _ = stop.send(());
-    daemon.await.unwrap().unwrap();
+    daemon.stop().await;
 }
 
 /// Without --web.enable-lifecycle, POST /-/reload is refused and changes
@@ -184,12 +181,8 @@ async fn reload_endpoint_needs_the_lifecycle_flag() {
     let path = dir.path().join("c.toml");
     std::fs::write(&path, format!("{}{FAST}", target("a", &a))).unwrap();
     let cfg = config::load(Some(&path), &Default::default()).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let daemon = tokio::spawn(app::run(cfg, Default::default(), listener, async move {
-        let _ = stopped.await;
-    }));
+    let daemon = Daemon::start_config(cfg).await;
+    let base = daemon.base.clone();
     wait_for(&base, "/metrics", "stream=\"sa\"} 1").await;
     std::fs::write(&path, "[web]\ntelemetry_path = \"/m2\"\n").unwrap();
     let http = reqwest::Client::new();
@@ -234,8 +227,7 @@ async fn reload_endpoint_needs_the_lifecycle_flag() {
             .status(),
         404
     );
-    let _ = stop.send(());
-    daemon.await.unwrap().unwrap();
+    daemon.stop().await;
 }
 
 #[tokio::test]
@@ -314,4 +306,121 @@ async fn reload_on_sighup() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success(), "{status:?}");
+}
+
+/// Issue 16: a reload that changes only intervals restarts each poller with
+/// its memory, so a PEL scan in progress goes on from where it was; a new
+/// URL for the target starts afresh. Two servers hold one group each, with
+/// different PEL sizes so a scrape shows which one it was read from; the
+/// scan budget makes a pass last about 30 s.
+#[tokio::test]
+async fn an_interval_only_reload_keeps_the_scan_in_progress() {
+    let a = RedisServer::start(Server::Redis70);
+    let b = RedisServer::start(Server::Redis70);
+    for (server, n) in [(&a, 6000), (&b, 5000)] {
+        let mut c = server.conn();
+        xadd_n(&mut c, "s", n);
+        server.cmd(&["XGROUP", "CREATE", "s", "g", "0"]);
+        assert_eq!(read_group(&mut c, "s", "g", "c", n).len(), n);
+    }
+    let file = |server: &RedisServer, stream: &str| {
+        format!(
+            "{}[schedule]\nstream = \"{stream}\"\npending_scan = \"500ms\"\n\
+             [limits]\npending_entries_per_second = 200\npending_page = 100\n",
+            target("a", server)
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, file(&a, "200ms")).unwrap();
+    let lifecycle = config::CliOverrides {
+        enable_lifecycle: true,
+        ..Default::default()
+    };
+    let cfg = config::load(Some(&path), &lifecycle).unwrap();
+    let daemon = Daemon::start_with(cfg, lifecycle).await;
+    let base = daemon.base.clone();
+    let scrape = || async {
+        Metrics::parse(
+            &reqwest::get(format!("{base}/metrics"))
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap(),
+        )
+    };
+    let labels = [("target", "a"), ("stream", "s"), ("group", "g")];
+    let progress = |m: &Metrics| m.get("redis_streams_group_pending_scan_progress_ratio", &labels);
+    let pending = |m: &Metrics| m.get("redis_streams_group_pending", &labels);
+    let stream_interval = |m: &Metrics| {
+        m.get(
+            "redis_streams_exporter_probe_interval_seconds",
+            &[("target", "a"), ("probe", "stream")],
+        )
+    };
+    let reload = || async {
+        let r = reqwest::Client::new()
+            .post(format!("{base}/-/reload"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let before = loop {
+        let m = scrape().await;
+        if let Some(p) = progress(&m).filter(|p| (0.1..0.5).contains(p)) {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "no scan progress:\n{}", m.text);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+
+    // Only the stream interval changes: the new poller (its stream interval
+    // shows it) carries the pass on, never below where it was.
+    std::fs::write(&path, file(&a, "300ms")).unwrap();
+    reload().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let resumed = loop {
+        let m = scrape().await;
+        if stream_interval(&m) == Some(0.3) {
+            let p = progress(&m).unwrap_or_else(|| panic!("the scan state was lost:\n{}", m.text));
+            assert!(p >= before, "the scan started over: {p} < {before}");
+            if p > before {
+                break p;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the scan did not go on:\n{}",
+            m.text
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(resumed < 1.0, "the pass finished before the check");
+
+    // A new URL (server b, PEL 5000): a fresh poller, whose pass starts at 0.
+    std::fs::write(&path, file(&b, "300ms")).unwrap();
+    reload().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let fresh = loop {
+        let m = scrape().await;
+        if pending(&m) == Some(5000.0) {
+            if let Some(p) = progress(&m) {
+                break p;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "server b never shown:\n{}",
+            m.text
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        fresh < resumed,
+        "server b's scan continued a's pass: {fresh} >= {resumed}"
+    );
+    daemon.stop().await;
 }

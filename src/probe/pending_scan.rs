@@ -177,6 +177,35 @@ struct Work {
     done: bool,
 }
 
+/// The groups of one run, with the passes it took out of the state. A run
+/// dropped before its end (a reload that restarts the poller with its state,
+/// shutdown, a panic) puts its unfinished passes back, so the next run
+/// resumes them where they were instead of starting over.
+struct Taken<'a> {
+    ctx: &'a ProbeContext,
+    generation: u64,
+    work: Vec<Work>,
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        if self.work.iter().all(|w| w.done || w.pass.is_none()) {
+            return;
+        }
+        let mut state = self.ctx.state();
+        // Positions in the PELs of a server that went away mean nothing.
+        if state.generation != self.generation {
+            return;
+        }
+        for w in self.work.drain(..).filter(|w| !w.done) {
+            if let (Some(pass), Some(memory)) = (w.pass, state.groups.get_mut(&(w.stream, w.group)))
+            {
+                memory.scan_pass.get_or_insert(pass);
+            }
+        }
+    }
+}
+
 /// Runs the PEL scan until every pass is complete or the interval is used up.
 ///
 /// # Errors
@@ -191,7 +220,12 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let mut problems = Problems::default();
     let pairs = known_groups(&ctx.state());
     let generation = ctx.generation();
-    let mut work: Vec<Work> = {
+    let mut taken = Taken {
+        ctx,
+        generation,
+        work: Vec::new(),
+    };
+    taken.work = {
         let mut state = ctx.state();
         // Groups with findings first: after an outage (or any slow pass)
         // their poison, ghost and orphan figures come back soonest.
@@ -220,6 +254,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             })
             .collect()
     };
+    let work = &mut taken.work;
     let by_node = ctx
         .client
         .partition(work.iter().map(|w| &*w.stream))
@@ -371,6 +406,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     }
     // Unfinished passes carry over to the next run and report progress,
     // unless the target went down meanwhile.
+    let work = std::mem::take(&mut taken.work);
     let mut state = ctx.state();
     ctx.ensure_current(&state, generation)?;
     for w in work.into_iter().filter(|w| !w.done) {

@@ -69,6 +69,8 @@ pub struct ProbeStatus {
     pub achieved_interval: Option<Duration>,
     /// When the last run started (exporter clock).
     pub started_at: Option<tokio::time::Instant>,
+    /// Runs that panicked (each logged; the probe's loop restarted).
+    pub panics: u64,
 }
 
 impl ProbeStatus {

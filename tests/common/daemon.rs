@@ -32,10 +32,16 @@ impl Daemon {
     /// Starts it with a loaded configuration (for one read from a file,
     /// which a reload reads again).
     pub async fn start_config(config: config::Config) -> Daemon {
+        Daemon::start_with(config, Default::default()).await
+    }
+
+    /// Starts it with a loaded configuration and the command-line settings
+    /// that every reload applies again (`--web.enable-lifecycle`, ...).
+    pub async fn start_with(config: config::Config, overrides: config::CliOverrides) -> Daemon {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(app::run(config, Default::default(), listener, async move {
+        let task = tokio::spawn(app::run(config, overrides, listener, async move {
             let _ = rx.await;
         }));
         // No transparent gzip: tests that want it ask for it and decode.

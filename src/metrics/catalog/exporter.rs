@@ -135,6 +135,14 @@ metric!(
     Source::Probe(|p| p.achieved_interval.map(|d| d.as_secs_f64()))
 );
 metric!(
+    EXPORTER_PROBE_PANICS,
+    "redis_streams_exporter_probe_panics_total",
+    Counter,
+    TP,
+    "Runs of the probe that panicked (a bug: each is logged with the panic's message). The probe runs again after a backoff of 1 s, doubling up to its interval; the other probes are not affected.",
+    Source::Probe(|p| Some(p.panics as f64))
+);
+metric!(
     EXPORTER_COMMANDS,
     "redis_streams_exporter_redis_commands_total",
     Counter,

@@ -123,6 +123,7 @@ fn probes() -> BTreeMap<ProbeKind, ProbeStatus> {
                 commands: 30,
                 achieved_interval: Some(Duration::from_millis(15_250)),
                 started_at: None,
+                panics: u64::from(kind == ProbeKind::PendingScan),
             };
             (kind, status)
         })
