@@ -410,9 +410,9 @@ mod tests {
     use std::collections::BTreeMap;
     use std::io::{Read, Write};
 
+    use crate::backend::reply::StreamInfo;
     use crate::config::StreamSettings;
     use crate::metrics::render;
-    use crate::redis::reply::StreamInfo;
     use crate::snapshot::{Groups, StreamState};
 
     fn streams(lengths: &[(&str, u64)]) -> Arc<BTreeMap<crate::snapshot::Name, Arc<StreamState>>> {

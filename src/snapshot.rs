@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
+use crate::backend::StatsSnapshot;
+use crate::backend::reply::{ConsumerInfo, GroupInfo, StreamInfo};
 use crate::config::StreamSettings;
 use crate::loss::Lost;
-use crate::redis::StatsSnapshot;
-use crate::redis::reply::{ConsumerInfo, GroupInfo, StreamInfo};
 use crate::schedule::ProbeKind;
 use crate::status::GroupStatus;
 
@@ -508,7 +508,7 @@ impl SnapshotStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::redis::StreamId;
+    use crate::backend::StreamId;
 
     fn group(pending: u64) -> GroupState {
         GroupState {

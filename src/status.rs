@@ -29,7 +29,7 @@
 
 use std::time::Duration;
 
-use crate::redis::StreamId;
+use crate::backend::StreamId;
 
 /// The status of a group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

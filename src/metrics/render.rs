@@ -15,8 +15,8 @@ use std::time::SystemTime;
 
 use super::catalog::{self as c, MetricDef};
 use super::text::{Family, Sink, needs_escape, write_value};
-use crate::redis::reply::ConsumerInfo;
-use crate::redis::{ErrorKind, StreamId};
+use crate::backend::reply::ConsumerInfo;
+use crate::backend::{ErrorKind, StreamId};
 use crate::snapshot::{
     Consumers, ExporterState, GroupKey, GroupState, Name, PelScan, ScanState, StreamState,
     TargetSnapshot,

@@ -19,8 +19,8 @@ pub mod stream;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::backend::{ErrorKind, StreamId, TargetClient, TargetError};
 use crate::config::{Config, Target};
-use crate::redis::{ErrorKind, StreamId, TargetClient, TargetError};
 pub use crate::schedule::ProbeKind;
 use crate::snapshot::{Name, TargetSnapshot};
 use crate::status;
@@ -331,7 +331,7 @@ impl Problems {
     }
 
     /// Records a command the server refused (already counted by the client).
-    pub fn refused(&mut self, error: &crate::redis::CommandError) {
+    pub fn refused(&mut self, error: &crate::backend::CommandError) {
         if matches!(
             error.kind,
             ErrorKind::NoSuchKey | ErrorKind::WrongType | ErrorKind::NoGroup
@@ -409,12 +409,12 @@ pub fn age_seconds(now_ms: u64, then_ms: u64) -> f64 {
 pub async fn per_group<T>(
     ctx: &ProbeContext,
     pairs: &[(Name, Name)],
-    make: impl Fn(&Name, &Name) -> crate::redis::Command,
-    decode: impl Fn(&redis::Value) -> Result<T, crate::redis::reply::DecodeError>,
+    make: impl Fn(&Name, &Name) -> crate::backend::Command,
+    decode: impl Fn(&redis::Value) -> Result<T, crate::backend::reply::DecodeError>,
     problems: &mut Problems,
     mut apply: impl FnMut(Option<u64>, Vec<(&Name, &Name, T)>),
 ) -> Result<(), ProbeError> {
-    use crate::redis::{Command, reply};
+    use crate::backend::{Command, reply};
     let generation = ctx.generation();
     let by_node = ctx
         .client

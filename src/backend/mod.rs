@@ -2,12 +2,25 @@
 //! its connections, rate limit and routing, and the decoding of replies into
 //! plain data. No other module sends a command or sees a `redis::Value`
 //! outside a reply decoder; this module knows nothing of metric names.
+//!
+//! # Layout
+//! - `client`: [`TargetClient`], its pipelines and, one file each, its
+//!   connections, topology and routing, sentinel resolution, redirections
+//!   and counters.
+//! - `ratelimit`: the token buckets every command passes, served by
+//!   priority ([`PRIORITY`]); `paging`: page sizes that follow the server.
+//! - `command`: the allowlist; [`reply`]: replies decoded into plain data;
+//!   `slot`: cluster key slots and the slot map; `tls`: `rediss://`;
+//!   `error`: what failed, typed; [`id`]: stream IDs.
+//!
+//! (Named `backend` so that it does not shadow the `redis` crate.)
 
 mod client;
 mod command;
 mod error;
 pub mod id;
 mod paging;
+mod ratelimit;
 pub mod reply;
 mod slot;
 mod tls;
@@ -18,5 +31,4 @@ pub use client::{
 pub use command::{CLIENT_NAME, Command, RangeEnd, RangeStart};
 pub use error::{CommandError, ErrorKind, TargetError};
 pub use id::StreamId;
-pub use paging::{LatencyFloor, PageTuner};
-pub use slot::key_slot;
+pub use ratelimit::PRIORITY;

@@ -48,17 +48,6 @@ impl TokenBucket {
         self.burst
     }
 
-    /// Takes `n` tokens at `now` and returns how long the caller must wait
-    /// before using them (zero when they were available).
-    pub fn reserve(&mut self, n: f64, now: Instant) -> Duration {
-        self.take(n, now);
-        if self.available >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-self.available / self.rate)
-        }
-    }
-
     /// The tokens available at `now` (refilled up to the burst).
     pub fn level(&mut self, now: Instant) -> f64 {
         let elapsed = now.saturating_duration_since(self.updated).as_secs_f64();
@@ -319,28 +308,29 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
-    fn reserve_is_free_within_burst_then_paced() {
+    fn take_is_free_within_burst_then_paced() {
         let t0 = Instant::now();
         let mut b = TokenBucket::new(10.0, 5.0, t0);
-        assert_eq!(b.reserve(5.0, t0), Duration::ZERO);
+        assert!(b.has(5.0));
+        b.take(5.0, t0);
+        assert!(b.has(0.0) && !b.has(1.0));
         // Five more tokens at 10/s: half a second of debt.
-        assert_eq!(b.reserve(5.0, t0), Duration::from_millis(500));
+        b.take(5.0, t0);
+        assert_eq!(b.time_until(0.0), Duration::from_millis(500));
         // After a second the debt is repaid and five tokens have refilled.
-        assert_eq!(
-            b.reserve(5.0, t0 + Duration::from_millis(1500)),
-            Duration::ZERO
-        );
+        assert_eq!(b.level(t0 + Duration::from_millis(1500)), 5.0);
     }
 
     #[test]
     fn refill_caps_at_burst() {
         let t0 = Instant::now();
         let mut b = TokenBucket::new(100.0, 10.0, t0);
-        b.reserve(10.0, t0);
+        b.take(10.0, t0);
         // An hour idle refills only to the burst, never to 360 000 tokens.
         let later = t0 + Duration::from_secs(3600);
-        assert_eq!(b.reserve(10.0, later), Duration::ZERO);
-        assert!(b.reserve(1.0, later) > Duration::ZERO);
+        assert_eq!(b.level(later), 10.0);
+        b.take(10.0, later);
+        assert!(b.time_until(1.0) > Duration::ZERO);
     }
 
     /// Under paused time, concurrent callers never spend more than
