@@ -259,11 +259,6 @@ pub enum Basis {
     Undecided,
 }
 
-/// The status after `latest` was pushed into `window`.
-pub fn evaluate(window: &Window, latest: &Sample, settings: &Settings) -> GroupStatus {
-    judge(window, latest, settings).0
-}
-
 /// The status after `latest` was pushed into `window`, and what it rests on.
 pub fn judge(window: &Window, latest: &Sample, settings: &Settings) -> (GroupStatus, Basis) {
     let size = u16::try_from(settings.window).unwrap_or(u16::MAX);
@@ -349,7 +344,7 @@ mod tests {
         for s in samples {
             window.push(s);
         }
-        evaluate(&window, samples.last().unwrap(), settings)
+        judge(&window, samples.last().unwrap(), settings).0
     }
 
     fn settings(max_delay: Option<u64>) -> Settings {

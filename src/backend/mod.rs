@@ -18,17 +18,19 @@
 mod client;
 mod command;
 mod error;
-pub mod id;
+mod id;
 mod paging;
 mod ratelimit;
 pub mod reply;
 mod slot;
 mod tls;
 
-pub use client::{
-    ClientSetupError, ClientStats, NodeAddr, Reply, Sequence, StatsSnapshot, TargetClient,
-};
-pub use command::{CLIENT_NAME, Command, RangeEnd, RangeStart};
-pub use error::{CommandError, ErrorKind, TargetError};
+// The public surface is what the binary and the tests use; the rest is the
+// crate's own.
+pub use client::{ClientSetupError, StatsSnapshot, TargetClient};
+pub(crate) use client::{NodeAddr, Reply};
+pub use command::CLIENT_NAME;
+pub(crate) use command::{Command, RangeEnd, RangeStart};
+pub(crate) use error::{CommandError, ErrorKind, TargetError};
 pub use id::StreamId;
-pub use ratelimit::PRIORITY;
+pub(crate) use ratelimit::PRIORITY;

@@ -23,7 +23,7 @@ use crate::config::Limits;
 
 /// The page size of one kind of paged command.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PageTuner {
+pub(crate) struct PageTuner {
     min: u32,
     max: u32,
     current: u32,
@@ -32,7 +32,7 @@ pub struct PageTuner {
 
 impl PageTuner {
     /// Starts at `max`, never below `min`.
-    pub fn new(min: u32, max: u32, target: Duration) -> Self {
+    pub(crate) fn new(min: u32, max: u32, target: Duration) -> Self {
         let max = max.max(1);
         PageTuner {
             min: min.clamp(1, max),
@@ -43,13 +43,13 @@ impl PageTuner {
     }
 
     /// The page size to ask for now.
-    pub fn current(&self) -> u32 {
+    pub(crate) fn current(&self) -> u32 {
         self.current
     }
 
     /// Records a round trip of `calls` pages that took `rtt`, the network
     /// taking `floor` of it.
-    pub fn observe(&mut self, rtt: Duration, floor: Duration, calls: usize) {
+    pub(crate) fn observe(&mut self, rtt: Duration, floor: Duration, calls: usize) {
         let per_call = rtt.saturating_sub(floor) / u32::try_from(calls.max(1)).unwrap_or(u32::MAX);
         if per_call > self.target {
             self.current = (self.current / 2).max(self.min);
@@ -64,11 +64,11 @@ impl PageTuner {
 /// trip seen, let rise by 1 % a minute so that it follows a network that got
 /// slower.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct LatencyFloor(Option<(Duration, Instant)>);
+pub(crate) struct LatencyFloor(Option<(Duration, Instant)>);
 
 impl LatencyFloor {
     /// Records a single-command round trip at `now`.
-    pub fn observe(&mut self, rtt: Duration, now: Instant) {
+    pub(crate) fn observe(&mut self, rtt: Duration, now: Instant) {
         let floor = match self.0 {
             None => rtt,
             Some(_) => rtt.min(self.get(now)),
@@ -77,7 +77,7 @@ impl LatencyFloor {
     }
 
     /// The floor at `now` (zero before any sample).
-    pub fn get(&self, now: Instant) -> Duration {
+    pub(crate) fn get(&self, now: Instant) -> Duration {
         self.0.map_or(Duration::ZERO, |(floor, at)| {
             let minutes = now.saturating_duration_since(at).as_secs_f64() / 60.0;
             floor.mul_f64(1.0 + minutes / 100.0)

@@ -9,12 +9,12 @@
 //! NOPERM on one key) are counted and skipped; only a failure to reach the
 //! target fails the run.
 
-pub mod consumers;
-pub mod discovery;
-pub mod info;
-pub mod pending_scan;
-pub mod pending_summary;
-pub mod stream;
+pub(crate) mod consumers;
+pub(crate) mod discovery;
+pub(crate) mod info;
+pub(crate) mod pending_scan;
+pub(crate) mod pending_summary;
+pub(crate) mod stream;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -231,7 +231,11 @@ impl ProbeContext {
     ///
     /// # Errors
     /// [`ProbeError::Interrupted`].
-    pub fn ensure_current(&self, state: &TargetState, generation: u64) -> Result<(), ProbeError> {
+    pub(crate) fn ensure_current(
+        &self,
+        state: &TargetState,
+        generation: u64,
+    ) -> Result<(), ProbeError> {
         if state.generation == generation {
             Ok(())
         } else {
@@ -242,14 +246,14 @@ impl ProbeContext {
     }
 
     /// Counts a per-item error.
-    pub fn count_error(&self, kind: ErrorKind) {
+    pub(crate) fn count_error(&self, kind: ErrorKind) {
         self.client.stats().error(kind);
     }
 }
 
 /// Why a probe run failed.
 #[derive(Debug, thiserror::Error)]
-pub enum ProbeError {
+pub(crate) enum ProbeError {
     /// The target could not be reached.
     #[error(transparent)]
     Target(#[from] TargetError),
@@ -331,7 +335,7 @@ impl Problems {
     }
 
     /// Records a command the server refused (already counted by the client).
-    pub fn refused(&mut self, error: &crate::backend::CommandError) {
+    pub(crate) fn refused(&mut self, error: &crate::backend::CommandError) {
         if matches!(
             error.kind,
             ErrorKind::NoSuchKey | ErrorKind::WrongType | ErrorKind::NoGroup
@@ -348,7 +352,7 @@ impl Problems {
     ///
     /// # Errors
     /// [`ProbeError::Decode`] or [`ProbeError::Refused`] with the first problem.
-    pub fn finish(self, probe: ProbeKind) -> Result<(), ProbeError> {
+    pub(crate) fn finish(self, probe: ProbeKind) -> Result<(), ProbeError> {
         if let Some(first) = self.first_decode {
             return Err(ProbeError::Decode {
                 probe: probe.label(),
@@ -371,7 +375,7 @@ impl Problems {
 ///
 /// # Errors
 /// When the target cannot be reached or replies cannot be decoded.
-pub async fn run(kind: ProbeKind, ctx: &ProbeContext) -> Result<(), ProbeError> {
+pub(crate) async fn run(kind: ProbeKind, ctx: &ProbeContext) -> Result<(), ProbeError> {
     match kind {
         ProbeKind::Discovery => discovery::run(ctx).await,
         ProbeKind::Info => info::run(ctx).await,
@@ -406,7 +410,7 @@ pub fn age_seconds(now_ms: u64, then_ms: u64) -> f64 {
 ///
 /// # Errors
 /// When the target cannot be reached.
-pub async fn per_group<T>(
+pub(crate) async fn per_group<T>(
     ctx: &ProbeContext,
     pairs: &[(Name, Name)],
     make: impl Fn(&Name, &Name) -> crate::backend::Command,

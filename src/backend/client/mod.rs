@@ -35,13 +35,14 @@ use super::ratelimit::RateLimiter;
 use super::tls::TlsSetup;
 use crate::config::{Limits, Target};
 
-pub use self::stats::{ClientStats, StatsSnapshot};
+pub(crate) use self::stats::ClientStats;
+pub use self::stats::StatsSnapshot;
 
 /// `host:port` of one server.
-pub type NodeAddr = Arc<str>;
+pub(crate) type NodeAddr = Arc<str>;
 
 /// One reply of a pipeline.
-pub type Reply = Result<Value, CommandError>;
+pub(crate) type Reply = Result<Value, CommandError>;
 
 /// The connections to one target.
 #[derive(Debug)]
@@ -117,18 +118,13 @@ impl TargetClient {
         })
     }
 
-    /// The target's configuration.
-    pub fn target(&self) -> &Arc<Target> {
-        &self.target
-    }
-
     /// The counters.
-    pub fn stats(&self) -> &ClientStats {
+    pub(crate) fn stats(&self) -> &ClientStats {
         &self.stats
     }
 
     /// A copy of the counters.
-    pub fn stats_snapshot(&self) -> StatsSnapshot {
+    pub(crate) fn stats_snapshot(&self) -> StatsSnapshot {
         self.stats.snapshot(
             (self.commands.waited() + self.entries.waited()).as_secs_f64(),
             self.pages().sizes(),
@@ -140,17 +136,17 @@ impl TargetClient {
     }
 
     /// The `COUNT` of the next discovery `SCAN` page.
-    pub fn scan_page(&self) -> u32 {
+    pub(crate) fn scan_page(&self) -> u32 {
         self.pages().scan.current()
     }
 
     /// The `COUNT` of the next PEL scan `XPENDING` page.
-    pub fn xpending_page(&self) -> u32 {
+    pub(crate) fn xpending_page(&self) -> u32 {
         self.pages().xpending.current()
     }
 
     /// Whether the last round trip reached the server (`None` before any).
-    pub fn reachable(&self) -> Option<bool> {
+    pub(crate) fn reachable(&self) -> Option<bool> {
         *self.reachable.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -159,12 +155,12 @@ impl TargetClient {
     }
 
     /// Commands sent so far by probes of `rank` (see `ratelimit::PRIORITY`).
-    pub fn commands_spent(&self, rank: usize) -> u64 {
+    pub(crate) fn commands_spent(&self, rank: usize) -> u64 {
         self.commands.spent(rank)
     }
 
     /// Waits until the PEL scan may read `n` more entries.
-    pub async fn acquire_pending_entries(&self, n: u32) {
+    pub(crate) async fn acquire_pending_entries(&self, n: u32) {
         self.entries.acquire(n as usize).await;
     }
 
@@ -175,7 +171,7 @@ impl TargetClient {
     /// # Errors
     /// A [`TargetError`] when the node cannot be reached or does not answer in
     /// time; server errors of single commands are returned in their reply.
-    pub async fn execute(
+    pub(crate) async fn execute(
         &self,
         node: &NodeAddr,
         cmds: &[Command],
@@ -205,7 +201,7 @@ impl TargetClient {
 
     /// A chain of commands to `node` where each needs the previous reply
     /// (SCAN's cursor), sent back to back: see [`Sequence`].
-    pub fn sequence(&self, node: NodeAddr) -> Sequence<'_> {
+    pub(crate) fn sequence(&self, node: NodeAddr) -> Sequence<'_> {
         Sequence {
             client: self,
             node,
@@ -305,7 +301,7 @@ impl TargetClient {
 /// node) is not held up waiting for tokens it will not use, and no chain
 /// leaves more tokens unused than it sent, nor more than a burst.
 #[derive(Debug)]
-pub struct Sequence<'a> {
+pub(crate) struct Sequence<'a> {
     client: &'a TargetClient,
     node: NodeAddr,
     prepaid: usize,
@@ -317,7 +313,7 @@ impl Sequence<'_> {
     ///
     /// # Errors
     /// As [`TargetClient::execute`].
-    pub async fn send(&mut self, cmd: &Command) -> Result<Reply, TargetError> {
+    pub(crate) async fn send(&mut self, cmd: &Command) -> Result<Reply, TargetError> {
         if self.prepaid == 0 {
             let batch = self.next_batch.min(self.client.commands.burst()).max(1);
             self.client.commands.acquire(batch).await;

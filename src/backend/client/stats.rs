@@ -10,7 +10,7 @@ use crate::backend::error::ErrorKind;
 
 /// Counters of what the client did, read into every snapshot.
 #[derive(Debug, Default)]
-pub struct ClientStats {
+pub(crate) struct ClientStats {
     commands: Mutex<BTreeMap<&'static str, u64>>,
     errors: Mutex<BTreeMap<&'static str, u64>>,
     pending_scanned: AtomicU64,
@@ -45,7 +45,7 @@ fn copy(map: &Mutex<BTreeMap<&'static str, u64>>) -> BTreeMap<&'static str, u64>
 
 impl ClientStats {
     /// Counts one error of `kind`.
-    pub fn error(&self, kind: ErrorKind) {
+    pub(crate) fn error(&self, kind: ErrorKind) {
         bump(&self.errors, kind.label(), 1);
     }
 
@@ -55,7 +55,7 @@ impl ClientStats {
     }
 
     /// Counts PEL entries read.
-    pub fn pending_scanned(&self, n: u64) {
+    pub(crate) fn pending_scanned(&self, n: u64) {
         self.pending_scanned.fetch_add(n, Ordering::Relaxed);
     }
 

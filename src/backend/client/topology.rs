@@ -142,7 +142,7 @@ impl TargetClient {
     ///
     /// # Errors
     /// When the sentinel or the cluster topology cannot be read.
-    pub async fn nodes(&self) -> Result<Vec<NodeAddr>, TargetError> {
+    pub(crate) async fn nodes(&self) -> Result<Vec<NodeAddr>, TargetError> {
         match &self.target.mode {
             Mode::Standalone => match &*self.topo() {
                 Topology::Standalone(node) => Ok(vec![node.addr.clone()]),
@@ -164,7 +164,7 @@ impl TargetClient {
 
     /// Marks the topology for re-reading on the next [`Self::nodes`] call
     /// (discovery calls this on its own cadence).
-    pub fn invalidate_topology(&self) {
+    pub(crate) fn invalidate_topology(&self) {
         self.topo().suspect();
     }
 
@@ -173,7 +173,7 @@ impl TargetClient {
     ///
     /// # Errors
     /// When the topology cannot be read.
-    pub async fn partition<'k>(
+    pub(crate) async fn partition<'k>(
         &self,
         keys: impl IntoIterator<Item = &'k [u8]>,
     ) -> Result<BTreeMap<NodeAddr, Vec<usize>>, TargetError> {
