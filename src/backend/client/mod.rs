@@ -330,3 +330,6 @@ impl Sequence<'_> {
         Ok(reply.pop().unwrap_or(Ok(Value::Nil)))
     }
 }
+
+#[cfg(test)]
+mod tests;
