@@ -28,7 +28,7 @@ use crate::snapshot::SnapshotStore;
 pub enum AppError {
     /// A target's client could not be built.
     #[error(transparent)]
-    Client(#[from] crate::redis::ClientSetupError),
+    Client(#[from] crate::backend::ClientSetupError),
     /// The HTTP listener's address could not be read.
     #[error("HTTP server: {0}")]
     Http(#[from] std::io::Error),

@@ -29,14 +29,6 @@ impl Glob {
         &self.pattern
     }
 
-    /// True when the pattern has no special characters, so it names one key.
-    pub fn is_literal(&self) -> bool {
-        !self
-            .pattern
-            .iter()
-            .any(|b| matches!(b, b'*' | b'?' | b'[' | b'\\'))
-    }
-
     /// True when `key` matches the whole pattern.
     pub fn matches(&self, key: &[u8]) -> bool {
         match_bytes(&self.pattern, key)
@@ -204,8 +196,6 @@ mod tests {
     fn escapes_and_literals() {
         assert!(m("a\\*b", "a*b"));
         assert!(!m("a\\*b", "axb"));
-        assert!(Glob::new("orders:events").is_literal());
-        assert!(!Glob::new("orders:*").is_literal());
         assert!(m("[", "["));
     }
 

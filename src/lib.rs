@@ -4,15 +4,15 @@
 //!
 //! # Layout
 //! - [`config`]: the file and flags, parsed then validated into [`config::Config`].
-//! - [`redis`]: the only module that talks to Redis: allowlisted commands,
-//!   connections, rate limit, cluster routing, reply decoding.
+//! - [`backend`]: the only module that talks to Redis: allowlisted commands,
+//!   connections, rate limit and priorities, cluster routing, reply
+//!   decoding.
 //! - [`probe`]: what to ask on each schedule, one probe per file, producing
 //!   plain data into the target's state.
 //! - [`lag`], [`loss`], [`trend`] and [`status`]: pure arithmetic on what
 //!   the probes read (lag done right, the NULL-lag estimator, losses and
 //!   rewinds between polls, time to loss and to drain, group status).
-//! - [`schedule`] and [`ratelimit`]: when to run and how fast, pure and
-//!   tested under paused time.
+//! - [`schedule`]: when to run, pure and tested under paused time.
 //! - [`poller`]: runs a target's probes and publishes its snapshots;
 //!   [`multitarget`]: the pollers `/probe` starts, and their expiry.
 //! - [`snapshot`]: the immutable picture `/metrics` renders.
@@ -28,6 +28,7 @@
 //!   [`text`]: names from Redis made safe to print.
 
 pub mod app;
+pub mod backend;
 pub mod check;
 pub mod cli;
 pub mod config;
@@ -35,19 +36,17 @@ pub mod exposition;
 pub mod glob;
 pub mod http;
 pub mod lag;
-pub mod loss;
+pub(crate) mod loss;
 pub mod metrics;
-pub mod multitarget;
+pub(crate) mod multitarget;
 pub mod poller;
 pub mod probe;
-pub mod process;
-pub mod ratelimit;
-pub mod redis;
-pub mod schedule;
+pub(crate) mod process;
+pub(crate) mod schedule;
 pub mod server;
 pub mod snapshot;
-pub mod status;
+pub(crate) mod status;
 pub mod telemetry;
-pub mod text;
-pub mod trend;
+pub(crate) mod text;
+pub(crate) mod trend;
 pub mod web;

@@ -13,7 +13,7 @@
 //! recreated under the same name): that is counted too, and its figures
 //! start a new baseline instead of passing for a loss.
 
-use crate::redis::StreamId;
+use crate::backend::StreamId;
 
 /// Entries lost by one group, by cause, since the exporter started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -61,7 +61,7 @@ fn main() -> ExitCode {
         // against the system's trust store), without connecting.
         for target in &config.targets {
             if let Err(e) =
-                redis_streams_exporter::redis::TargetClient::new(target.clone(), &config.limits)
+                redis_streams_exporter::backend::TargetClient::new(target.clone(), &config.limits)
             {
                 eprintln!("invalid configuration:\n{}: {e}", config_file(&config));
                 return ExitCode::from(2);

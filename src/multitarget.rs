@@ -44,7 +44,7 @@ pub enum ProbeError {
     },
     /// The target's client could not be built (its TLS settings).
     #[error(transparent)]
-    Client(#[from] crate::redis::ClientSetupError),
+    Client(#[from] crate::backend::ClientSetupError),
 }
 
 impl ProbeError {

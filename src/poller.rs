@@ -16,10 +16,10 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::backend::PRIORITY;
+use crate::backend::{ClientSetupError, TargetClient};
 use crate::config::{Config, Target};
 use crate::probe::{self, ProbeContext, ProbeError, ProbeKind, TargetState};
-use crate::ratelimit::PRIORITY;
-use crate::redis::{ClientSetupError, TargetClient};
 use crate::schedule::{self, Next};
 use crate::snapshot::{Owner, SnapshotStore, TargetSnapshot};
 

@@ -29,7 +29,7 @@
 
 use std::time::Duration;
 
-use crate::redis::StreamId;
+use crate::backend::StreamId;
 
 /// The status of a group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -257,11 +257,6 @@ pub enum Basis {
     /// Work waits and the window is not full yet: nothing is proven, and the
     /// daemon reports `ok`.
     Undecided,
-}
-
-/// The status after `latest` was pushed into `window`.
-pub fn evaluate(window: &Window, latest: &Sample, settings: &Settings) -> GroupStatus {
-    judge(window, latest, settings).0
 }
 
 /// The status after `latest` was pushed into `window`, and what it rests on.

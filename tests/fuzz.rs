@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use redis::Value;
+use redis_streams_exporter::backend::StreamId;
+use redis_streams_exporter::backend::reply::{self, GroupInfo, StreamInfo};
 use redis_streams_exporter::config::{self, StreamSettings};
 use redis_streams_exporter::glob::Glob;
 use redis_streams_exporter::lag::{self, UndeliveredSample};
 use redis_streams_exporter::metrics::{BuildInfo, render};
-use redis_streams_exporter::redis::StreamId;
-use redis_streams_exporter::redis::reply::{self, GroupInfo, StreamInfo};
 use redis_streams_exporter::snapshot::{
     ExporterState, GroupFigures, GroupState, Groups, StreamFigures, StreamState, TargetSnapshot,
 };

@@ -122,7 +122,7 @@ fn exporter_connections(server: &RedisServer) -> usize {
         .filter(|l| {
             l.contains(&format!(
                 "name={}",
-                redis_streams_exporter::redis::CLIENT_NAME
+                redis_streams_exporter::backend::CLIENT_NAME
             ))
         })
         .count()

@@ -35,10 +35,10 @@ use tokio::time::Instant;
 pub use progress::Progress;
 pub use report::{GroupReport, Report, TargetReport};
 
+use crate::backend::StreamId;
 use crate::config::Config;
 use crate::poller::Poller;
 use crate::probe::ProbeKind;
-use crate::redis::StreamId;
 use crate::snapshot::{Name, SnapshotStore, TargetSnapshot};
 use crate::status::{Basis, GroupStatus};
 
@@ -165,7 +165,7 @@ pub async fn run(
     config: Arc<Config>,
     options: Options,
     progress: &Progress,
-) -> Result<Report, crate::redis::ClientSetupError> {
+) -> Result<Report, crate::backend::ClientSetupError> {
     let plan = Plan::new(&config, options);
     let polling = Arc::new(plan.config(&config));
     let store = Arc::new(SnapshotStore::default());

@@ -35,7 +35,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::redis::StreamId;
+use crate::backend::StreamId;
 
 /// Entries ever added with an ID at or below `id`: a point where Redis's
 /// counters pin the generated-entries curve exactly.

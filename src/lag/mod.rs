@@ -55,8 +55,8 @@ mod estimate;
 pub use anchors::{remember_anchor, stream_anchors};
 pub use estimate::{Anchor, MsEnds, Split, Step, WALK_ROUNDS, Walk};
 
-use crate::redis::StreamId;
-use crate::redis::reply::{GroupInfo, StreamInfo};
+use crate::backend::StreamId;
+use crate::backend::reply::{GroupInfo, StreamInfo};
 
 /// Which lag arithmetic a server runs (research §1.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{ProbeContext, ProbeError, ProbeKind, Problems, known_groups, per_group};
-use crate::redis::Command;
-use crate::redis::reply::{self, ConsumerInfo};
+use crate::backend::Command;
+use crate::backend::reply::{self, ConsumerInfo};
 use crate::snapshot::Consumers;
 
 /// Milliseconds since the consumer last read successfully: `inactive` on

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::{ProbeContext, ProbeError, ProbeKind, Problems};
-use crate::redis::{Command, reply};
+use crate::backend::{Command, reply};
 use crate::snapshot::Name;
 
 /// Runs discovery.
@@ -38,7 +38,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             let mut walk = ctx.client.sequence(node);
             let mut cursor = 0u64;
             loop {
-                // The page size follows the server (see redis::paging).
+                // The page size follows the server (see backend::paging).
                 let count = ctx.client.scan_page();
                 let cmd = Command::Scan {
                     cursor,

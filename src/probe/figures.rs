@@ -1,7 +1,7 @@
 //! What the snapshot keeps of the replies the probes decode: plain figures,
 //! so the snapshot and the exposition never hold the client's reply types.
 
-use crate::redis::reply::{ConsumerInfo, GroupInfo, StreamInfo};
+use crate::backend::reply::{ConsumerInfo, GroupInfo, StreamInfo};
 use crate::snapshot::{ConsumerState, GroupFigures, StreamFigures};
 
 /// XINFO STREAM, as the snapshot keeps it.

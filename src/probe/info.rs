@@ -4,7 +4,7 @@
 //! `valkey_version`.
 
 use super::{ProbeContext, ProbeError, ProbeKind, Problems};
-use crate::redis::{Command, reply};
+use crate::backend::{Command, reply};
 use crate::snapshot::ServerInfo;
 
 /// Runs the info probe.

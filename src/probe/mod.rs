@@ -9,13 +9,13 @@
 //! NOPERM on one key) are counted and skipped; only a failure to reach the
 //! target fails the run.
 
-pub mod consumers;
-pub mod discovery;
+pub(crate) mod consumers;
+pub(crate) mod discovery;
 mod figures;
-pub mod info;
-pub mod pending_scan;
-pub mod pending_summary;
-pub mod stream;
+pub(crate) mod info;
+pub(crate) mod pending_scan;
+pub(crate) mod pending_summary;
+pub(crate) mod stream;
 
 #[cfg(test)]
 mod ownership_tests;
@@ -23,8 +23,8 @@ mod ownership_tests;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::backend::{ErrorKind, StreamId, TargetClient, TargetError};
 use crate::config::{Config, Target};
-use crate::redis::{ErrorKind, StreamId, TargetClient, TargetError};
 pub use crate::schedule::ProbeKind;
 use crate::snapshot::{Name, TargetSnapshot};
 use crate::status;
@@ -250,7 +250,11 @@ impl ProbeContext {
     ///
     /// # Errors
     /// [`ProbeError::Interrupted`].
-    pub fn ensure_current(&self, state: &TargetState, generation: u64) -> Result<(), ProbeError> {
+    pub(crate) fn ensure_current(
+        &self,
+        state: &TargetState,
+        generation: u64,
+    ) -> Result<(), ProbeError> {
         if state.generation == generation {
             Ok(())
         } else {
@@ -261,14 +265,14 @@ impl ProbeContext {
     }
 
     /// Counts a per-item error.
-    pub fn count_error(&self, kind: ErrorKind) {
+    pub(crate) fn count_error(&self, kind: ErrorKind) {
         self.client.stats().error(kind);
     }
 }
 
 /// Why a probe run failed.
 #[derive(Debug, thiserror::Error)]
-pub enum ProbeError {
+pub(crate) enum ProbeError {
     /// The target could not be reached.
     #[error(transparent)]
     Target(#[from] TargetError),
@@ -350,7 +354,7 @@ impl Problems {
     }
 
     /// Records a command the server refused (already counted by the client).
-    pub fn refused(&mut self, error: &crate::redis::CommandError) {
+    pub(crate) fn refused(&mut self, error: &crate::backend::CommandError) {
         if matches!(
             error.kind,
             ErrorKind::NoSuchKey | ErrorKind::WrongType | ErrorKind::NoGroup
@@ -367,7 +371,7 @@ impl Problems {
     ///
     /// # Errors
     /// [`ProbeError::Decode`] or [`ProbeError::Refused`] with the first problem.
-    pub fn finish(self, probe: ProbeKind) -> Result<(), ProbeError> {
+    pub(crate) fn finish(self, probe: ProbeKind) -> Result<(), ProbeError> {
         if let Some(first) = self.first_decode {
             return Err(ProbeError::Decode {
                 probe: probe.label(),
@@ -390,7 +394,7 @@ impl Problems {
 ///
 /// # Errors
 /// When the target cannot be reached or replies cannot be decoded.
-pub async fn run(kind: ProbeKind, ctx: &ProbeContext) -> Result<(), ProbeError> {
+pub(crate) async fn run(kind: ProbeKind, ctx: &ProbeContext) -> Result<(), ProbeError> {
     match kind {
         ProbeKind::Discovery => discovery::run(ctx).await,
         ProbeKind::Info => info::run(ctx).await,
@@ -425,15 +429,15 @@ pub fn age_seconds(now_ms: u64, then_ms: u64) -> f64 {
 ///
 /// # Errors
 /// When the target cannot be reached.
-pub async fn per_group<T>(
+pub(crate) async fn per_group<T>(
     ctx: &ProbeContext,
     pairs: &[(Name, Name)],
-    make: impl Fn(&Name, &Name) -> crate::redis::Command,
-    decode: impl Fn(&redis::Value) -> Result<T, crate::redis::reply::DecodeError>,
+    make: impl Fn(&Name, &Name) -> crate::backend::Command,
+    decode: impl Fn(&redis::Value) -> Result<T, crate::backend::reply::DecodeError>,
     problems: &mut Problems,
     mut apply: impl FnMut(Option<u64>, Vec<(&Name, &Name, T)>),
 ) -> Result<(), ProbeError> {
-    use crate::redis::{Command, reply};
+    use crate::backend::{Command, reply};
     let generation = ctx.generation();
     let by_node = ctx
         .client

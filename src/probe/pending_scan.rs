@@ -18,8 +18,8 @@ use std::time::SystemTime;
 use tokio::time::Instant;
 
 use super::{ProbeContext, ProbeError, ProbeKind, Problems, known_groups};
-use crate::redis::reply::{self, PendingEntry};
-use crate::redis::{Command, RangeEnd, RangeStart, StreamId};
+use crate::backend::reply::{self, PendingEntry};
+use crate::backend::{Command, RangeEnd, RangeStart, StreamId};
 use crate::snapshot::{Name, PelScan, ScanState};
 
 /// A pass over one group's PEL, possibly spanning several runs.
@@ -212,7 +212,7 @@ impl Drop for Taken<'_> {
 /// When the target cannot be reached or replies cannot be decoded.
 pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let deadline = Instant::now() + ctx.config.schedule.pending_scan;
-    // The page size follows the server (see redis::paging); read once a run.
+    // The page size follows the server (see backend::paging); read once a run.
     let page = ctx.client.xpending_page();
     // Bucket bounds, shared by the results of every group.
     let idle_bounds: Arc<[f64]> = ctx.config.metrics.pending_idle_buckets.as_slice().into();
@@ -444,7 +444,7 @@ fn rules_for(ctx: &ProbeContext, w: &Work) -> Option<RulesOwned> {
 /// returns how many have no body.
 async fn check_ghosts(
     ctx: &ProbeContext,
-    node: &crate::redis::NodeAddr,
+    node: &crate::backend::NodeAddr,
     stream: &Name,
     acc: &Accumulator,
 ) -> Result<u64, ProbeError> {

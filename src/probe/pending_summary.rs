@@ -14,7 +14,7 @@
 use super::{ProbeContext, ProbeError, ProbeKind, Problems, known_groups, per_group};
 use std::sync::Arc;
 
-use crate::redis::{Command, RangeStart, reply};
+use crate::backend::{Command, RangeStart, reply};
 use crate::snapshot::{Name, OldestPending};
 
 /// Oldest pending entries read for the poison check.

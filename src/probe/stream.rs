@@ -12,10 +12,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::{ProbeContext, ProbeError, ProbeKind, Problems, age_seconds, figures};
+use crate::backend::reply::{self, GroupInfo, StreamInfo};
+use crate::backend::{Command, ErrorKind, RangeEnd, RangeStart, Reply, StreamId};
 use crate::lag::{self, Arithmetic, MsEnds, UndeliveredSample};
 use crate::loss;
-use crate::redis::reply::{self, GroupInfo, StreamInfo};
-use crate::redis::{Command, ErrorKind, RangeEnd, RangeStart, Reply, StreamId};
 use crate::snapshot::{DeadLetter, GroupState, Groups, Name, StreamState};
 use crate::{status, text};
 

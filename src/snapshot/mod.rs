@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::redis::StatsSnapshot;
+use crate::backend::StatsSnapshot;
 use crate::schedule::ProbeKind;
 
 mod exporter;

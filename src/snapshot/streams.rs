@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::Name;
+use crate::backend::StreamId;
 use crate::config::StreamSettings;
 use crate::loss::Lost;
-use crate::redis::StreamId;
 use crate::status::GroupStatus;
 
 /// What `XINFO STREAM` said of a stream, as the snapshot keeps it.

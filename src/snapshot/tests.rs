@@ -1,7 +1,7 @@
 //! Unit tests of the snapshot types.
 
 use super::*;
-use crate::redis::StreamId;
+use crate::backend::StreamId;
 
 fn group(pending: u64) -> GroupState {
     GroupState {

@@ -7,7 +7,7 @@ fn status_of(samples: &[Sample], settings: &Settings) -> GroupStatus {
     for s in samples {
         window.push(s);
     }
-    evaluate(&window, samples.last().unwrap(), settings)
+    judge(&window, samples.last().unwrap(), settings).0
 }
 
 fn settings(max_delay: Option<u64>) -> Settings {

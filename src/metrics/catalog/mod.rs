@@ -13,8 +13,8 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::SystemTime;
 
+use crate::backend::StreamId;
 use crate::process::ProcessStats;
-use crate::redis::StreamId;
 use crate::snapshot::{
     ConsumerState, Consumers, ExporterState, GroupState, PelScan, ProbeStatus, ScanState,
     StreamState, TargetSnapshot,

@@ -6,9 +6,9 @@ use std::io::Write;
 use std::sync::atomic::Ordering;
 
 use super::{Renderer, group_labels, groups_of, outer_join};
+use crate::backend::ErrorKind;
 use crate::metrics::catalog::Custom;
 use crate::metrics::text::{Family, write_value};
-use crate::redis::ErrorKind;
 use crate::snapshot::{PelScan, ScanState, TargetSnapshot};
 use crate::status::GroupStatus;
 

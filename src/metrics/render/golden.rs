@@ -12,12 +12,12 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use super::{BuildInfo, render, render_probe_answer};
+use crate::backend::StatsSnapshot;
+use crate::backend::StreamId;
 use crate::config::StreamSettings;
 use crate::loss::Lost;
 use crate::metrics::catalog::METRICS;
 use crate::process::ProcessStats;
-use crate::redis::StatsSnapshot;
-use crate::redis::StreamId;
 use crate::schedule::ProbeKind;
 use crate::snapshot::{
     ConsumerState, Consumers, DeadLetter, ExporterState, GroupFigures, GroupState, Groups, Name,

@@ -22,7 +22,7 @@ use crate::config::RedisTls;
 
 /// What a target's TLS connections are made with.
 #[derive(Clone)]
-pub struct TlsSetup {
+pub(crate) struct TlsSetup {
     connector: TlsConnector,
     /// `tls_server_name`, when set: verified (and sent as SNI) instead of
     /// the host dialled.
@@ -68,7 +68,7 @@ impl TlsSetup {
     /// # Errors
     /// When no CA is configured and the system has none, or rustls refuses
     /// the material (the configuration's checks make that unlikely).
-    pub fn new(tls: &RedisTls) -> Result<TlsSetup, String> {
+    pub(crate) fn new(tls: &RedisTls) -> Result<TlsSetup, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
@@ -118,7 +118,7 @@ impl TlsSetup {
     /// A connection failure explained for an operator: the TLS error with
     /// what to change, or, when the failure carries none, that the server
     /// asked for a client certificate the exporter does not have.
-    pub fn explain(&self, error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    pub(crate) fn explain(&self, error: &(dyn std::error::Error + 'static)) -> Option<String> {
         explain(error).or_else(|| {
             self.asked_for_certificate.load(Ordering::Relaxed).then(|| {
                 format!(
@@ -132,7 +132,11 @@ impl TlsSetup {
     ///
     /// # Errors
     /// An I/O error; a refused handshake carries the rustls error.
-    pub async fn connect(&self, host: &str, port: u16) -> std::io::Result<TlsStream<TcpStream>> {
+    pub(crate) async fn connect(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> std::io::Result<TlsStream<TcpStream>> {
         let name = match &self.server_name {
             Some(name) => name.clone(),
             None => ServerName::try_from(host.to_string()).map_err(|e| {

@@ -24,7 +24,7 @@ const ROUNDING: f64 = 1e-9;
 
 /// The bucket arithmetic, without any waiting.
 #[derive(Debug, Clone)]
-pub struct TokenBucket {
+pub(crate) struct TokenBucket {
     rate: f64,
     burst: f64,
     available: f64,
@@ -33,7 +33,7 @@ pub struct TokenBucket {
 
 impl TokenBucket {
     /// A full bucket refilling at `rate` tokens per second up to `burst`.
-    pub fn new(rate: f64, burst: f64, now: Instant) -> Self {
+    pub(crate) fn new(rate: f64, burst: f64, now: Instant) -> Self {
         let burst = burst.max(1.0);
         TokenBucket {
             rate: rate.max(f64::MIN_POSITIVE),
@@ -44,23 +44,12 @@ impl TokenBucket {
     }
 
     /// Largest reservation that does not exceed the burst.
-    pub fn burst(&self) -> f64 {
+    pub(crate) fn burst(&self) -> f64 {
         self.burst
     }
 
-    /// Takes `n` tokens at `now` and returns how long the caller must wait
-    /// before using them (zero when they were available).
-    pub fn reserve(&mut self, n: f64, now: Instant) -> Duration {
-        self.take(n, now);
-        if self.available >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-self.available / self.rate)
-        }
-    }
-
     /// The tokens available at `now` (refilled up to the burst).
-    pub fn level(&mut self, now: Instant) -> f64 {
+    pub(crate) fn level(&mut self, now: Instant) -> f64 {
         let elapsed = now.saturating_duration_since(self.updated).as_secs_f64();
         self.available = (self.available + elapsed * self.rate).min(self.burst);
         self.updated = now;
@@ -68,20 +57,20 @@ impl TokenBucket {
     }
 
     /// Takes `n` tokens at `now`, into debt if need be.
-    pub fn take(&mut self, n: f64, now: Instant) {
+    pub(crate) fn take(&mut self, n: f64, now: Instant) {
         self.level(now);
         self.available -= n;
     }
 
     /// True when `n` tokens are available (from the last refill), give or
     /// take the rounding of the refill arithmetic.
-    pub fn has(&self, n: f64) -> bool {
+    pub(crate) fn has(&self, n: f64) -> bool {
         self.available + ROUNDING >= n
     }
 
     /// Time until `n` tokens are available (from the last refill); never a
     /// zero wait for tokens that are not there.
-    pub fn time_until(&self, n: f64) -> Duration {
+    pub(crate) fn time_until(&self, n: f64) -> Duration {
         if self.has(n) {
             Duration::ZERO
         } else {
@@ -93,12 +82,12 @@ impl TokenBucket {
 tokio::task_local! {
     /// The priority rank the current task's commands are sent with (0 is
     /// the highest): the poller runs each probe in the scope of its rank.
-    pub static PRIORITY: usize;
+    pub(crate) static PRIORITY: usize;
 }
 
 /// The rank of the current task's probe, 0 outside any probe (the one-shot
 /// `check`, tests).
-pub fn current_rank() -> usize {
+pub(crate) fn current_rank() -> usize {
     PRIORITY.try_with(|r| *r).unwrap_or(0)
 }
 
@@ -177,7 +166,7 @@ impl Arbiter {
 /// A shared token bucket that callers wait on, served by priority (see
 /// [`Arbiter`]); it records the time spent waiting.
 #[derive(Debug)]
-pub struct RateLimiter {
+pub(crate) struct RateLimiter {
     arbiter: Mutex<Arbiter>,
     changed: Notify,
     waited_nanos: AtomicU64,
@@ -205,14 +194,14 @@ impl Drop for Ticket<'_> {
 
 impl RateLimiter {
     /// A limiter of `rate` per second with bursts up to `burst`, one rank.
-    pub fn new(rate: u32, burst: u32) -> Self {
+    pub(crate) fn new(rate: u32, burst: u32) -> Self {
         Self::with_shares(rate, burst, &[0.0])
     }
 
     /// A limiter whose callers are served by rank (the task's
     /// [`PRIORITY`]), rank `r` keeping at least `shares[r]` of the tokens
     /// when others want them too. Ranks past the end share the last one.
-    pub fn with_shares(rate: u32, burst: u32, shares: &[f64]) -> Self {
+    pub(crate) fn with_shares(rate: u32, burst: u32, shares: &[f64]) -> Self {
         let shares = if shares.is_empty() {
             vec![0.0]
         } else {
@@ -232,7 +221,7 @@ impl RateLimiter {
     }
 
     /// Largest single reservation that keeps within the burst.
-    pub fn burst(&self) -> usize {
+    pub(crate) fn burst(&self) -> usize {
         self.lock().bucket.burst() as usize
     }
 
@@ -243,7 +232,7 @@ impl RateLimiter {
     }
 
     /// Waits until `n` tokens may be spent by the current task's rank.
-    pub async fn acquire(&self, n: usize) {
+    pub(crate) async fn acquire(&self, n: usize) {
         let started = Instant::now();
         let n = n as f64;
         let (rank, ticket) = {
@@ -301,14 +290,14 @@ impl RateLimiter {
     }
 
     /// Tokens spent by callers of `rank` so far.
-    pub fn spent(&self, rank: usize) -> u64 {
+    pub(crate) fn spent(&self, rank: usize) -> u64 {
         self.spent
             .get(rank.min(self.spent.len() - 1))
             .map_or(0, |s| s.load(Ordering::Relaxed))
     }
 
     /// Total time callers waited.
-    pub fn waited(&self) -> Duration {
+    pub(crate) fn waited(&self) -> Duration {
         Duration::from_nanos(self.waited_nanos.load(Ordering::Relaxed))
     }
 }
@@ -319,28 +308,29 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
-    fn reserve_is_free_within_burst_then_paced() {
+    fn take_is_free_within_burst_then_paced() {
         let t0 = Instant::now();
         let mut b = TokenBucket::new(10.0, 5.0, t0);
-        assert_eq!(b.reserve(5.0, t0), Duration::ZERO);
+        assert!(b.has(5.0));
+        b.take(5.0, t0);
+        assert!(b.has(0.0) && !b.has(1.0));
         // Five more tokens at 10/s: half a second of debt.
-        assert_eq!(b.reserve(5.0, t0), Duration::from_millis(500));
+        b.take(5.0, t0);
+        assert_eq!(b.time_until(0.0), Duration::from_millis(500));
         // After a second the debt is repaid and five tokens have refilled.
-        assert_eq!(
-            b.reserve(5.0, t0 + Duration::from_millis(1500)),
-            Duration::ZERO
-        );
+        assert_eq!(b.level(t0 + Duration::from_millis(1500)), 5.0);
     }
 
     #[test]
     fn refill_caps_at_burst() {
         let t0 = Instant::now();
         let mut b = TokenBucket::new(100.0, 10.0, t0);
-        b.reserve(10.0, t0);
+        b.take(10.0, t0);
         // An hour idle refills only to the burst, never to 360 000 tokens.
         let later = t0 + Duration::from_secs(3600);
-        assert_eq!(b.reserve(10.0, later), Duration::ZERO);
-        assert!(b.reserve(1.0, later) > Duration::ZERO);
+        assert_eq!(b.level(later), 10.0);
+        b.take(10.0, later);
+        assert!(b.time_until(1.0) > Duration::ZERO);
     }
 
     /// Under paused time, concurrent callers never spend more than

@@ -9,7 +9,7 @@ use super::id::StreamId;
 
 /// Start of an `XPENDING`/`XRANGE` range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RangeStart {
+pub(crate) enum RangeStart {
     /// `-`: from the smallest ID.
     Min,
     /// From this ID, inclusive.
@@ -18,7 +18,7 @@ pub enum RangeStart {
 
 /// End of a range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RangeEnd {
+pub(crate) enum RangeEnd {
     /// `+`: to the largest ID.
     Max,
     /// To this ID, inclusive.
@@ -27,7 +27,7 @@ pub enum RangeEnd {
 
 /// A command the exporter may send.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Command {
+pub(crate) enum Command {
     /// `PING`.
     Ping,
     /// `INFO server`.
@@ -44,11 +44,6 @@ pub enum Command {
         pattern: Option<Vec<u8>>,
         /// COUNT hint.
         count: u32,
-    },
-    /// `TYPE key`.
-    Type {
-        /// Key.
-        key: Vec<u8>,
     },
     /// `XINFO STREAM key` (never FULL).
     XinfoStream {
@@ -128,13 +123,12 @@ pub const CLIENT_NAME: &str = "redis-streams-exporter";
 
 impl Command {
     /// The `command` label and log field.
-    pub fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             Command::Ping => "ping",
             Command::InfoServer | Command::InfoMemory => "info",
             Command::Time => "time",
             Command::Scan { .. } => "scan",
-            Command::Type { .. } => "type",
             Command::XinfoStream { .. } => "xinfo_stream",
             Command::XinfoGroups { .. } => "xinfo_groups",
             Command::XinfoConsumers { .. } => "xinfo_consumers",
@@ -150,23 +144,8 @@ impl Command {
         }
     }
 
-    /// The key the command touches, for slot routing.
-    pub fn key(&self) -> Option<&[u8]> {
-        match self {
-            Command::Type { key }
-            | Command::XinfoStream { key }
-            | Command::XinfoGroups { key }
-            | Command::XinfoConsumers { key, .. }
-            | Command::XpendingSummary { key, .. }
-            | Command::XpendingRange { key, .. }
-            | Command::Xrange { key, .. }
-            | Command::Xrevrange { key, .. } => Some(key),
-            _ => None,
-        }
-    }
-
     /// The command as redis-rs will send it.
-    pub fn to_cmd(&self) -> redis::Cmd {
+    pub(crate) fn to_cmd(&self) -> redis::Cmd {
         fn start_arg(s: RangeStart) -> String {
             match s {
                 RangeStart::Min => "-".to_string(),
@@ -197,7 +176,6 @@ impl Command {
                 c.arg("COUNT").arg(*count).arg("TYPE").arg("stream");
                 c
             }
-            Command::Type { key } => redis::cmd("TYPE").arg(key.as_slice()).to_owned(),
             Command::XinfoStream { key } => redis::cmd("XINFO")
                 .arg("STREAM")
                 .arg(key.as_slice())

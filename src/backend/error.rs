@@ -5,7 +5,7 @@ use std::time::Duration;
 /// What kind of failure, as the bounded `kind` label of
 /// `redis_streams_exporter_errors_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ErrorKind {
+pub(crate) enum ErrorKind {
     /// A pipeline did not complete within `command_timeout`.
     Timeout,
     /// Connecting failed or the connection broke.
@@ -35,7 +35,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, so counters can start at 0 for each.
-    pub const ALL: [ErrorKind; 12] = [
+    pub(crate) const ALL: [ErrorKind; 12] = [
         ErrorKind::Timeout,
         ErrorKind::Connection,
         ErrorKind::Auth,
@@ -51,7 +51,7 @@ impl ErrorKind {
     ];
 
     /// The label value.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             ErrorKind::Timeout => "timeout",
             ErrorKind::Connection => "connection",
@@ -71,12 +71,12 @@ impl ErrorKind {
     /// True for a key or group that no longer exists: an event (a stream
     /// deleted, a group destroyed between two polls), not an error of the
     /// exporter or the server, so it is not counted in `errors_total`.
-    pub fn is_vanished(self) -> bool {
+    pub(crate) fn is_vanished(self) -> bool {
         matches!(self, ErrorKind::NoSuchKey | ErrorKind::NoGroup)
     }
 
     /// Classifies a server error by its code and text.
-    pub fn from_server(code: &str, details: &str) -> ErrorKind {
+    pub(crate) fn from_server(code: &str, details: &str) -> ErrorKind {
         match code {
             "NOPERM" => ErrorKind::NoPerm,
             "WRONGTYPE" => ErrorKind::WrongType,
@@ -95,7 +95,7 @@ impl ErrorKind {
 /// succeeded).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{command}: {code} {message}")]
-pub struct CommandError {
+pub(crate) struct CommandError {
     /// Classified kind.
     pub kind: ErrorKind,
     /// The command's label.
@@ -108,7 +108,7 @@ pub struct CommandError {
 
 /// The target (or one of its nodes) could not be asked at all.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum TargetError {
+pub(crate) enum TargetError {
     /// No reply within the command timeout; the connection is dropped.
     #[error("target {target}: {node} did not answer {command} within {timeout:?}")]
     Timeout {
@@ -145,7 +145,7 @@ pub enum TargetError {
 
 impl TargetError {
     /// The `kind` label of this error.
-    pub fn kind(&self) -> ErrorKind {
+    pub(crate) fn kind(&self) -> ErrorKind {
         match self {
             TargetError::Timeout { .. } => ErrorKind::Timeout,
             TargetError::Connection { auth: true, .. } => ErrorKind::Auth,

@@ -8,7 +8,7 @@ use redis::Value;
 use super::reply::{DecodeError, as_bytes, as_int};
 
 /// Slots in a Redis Cluster.
-pub const SLOTS: u16 = 16384;
+pub(crate) const SLOTS: u16 = 16384;
 
 /// CRC16-CCITT (XMODEM), the checksum Redis Cluster hashes keys with.
 fn crc16(data: &[u8]) -> u16 {
@@ -27,7 +27,7 @@ fn crc16(data: &[u8]) -> u16 {
 }
 
 /// The slot of `key`, honouring `{hash tags}`.
-pub fn key_slot(key: &[u8]) -> u16 {
+pub(crate) fn key_slot(key: &[u8]) -> u16 {
     let hashed = match key.iter().position(|&b| b == b'{') {
         Some(open) => match key[open + 1..].iter().position(|&b| b == b'}') {
             Some(len) if len > 0 => &key[open + 1..open + 1 + len],
@@ -40,7 +40,7 @@ pub fn key_slot(key: &[u8]) -> u16 {
 
 /// Which primary serves which slots.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SlotMap {
+pub(crate) struct SlotMap {
     /// `(first, last, primary)`, sorted by `first`.
     ranges: Vec<(u16, u16, Arc<str>)>,
 }
@@ -54,19 +54,19 @@ fn bad(detail: impl Into<String>) -> DecodeError {
 
 impl SlotMap {
     /// True when no slot is assigned.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }
 
     /// The primary serving `slot`.
-    pub fn owner(&self, slot: u16) -> Option<&Arc<str>> {
+    pub(crate) fn owner(&self, slot: u16) -> Option<&Arc<str>> {
         let i = self.ranges.partition_point(|(first, _, _)| *first <= slot);
         let (first, last, node) = self.ranges.get(i.checked_sub(1)?)?;
         (*first <= slot && slot <= *last).then_some(node)
     }
 
     /// Every primary that serves at least one slot, sorted.
-    pub fn primaries(&self) -> Vec<Arc<str>> {
+    pub(crate) fn primaries(&self) -> Vec<Arc<str>> {
         let mut out: Vec<Arc<str>> = self.ranges.iter().map(|(_, _, n)| n.clone()).collect();
         out.sort();
         out.dedup();
@@ -86,7 +86,7 @@ impl SlotMap {
     ///
     /// # Errors
     /// When the reply has another shape.
-    pub fn from_slots(v: &Value, asked_host: &str) -> Result<SlotMap, DecodeError> {
+    pub(crate) fn from_slots(v: &Value, asked_host: &str) -> Result<SlotMap, DecodeError> {
         let Value::Array(rows) = v else {
             return Err(bad("CLUSTER SLOTS is not an array"));
         };
@@ -133,7 +133,11 @@ impl SlotMap {
     ///
     /// # Errors
     /// When the reply has another shape.
-    pub fn from_shards(v: &Value, tls: bool, asked_host: &str) -> Result<SlotMap, DecodeError> {
+    pub(crate) fn from_shards(
+        v: &Value,
+        tls: bool,
+        asked_host: &str,
+    ) -> Result<SlotMap, DecodeError> {
         let Value::Array(shards) = v else {
             return Err(bad("CLUSTER SHARDS is not an array"));
         };

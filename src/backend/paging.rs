@@ -13,13 +13,17 @@
 //! network is learnt again. A pipeline of `n` pages counts as `n` calls
 //! sharing its time.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::command::Command;
+use crate::config::Limits;
+
 /// The page size of one kind of paged command.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PageTuner {
+pub(crate) struct PageTuner {
     min: u32,
     max: u32,
     current: u32,
@@ -28,7 +32,7 @@ pub struct PageTuner {
 
 impl PageTuner {
     /// Starts at `max`, never below `min`.
-    pub fn new(min: u32, max: u32, target: Duration) -> Self {
+    pub(crate) fn new(min: u32, max: u32, target: Duration) -> Self {
         let max = max.max(1);
         PageTuner {
             min: min.clamp(1, max),
@@ -39,13 +43,13 @@ impl PageTuner {
     }
 
     /// The page size to ask for now.
-    pub fn current(&self) -> u32 {
+    pub(crate) fn current(&self) -> u32 {
         self.current
     }
 
     /// Records a round trip of `calls` pages that took `rtt`, the network
     /// taking `floor` of it.
-    pub fn observe(&mut self, rtt: Duration, floor: Duration, calls: usize) {
+    pub(crate) fn observe(&mut self, rtt: Duration, floor: Duration, calls: usize) {
         let per_call = rtt.saturating_sub(floor) / u32::try_from(calls.max(1)).unwrap_or(u32::MAX);
         if per_call > self.target {
             self.current = (self.current / 2).max(self.min);
@@ -60,11 +64,11 @@ impl PageTuner {
 /// trip seen, let rise by 1 % a minute so that it follows a network that got
 /// slower.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct LatencyFloor(Option<(Duration, Instant)>);
+pub(crate) struct LatencyFloor(Option<(Duration, Instant)>);
 
 impl LatencyFloor {
     /// Records a single-command round trip at `now`.
-    pub fn observe(&mut self, rtt: Duration, now: Instant) {
+    pub(crate) fn observe(&mut self, rtt: Duration, now: Instant) {
         let floor = match self.0 {
             None => rtt,
             Some(_) => rtt.min(self.get(now)),
@@ -73,11 +77,62 @@ impl LatencyFloor {
     }
 
     /// The floor at `now` (zero before any sample).
-    pub fn get(&self, now: Instant) -> Duration {
+    pub(crate) fn get(&self, now: Instant) -> Duration {
         self.0.map_or(Duration::ZERO, |(floor, at)| {
             let minutes = now.saturating_duration_since(at).as_secs_f64() / 60.0;
             floor.mul_f64(1.0 + minutes / 100.0)
         })
+    }
+}
+
+/// A client's page sizes of the paged commands and the network's share of
+/// a round trip.
+#[derive(Debug)]
+pub(crate) struct Pages {
+    pub(crate) scan: PageTuner,
+    pub(crate) xpending: PageTuner,
+    floor: LatencyFloor,
+}
+
+impl Pages {
+    /// Pages at their configured sizes (the target's `scan_count` for SCAN).
+    pub(crate) fn new(limits: &Limits, scan_count: u32) -> Self {
+        Pages {
+            scan: PageTuner::new(limits.min_page, scan_count, limits.page_target),
+            xpending: PageTuner::new(limits.min_page, limits.pending_page, limits.page_target),
+            floor: LatencyFloor::default(),
+        }
+    }
+
+    /// Learns from a round trip of `cmds` that took `rtt`: single commands
+    /// teach the network's share, pipelines of one paged command how long a
+    /// page takes.
+    pub(crate) fn observe(&mut self, cmds: &[Command], rtt: Duration, now: Instant) {
+        if cmds.len() == 1 {
+            self.floor.observe(rtt, now);
+        }
+        let floor = self.floor.get(now);
+        if cmds.iter().all(|c| matches!(c, Command::Scan { .. })) {
+            self.scan.observe(rtt, floor, cmds.len());
+        } else if cmds
+            .iter()
+            .all(|c| matches!(c, Command::XpendingRange { .. }))
+        {
+            self.xpending.observe(rtt, floor, cmds.len());
+        }
+    }
+
+    /// Learns the network's share from an O(1) command (`CLIENT SETNAME`).
+    pub(crate) fn observe_network(&mut self, rtt: Duration, now: Instant) {
+        self.floor.observe(rtt, now);
+    }
+
+    /// The current page sizes, by command label.
+    pub(crate) fn sizes(&self) -> BTreeMap<&'static str, u32> {
+        BTreeMap::from([
+            ("scan", self.scan.current()),
+            ("xpending_range", self.xpending.current()),
+        ])
     }
 }
 
@@ -144,5 +199,71 @@ mod tests {
             f.observe(2 * MS, later);
         }
         assert_eq!(f.get(later), 2 * MS);
+    }
+
+    #[test]
+    fn pages_learn_from_round_trips_of_their_own_command_only() {
+        let limits = Limits {
+            min_page: 10,
+            pending_page: 400,
+            page_target: MS,
+            ..Limits::default()
+        };
+        let mut pages = Pages::new(&limits, 200);
+        assert_eq!(
+            pages.sizes(),
+            BTreeMap::from([("scan", 200), ("xpending_range", 400)])
+        );
+        let now = Instant::now();
+        let scan = Command::Scan {
+            cursor: 0,
+            pattern: None,
+            count: 200,
+        };
+        let xpending = Command::XpendingRange {
+            key: b"s".to_vec(),
+            group: b"g".to_vec(),
+            start: crate::backend::RangeStart::Min,
+            count: 400,
+        };
+        pages.observe_network(MS / 10, now);
+        // A slow pipeline of other commands tunes nothing.
+        pages.observe(&[Command::Ping, Command::Time], 50 * MS, now);
+        assert_eq!(pages.sizes()["scan"], 200);
+        // A slow SCAN page halves SCAN's pages only.
+        pages.observe(std::slice::from_ref(&scan), 5 * MS, now);
+        assert_eq!(
+            pages.sizes(),
+            BTreeMap::from([("scan", 100), ("xpending_range", 400)])
+        );
+        // A pipeline of slow XPENDING pages halves XPENDING's; a mixed one
+        // tunes neither.
+        pages.observe(&[xpending.clone(), xpending.clone()], 10 * MS, now);
+        pages.observe(&[scan.clone(), xpending.clone()], 10 * MS, now);
+        assert_eq!(
+            pages.sizes(),
+            BTreeMap::from([("scan", 100), ("xpending_range", 200)])
+        );
+    }
+
+    #[test]
+    fn the_network_share_is_taken_off_a_page() {
+        let limits = Limits {
+            min_page: 10,
+            page_target: MS,
+            ..Limits::default()
+        };
+        let mut pages = Pages::new(&limits, 200);
+        let now = Instant::now();
+        // A 4 ms network (a CLIENT SETNAME round trip): a 4.5 ms page took
+        // the server 0.5 ms, within the target.
+        pages.observe_network(4 * MS, now);
+        let scan = Command::Scan {
+            cursor: 0,
+            pattern: None,
+            count: 200,
+        };
+        pages.observe(std::slice::from_ref(&scan), 4 * MS + MS / 2, now);
+        assert_eq!(pages.sizes()["scan"], 200);
     }
 }

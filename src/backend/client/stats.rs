@@ -1,0 +1,138 @@
+//! What a client counted: commands sent by label, errors by kind and PEL
+//! entries read, copied into every snapshot with the time spent waiting on
+//! rate limits and the current page sizes.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::backend::error::ErrorKind;
+
+/// Counters of what the client did, read into every snapshot.
+#[derive(Debug, Default)]
+pub(crate) struct ClientStats {
+    commands: Mutex<BTreeMap<&'static str, u64>>,
+    errors: Mutex<BTreeMap<&'static str, u64>>,
+    pending_scanned: AtomicU64,
+}
+
+/// A copy of [`ClientStats`] at one moment.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StatsSnapshot {
+    /// Commands sent, by label.
+    pub commands: BTreeMap<&'static str, u64>,
+    /// Errors, by kind label.
+    pub errors: BTreeMap<&'static str, u64>,
+    /// Seconds spent waiting on rate limits.
+    pub rate_limited_seconds: f64,
+    /// PEL entries read by the scan.
+    pub pending_scanned: u64,
+    /// Current page sizes, by command label (`scan`, `xpending_range`).
+    pub page_sizes: BTreeMap<&'static str, u32>,
+}
+
+fn bump(map: &Mutex<BTreeMap<&'static str, u64>>, label: &'static str, by: u64) {
+    // Counters stay usable even if a thread panicked mid-update.
+    *map.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(label)
+        .or_insert(0) += by;
+}
+
+fn copy(map: &Mutex<BTreeMap<&'static str, u64>>) -> BTreeMap<&'static str, u64> {
+    map.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+impl ClientStats {
+    /// Counts one error of `kind`.
+    pub(crate) fn error(&self, kind: ErrorKind) {
+        bump(&self.errors, kind.label(), 1);
+    }
+
+    /// Counts one command sent, by its label.
+    pub(super) fn command(&self, label: &'static str) {
+        bump(&self.commands, label, 1);
+    }
+
+    /// Counts PEL entries read.
+    pub(crate) fn pending_scanned(&self, n: u64) {
+        self.pending_scanned.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// A copy of the counters, with what the limiters and the page tuner
+    /// know.
+    pub(super) fn snapshot(
+        &self,
+        rate_limited_seconds: f64,
+        page_sizes: BTreeMap<&'static str, u32>,
+    ) -> StatsSnapshot {
+        StatsSnapshot {
+            commands: copy(&self.commands),
+            errors: copy(&self.errors),
+            rate_limited_seconds,
+            pending_scanned: self.pending_scanned.load(Ordering::Relaxed),
+            page_sizes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_commands_errors_and_entries_by_label() {
+        let stats = ClientStats::default();
+        assert_eq!(
+            stats.snapshot(0.0, BTreeMap::new()),
+            StatsSnapshot::default()
+        );
+        stats.command("scan");
+        stats.command("scan");
+        stats.command("xinfo_stream");
+        stats.error(ErrorKind::Timeout);
+        stats.error(ErrorKind::Cluster);
+        stats.error(ErrorKind::Cluster);
+        stats.pending_scanned(40);
+        stats.pending_scanned(2);
+        let sizes = BTreeMap::from([("scan", 100)]);
+        let snap = stats.snapshot(1.5, sizes.clone());
+        assert_eq!(
+            snap.commands,
+            BTreeMap::from([("scan", 2), ("xinfo_stream", 1)])
+        );
+        assert_eq!(
+            snap.errors,
+            BTreeMap::from([
+                (ErrorKind::Timeout.label(), 1),
+                (ErrorKind::Cluster.label(), 2)
+            ])
+        );
+        assert_eq!(snap.pending_scanned, 42);
+        assert_eq!(snap.rate_limited_seconds, 1.5);
+        assert_eq!(snap.page_sizes, sizes);
+    }
+
+    #[test]
+    fn a_snapshot_is_a_copy_not_a_view() {
+        let stats = ClientStats::default();
+        stats.command("ping");
+        let before = stats.snapshot(0.0, BTreeMap::new());
+        stats.command("ping");
+        assert_eq!(before.commands["ping"], 1);
+        assert_eq!(stats.snapshot(0.0, BTreeMap::new()).commands["ping"], 2);
+    }
+
+    #[test]
+    fn counters_survive_a_poisoned_lock() {
+        let stats = std::sync::Arc::new(ClientStats::default());
+        let s = stats.clone();
+        let _ = std::thread::spawn(move || {
+            let _guard = s.commands.lock();
+            panic!("poison the lock");
+        })
+        .join();
+        stats.command("ping");
+        assert_eq!(stats.snapshot(0.0, BTreeMap::new()).commands["ping"], 1);
+    }
+}

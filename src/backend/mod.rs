@@ -1,0 +1,36 @@
+//! Everything that talks to Redis: the allowlisted commands, the client with
+//! its connections, rate limit and routing, and the decoding of replies into
+//! plain data. No other module sends a command or sees a `redis::Value`
+//! outside a reply decoder; this module knows nothing of metric names.
+//!
+//! # Layout
+//! - `client`: [`TargetClient`], its pipelines and, one file each, its
+//!   connections, topology and routing, sentinel resolution, redirections
+//!   and counters.
+//! - `ratelimit`: the token buckets every command passes, served by
+//!   priority ([`PRIORITY`]); `paging`: page sizes that follow the server.
+//! - `command`: the allowlist; [`reply`]: replies decoded into plain data;
+//!   `slot`: cluster key slots and the slot map; `tls`: `rediss://`;
+//!   `error`: what failed, typed; [`id`]: stream IDs.
+//!
+//! (Named `backend` so that it does not shadow the `redis` crate.)
+
+mod client;
+mod command;
+mod error;
+mod id;
+mod paging;
+mod ratelimit;
+pub mod reply;
+mod slot;
+mod tls;
+
+// The public surface is what the binary and the tests use; the rest is the
+// crate's own.
+pub use client::{ClientSetupError, StatsSnapshot, TargetClient};
+pub(crate) use client::{NodeAddr, Reply};
+pub use command::CLIENT_NAME;
+pub(crate) use command::{Command, RangeEnd, RangeStart};
+pub(crate) use error::{CommandError, ErrorKind, TargetError};
+pub use id::StreamId;
+pub(crate) use ratelimit::PRIORITY;

@@ -1,0 +1,279 @@
+//! The decoders against replies of every shape the servers send.
+
+use super::*;
+
+fn b(s: &str) -> Value {
+    Value::BulkString(s.as_bytes().to_vec())
+}
+fn arr(v: Vec<Value>) -> Value {
+    Value::Array(v)
+}
+fn entry(id: &str) -> Value {
+    arr(vec![b(id), arr(vec![b("f"), b("v")])])
+}
+
+#[test]
+fn stream_info_7_0_with_all_fields() {
+    let v = arr(vec![
+        b("length"),
+        Value::Int(3),
+        b("radix-tree-keys"),
+        Value::Int(1),
+        b("radix-tree-nodes"),
+        Value::Int(2),
+        b("last-generated-id"),
+        b("1700000000003-0"),
+        b("max-deleted-entry-id"),
+        b("1700000000001-0"),
+        b("entries-added"),
+        Value::Int(4),
+        b("recorded-first-entry-id"),
+        b("1700000000000-0"),
+        b("groups"),
+        Value::Int(2),
+        b("first-entry"),
+        entry("1700000000000-0"),
+        b("last-entry"),
+        entry("1700000000003-0"),
+        b("some-future-field"),
+        Value::Int(9),
+    ]);
+    let info = stream_info(&v).unwrap();
+    assert_eq!(info.length, 3);
+    assert_eq!(info.groups, 2);
+    assert_eq!(info.entries_added, Some(4));
+    assert_eq!(
+        info.max_deleted_entry_id,
+        Some(StreamId::new(1700000000001, 0))
+    );
+    assert_eq!(info.first_entry_id, Some(StreamId::new(1700000000000, 0)));
+    assert_eq!(info.last_entry_id, Some(StreamId::new(1700000000003, 0)));
+}
+
+#[test]
+fn stream_info_6_2_lacks_fields_and_empty_stream_has_nil_entries() {
+    let v = arr(vec![
+        b("length"),
+        Value::Int(0),
+        b("radix-tree-keys"),
+        Value::Int(0),
+        b("radix-tree-nodes"),
+        Value::Int(1),
+        b("last-generated-id"),
+        b("5-0"),
+        b("groups"),
+        Value::Int(0),
+        b("first-entry"),
+        Value::Nil,
+        b("last-entry"),
+        Value::Nil,
+    ]);
+    let info = stream_info(&v).unwrap();
+    assert_eq!(info.entries_added, None);
+    assert_eq!(info.max_deleted_entry_id, None);
+    assert_eq!(info.first_entry_id, None);
+    assert_eq!(info.last_generated_id, StreamId::new(5, 0));
+}
+
+#[test]
+fn stream_info_resp3_map() {
+    let v = Value::Map(vec![
+        (b("length"), Value::Int(1)),
+        (b("last-generated-id"), b("1-1")),
+        (b("groups"), Value::Int(0)),
+    ]);
+    assert_eq!(
+        stream_info(&v).unwrap().last_generated_id,
+        StreamId::new(1, 1)
+    );
+}
+
+#[test]
+fn stream_info_without_length_is_an_error() {
+    let v = arr(vec![b("last-generated-id"), b("1-1")]);
+    assert!(
+        stream_info(&v)
+            .unwrap_err()
+            .to_string()
+            .contains("no length")
+    );
+}
+
+#[test]
+fn groups_nil_lag_stays_unknown() {
+    let v = arr(vec![
+        arr(vec![
+            b("name"),
+            b("g1"),
+            b("consumers"),
+            Value::Int(2),
+            b("pending"),
+            Value::Int(5),
+            b("last-delivered-id"),
+            b("10-0"),
+            b("entries-read"),
+            Value::Nil,
+            b("lag"),
+            Value::Nil,
+        ]),
+        arr(vec![
+            b("name"),
+            b("g2"),
+            b("consumers"),
+            Value::Int(0),
+            b("pending"),
+            Value::Int(0),
+            b("last-delivered-id"),
+            b("0-0"),
+            b("entries-read"),
+            Value::Int(7),
+            b("lag"),
+            Value::Int(0),
+        ]),
+        // Redis 6.2: no entries-read, no lag.
+        arr(vec![
+            b("name"),
+            b("old"),
+            b("consumers"),
+            Value::Int(1),
+            b("pending"),
+            Value::Int(1),
+            b("last-delivered-id"),
+            b("3-0"),
+        ]),
+    ]);
+    let g = groups(&v).unwrap();
+    assert_eq!((g[0].lag, g[0].entries_read), (None, None));
+    assert_eq!((g[1].lag, g[1].entries_read), (Some(0), Some(7)));
+    assert_eq!((g[2].lag, g[2].entries_read), (None, None));
+    assert_eq!(g[0].pending, 5);
+}
+
+#[test]
+fn groups_negative_lag_is_unknown_not_wrapped() {
+    let v = arr(vec![arr(vec![
+        b("name"),
+        b("g"),
+        b("consumers"),
+        Value::Int(0),
+        b("pending"),
+        Value::Int(0),
+        b("last-delivered-id"),
+        b("1-0"),
+        b("lag"),
+        Value::Int(-3),
+    ])]);
+    assert_eq!(groups(&v).unwrap()[0].lag, None);
+}
+
+#[test]
+fn consumers_inactive_minus_one_and_missing() {
+    let v = arr(vec![
+        arr(vec![
+            b("name"),
+            b("a"),
+            b("pending"),
+            Value::Int(2),
+            b("idle"),
+            Value::Int(1500),
+            b("inactive"),
+            Value::Int(-1),
+        ]),
+        arr(vec![
+            b("name"),
+            b("b"),
+            b("pending"),
+            Value::Int(0),
+            b("idle"),
+            Value::Int(10),
+            b("inactive"),
+            Value::Int(20),
+        ]),
+        arr(vec![
+            b("name"),
+            b("c"),
+            b("pending"),
+            Value::Int(1),
+            b("idle"),
+            Value::Int(99),
+        ]),
+    ]);
+    let c = consumers(&v).unwrap();
+    assert_eq!((c[0].inactive_ms, c[0].never_active), (None, true));
+    assert_eq!((c[1].inactive_ms, c[1].never_active), (Some(20), false));
+    assert_eq!(
+        (c[2].inactive_ms, c[2].never_active, c[2].idle_ms),
+        (None, false, 99)
+    );
+}
+
+#[test]
+fn pending_summary_counts_are_strings_and_empty_is_nil() {
+    let v = arr(vec![
+        Value::Int(3),
+        b("1-0"),
+        b("3-0"),
+        arr(vec![
+            arr(vec![b("alice"), b("2")]),
+            arr(vec![b("bob"), b("1")]),
+        ]),
+    ]);
+    let s = pending_summary(&v).unwrap();
+    assert_eq!(s.count, 3);
+    assert_eq!(s.min_id, Some(StreamId::new(1, 0)));
+    assert_eq!(
+        s.consumers,
+        vec![(b"alice".to_vec(), 2), (b"bob".to_vec(), 1)]
+    );
+    let empty = arr(vec![Value::Int(0), Value::Nil, Value::Nil, Value::Nil]);
+    let e = pending_summary(&empty).unwrap();
+    assert_eq!((e.count, e.min_id, e.consumers.len()), (0, None, 0));
+}
+
+#[test]
+fn pending_entries_and_ranges() {
+    let v = arr(vec![arr(vec![
+        b("5-1"),
+        b("c1"),
+        Value::Int(1200),
+        Value::Int(25),
+    ])]);
+    let p = pending_entries(&v).unwrap();
+    assert_eq!(
+        p[0],
+        PendingEntry {
+            id: StreamId::new(5, 1),
+            consumer: b"c1".to_vec(),
+            idle_ms: 1200,
+            deliveries: 25
+        }
+    );
+    let r = arr(vec![entry("1-0"), entry("2-0")]);
+    assert_eq!(
+        range_ids(&r).unwrap(),
+        vec![StreamId::new(1, 0), StreamId::new(2, 0)]
+    );
+}
+
+#[test]
+fn time_scan_info() {
+    assert_eq!(
+        time_ms(&arr(vec![b("1700000000"), b("123456")])).unwrap(),
+        1_700_000_000_123
+    );
+    // Found by the fuzz test: a garbled TIME overflowed the multiplication.
+    let huge = (u64::MAX / 10).to_string();
+    assert!(time_ms(&arr(vec![b(&huge), b("0")])).is_err());
+    let page = scan_page(&arr(vec![
+        b("17"),
+        arr(vec![b("s1"), Value::BulkString(vec![0xff])]),
+    ]))
+    .unwrap();
+    assert_eq!(page.cursor, 17);
+    assert_eq!(page.keys[1], vec![0xff]);
+    let info = info_fields(&b(
+        "# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\n",
+    ))
+    .unwrap();
+    assert_eq!(info[0], ("redis_version".into(), "7.0.15".into()));
+}

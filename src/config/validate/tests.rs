@@ -1,0 +1,260 @@
+//! The validator's unit tests: every problem reported with its key path.
+
+use super::*;
+
+fn load(text: &str) -> Result<Config, ConfigError> {
+    from_str("test.toml", text, &CliOverrides::default())
+}
+
+fn problems(text: &str) -> Vec<String> {
+    load(text)
+        .unwrap_err()
+        .to_string()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn empty_file_watches_local_redis_and_every_stream() {
+    let c = load("").unwrap();
+    assert_eq!(c.targets.len(), 1);
+    let t = &c.targets[0];
+    assert_eq!(t.endpoint.to_string(), "redis://127.0.0.1:6379/0");
+    assert_eq!(t.patterns, vec![Glob::new("*")]);
+    assert_eq!(c.web.listen_address, "0.0.0.0:9763");
+    assert_eq!(c.schedule, Schedule::default());
+    assert_eq!(c.limits, Limits::default());
+}
+
+#[test]
+fn unknown_keys_name_the_path() {
+    let p = problems("[schedule]\nstrem = \"5s\"\n");
+    assert_eq!(p.len(), 1);
+    assert!(
+        p[0].starts_with("test.toml: schedule.strem: unknown field `strem`, expected one of"),
+        "{}",
+        p[0]
+    );
+    assert!(p[0].contains("line 2"), "{}", p[0]);
+}
+
+#[test]
+fn bad_values_are_all_reported() {
+    let p = problems(
+        "[schedule]\nstream = \"soon\"\n[limits]\ncommands_per_second = 0\n[[targets]]\nurl = \"http://x\"\n",
+    );
+    assert!(
+        p.iter()
+            .any(|l| l.starts_with("test.toml: schedule.stream: \"soon\" is not a duration")),
+        "{p:?}"
+    );
+    assert!(
+        p.iter()
+            .any(|l| l.starts_with("test.toml: limits.commands_per_second: must be between 1")),
+        "{p:?}"
+    );
+    assert!(
+        p.iter()
+            .any(|l| l == "test.toml: targets[0].url: must start with redis:// or rediss://"),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn url_parts_and_credentials() {
+    let (e, u, p) = parse_url("rediss://exporter:s%40cret@redis.example:6380/2").unwrap();
+    assert_eq!(
+        e,
+        Endpoint {
+            host: "redis.example".into(),
+            port: 6380,
+            tls: true,
+            db: 2
+        }
+    );
+    assert_eq!(u.as_deref(), Some("exporter"));
+    assert_eq!(p.unwrap().expose(), "s@cret");
+    let (e, _, _) = parse_url("redis://[::1]:7000").unwrap();
+    assert_eq!((e.host.as_str(), e.port), ("::1", 7000));
+    let err = parse_url("redis://user:pw@host:notaport").unwrap_err();
+    assert!(!err.contains("pw"));
+}
+
+#[test]
+fn urls_accepted_and_refused() {
+    let endpoint = |url: &str| parse_url(url).map(|(e, _, _)| e);
+    let ok = |host: &str, port, tls, db| {
+        Ok(Endpoint {
+            host: host.into(),
+            port,
+            tls,
+            db,
+        })
+    };
+    assert_eq!(endpoint("redis://10.0.0.1"), ok("10.0.0.1", 6379, false, 0));
+    assert_eq!(endpoint("redis://h:6380/"), ok("h", 6380, false, 0));
+    assert_eq!(endpoint("rediss://h/15"), ok("h", 6379, true, 15));
+    assert_eq!(
+        endpoint("redis://Redis-1.Example:7000/2?protocol=resp3#x"),
+        ok("Redis-1.Example", 7000, false, 2)
+    );
+    assert_eq!(endpoint("redis://[::1]"), ok("::1", 6379, false, 0));
+    let (_, user, password) = parse_url("redis://:p%3Aw@h").unwrap();
+    assert_eq!(
+        (user, password.map(|p| p.expose().to_string())),
+        (None, Some("p:w".into()))
+    );
+    let (_, user, password) = parse_url("redis://reader@h").unwrap();
+    assert_eq!((user.as_deref(), password), (Some("reader"), None));
+    for (url, message) in [
+        ("http://h", "must start with redis:// or rediss://"),
+        ("REDIS://h", "must start with redis:// or rediss://"),
+        ("redis:h", "must start with redis:// or rediss://"),
+        (
+            "unix:///tmp/redis.sock",
+            "must start with redis:// or rediss://",
+        ),
+        (
+            "redis+sentinel://h",
+            "must start with redis:// or rediss://",
+        ),
+        ("redis://", "has no host"),
+        ("redis://u:p@/0", "has no host"),
+        ("redis://h:99999", "has an invalid port"),
+        ("redis://h:port", "has an invalid port"),
+        ("redis://h/x", "has a database path that is not a number"),
+        ("redis://h/-1", "has a database path that is not a number"),
+        ("redis://h/1/2", "has a database path that is not a number"),
+        ("redis://h\nINFO:6379", "has a space or a control character"),
+        ("redis://h st:6379", "has a space or a control character"),
+    ] {
+        assert_eq!(endpoint(url), Err(message.to_string()), "{url:?}");
+    }
+}
+
+#[test]
+fn missing_password_env_is_an_error() {
+    let p = problems("[[targets]]\nname = \"a\"\npassword_env = \"RSE_TEST_SURELY_UNSET_VAR\"\n");
+    assert_eq!(
+        p,
+        vec![
+            "test.toml: targets[0].password_env: environment variable RSE_TEST_SURELY_UNSET_VAR is not set"
+        ]
+    );
+}
+
+#[test]
+fn stream_rules_first_match_wins_over_defaults() {
+    let c = load(
+        "[stream_defaults]\npoison_delivery_count = 7\n\
+         [[streams]]\nmatch = \"orders:*\"\nmax_delay = \"5m\"\ndead_letter = \"orders:dead\"\n\
+         [[streams]]\nmatch = \"*\"\nconsumer_inactive_after = \"1m\"\n",
+    )
+    .unwrap();
+    let orders = c.streams.for_stream(b"orders:eu");
+    assert_eq!(orders.max_delay, Some(Duration::from_secs(300)));
+    assert_eq!(orders.poison_delivery_count, 7);
+    assert_eq!(
+        orders.dead_letter_for(b"orders:eu"),
+        Some(b"orders:dead".to_vec())
+    );
+    let other = c.streams.for_stream(b"audit");
+    assert_eq!(other.max_delay, None);
+    assert_eq!(other.consumer_inactive_after, Duration::from_secs(60));
+}
+
+#[test]
+fn include_and_exclude_filters() {
+    let c = load(
+        "[[targets]]\nname = \"a\"\nexclude_streams = [\"tmp:*\"]\nexclude_groups = [\"debug-*\"]\n\
+         [stream_defaults]\nexclude_streams = [\"*:dlq\"]\n\
+         [[streams]]\nmatch = \"orders:*\"\ninclude_groups = [\"billing\", \"ship*\"]\nexclude_streams = [\"orders:test:*\"]\n\
+         [[streams]]\nmatch = \"audit\"\nmax_delay = \"1m\"\n",
+    )
+    .unwrap();
+    let t = &c.targets[0];
+    let watched = |s: &str| t.watches_stream(&c.streams.for_stream(s.as_bytes()), s.as_bytes());
+    assert!(watched("orders:eu"));
+    assert!(!watched("orders:test:1"), "the rule's exclusion");
+    assert!(!watched("tmp:1"), "the target's exclusion");
+    assert!(!watched("jobs:dlq"), "the defaults' exclusion");
+    // A rule that sets exclude_streams replaces the default's list.
+    assert!(watched("orders:dlq"));
+    assert!(!watched("audit:dlq") && watched("audit"));
+    let group =
+        |s: &str, g: &str| t.watches_group(&c.streams.for_stream(s.as_bytes()), g.as_bytes());
+    assert!(group("orders:eu", "billing") && group("orders:eu", "shipping"));
+    assert!(!group("orders:eu", "analytics"), "not included by the rule");
+    assert!(!group("audit", "debug-1"), "excluded by the target");
+    assert!(group("audit", "analytics"));
+    // Empty bucket lists turn the families off; 0 consumers is allowed.
+    let c = load(
+        "[metrics]\npending_idle_buckets = []\ndelivery_count_buckets = []\nmax_consumers_per_group = 0\n",
+    )
+    .unwrap();
+    assert!(c.metrics.pending_idle_buckets.is_empty());
+    assert!(c.metrics.delivery_count_buckets.is_empty());
+    assert_eq!(c.metrics.max_consumers_per_group, 0);
+    let p = problems(
+        "[[targets]]\nname = \"a\"\nexclude_groups = [\"\"]\n[[streams]]\nmatch = \"x\"\ninclude_groups = [\"\"]\n",
+    );
+    assert_eq!(
+        p,
+        vec![
+            "test.toml: targets[0].exclude_groups[0]: must not be empty",
+            "test.toml: streams[0].include_groups[0]: must not be empty"
+        ]
+    );
+}
+
+#[test]
+fn duplicate_target_names_rejected() {
+    let p = problems("[[targets]]\nname = \"a\"\n[[targets]]\nname = \"a\"\n");
+    assert_eq!(
+        p,
+        vec!["test.toml: targets[1].name: duplicate target name \"a\""]
+    );
+}
+
+/// Without a name a target is named after its address (SPEC §12), never
+/// a constant every exporter would share.
+#[test]
+fn unnamed_targets_are_named_after_their_address() {
+    let names = |text: &str| -> Vec<String> {
+        from_str("test.toml", text, &CliOverrides::default())
+            .unwrap()
+            .targets
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    };
+    assert_eq!(names(""), ["127.0.0.1:6379"]);
+    assert_eq!(
+        names("[[targets]]\nurl = \"redis://10.0.0.5:6380/3\"\n"),
+        ["10.0.0.5:6380/3"]
+    );
+    assert_eq!(
+        names("[[targets]]\nurl = \"redis://[::1]:7000\"\n"),
+        ["[::1]:7000"]
+    );
+    let cli = CliOverrides {
+        redis_url: Some("redis://cache.internal:6379/0".into()),
+        ..CliOverrides::default()
+    };
+    let c = from_str("test.toml", "", &cli).unwrap();
+    assert_eq!(c.targets[0].name, "cache.internal:6379");
+}
+
+#[test]
+fn cli_overrides_win() {
+    let cli = CliOverrides {
+        listen_address: Some("127.0.0.1:9999".into()),
+        redis_url: Some("redis://127.0.0.1:7777/3".into()),
+        ..CliOverrides::default()
+    };
+    let c = from_str("f", "[web]\nlisten_address = \":1\"\n", &cli).unwrap();
+    assert_eq!(c.web.listen_address, "127.0.0.1:9999");
+    assert_eq!(c.targets[0].endpoint.port, 7777);
+    assert_eq!(c.targets[0].endpoint.db, 3);
+}
