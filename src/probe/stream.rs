@@ -13,21 +13,16 @@ use std::sync::Arc;
 
 use super::{ProbeContext, ProbeError, ProbeKind, Problems, age_seconds, figures};
 use crate::backend::reply::{self, GroupInfo, StreamInfo};
-use crate::backend::{Command, ErrorKind, RangeEnd, RangeStart, Reply, StreamId};
+use crate::backend::{Command, RangeEnd, RangeStart, StreamId};
 use crate::lag::{self, Arithmetic, MsEnds, UndeliveredSample};
 use crate::loss;
-use crate::snapshot::{DeadLetter, GroupState, Groups, Name, StreamState};
+use crate::snapshot::{GroupState, Groups, Name, StreamState};
 use crate::{status, text};
 
-/// One stream's XINFO, decoded.
-struct Read {
-    info: StreamInfo,
-    /// The groups watched.
-    groups: Vec<GroupInfo>,
-    /// Groups excluded by the group filters: never read further, but their
-    /// positions still inform the lag estimator.
-    unwatched: Vec<GroupInfo>,
-}
+mod dead_letters;
+mod decode;
+use dead_letters::dead_letters;
+use decode::{Read, decode_stream, time_of};
 
 /// Runs the stream probe.
 ///
@@ -331,80 +326,6 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     problems.finish(ProbeKind::Stream)
 }
 
-/// The server time from a `TIME` reply, when it came.
-fn time_of(ctx: &ProbeContext, r: &Reply, problems: &mut Problems) -> Option<u64> {
-    match r {
-        Ok(v) => match reply::time_ms(v) {
-            Ok(ms) => Some(ms),
-            Err(e) => {
-                problems.add(ctx, e);
-                None
-            }
-        },
-        Err(e) => {
-            problems.refused(e);
-            tracing::debug!(redis_target = %ctx.target.name, error = %e, "TIME refused; ages are not exported");
-            None
-        }
-    }
-}
-
-fn decode_stream(
-    ctx: &ProbeContext,
-    key: &Name,
-    info: &Reply,
-    groups: &Reply,
-    problems: &mut Problems,
-    vanished: &mut Vec<Name>,
-) -> Option<Read> {
-    let info = match info {
-        Ok(v) => match reply::stream_info(v).inspect(|_| problems.answered()) {
-            Ok(i) => i,
-            Err(e) => {
-                problems.add(ctx, e);
-                return None;
-            }
-        },
-        Err(e) if e.kind.is_vanished() => {
-            // Deleted since discovery: it leaves the watch list now (an
-            // event, not an error); discovery finds it again if it returns.
-            tracing::debug!(redis_target = %ctx.target.name, stream = %text::printable(&**key), "stream vanished");
-            vanished.push(key.clone());
-            return None;
-        }
-        Err(e) => {
-            // Not a stream, or not ours to read: counted by the client
-            // (errors_total); the stream leaves the output. Logged at debug
-            // so a permanent condition cannot flood the log every poll.
-            problems.refused(e);
-            tracing::debug!(redis_target = %ctx.target.name, stream = %text::printable(&**key), error = %e, "stream skipped");
-            return None;
-        }
-    };
-    let settings = ctx.config.streams.for_stream(key);
-    let groups = match groups {
-        Ok(v) => match reply::groups(v) {
-            Ok(g) => g,
-            Err(e) => {
-                problems.add(ctx, e);
-                return None;
-            }
-        },
-        Err(e) => {
-            problems.refused(e);
-            return None;
-        }
-    };
-    let (groups, unwatched) = groups
-        .into_iter()
-        .partition(|g| ctx.target.watches_group(&settings, &g.name));
-    Some(Read {
-        info,
-        groups,
-        unwatched,
-    })
-}
-
 /// Whether a stream's IDs are wall-clock milliseconds.
 fn time_based(info: &StreamInfo, now_ms: Option<u64>) -> bool {
     let now = now_ms.unwrap_or(u64::MAX / 2);
@@ -629,105 +550,4 @@ fn reuse<T: PartialEq>(previous: Option<&Arc<T>>, fresh: T) -> Arc<T> {
         Some(p) if **p == fresh => p.clone(),
         _ => Arc::new(fresh),
     }
-}
-
-/// Reads the dead-letter streams of every stream that has one configured.
-async fn dead_letters(
-    ctx: &ProbeContext,
-    streams: &mut BTreeMap<Name, Arc<StreamState>>,
-    problems: &mut Problems,
-) -> Result<(), ProbeError> {
-    let wanted: Vec<(Name, Vec<u8>)> = streams
-        .iter()
-        .filter_map(|(name, s)| {
-            s.settings
-                .dead_letter_for(name)
-                .map(|dl| (name.clone(), dl))
-        })
-        .collect();
-    if wanted.is_empty() {
-        return Ok(());
-    }
-    // On 7.0+ a missing dead-letter stream has had 0 entries added; before,
-    // the counter does not exist at all.
-    let counters = streams.values().any(|s| s.info.entries_added.is_some());
-    let mut found: HashMap<Vec<u8>, DeadLetter> = HashMap::new();
-    let by_node = ctx
-        .client
-        .partition(wanted.iter().map(|(_, dl)| dl.as_slice()))
-        .await?;
-    for (node, mine) in by_node {
-        let keys: Vec<&[u8]> = mine.iter().map(|&i| wanted[i].1.as_slice()).collect();
-        // XINFO STREAM for the counts, and the oldest entry for its age
-        // (XRANGE answers an empty list for a missing stream), after TIME.
-        let cmds: Vec<Command> = std::iter::once(Command::Time)
-            .chain(keys.iter().flat_map(|k| {
-                [
-                    Command::XinfoStream { key: k.to_vec() },
-                    Command::Xrange {
-                        key: k.to_vec(),
-                        start: RangeStart::Min,
-                        end: RangeEnd::Max,
-                        count: 1,
-                    },
-                ]
-            }))
-            .collect();
-        let replies = ctx.client.execute(&node, &cmds).await?;
-        let now_ms = replies.first().and_then(|r| time_of(ctx, r, problems));
-        for (key, pair) in keys.into_iter().zip(replies[1..].chunks(2)) {
-            let oldest_age = match pair.get(1) {
-                Some(Ok(v)) => {
-                    problems.answered();
-                    match reply::range_ids(v) {
-                        Ok(ids) => ids.first().and_then(|id| {
-                            let now = now_ms?;
-                            id.is_plausible_time(now).then(|| age_seconds(now, id.ms))
-                        }),
-                        Err(e) => {
-                            problems.add(ctx, e);
-                            None
-                        }
-                    }
-                }
-                Some(Err(e)) => {
-                    problems.refused(e);
-                    None
-                }
-                None => None,
-            };
-            let dl = match &pair[0] {
-                Ok(v) => match reply::stream_info(v).inspect(|_| problems.answered()) {
-                    Ok(info) => DeadLetter {
-                        length: info.length,
-                        entries_added: info.entries_added,
-                        oldest_age,
-                    },
-                    Err(e) => {
-                        problems.add(ctx, e);
-                        continue;
-                    }
-                },
-                // Not created yet (the usual state): no dead letters, and
-                // no error (a missing key is not counted as one).
-                Err(e) if e.kind == ErrorKind::NoSuchKey => DeadLetter {
-                    length: 0,
-                    entries_added: counters.then_some(0),
-                    oldest_age: None,
-                },
-                Err(e) => {
-                    problems.refused(e);
-                    tracing::debug!(redis_target = %ctx.target.name, stream = %text::printable(key), error = %e, "dead-letter stream skipped");
-                    continue;
-                }
-            };
-            found.insert(key.to_vec(), dl);
-        }
-    }
-    for (name, dl_key) in wanted {
-        if let Some(s) = streams.get_mut(&name) {
-            Arc::make_mut(s).dead_letter = found.get(&dl_key).copied();
-        }
-    }
-    Ok(())
 }
