@@ -1,4 +1,5 @@
-//! The primary of a sentinel target: asked of the sentinels in order (the
+//! The primary of a sentinel target (the state and the reply decoding; the
+//! round trips are the topology's): asked of the sentinels in order (the
 //! first that answers wins), kept for [`SENTINEL_REFRESH`], asked again
 //! after any failed round trip, and kept when no sentinel answers (a
 //! sentinel restart must not blank a healthy primary's metrics).
@@ -6,16 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{RedisConnectionInfo, Value};
+use redis::Value;
 use tokio::time::Instant;
 
+use super::NodeAddr;
 use super::connection::Node;
-use super::topology::{Topology, unreachable_topology};
-use super::{NodeAddr, TargetClient};
-use crate::backend::command::Command;
-use crate::backend::error::{ErrorKind, TargetError};
 use crate::backend::reply;
-use crate::config::Mode;
 
 /// How often the sentinel is asked for the primary even when nothing failed.
 /// A dead primary is noticed at once (a failed round trip re-asks); this
@@ -33,7 +30,7 @@ pub(super) struct SentinelState {
 
 impl SentinelState {
     /// The primary, while its answer is younger than [`SENTINEL_REFRESH`].
-    fn fresh(&self, now: Instant) -> Option<Arc<Node>> {
+    pub(super) fn fresh(&self, now: Instant) -> Option<Arc<Node>> {
         match (&self.primary, self.resolved_at) {
             (Some(node), Some(at)) if now.saturating_duration_since(at) < SENTINEL_REFRESH => {
                 Some(node.clone())
@@ -50,7 +47,7 @@ impl SentinelState {
     /// A sentinel named `addr` at `now`: the same primary keeps its
     /// connection; another (a failover, or the first answer) gets a fresh
     /// slot, and the old connection is dropped with the old node.
-    fn resolved(&mut self, addr: &str, now: Instant) -> Arc<Node> {
+    pub(super) fn resolved(&mut self, addr: &str, now: Instant) -> Arc<Node> {
         let node = match &self.primary {
             Some(node) if *node.addr == *addr => node.clone(),
             _ => {
@@ -66,7 +63,7 @@ impl SentinelState {
     /// No sentinel answered at `now`: the primary already known stays in
     /// use for another [`SENTINEL_REFRESH`] (its own round trips tell
     /// whether it is still there); `None` when none is known.
-    fn keep_last(&mut self, now: Instant) -> Option<Arc<Node>> {
+    pub(super) fn keep_last(&mut self, now: Instant) -> Option<Arc<Node>> {
         let node = self.primary.clone()?;
         self.resolved_at = Some(now);
         Some(node)
@@ -85,7 +82,7 @@ impl SentinelState {
 
 /// The `host:port` in a `SENTINEL GET-MASTER-ADDR-BY-NAME` reply from
 /// `sentinel` about `master`, or why there is none.
-fn primary_addr(sentinel: &str, master: &str, reply: &Value) -> Result<String, String> {
+pub(super) fn primary_addr(sentinel: &str, master: &str, reply: &Value) -> Result<String, String> {
     match reply {
         Value::Array(parts) if parts.len() == 2 => {
             let host = reply::as_bytes(&parts[0]).map(|b| String::from_utf8_lossy(b).into_owned());
@@ -99,83 +96,6 @@ fn primary_addr(sentinel: &str, master: &str, reply: &Value) -> Result<String, S
             "sentinel {sentinel} does not know master {master:?}"
         )),
         other => Err(format!("sentinel {sentinel} answered {other:?}")),
-    }
-}
-
-impl TargetClient {
-    /// The current primary according to the sentinels (the first that
-    /// answers), re-asked every [`SENTINEL_REFRESH`], after any failed round
-    /// trip and on every discovery run.
-    pub(super) async fn sentinel_primary(&self) -> Result<Arc<Node>, TargetError> {
-        if let Topology::Sentinel(state) = &*self.topo() {
-            if let Some(node) = state.fresh(Instant::now()) {
-                return Ok(node);
-            }
-        }
-        let Mode::Sentinel {
-            sentinels,
-            master_name,
-            username,
-            password,
-        } = &self.target.mode
-        else {
-            return Err(self.topology_error("not in sentinel mode".into()));
-        };
-        let mut last_problem = String::from("no sentinel configured");
-        for sentinel in sentinels {
-            let addr: NodeAddr = sentinel.as_str().into();
-            let mut settings = RedisConnectionInfo::default().set_skip_set_lib_name();
-            if let Some(u) = username {
-                settings = settings.set_username(u);
-            }
-            if let Some(p) = password {
-                settings = settings.set_password(p.expose());
-            }
-            let mut conn = match self.connect(&addr, settings).await {
-                Ok(c) => c,
-                Err(e) => {
-                    last_problem = e.to_string();
-                    continue;
-                }
-            };
-            let cmd = Command::SentinelMasterAddr {
-                name: master_name.clone(),
-            };
-            self.commands.acquire(1).await;
-            self.stats.command(cmd.label());
-            let reply = tokio::time::timeout(
-                self.timeout,
-                cmd.to_cmd().query_async::<Value>(&mut conn.inner),
-            )
-            .await;
-            let addr = match reply {
-                Ok(Ok(value)) => primary_addr(sentinel, master_name, &value),
-                Ok(Err(e)) => Err(format!("sentinel {sentinel}: {e}")),
-                Err(_) => Err(format!(
-                    "sentinel {sentinel} did not answer within {:?}",
-                    self.timeout
-                )),
-            };
-            let addr = match addr {
-                Ok(addr) => addr,
-                Err(problem) => {
-                    last_problem = problem;
-                    continue;
-                }
-            };
-            let Topology::Sentinel(state) = &mut *self.topo() else {
-                return unreachable_topology();
-            };
-            return Ok(state.resolved(&addr, Instant::now()));
-        }
-        if let Topology::Sentinel(state) = &mut *self.topo() {
-            if let Some(node) = state.keep_last(Instant::now()) {
-                tracing::warn!(redis_target = %self.target.name, primary = %node.addr, problem = %last_problem, "no sentinel answered; keeping the last known primary");
-                return Ok(node);
-            }
-        }
-        self.stats.error(ErrorKind::Connection);
-        Err(self.topology_error(format!("no sentinel gave the primary: {last_problem}")))
     }
 }
 

@@ -8,10 +8,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use redis::Value;
+use redis::{RedisConnectionInfo, Value};
+use tokio::time::Instant;
 
 use super::connection::{Node, split_addr};
-use super::sentinel::SentinelState;
+use super::sentinel::{SentinelState, primary_addr};
 use super::{NodeAddr, TargetClient};
 use crate::backend::command::Command;
 use crate::backend::error::{ErrorKind, TargetError};
@@ -288,6 +289,83 @@ pub(super) fn unreachable_topology<T>() -> Result<T, TargetError> {
         target: String::new(),
         detail: "internal: topology does not match mode".into(),
     })
+}
+
+impl TargetClient {
+    /// The current primary according to the sentinels (the first that
+    /// answers), re-asked every [`SENTINEL_REFRESH`], after any failed round
+    /// trip and on every discovery run.
+    pub(super) async fn sentinel_primary(&self) -> Result<Arc<Node>, TargetError> {
+        if let Topology::Sentinel(state) = &*self.topo() {
+            if let Some(node) = state.fresh(Instant::now()) {
+                return Ok(node);
+            }
+        }
+        let Mode::Sentinel {
+            sentinels,
+            master_name,
+            username,
+            password,
+        } = &self.target.mode
+        else {
+            return Err(self.topology_error("not in sentinel mode".into()));
+        };
+        let mut last_problem = String::from("no sentinel configured");
+        for sentinel in sentinels {
+            let addr: NodeAddr = sentinel.as_str().into();
+            let mut settings = RedisConnectionInfo::default().set_skip_set_lib_name();
+            if let Some(u) = username {
+                settings = settings.set_username(u);
+            }
+            if let Some(p) = password {
+                settings = settings.set_password(p.expose());
+            }
+            let mut conn = match self.connect(&addr, settings).await {
+                Ok(c) => c,
+                Err(e) => {
+                    last_problem = e.to_string();
+                    continue;
+                }
+            };
+            let cmd = Command::SentinelMasterAddr {
+                name: master_name.clone(),
+            };
+            self.commands.acquire(1).await;
+            self.stats.command(cmd.label());
+            let reply = tokio::time::timeout(
+                self.timeout,
+                cmd.to_cmd().query_async::<Value>(&mut conn.inner),
+            )
+            .await;
+            let addr = match reply {
+                Ok(Ok(value)) => primary_addr(sentinel, master_name, &value),
+                Ok(Err(e)) => Err(format!("sentinel {sentinel}: {e}")),
+                Err(_) => Err(format!(
+                    "sentinel {sentinel} did not answer within {:?}",
+                    self.timeout
+                )),
+            };
+            let addr = match addr {
+                Ok(addr) => addr,
+                Err(problem) => {
+                    last_problem = problem;
+                    continue;
+                }
+            };
+            let Topology::Sentinel(state) = &mut *self.topo() else {
+                return unreachable_topology();
+            };
+            return Ok(state.resolved(&addr, Instant::now()));
+        }
+        if let Topology::Sentinel(state) = &mut *self.topo() {
+            if let Some(node) = state.keep_last(Instant::now()) {
+                tracing::warn!(redis_target = %self.target.name, primary = %node.addr, problem = %last_problem, "no sentinel answered; keeping the last known primary");
+                return Ok(node);
+            }
+        }
+        self.stats.error(ErrorKind::Connection);
+        Err(self.topology_error(format!("no sentinel gave the primary: {last_problem}")))
+    }
 }
 
 #[cfg(test)]

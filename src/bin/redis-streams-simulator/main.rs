@@ -205,7 +205,7 @@ async fn run(cli: Cli) -> Result<()> {
             scenario,
             format_args!("starting on {}", scenario.stream(&ctx.prefix)),
         );
-        tasks.spawn(async move { (scenario, scenario.run(&ctx).await) });
+        tasks.spawn(async move { (scenario, scenarios::run(scenario, &ctx).await) });
     }
 
     let deadline = async {

@@ -3,11 +3,7 @@
 
 use std::io::Write;
 
-use anyhow::Result;
 use clap::ValueEnum;
-
-use crate::ops::Ctx;
-use crate::scenarios;
 
 /// A failure mode to drive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
@@ -120,33 +116,6 @@ impl Scenario {
             other => other.name(),
         };
         format!("{prefix}{suffix}")
-    }
-
-    /// Drives the scenario until the process stops (or a command fails).
-    pub(crate) async fn run(self, ctx: &Ctx) -> Result<()> {
-        match self {
-            Scenario::Healthy => scenarios::healthy::run(ctx).await,
-            Scenario::CrashedConsumer => scenarios::crashed_consumer::run(ctx).await,
-            Scenario::Poison => scenarios::poison::run(ctx).await,
-            Scenario::DeadLetter => scenarios::dead_letter::run(ctx).await,
-            Scenario::Trim => scenarios::trim::run(ctx).await,
-            Scenario::XdelGhosts => scenarios::xdel_ghosts::run(ctx).await,
-            Scenario::TrimWindow => scenarios::trim_window::run(ctx).await,
-            Scenario::Recovered => scenarios::recovered::run(ctx).await,
-            Scenario::Outpace => scenarios::outpace::run(ctx).await,
-            Scenario::OutpaceXdel => scenarios::outpace_xdel::run(ctx).await,
-            Scenario::Stopped => scenarios::stopped::run(ctx).await,
-            Scenario::Noack => scenarios::noack::run(ctx).await,
-            Scenario::TrimCatchup => scenarios::trim_catchup::run(ctx).await,
-            Scenario::DeleteUnread => scenarios::delete_unread::run(ctx).await,
-            Scenario::TrimOvertake => scenarios::trim_overtake::run(ctx).await,
-            Scenario::Rewind => scenarios::rewind::run(ctx).await,
-            Scenario::ManyStreams => scenarios::many_streams::run(ctx).await,
-            Scenario::BigPel => scenarios::big_pel::run(ctx).await,
-            Scenario::Evictable => scenarios::evictable::run(ctx).await,
-            Scenario::Batch => scenarios::batch::run(ctx).await,
-            Scenario::All => Ok(()),
-        }
     }
 }
 
