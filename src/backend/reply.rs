@@ -58,6 +58,11 @@ fn as_array(v: &Value) -> Option<&[Value]> {
     }
 }
 
+/// `v` as an array, or a decode error for `command` saying what came instead.
+fn array<'a>(command: &'static str, v: &'a Value) -> Result<&'a [Value], DecodeError> {
+    as_array(v).ok_or_else(|| bad(command, format!("expected an array, got {}", kind(v))))
+}
+
 /// Field/value pairs of a RESP2 flat array or a RESP3 map.
 fn fields<'a>(
     command: &'static str,
@@ -249,7 +254,7 @@ pub struct GroupInfo {
 /// When a group lacks a required field.
 pub fn groups(v: &Value) -> Result<Vec<GroupInfo>, DecodeError> {
     const C: &str = "XINFO GROUPS";
-    let list = as_array(v).ok_or_else(|| bad(C, format!("expected an array, got {}", kind(v))))?;
+    let list = array(C, v)?;
     list.iter()
         .map(|g| {
             let mut out = GroupInfo::default();
@@ -308,7 +313,7 @@ pub struct ConsumerInfo {
 /// When a consumer lacks a required field.
 pub fn consumers(v: &Value) -> Result<Vec<ConsumerInfo>, DecodeError> {
     const C: &str = "XINFO CONSUMERS";
-    let list = as_array(v).ok_or_else(|| bad(C, format!("expected an array, got {}", kind(v))))?;
+    let list = array(C, v)?;
     list.iter()
         .map(|c| {
             let mut out = ConsumerInfo::default();
@@ -418,7 +423,7 @@ pub struct PendingEntry {
 /// When a row is not `[id, consumer, idle, count]`.
 pub fn pending_entries(v: &Value) -> Result<Vec<PendingEntry>, DecodeError> {
     const C: &str = "XPENDING";
-    let rows = as_array(v).ok_or_else(|| bad(C, format!("expected an array, got {}", kind(v))))?;
+    let rows = array(C, v)?;
     rows.iter()
         .map(|row| {
             let r = as_array(row)
@@ -445,7 +450,7 @@ pub fn pending_entries(v: &Value) -> Result<Vec<PendingEntry>, DecodeError> {
 /// When an entry has no ID.
 pub fn range_ids(v: &Value) -> Result<Vec<StreamId>, DecodeError> {
     const C: &str = "XRANGE";
-    let rows = as_array(v).ok_or_else(|| bad(C, format!("expected an array, got {}", kind(v))))?;
+    let rows = array(C, v)?;
     rows.iter()
         .map(|row| entry_id(C, "entry", row)?.ok_or_else(|| bad(C, "nil entry")))
         .collect()
