@@ -13,7 +13,9 @@
 //!   stream's first entry advances (trimming) minus the rate at which the
 //!   group's first undelivered entry advances (consumption), both in ID time.
 //!   Absent while the margin is not shrinking; 0 once the edge has reached
-//!   undelivered entries.
+//!   undelivered entries and trimming is moving it (a margin of 0 on a
+//!   stream that is not being trimmed, a young stream read from its start,
+//!   threatens nothing yet).
 //! - **Drain ETA**: lag ÷ the speed at which it shrinks, that speed being
 //!   the slope of the lag over the window (consumption minus production:
 //!   entries-read and entries-added where Redis has them, IDs and lengths
@@ -40,6 +42,9 @@ struct Point {
     /// Retention margin in seconds, when something is undelivered and IDs
     /// are time-based.
     margin: Option<f64>,
+    /// The time part of the stream's first entry, ms: whether trimming moves
+    /// the edge.
+    first_entry_ms: Option<u64>,
     /// Lag, when known.
     lag: Option<f64>,
 }
@@ -53,7 +58,13 @@ pub struct Trend {
 impl Trend {
     /// Adds a poll. A clock that went backwards (another server after a
     /// failover) starts the window again.
-    pub fn push(&mut self, at_ms: u64, margin: Option<f64>, lag: Option<u64>) {
+    pub fn push(
+        &mut self,
+        at_ms: u64,
+        margin: Option<f64>,
+        first_entry_ms: Option<u64>,
+        lag: Option<u64>,
+    ) {
         if self.points.back().is_some_and(|p| p.at_ms >= at_ms) {
             self.points.clear();
         }
@@ -63,6 +74,7 @@ impl Trend {
         self.points.push_back(Point {
             at_ms,
             margin,
+            first_entry_ms,
             lag: lag.map(|l| l as f64),
         });
     }
@@ -82,12 +94,25 @@ impl Trend {
     /// Seconds until trimming reaches the first undelivered entry at the
     /// recent rates; `None` when the margin is unknown or not shrinking.
     pub fn overtake_eta(&self) -> Option<f64> {
-        let now = self.points.back()?.margin?;
+        let last = self.points.back()?;
+        let now = last.margin?;
         if now <= 0.0 {
-            return Some(0.0);
+            return self.edge_moved(last).then_some(0.0);
         }
         let slope = theil_sen(&self.series(|p| p.margin))?;
         (slope < 0.0).then(|| now / -slope)
+    }
+
+    /// Whether the stream's first entry advanced within the window: trimming
+    /// is under way.
+    fn edge_moved(&self, last: &Point) -> bool {
+        let Some(edge) = last.first_entry_ms else {
+            return false;
+        };
+        self.points
+            .iter()
+            .filter_map(|p| p.first_entry_ms)
+            .any(|earlier| earlier < edge)
     }
 
     /// Seconds until the lag reaches 0 at the recent rates; `None` while it
@@ -136,7 +161,8 @@ mod tests {
     fn trend(points: &[(u64, Option<f64>, Option<u64>)]) -> Trend {
         let mut t = Trend::default();
         for &(at, margin, lag) in points {
-            t.push(at * 1000, margin, lag);
+            // A stream trimmed by 1 s of ID time per second of poll time.
+            t.push(at * 1000, margin, Some(at * 1000), lag);
         }
         t
     }
@@ -220,20 +246,40 @@ mod tests {
         let drained = trend(&[(0, None, Some(0))]);
         assert_eq!(drained.drain_eta(), Some(0.0));
         assert_eq!(drained.overtake_eta(), None);
-        let overtaken = trend(&[(0, Some(0.0), Some(10))]);
+        let overtaken = trend(&[(0, Some(0.0), Some(10)), (15, Some(0.0), Some(20))]);
         assert_eq!(overtaken.overtake_eta(), Some(0.0));
+        let unknown = trend(&[(0, Some(0.0), Some(10))]);
+        assert_eq!(
+            unknown.overtake_eta(),
+            None,
+            "one poll: is the edge moving?"
+        );
         let unknown = trend(&[(0, None, None), (15, None, None), (30, None, None)]);
         assert_eq!((unknown.drain_eta(), unknown.overtake_eta()), (None, None));
+    }
+
+    #[test]
+    fn an_edge_that_is_not_trimmed_threatens_nothing() {
+        // A young stream read from its start: the first undelivered entry
+        // shares the first entry's millisecond, and nothing trims it.
+        let mut young = Trend::default();
+        for i in 0..4u64 {
+            young.push(i * 15_000, Some(0.0), Some(5_000), Some(100 + i * 10));
+        }
+        assert_eq!(young.overtake_eta(), None);
+        // Trimming starts: the edge moves while it sits at the group.
+        young.push(60_000, Some(0.0), Some(9_000), Some(140));
+        assert_eq!(young.overtake_eta(), Some(0.0));
     }
 
     #[test]
     fn the_window_slides_and_restarts_on_a_clock_jump() {
         let mut t = Trend::default();
         for i in 0..20u64 {
-            t.push(i * 15_000, None, Some(1000 - i * 10));
+            t.push(i * 15_000, None, None, Some(1000 - i * 10));
         }
         assert_eq!(t.points.len(), WINDOW);
-        t.push(1_000, None, Some(5));
+        t.push(1_000, None, None, Some(5));
         assert_eq!(t.points.len(), 1);
     }
 

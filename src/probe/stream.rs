@@ -453,7 +453,14 @@ fn build_stream<'s>(
             memory.trend.clear();
         }
         if let Some(at) = now_ms {
-            memory.trend.push(at, retention_margin, figure.lag);
+            let first_entry_ms = read
+                .info
+                .first_entry_id
+                .filter(|_| time_ids)
+                .map(|id| id.ms);
+            memory
+                .trend
+                .push(at, retention_margin, first_entry_ms, figure.lag);
         }
         let overtake_eta = retention_margin.and_then(|_| memory.trend.overtake_eta());
         let drain_eta = memory.trend.drain_eta();
