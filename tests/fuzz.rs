@@ -144,7 +144,7 @@ proptest! {
     fn lag_is_bounded_by_the_stream(
         len in 0u64..500, first in 1u64..1000, span in 0u64..1000, ld_off in 0u64..2200,
         reported in prop::option::of(0u64..2000), read in prop::option::of(0u64..2000), sample_n in 0usize..120,
-        prev_gone in prop::option::of(0u64..50),
+        prev_gone in prop::option::of(0u64..50), prev_unmoved in any::<bool>(),
     ) {
         let last = first + span;
         let stream = StreamInfo {
@@ -159,7 +159,12 @@ proptest! {
         };
         let ld = StreamId::new(ld_off, 0);
         let group = GroupInfo { name: b"g".to_vec(), consumers: 1, pending: 0, last_delivered_id: ld, entries_read: read, lag: reported };
-        let previous = prev_gone.map(|g| lag::Trail { last_delivered: StreamId::new(ld_off / 2, 0), entries_read: read.map(|r| r / 2), unread_gone: Some(g) });
+        let previous = prev_gone.map(|g| lag::Trail {
+            last_delivered: if prev_unmoved { ld } else { StreamId::new(ld_off / 2, 0) },
+            entries_read: if prev_unmoved { read } else { read.map(|r| r / 2) },
+            unread_gone: Some(g),
+            first_undelivered: Some(StreamId::new(ld_off + 1, 0)),
+        });
         for arithmetic in [lag::Arithmetic::Current, lag::Arithmetic::Miscounting] {
             let reading = lag::Reading { stream: &stream, group: &group, arithmetic, previous: previous.as_ref() };
             let sample = reading.sample_request(100).map(|count| UndeliveredSample::head(
@@ -172,6 +177,9 @@ proptest! {
             }
             if ld >= StreamId::new(last, 0) || len == 0 {
                 prop_assert_eq!(f.lag, Some(0));
+            }
+            if let (Some(first), true) = (f.first_undelivered, f.lag.is_some_and(|l| l > 0)) {
+                prop_assert!(first > ld || first == stream.first_entry_id.unwrap_or_default(), "first undelivered {:?} at or before {:?}", first, ld);
             }
             if let Some(gone) = f.unread_gone {
                 prop_assert!(gone <= len + 10, "gone {} above entries-added", gone);

@@ -725,7 +725,96 @@ async fn poison_before_the_scan(kind: Server) {
     );
 }
 
+fn xrange_calls(c: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(c).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_xrange:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// The age of the first undelivered entry as exported, against the truth
+/// taken on the server's clock around the poll.
+async fn age_checked(h: &Harness, c: &mut redis::Connection, first_ms: u64) -> f64 {
+    let before = server_ms(c);
+    h.probe(ProbeKind::Stream).await;
+    let after = server_ms(c);
+    let age = h
+        .metrics()
+        .value("redis_streams_group_lag_seconds", &tsg("s", "g"));
+    let (low, high) = (
+        (before - first_ms) as f64 / 1000.0,
+        (after - first_ms) as f64 / 1000.0,
+    );
+    assert!(
+        (low - 0.002..=high + 0.002).contains(&age),
+        "lag_seconds {age}, truly between {low} and {high}"
+    );
+    age
+}
+
+/// A stopped group behind a producer that goes on: its first undelivered
+/// entry is read once, and its age stays right while later polls send no
+/// XRANGE (issue 17: two commands a stream). Deleting that entry makes
+/// the next poll read again and age the one after it.
+async fn stopped_group_reads_its_first_undelivered_once(kind: Server) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        ids.extend(xadd_n(&mut c, "s", 1));
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    create_group(&mut c, kind, "s", "g", "0", Some(0));
+    read_group(&mut c, "s", "g", "c", 4);
+    let h = Harness::new(config_for(&server, FAST));
+    h.collect().await;
+    let g = tsg("s", "g");
+    let first_ms = id_ms(&ids[4]);
+    age_checked(&h, &mut c, first_ms).await;
+    let after_first = xrange_calls(&mut c);
+    let mut ages = Vec::new();
+    for round in 0..3 {
+        xadd_n(&mut c, "s", 2);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        ages.push(age_checked(&h, &mut c, first_ms).await);
+        assert_eq!(
+            h.metrics().value("redis_streams_group_lag", &g),
+            (6 + 2 * (round + 1)) as f64
+        );
+    }
+    let reads_while_stopped = xrange_calls(&mut c) - after_first;
+    if kind.has_lag() {
+        assert_eq!(reads_while_stopped, 0, "reused while the group sat still");
+    } else {
+        // 6.2 has no lag or deletion counters: it counts each poll.
+        assert_eq!(reads_while_stopped, 3);
+    }
+    assert!(ages.windows(2).all(|w| w[1] > w[0]), "{ages:?}");
+    let _: u64 = redis::cmd("XDEL")
+        .arg("s")
+        .arg(&ids[4])
+        .query(&mut c)
+        .unwrap();
+    let before_delete = xrange_calls(&mut c);
+    age_checked(&h, &mut c, id_ms(&ids[5])).await;
+    assert!(
+        xrange_calls(&mut c) > before_delete,
+        "read again after XDEL"
+    );
+    assert_eq!(h.metrics().value("redis_streams_group_lag", &g), 11.0);
+    report(
+        kind,
+        "stopped group, producer goes on (3 polls), then its first undelivered entry deleted",
+        "the same first undelivered entry, aged; then the next one",
+        &format!(
+            "lag_seconds right each poll; XRANGE calls while stopped {reads_while_stopped}; read again after XDEL"
+        ),
+    );
+}
+
 per_server!(
+    stopped_group_reads_its_first_undelivered_once,
     poison_before_the_scan,
     trim_then_catch_up,
     small_trim_miscount,

@@ -3,9 +3,10 @@
 //! memory Redis has not touched for a while can take milliseconds where the
 //! same call usually takes a tenth of that, and a SLOWLOG at 1 ms then
 //! records the exporter. So each call's time is measured, and the page
-//! halves when one takes longer than the target (default 1 ms) and grows
-//! back by a quarter while calls take less than half of it, between a floor
-//! and the configured size.
+//! shrinks in proportion when one takes longer than the target (default
+//! 1 ms; by half at most), grows back by half while calls take less than a
+//! quarter of it and by a quarter while they take less than half, between a
+//! floor and the configured size.
 //!
 //! A call's time is its round trip less the network's: the smallest round
 //! trip of a single command seen on the client (each connection's `CLIENT
@@ -52,9 +53,20 @@ impl PageTuner {
     pub(crate) fn observe(&mut self, rtt: Duration, floor: Duration, calls: usize) {
         let per_call = rtt.saturating_sub(floor) / u32::try_from(calls.max(1)).unwrap_or(u32::MAX);
         if per_call > self.target {
-            self.current = (self.current / 2).max(self.min);
+            // In proportion to the excess, by half at most: the page that
+            // would have met the target.
+            let fitted =
+                f64::from(self.current) * self.target.as_secs_f64() / per_call.as_secs_f64();
+            self.current = (fitted as u32).max(self.current / 2).max(self.min);
         } else if per_call < self.target / 2 {
-            let grown = (u64::from(self.current) * 5).div_ceil(4);
+            // Back quickly while calls are far under the target: a page
+            // shrunk by one slow moment costs the pass many more calls.
+            let (num, den) = if per_call < self.target / 4 {
+                (3, 2)
+            } else {
+                (5, 4)
+            };
+            let grown = (u64::from(self.current) * num).div_ceil(den);
             self.current = u32::try_from(grown).unwrap_or(u32::MAX).min(self.max);
         }
     }
@@ -143,7 +155,7 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
 
     #[test]
-    fn slow_calls_halve_the_page_quick_ones_grow_it_back() {
+    fn slow_calls_shrink_the_page_quick_ones_grow_it_back() {
         let mut t = PageTuner::new(10, 200, MS);
         assert_eq!(t.current(), 200);
         // A 3 ms page (0.1 ms of it network): halve.
@@ -160,11 +172,17 @@ mod tests {
             t.observe(MS / 5, MS / 10, 1);
             sizes.push(t.current());
         }
-        assert_eq!(&sizes[..4], &[13, 17, 22, 28]);
+        assert_eq!(&sizes[..4], &[15, 23, 35, 53]);
         assert_eq!(*sizes.last().unwrap(), 200);
         // In between: unchanged.
         t.observe(MS * 7 / 10, MS / 10, 1);
         assert_eq!(t.current(), 200);
+        // A little over the target: the page that would have met it.
+        t.observe(MS * 13 / 10 + MS / 10, MS / 10, 1);
+        assert_eq!(t.current(), 153);
+        // Between a quarter and a half of it: grows by a quarter.
+        t.observe(MS * 4 / 10, MS / 10, 1);
+        assert_eq!(t.current(), 192);
     }
 
     #[test]
@@ -230,13 +248,13 @@ mod tests {
         // A slow pipeline of other commands tunes nothing.
         pages.observe(&[Command::Ping, Command::Time], 50 * MS, now);
         assert_eq!(pages.sizes()["scan"], 200);
-        // A slow SCAN page halves SCAN's pages only.
+        // A slow SCAN page shrinks SCAN's pages only.
         pages.observe(std::slice::from_ref(&scan), 5 * MS, now);
         assert_eq!(
             pages.sizes(),
             BTreeMap::from([("scan", 100), ("xpending_range", 400)])
         );
-        // A pipeline of slow XPENDING pages halves XPENDING's; a mixed one
+        // A pipeline of slow XPENDING pages shrinks XPENDING's; a mixed one
         // tunes neither.
         pages.observe(&[xpending.clone(), xpending.clone()], 10 * MS, now);
         pages.observe(&[scan.clone(), xpending.clone()], 10 * MS, now);

@@ -209,6 +209,8 @@ pub struct Trail {
     pub entries_read: Option<u64>,
     /// Unread entries gone, when proven exactly.
     pub unread_gone: Option<u64>,
+    /// The first undelivered entry this poll found.
+    pub first_undelivered: Option<StreamId>,
 }
 
 /// What the estimator may use beyond the group's own sample.
@@ -345,10 +347,33 @@ impl Reading<'_> {
         }
         match self.trusted_report() {
             Some((0, _)) => None,
-            // Only the first entry's ID is needed, for its age.
+            // Only the first entry's ID is needed, for its age, unless the
+            // last poll's still holds.
+            Some(_) if self.unmoved_first_undelivered().is_some() => None,
             Some(_) => Some(1),
             None => Some(exact_limit.max(1)),
         }
+    }
+
+    /// The last poll's first undelivered entry, when it provably still is
+    /// the first: the group has not moved (same position, same
+    /// entries-read), so the entry after its position is the same one,
+    /// unless it was deleted, and every deletion since (XDEL, XACKDEL,
+    /// XDELEX) stayed before it (`max-deleted-entry-id` below it; unknown on
+    /// 6.2, so never reused there). Trimming cannot have reached it while the
+    /// group is inside the window. A stopped group then costs no `XRANGE` a
+    /// poll (issue 17: two commands a stream instead of three).
+    fn unmoved_first_undelivered(&self) -> Option<StreamId> {
+        let previous = self.previous?;
+        let first = previous.first_undelivered?;
+        let ld = self.group.last_delivered_id;
+        let unmoved = previous.last_delivered == ld
+            && previous.entries_read == self.group.entries_read
+            && self.group.entries_read.is_some();
+        let not_deleted = self.stream.max_deleted_entry_id.is_some_and(|d| d < first);
+        let retained = self.stream.first_entry_id.is_some_and(|f| f <= first)
+            && self.stream.last_entry_id.is_some_and(|l| first <= l);
+        (unmoved && not_deleted && retained && first > ld).then_some(first)
     }
 
     /// True when, with this sample, the lag must be estimated.
@@ -499,6 +524,9 @@ impl Reading<'_> {
             // sample read after it (one ID, for the age) may have been
             // changed meanwhile by consumers that read and delete: it never
             // overrides a count known to be right.
+            let first_undelivered = first_undelivered
+                .or_else(|| self.unmoved_first_undelivered())
+                .filter(|_| lag > 0);
             return LagFigure {
                 unread_gone: self.gone(lag),
                 ..figure(Some(lag), method, first_undelivered)
@@ -583,6 +611,7 @@ impl Reading<'_> {
             } else {
                 None
             },
+            first_undelivered: figure.first_undelivered,
         }
     }
 }

@@ -169,6 +169,7 @@ fn old_server_count_after_a_gap_is_not_trusted() {
         last_delivered: id(10),
         entries_read: Some(10),
         unread_gone: Some(0),
+        first_undelivered: None,
     };
     let r = reading(&s, &g, Arithmetic::Miscounting, Some(&before));
     // The trimming edge passed the group's last position: count.
@@ -213,6 +214,7 @@ fn old_server_proof_breaks_on_rewind_deletion_or_trim() {
         last_delivered: id(600),
         entries_read: Some(600),
         unread_gone: Some(0),
+        first_undelivered: None,
     };
     let ok = group(700, Some(300), Some(700));
     let r = reading(&s, &ok, Arithmetic::Miscounting, Some(&proven));
@@ -234,6 +236,41 @@ fn old_server_proof_breaks_on_rewind_deletion_or_trim() {
     };
     let r = reading(&s, &ok, Arithmetic::Miscounting, Some(&unproven));
     assert_eq!(r.trusted_report(), None);
+}
+
+/// A stopped group's first undelivered entry is read once: the next polls
+/// reuse it while the group has not moved and no deletion reached it.
+#[test]
+fn a_stopped_groups_first_undelivered_entry_is_read_once() {
+    let s = stream(10, 1, 10);
+    let g = group(4, Some(6), Some(4));
+    let r = current(&s, &g);
+    assert_eq!(r.sample_request(100), Some(1), "nothing known yet");
+    let f = r.compute(Some(&sample([5], 1)), &none());
+    let trail = r.trail(&f);
+    assert_eq!(trail.first_undelivered, Some(id(5)));
+    // Next poll: the group sits still, the producer went on.
+    let mut later = stream(12, 1, 12);
+    later.max_deleted_entry_id = Some(StreamId::ZERO);
+    let r = reading(&later, &g, Arithmetic::Current, Some(&trail));
+    assert_eq!(r.sample_request(100), None, "reused");
+    let f = r.compute(None, &none());
+    assert_eq!((f.lag, f.first_undelivered), (Some(6), Some(id(5))));
+    // Each of these makes it read again.
+    let moved = group(5, Some(5), Some(5));
+    let r = reading(&later, &moved, Arithmetic::Current, Some(&trail));
+    assert_eq!(r.sample_request(100), Some(1), "the group moved");
+    let mut deleted = later.clone();
+    deleted.max_deleted_entry_id = Some(id(5));
+    let r = reading(&deleted, &g, Arithmetic::Current, Some(&trail));
+    assert_eq!(r.sample_request(100), Some(1), "the entry was deleted");
+    let mut unknown = later.clone();
+    unknown.max_deleted_entry_id = None;
+    let r = reading(&unknown, &g, Arithmetic::Current, Some(&trail));
+    assert_eq!(r.sample_request(100), Some(1), "deletions unknown");
+    let reread = group(4, Some(6), None);
+    let r = reading(&later, &reread, Arithmetic::Current, Some(&trail));
+    assert_eq!(r.sample_request(100), Some(1), "entries-read unknown");
 }
 
 /// XDEL of unread entries inside the window: Redis's lag is nil,

@@ -212,8 +212,6 @@ impl Drop for Taken<'_> {
 /// When the target cannot be reached or replies cannot be decoded.
 pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let deadline = Instant::now() + ctx.config.schedule.pending_scan;
-    // The page size follows the server (see backend::paging); read once a run.
-    let page = ctx.client.xpending_page();
     // Bucket bounds, shared by the results of every group.
     let idle_bounds: Arc<[f64]> = ctx.config.metrics.pending_idle_buckets.as_slice().into();
     let delivery_bounds: Arc<[u64]> = ctx.config.metrics.delivery_count_buckets.as_slice().into();
@@ -275,6 +273,10 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             if Instant::now() >= deadline {
                 break 'nodes;
             }
+            // The page size follows the server (see backend::paging); read
+            // each round, so a page shrunk by one slow moment grows back
+            // within the pass.
+            let page = ctx.client.xpending_page();
             // Pay the entries budget for what each page will most likely
             // return (the rest of the PEL as the stream poll last saw it, up
             // to a page), and pay any excess once the pages are in: small PELs

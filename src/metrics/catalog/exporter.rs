@@ -83,7 +83,7 @@ metric!(
     "redis_streams_exporter_page_size",
     Gauge,
     TCMD,
-    "Current COUNT of the paged commands (command=scan: discovery; command=xpending_range: the PEL scan). It halves when a call takes longer than limits.page_target and grows back while calls are quick, between limits.min_page and the configured size.",
+    "Current COUNT of the paged commands (command=scan: discovery; command=xpending_range: the PEL scan). It shrinks in proportion (by half at most) when a call takes longer than limits.page_target and grows back while calls are quick, between limits.min_page and the configured size.",
     Source::Custom(Custom::PageSizes)
 );
 metric!(
