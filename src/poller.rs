@@ -155,7 +155,9 @@ impl Poller {
         // holding readiness back. Readiness itself waits for a successful
         // discovery and stream poll, however many retries that takes.
         let mut discovery_next = Duration::ZERO;
+        let mut first_started = std::collections::HashMap::new();
         for kind in ProbeKind::ALL.into_iter().filter(|k| !k.per_group()) {
+            first_started.insert(kind, Instant::now());
             let mut run = tokio::spawn({
                 let this = self.clone();
                 async move { this.run_probe(kind).await }
@@ -190,7 +192,11 @@ impl Poller {
             let first_due = match kind {
                 _ if kind.per_group() => Instant::now(),
                 ProbeKind::Discovery => Instant::now() + discovery_next,
-                _ => start + period,
+                _ => schedule::loop_first_due(
+                    first_started.get(&kind).copied().unwrap_or(start),
+                    Instant::now(),
+                    period,
+                ),
             };
             let task = loops.spawn(self.clone().probe_loop(kind, first_due, shutdown.clone()));
             kinds.insert(task.id(), kind);

@@ -90,6 +90,16 @@ pub fn next_start(due: Instant, finished: Instant, period: Duration) -> Instant 
     next + period * u32::try_from(skipped).unwrap_or(u32::MAX)
 }
 
+/// When a probe's loop is first due, given when its run of the first
+/// collection started: one period after that start, or `now` when that run
+/// overran its period. The loop then anchors its grid at its own first run:
+/// a first collection that took longer than the period (it counts lags that
+/// later polls reuse) is not carried into the grid, where the next run,
+/// started late on an old slot, would skip one.
+pub fn loop_first_due(first_started: Instant, now: Instant, period: Duration) -> Instant {
+    (first_started + period).max(now)
+}
+
 /// What a run asks of the loop that runs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Next {
@@ -239,6 +249,48 @@ mod tests {
                 "runs closer than the period: {pair:?}"
             );
         }
+    }
+
+    /// Under paused time: a first collection whose stream poll took 17 s of
+    /// a 15 s period, then polls of 13 s. The loop starts when the first run
+    /// ends and keeps 15 s from there; anchored at the daemon's start, it
+    /// would start on the passed 15 s slot and skip the 30 s one.
+    #[tokio::test(start_paused = true)]
+    async fn a_first_run_that_overran_does_not_cost_a_slot() {
+        let start = Instant::now();
+        let period = Duration::from_secs(15);
+        tokio::time::sleep(Duration::from_secs(17)).await;
+        let first_due = loop_first_due(start, Instant::now(), period);
+        assert_eq!(first_due - start, Duration::from_secs(17));
+        let shutdown = CancellationToken::new();
+        let starts: Arc<Mutex<Vec<u64>>> = Arc::default();
+        let task = {
+            let (starts, shutdown) = (starts.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                every(first_due, period, shutdown, None, || {
+                    let starts = starts.clone();
+                    async move {
+                        starts
+                            .lock()
+                            .unwrap()
+                            .push((Instant::now() - start).as_secs());
+                        tokio::time::sleep(Duration::from_secs(13)).await;
+                        Next::Grid
+                    }
+                })
+                .await;
+            })
+        };
+        tokio::time::sleep(Duration::from_secs(61)).await;
+        shutdown.cancel();
+        task.await.unwrap();
+        let starts = starts.lock().unwrap().clone();
+        assert_eq!(starts, vec![17, 32, 47, 62, 77]);
+        // A first run within its period keeps the grid of its start.
+        assert_eq!(
+            loop_first_due(start, start + Duration::from_secs(4), period) - start,
+            period
+        );
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! writes 400 entries/s into a stream capped at 2,000 entries while a slow
 //! group reads 200/s: the trimming edge closes in on the group, and the
 //! exporter's trim-overtake ETA appears and shrinks. We let the loss happen
-//! to measure when it truly came. Then the group speeds up to 800/s: the
+//! to measure when it truly came: entries carry their sequence number, and
+//! the first gap the group reads past is the loss (a sample of the first
+//! entry and the group's position, two round trips apart, races the producer
+//! and the consumer and can miss it for the whole run). Then the group speeds up to 800/s: the
 //! drain ETA appears, the overtake ETA goes away, and we measure when the
 //! lag truly reached 0. Each ETA the exporter showed is printed next to the
 //! time that was left (`SIGNALS` lines); the assertions are about presence
@@ -12,8 +15,8 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -31,53 +34,46 @@ struct Seen {
     lag: Option<f64>,
 }
 
-fn first_entry(c: &mut redis::Connection) -> Option<String> {
-    let v: redis::Value = redis::cmd("XRANGE")
-        .arg("sig")
-        .arg("-")
-        .arg("+")
+/// Reads up to `count` new entries for the group `slow`: each one's ID and
+/// sequence number (the producer's `n` field).
+fn read_numbered(c: &mut redis::Connection, count: usize) -> Vec<(Vec<u8>, u64)> {
+    let v: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg("slow")
+        .arg("c")
         .arg("COUNT")
-        .arg(1)
-        .query(c)
-        .unwrap();
-    match v {
-        redis::Value::Array(rows) => rows.into_iter().next().and_then(|row| match row {
-            redis::Value::Array(parts) => match parts.into_iter().next() {
-                Some(redis::Value::BulkString(id)) => Some(String::from_utf8(id).unwrap()),
-                _ => None,
-            },
-            _ => None,
-        }),
-        _ => None,
-    }
-}
-
-/// The group's last-delivered-id, from XINFO GROUPS.
-fn last_delivered(c: &mut redis::Connection) -> Option<String> {
-    let v: redis::Value = redis::cmd("XINFO")
-        .arg("GROUPS")
+        .arg(count)
+        .arg("STREAMS")
         .arg("sig")
+        .arg(">")
         .query(c)
         .unwrap();
-    let redis::Value::Array(groups) = v else {
-        return None;
+    let redis::Value::Array(streams) = v else {
+        return Vec::new(); // Nil: nothing new.
     };
-    let fields: Vec<redis::Value> = match groups.into_iter().next()? {
-        redis::Value::Array(f) => f,
-        redis::Value::Map(m) => m.into_iter().flat_map(|(k, v)| [k, v]).collect(),
-        _ => return None,
-    };
-    fields.chunks(2).find_map(|kv| match kv {
-        [redis::Value::BulkString(k), redis::Value::BulkString(v)] if k == b"last-delivered-id" => {
-            Some(String::from_utf8(v.clone()).unwrap())
+    let mut read = Vec::new();
+    for stream in streams {
+        let redis::Value::Array(mut parts) = stream else {
+            panic!("a stream's reply: {stream:?}");
+        };
+        let Some(redis::Value::Array(entries)) = parts.pop() else {
+            panic!("a stream's entries: {parts:?}");
+        };
+        for entry in entries {
+            let redis::Value::Array(kv) = entry else {
+                panic!("an entry: {entry:?}");
+            };
+            let [redis::Value::BulkString(id), redis::Value::Array(fields)] = &kv[..] else {
+                panic!("an entry: {kv:?}");
+            };
+            let Some(redis::Value::BulkString(n)) = fields.get(1) else {
+                panic!("an entry without its number: {fields:?}");
+            };
+            let n = std::str::from_utf8(n).unwrap().parse().unwrap();
+            read.push((id.clone(), n));
         }
-        _ => None,
-    })
-}
-
-fn parse_id(id: &str) -> (u64, u64) {
-    let (ms, seq) = id.split_once('-').unwrap();
-    (ms.parse().unwrap(), seq.parse().unwrap())
+    }
+    read
 }
 
 async fn time_to_loss_and_drain(kind: Server) {
@@ -94,11 +90,16 @@ async fn time_to_loss_and_drain(kind: Server) {
     let stop = Arc::new(AtomicBool::new(false));
     // Entries the consumer reads per 10 ms tick.
     let reads_per_tick = Arc::new(AtomicU32::new(2));
+    // When the group first read past a gap in the numbers: the moment an
+    // entry it had not read was trimmed away (seen by the consumer within
+    // one 10 ms tick of the trim).
+    let lost_at: Arc<Mutex<Option<Instant>>> = Arc::default();
     let producer = {
         let (stop, mut p) = (stop.clone(), server.conn());
         std::thread::spawn(move || {
             let started = Instant::now();
             let mut tick = 0u64;
+            let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 let mut pipe = redis::pipe();
                 for _ in 0..4 {
@@ -108,9 +109,10 @@ async fn time_to_loss_and_drain(kind: Server) {
                         .arg("=")
                         .arg(CAP)
                         .arg("*")
-                        .arg("f")
-                        .arg("v")
+                        .arg("n")
+                        .arg(n)
                         .ignore();
+                    n += 1;
                 }
                 let _: () = pipe.query(&mut p).unwrap();
                 tick += 1;
@@ -120,18 +122,28 @@ async fn time_to_loss_and_drain(kind: Server) {
         })
     };
     let consumer = {
-        let (stop, rate, mut k) = (stop.clone(), reads_per_tick.clone(), server.conn());
+        let (stop, rate, lost_at, mut k) = (
+            stop.clone(),
+            reads_per_tick.clone(),
+            lost_at.clone(),
+            server.conn(),
+        );
         std::thread::spawn(move || {
             let started = Instant::now();
             let mut tick = 0u64;
+            let mut next = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                let n = rate.load(Ordering::Relaxed) as usize;
-                let ids = read_group(&mut k, "sig", "slow", "c", n);
-                if !ids.is_empty() {
+                let count = rate.load(Ordering::Relaxed) as usize;
+                let read = read_numbered(&mut k, count);
+                if let Some(&(_, first)) = read.first() {
+                    if first != next {
+                        lost_at.lock().unwrap().get_or_insert_with(Instant::now);
+                    }
+                    next = read.last().map_or(next, |&(_, n)| n + 1);
                     let mut ack = redis::cmd("XACK");
                     ack.arg("sig").arg("slow");
-                    for id in &ids {
-                        ack.arg(id.as_str());
+                    for (id, _) in &read {
+                        ack.arg(id.as_slice());
                     }
                     let _: u64 = ack.query(&mut k).unwrap();
                 }
@@ -151,10 +163,8 @@ async fn time_to_loss_and_drain(kind: Server) {
     let g = tsg("sig", "slow");
     let started = Instant::now();
     let mut seen: Vec<Seen> = Vec::new();
-    let mut loss_at: Option<f64> = None;
     let mut drained_at: Option<f64> = None;
     let mut sped_up_at: Option<f64> = None;
-    let mut probe_conn = server.conn();
     while started.elapsed() < Duration::from_secs(40) {
         h.probe(ProbeKind::Stream).await;
         let at = started.elapsed().as_secs_f64();
@@ -166,15 +176,10 @@ async fn time_to_loss_and_drain(kind: Server) {
             margin: m.get("redis_streams_group_retention_margin_seconds", &g),
             lag: m.get("redis_streams_group_lag", &g),
         });
-        // The truth, straight from Redis: the loss begins when the first
-        // entry passes the group's position.
-        let first = first_entry(&mut probe_conn);
-        let ld = last_delivered(&mut probe_conn).map(|s| parse_id(&s));
-        if let (None, Some(first), Some(ld)) = (loss_at, first, ld) {
-            if parse_id(&first) > (ld.0, ld.1.saturating_add(1)) {
-                loss_at = Some(at);
-            }
-        }
+        let loss_at = lost_at
+            .lock()
+            .unwrap()
+            .map(|t| t.saturating_duration_since(started).as_secs_f64());
         if loss_at.is_some_and(|l| at > l + 1.0) && sped_up_at.is_none() {
             reads_per_tick.store(8, Ordering::Relaxed);
             sped_up_at = Some(at);
@@ -189,7 +194,11 @@ async fn time_to_loss_and_drain(kind: Server) {
     producer.join().unwrap();
     consumer.join().unwrap();
 
-    let loss_at = loss_at.expect("the trim overtook the slow group");
+    let loss_at = lost_at
+        .lock()
+        .unwrap()
+        .map(|t| t.saturating_duration_since(started).as_secs_f64())
+        .expect("the trim overtook the slow group");
     let sped_up_at = sped_up_at.unwrap();
     let drained_at = drained_at.expect("the backlog drained after the speed-up");
     let before_loss: Vec<&Seen> = seen
