@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::backend::PRIORITY;
 use crate::backend::{ClientSetupError, TargetClient};
 use crate::config::{Config, Target};
-use crate::probe::{self, ProbeContext, ProbeError, ProbeKind, TargetState};
+use crate::probe::{self, BudgetNotice, ProbeContext, ProbeError, ProbeKind, TargetState};
 use crate::schedule::{self, Next};
 use crate::snapshot::{Owner, SnapshotStore, TargetSnapshot};
 
@@ -400,7 +400,8 @@ impl Poller {
                 state.snapshot.up = true;
             }
             // A budget too small for every probe's cadence stretches the
-            // lower ones: say so once, with the figure that would cover it.
+            // lower ones: say so when it changes, with the figure that would
+            // cover it (again when the need outgrows that figure).
             let needed: f64 = state
                 .snapshot
                 .probes
@@ -408,22 +409,27 @@ impl Poller {
                 .filter_map(|p| p.commands_needed_per_second())
                 .sum();
             let budget = f64::from(limits.commands_per_second);
-            let short = needed > budget;
-            if state.budget_short != Some(short)
-                && state.snapshot.probes.len() == ProbeKind::ALL.len()
-            {
-                if short {
-                    tracing::warn!(
+            let notice = (state.snapshot.probes.len() == ProbeKind::ALL.len())
+                .then(|| BudgetNotice::next(state.budget_notice, needed, budget))
+                .flatten();
+            if let Some(notice) = notice {
+                match notice {
+                    BudgetNotice::Short { advised } => tracing::warn!(
+                        redis_target = %name,
+                        needed = advised,
+                        commands_per_second = limits.commands_per_second,
+                        "the command budget cannot keep every probe's interval; the lower-priority ones stretch (limits.commands_per_second = {advised} would cover them)"
+                    ),
+                    BudgetNotice::Covers if state.budget_notice.is_some() => tracing::info!(
                         redis_target = %name,
                         needed = needed.ceil(),
                         commands_per_second = limits.commands_per_second,
-                        "the command budget cannot keep every probe's interval; the lower-priority ones stretch (limits.commands_per_second = {} would cover them)",
-                        needed.ceil()
-                    );
-                } else if state.budget_short.is_some() {
-                    tracing::info!(redis_target = %name, needed = needed.ceil(), commands_per_second = limits.commands_per_second, "the command budget covers every probe's interval again");
+                        "the command budget covers every probe's interval again"
+                    ),
+                    // The first verdict, and a quiet one.
+                    BudgetNotice::Covers => {}
                 }
-                state.budget_short = Some(short);
+                state.budget_notice = Some(notice);
             }
             let succeeded = |k: ProbeKind| {
                 state

@@ -18,6 +18,8 @@ pub(crate) mod pending_summary;
 pub(crate) mod stream;
 
 #[cfg(test)]
+mod budget_tests;
+#[cfg(test)]
 mod ownership_tests;
 
 use std::collections::BTreeMap;
@@ -50,6 +52,50 @@ pub struct GroupMemory {
     pub rewinds_seen: u64,
 }
 
+/// What the budget log line last said about a target: a short budget is
+/// logged with the `commands_per_second` that would cover every probe's
+/// interval, so an operator can copy the figure.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BudgetNotice {
+    /// The budget covers every probe's interval.
+    Covers,
+    /// Too short; this budget was advised.
+    Short {
+        /// Commands per second that would cover the need when logged.
+        advised: f64,
+    },
+}
+
+impl BudgetNotice {
+    /// A need that grows past the last advice by more than this fraction is
+    /// logged again; smaller swings are the run-to-run noise of command
+    /// counts (the first figure is logged as soon as every probe has run
+    /// once, before the slow probes' runs settle).
+    const GROWTH: f64 = 0.1;
+
+    /// The notice to log now, for `needed` commands per second against
+    /// `budget`, if it says something new after `last`: the budget became
+    /// short, or covers again, or the need outgrew the last advice (which
+    /// would then no longer cover it). A need that falls while still short
+    /// keeps the higher advice: it still covers.
+    pub fn next(last: Option<BudgetNotice>, needed: f64, budget: f64) -> Option<BudgetNotice> {
+        let now = if needed > budget {
+            BudgetNotice::Short {
+                advised: needed.ceil(),
+            }
+        } else {
+            BudgetNotice::Covers
+        };
+        match (last, now) {
+            (Some(BudgetNotice::Short { advised }), BudgetNotice::Short { .. }) => {
+                (needed > advised * (1.0 + Self::GROWTH)).then_some(now)
+            }
+            (Some(BudgetNotice::Covers), BudgetNotice::Covers) => None,
+            _ => Some(now),
+        }
+    }
+}
+
 /// The mutable state of one target, owned by its poller.
 #[derive(Debug, Default)]
 pub struct TargetState {
@@ -70,8 +116,8 @@ pub struct TargetState {
     pub discovery: Option<discovery::DiscoveryReport>,
     /// Failed runs in a row, per probe (discovery's backoff).
     pub failures_in_a_row: BTreeMap<ProbeKind, u32>,
-    /// Whether the command budget was last found short (logged on change).
-    pub budget_short: Option<bool>,
+    /// What the budget log line last said ([`BudgetNotice`]).
+    pub budget_notice: Option<BudgetNotice>,
     /// Why the target went down, while it is down (logged once).
     pub last_down_reason: Option<String>,
     /// Streams already reported as having non-time IDs (logged once).
