@@ -1625,11 +1625,17 @@ def table(b: Bench) -> str:
     return "\n".join(head + rows)
 
 
-def second_run_due(probe: str, v: dict, cps: float) -> float | None:
+# The probes that start only after the first collection (discovery, info and
+# the stream poll, in order) has ended.
+PER_GROUP_PROBES = ("pending_summary", "consumers", "pending_scan")
+
+
+def second_run_due(probe: str, v: dict, cps: float, first_collection_s: float | None) -> float | None:
     """Seconds after start by which the probe must have finished two runs
-    if it got no more than its minimum share of the budget: a run of C
-    commands takes at most C / (share × budget), and the second starts at
-    most one interval after the first ended. None when unknown."""
+    if it got no more than its minimum share of the budget: the per-group
+    probes start when the first collection ends, a run of C commands takes
+    at most C / (share × budget), and the second starts at most one interval
+    after the first ended. None when unknown."""
     interval, needed = v.get("interval"), v.get("needed")
     if not interval or needed is None:
         return None
@@ -1637,7 +1643,8 @@ def second_run_due(probe: str, v: dict, cps: float) -> float | None:
     if not share:
         return None
     worst_run = needed * interval / (share * cps)
-    return 2 * worst_run + interval
+    starts_at = (first_collection_s or 0.0) if probe in PER_GROUP_PROBES else 0.0
+    return starts_at + 2 * worst_run + interval
 
 
 def cadence_rows(row, cad: dict, peer_p50: float | None, ready_s: float | None, small: bool) -> None:
@@ -1687,7 +1694,7 @@ def cadence_rows(row, cad: dict, peer_p50: float | None, ready_s: float | None, 
             f"{k} {fmt_t(v.get('interval'))} → {fmt_t(ach) if ach is not None else 'one run'} ({fmt_t(v.get('duration'))})"
         )
         if ach is None or v.get("success") != 1.0:
-            due = second_run_due(k, v, cps)
+            due = second_run_due(k, v, cps, ready_s)
             (not_due if due is not None and since < due else starved).append(k)
     if starved:
         result = f"**FAIL** ({', '.join(starved)} slower than its minimum share allows)"
