@@ -148,7 +148,6 @@ impl Poller {
     /// every loop has ended.
     pub async fn run(self, shutdown: CancellationToken) {
         self.publish();
-        let start = Instant::now();
         // Discovery, info and the stream poll first, in order; the per-group
         // probes (pending summary, consumers, and the PEL scan, which can run
         // for a whole interval) start right after, concurrently, instead of
@@ -193,7 +192,10 @@ impl Poller {
                 _ if kind.per_group() => Instant::now(),
                 ProbeKind::Discovery => Instant::now() + discovery_next,
                 _ => schedule::loop_first_due(
-                    first_started.get(&kind).copied().unwrap_or(start),
+                    first_started
+                        .get(&kind)
+                        .copied()
+                        .unwrap_or_else(Instant::now),
                     Instant::now(),
                     period,
                 ),

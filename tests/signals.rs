@@ -5,9 +5,9 @@
 //! to measure when it truly came: entries carry their sequence number, and
 //! the first gap the group reads past is the loss (a sample of the first
 //! entry and the group's position, two round trips apart, races the producer
-//! and the consumer and can miss it for the whole run). Then the group speeds up to 800/s: the
-//! drain ETA appears, the overtake ETA goes away, and we measure when the
-//! lag truly reached 0. Each ETA the exporter showed is printed next to the
+//! and the consumer and can miss it for the whole run). Then the group
+//! speeds up to 800/s: the drain ETA appears, the overtake ETA goes away,
+//! and we measure when the lag truly reached 0. Each ETA the exporter showed is printed next to the
 //! time that was left (`SIGNALS` lines); the assertions are about presence
 //! and direction, not about how long anything took.
 
