@@ -96,4 +96,18 @@ fi
 
 cargo fmt --all --check
 cargo clippy --all-targets --locked -- -D warnings
-cargo test --locked --all-targets --no-fail-fast -- --test-threads="${RSE_TEST_THREADS:-4}"
+# The whole output is kept in target/test-output.log. CI shows only the head and the tail of a long
+# run, so on failure every panic message is printed again at the very end.
+log="$root/target/test-output.log"
+mkdir -p "$root/target"
+set +e
+cargo test --locked --all-targets --no-fail-fast -- --test-threads="${RSE_TEST_THREADS:-4}" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+if [ "$status" -ne 0 ]; then
+  echo
+  echo "==== the panic messages of the failed tests (whole output: $log) ===="
+  # From each "panicked at" line to the blank line or the backtrace (note) that ends its message.
+  awk '/panicked at/ {on = 1} on && (/^$/ || /^note: run with/ || /^stack backtrace:/) {on = 0; print "----"} on {print}' "$log" | tail -n 200
+fi
+exit "$status"
