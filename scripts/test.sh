@@ -107,7 +107,10 @@ set -e
 if [ "$status" -ne 0 ]; then
   echo
   echo "==== the panic messages of the failed tests (whole output: $log) ===="
-  # From each "panicked at" line to the blank line or the backtrace (note) that ends its message.
-  awk '/panicked at/ {on = 1} on && (/^$/ || /^note: run with/ || /^stack backtrace:/) {on = 0; print "----"} on {print}' "$log" | tail -n 200
+  # From each "panicked at" line to the blank line or the backtrace (note) that ends its message,
+  # at most 30 lines of each (some messages carry a whole exposition).
+  awk '/panicked at/ {on = 1; n = 0}
+       on && (/^$/ || /^note: run with/ || /^stack backtrace:/ || n == 30) {on = 0; print "----"}
+       on {print; n++}' "$log" | tail -n 400
 fi
 exit "$status"

@@ -34,23 +34,45 @@ pub const WINDOW: usize = 8;
 /// Polls needed before a slope, hence an ETA, is given.
 pub const MIN_POINTS: usize = 3;
 
-/// One poll of a group, as the trend needs it.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// One poll of a group, as the trend needs it, in 32 bytes: a target keeps
+/// [`WINDOW`] of them for each of its groups (20,000 groups at 10,000
+/// streams), and `Option`s of their own would make them 56. An unknown value
+/// is stored as NaN, or `u64::MAX` for the first entry's time (an ID of that
+/// millisecond, year 584 million, reads as unknown), and read back as `None`.
+#[derive(Clone, Copy, Debug)]
 struct Point {
     /// Server time, ms.
     at_ms: u64,
     /// Retention margin in seconds, when something is undelivered and IDs
-    /// are time-based.
-    margin: Option<f64>,
-    /// The time part of the stream's first entry, ms: whether trimming moves
-    /// the edge.
-    first_entry_ms: Option<u64>,
-    /// Lag, when known.
-    lag: Option<f64>,
+    /// are time-based; NaN otherwise.
+    margin: f64,
+    /// The time part of the stream's first entry, ms (whether trimming moves
+    /// the edge); `u64::MAX` when unknown.
+    first_entry_ms: u64,
+    /// Lag, when known; NaN otherwise.
+    lag: f64,
 }
 
-/// The recent polls of one group (about 24 bytes a poll).
-#[derive(Clone, Debug, Default, PartialEq)]
+impl Point {
+    fn margin(&self) -> Option<f64> {
+        known(self.margin)
+    }
+
+    fn first_entry_ms(&self) -> Option<u64> {
+        (self.first_entry_ms != u64::MAX).then_some(self.first_entry_ms)
+    }
+
+    fn lag(&self) -> Option<f64> {
+        known(self.lag)
+    }
+}
+
+fn known(value: f64) -> Option<f64> {
+    (!value.is_nan()).then_some(value)
+}
+
+/// The recent polls of one group.
+#[derive(Clone, Debug, Default)]
 pub struct Trend {
     points: VecDeque<Point>,
 }
@@ -71,11 +93,13 @@ impl Trend {
         if self.points.len() == WINDOW {
             self.points.pop_front();
         }
+        // Room for the whole window at once, not 4 then 8.
+        self.points.reserve_exact(WINDOW - self.points.len());
         self.points.push_back(Point {
             at_ms,
-            margin,
-            first_entry_ms,
-            lag: lag.map(|l| l as f64),
+            margin: margin.unwrap_or(f64::NAN),
+            first_entry_ms: first_entry_ms.unwrap_or(u64::MAX),
+            lag: lag.map_or(f64::NAN, |l| l as f64),
         });
     }
 
@@ -95,34 +119,34 @@ impl Trend {
     /// recent rates; `None` when the margin is unknown or not shrinking.
     pub fn overtake_eta(&self) -> Option<f64> {
         let last = self.points.back()?;
-        let now = last.margin?;
+        let now = last.margin()?;
         if now <= 0.0 {
             return self.edge_moved(last).then_some(0.0);
         }
-        let slope = theil_sen(&self.series(|p| p.margin))?;
+        let slope = theil_sen(&self.series(Point::margin))?;
         (slope < 0.0).then(|| now / -slope)
     }
 
     /// Whether the stream's first entry advanced within the window: trimming
     /// is under way.
     fn edge_moved(&self, last: &Point) -> bool {
-        let Some(edge) = last.first_entry_ms else {
+        let Some(edge) = last.first_entry_ms() else {
             return false;
         };
         self.points
             .iter()
-            .filter_map(|p| p.first_entry_ms)
+            .filter_map(Point::first_entry_ms)
             .any(|earlier| earlier < edge)
     }
 
     /// Seconds until the lag reaches 0 at the recent rates; `None` while it
     /// is not shrinking or unknown.
     pub fn drain_eta(&self) -> Option<f64> {
-        let now = self.points.back()?.lag?;
+        let now = self.points.back()?.lag()?;
         if now <= 0.0 {
             return Some(0.0);
         }
-        let slope = theil_sen(&self.series(|p| p.lag))?;
+        let slope = theil_sen(&self.series(Point::lag))?;
         (slope < 0.0).then(|| now / -slope)
     }
 }
@@ -157,6 +181,18 @@ pub fn theil_sen(points: &[(f64, f64)]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_poll_costs_32_bytes_and_unknown_values_read_back_unknown() {
+        assert_eq!(std::mem::size_of::<Point>(), 32);
+        let mut t = Trend::default();
+        t.push(1_000, None, None, None);
+        t.push(2_000, Some(0.0), Some(0), Some(0));
+        let read = |p: &Point| (p.margin(), p.first_entry_ms(), p.lag());
+        assert_eq!(read(&t.points[0]), (None, None, None));
+        assert_eq!(read(&t.points[1]), (Some(0.0), Some(0), Some(0.0)));
+        assert!(t.points.capacity() >= WINDOW);
+    }
 
     fn trend(points: &[(u64, Option<f64>, Option<u64>)]) -> Trend {
         let mut t = Trend::default();

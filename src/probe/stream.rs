@@ -321,6 +321,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         }
         state.prune_memory();
         state.prune_ledgers();
+        state.pack_group_maps();
         state.settle_parked();
     }
     problems.finish(ProbeKind::Stream)
@@ -398,7 +399,7 @@ fn build_stream<'s>(
             .and_then(|p| p.groups.get_key_value(group.name.as_slice()))
             .map_or_else(|| Arc::from(group.name.as_slice()), |(k, _)| k.clone());
         let key = (name.clone(), gname.clone());
-        let memory = state.groups.entry(key.clone()).or_default();
+        let (memory, ledger) = state.group_entries(&key);
         let reading = lag::Reading {
             stream: &read.info,
             group,
@@ -407,7 +408,6 @@ fn build_stream<'s>(
         };
         let figure = reading.compute(sample_for(gi), &evidence);
         memory.lag_trail = Some(reading.trail(&figure));
-        let ledger = state.ledgers.entry(key.clone()).or_default();
         tracing::trace!(
             redis_target = %ctx.target.name,
             stream = %text::printable(&**name),
