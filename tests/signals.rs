@@ -7,9 +7,10 @@
 //! entry and the group's position, two round trips apart, races the producer
 //! and the consumer and can miss it for the whole run). Then the group
 //! speeds up to 800/s: the drain ETA appears, the overtake ETA goes away,
-//! and we measure when the lag truly reached 0. Each ETA the exporter showed is printed next to the
-//! time that was left (`SIGNALS` lines); the assertions are about presence
-//! and direction, not about how long anything took.
+//! and we measure when the lag truly reached 0. Each ETA the exporter
+//! showed is printed next to the time that was left (`SIGNALS` lines); the
+//! assertions are about presence and direction, not about how long anything
+//! took.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
 

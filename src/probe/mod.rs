@@ -231,22 +231,9 @@ impl TargetState {
     /// The memory and the loss ledger of a group, both made on its first
     /// poll.
     pub fn group_entries(&mut self, key: &(Name, Name)) -> (&mut GroupMemory, &mut loss::Ledger) {
-        use std::collections::btree_map::Entry;
         let mut added = false;
-        let memory = match self.groups.entry(key.clone()) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => {
-                added = true;
-                e.insert(GroupMemory::default())
-            }
-        };
-        let ledger = match self.ledgers.entry(key.clone()) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => {
-                added = true;
-                e.insert(loss::Ledger::default())
-            }
-        };
+        let memory = get_or_make(&mut self.groups, key, &mut added);
+        let ledger = get_or_make(&mut self.ledgers, key, &mut added);
         self.groups_added_since_packed += usize::from(added);
         (memory, ledger)
     }
@@ -275,6 +262,19 @@ impl TargetState {
         self.ledgers
             .retain(|(s, g), _| streams.get(s).is_some_and(|st| st.groups.contains_key(g)));
     }
+}
+
+/// The value of a group's key, made by `Default` when absent (then `made`
+/// is set).
+fn get_or_make<'m, V: Default>(
+    map: &'m mut BTreeMap<(Name, Name), V>,
+    key: &(Name, Name),
+    made: &mut bool,
+) -> &'m mut V {
+    map.entry(key.clone()).or_insert_with(|| {
+        *made = true;
+        V::default()
+    })
 }
 
 /// The per-group results of the slow probes, kept while the target is
