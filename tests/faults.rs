@@ -36,6 +36,10 @@ const SCRAPE_LIMIT: Duration = Duration::from_millis(500);
 /// the command timeout".
 const SLACK: Duration = Duration::from_millis(700);
 
+/// How far past its time a watcher's sleep may wake before the time beyond
+/// counts as the process not running.
+const OVERSLEEP: Duration = Duration::from_millis(100);
+
 /// What a run of [`Daemon::scrape_until`] saw.
 #[derive(Debug)]
 struct Seen {
@@ -51,7 +55,10 @@ struct Seen {
 impl Daemon {
     /// Scrapes every `every` until `done` holds, failing when it does not
     /// within `limit` or when a scrape is slower than [`SCRAPE_LIMIT`];
-    /// `check` sees every scrape.
+    /// `check` sees every scrape. `limit` counts the time this watcher was
+    /// awake: a sleep that overran by more than [`OVERSLEEP`] means the
+    /// whole process was not running (a stalled VM, a starved machine), the
+    /// exporter with it, and its excess is not held against the exporter.
     async fn scrape_until(
         &self,
         what: &str,
@@ -62,6 +69,7 @@ impl Daemon {
     ) -> Seen {
         let start = Instant::now();
         let mut slowest = Duration::ZERO;
+        let mut asleep = Duration::ZERO;
         loop {
             let (m, took) = self.scrape().await;
             slowest = slowest.max(took);
@@ -79,11 +87,15 @@ impl Daemon {
                 };
             }
             assert!(
-                start.elapsed() < limit,
-                "{what}: not within {limit:?}; last exposition:\n{}",
+                start.elapsed().saturating_sub(asleep) < limit,
+                "{what}: not within {limit:?} ({:?} in all, {asleep:?} of it not running); \
+                 last exposition:\n{}",
+                start.elapsed(),
                 m.text
             );
+            let slept = Instant::now();
             tokio::time::sleep(every).await;
+            asleep += slept.elapsed().saturating_sub(every + OVERSLEEP);
         }
     }
 

@@ -9,7 +9,7 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use common::cluster::*;
 use common::*;
@@ -18,6 +18,14 @@ fn label<'a>(series: &'a str, name: &str) -> Option<&'a str> {
     let start = series.find(&format!("{name}=\""))? + name.len() + 2;
     let end = start + series[start..].find('"')?;
     Some(&series[start..end])
+}
+
+/// Wall-clock seconds, the clock of the exporter's success timestamps.
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
 }
 
 fn up(m: &Metrics, target: &str) -> Option<f64> {
@@ -117,13 +125,22 @@ async fn dead_and_hung_targets_do_not_delay_a_healthy_one() {
 
     // Watch for 8 s (two hung timeouts): the healthy target's stream probe
     // keeps succeeding every 200 ms. A poll that waited on the hung target
-    // would leave a gap of at least the 4 s timeout; half of it is the bound,
-    // which leaves room for a loaded machine's scheduling.
+    // would leave its success at least the 4 s timeout old while this
+    // watcher, sampling every 50 ms, sees it age; half of it is the bound.
+    // Its age counts only at a sample that followed the one before within
+    // 0.5 s: when the whole machine stalls (CI's VMs do, for seconds), the
+    // watcher and the exporter stop together, and the first sample after
+    // the stall can be served before the poll that the stall held back.
     let mut successes: Vec<f64> = Vec::new();
+    let mut samples = 0;
+    let mut oldest = (0.0_f64, 0.0_f64); // (age, at) of the oldest success seen awake
+    let mut watcher_stalls: Vec<(f64, f64)> = Vec::new(); // (from, seconds)
     let mut writes = 0;
     let watch = Instant::now();
-    let mut m = d.metrics().await;
+    let mut asked_before: Option<f64> = None;
     while watch.elapsed() < Duration::from_secs(8) {
+        let asked = unix_now();
+        let m = d.metrics().await;
         assert_eq!(up(&m, "fresh"), Some(1.0));
         assert_eq!(up(&m, "busy"), Some(1.0));
         assert_eq!(up(&m, "closed"), Some(0.0));
@@ -132,6 +149,17 @@ async fn dead_and_hung_targets_do_not_delay_a_healthy_one() {
         if successes.last() != Some(&t) {
             successes.push(t);
         }
+        match asked_before {
+            Some(before) if asked - before < 0.5 => {
+                samples += 1;
+                if asked - t > oldest.0 {
+                    oldest = (asked - t, asked);
+                }
+            }
+            Some(before) => watcher_stalls.push((before, asked - before)),
+            None => {}
+        }
+        asked_before = Some(asked);
         // New entries on the healthy target show up at its next polls.
         if watch.elapsed() > Duration::from_millis(500 * (writes + 1)) && writes < 6 {
             let mut c = fresh.conn();
@@ -139,13 +167,16 @@ async fn dead_and_hung_targets_do_not_delay_a_healthy_one() {
             writes += 1;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-        m = d.metrics().await;
     }
+    let m = d.metrics().await;
     let gaps: Vec<f64> = successes.windows(2).map(|w| w[1] - w[0]).collect();
     let max_gap = gaps.iter().copied().fold(0.0, f64::max);
     eprintln!(
-        "fresh: {} stream polls in 8 s, largest gap {max_gap:.3} s; hung timeouts {}, closed connection errors {}",
+        "fresh: {} stream polls in 8 s, largest gap {max_gap:.3} s, oldest success seen {:.3} s old \
+         ({samples} samples); the watcher's own stalls {watcher_stalls:?}; hung timeouts {}, \
+         closed connection errors {}",
         successes.len(),
+        oldest.0,
         errors(&m, "hung", "timeout"),
         errors(&m, "closed", "connection"),
     );
@@ -155,8 +186,15 @@ async fn dead_and_hung_targets_do_not_delay_a_healthy_one() {
         successes.len()
     );
     assert!(
-        max_gap < 2.0,
-        "the healthy target waited {max_gap} s between polls (hung timeout is 4 s): {successes:?}"
+        samples >= 40,
+        "only {samples} samples within 0.5 s of the one before; the watcher stalled: {watcher_stalls:?}"
+    );
+    assert!(
+        oldest.0 < 2.0,
+        "the healthy target's last stream poll was {:.3} s old at {:.3} (hung timeout is 4 s): \
+         polls {successes:?}",
+        oldest.0,
+        oldest.1,
     );
     let m = wait_metrics(&d, Duration::from_secs(2), "the writes", |m| {
         m.get(
