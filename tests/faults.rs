@@ -36,10 +36,6 @@ const SCRAPE_LIMIT: Duration = Duration::from_millis(500);
 /// the command timeout".
 const SLACK: Duration = Duration::from_millis(700);
 
-/// How far past its time a watcher's sleep may wake before the time beyond
-/// counts as the process not running.
-const OVERSLEEP: Duration = Duration::from_millis(100);
-
 /// What a run of [`Daemon::scrape_until`] saw.
 #[derive(Debug)]
 struct Seen {
@@ -55,10 +51,8 @@ struct Seen {
 impl Daemon {
     /// Scrapes every `every` until `done` holds, failing when it does not
     /// within `limit` or when a scrape is slower than [`SCRAPE_LIMIT`];
-    /// `check` sees every scrape. `limit` counts the time this watcher was
-    /// awake: a sleep that overran by more than [`OVERSLEEP`] means the
-    /// whole process was not running (a stalled VM, a starved machine), the
-    /// exporter with it, and its excess is not held against the exporter.
+    /// `check` sees every scrape. Both limits count the time the process was
+    /// running: a stalled VM stops the exporter and this watcher together.
     async fn scrape_until(
         &self,
         what: &str,
@@ -69,7 +63,6 @@ impl Daemon {
     ) -> Seen {
         let start = Instant::now();
         let mut slowest = Duration::ZERO;
-        let mut asleep = Duration::ZERO;
         loop {
             let (m, took) = self.scrape().await;
             slowest = slowest.max(took);
@@ -87,15 +80,14 @@ impl Daemon {
                 };
             }
             assert!(
-                start.elapsed().saturating_sub(asleep) < limit,
-                "{what}: not within {limit:?} ({:?} in all, {asleep:?} of it not running); \
+                stall::awake_since(start) < limit,
+                "{what}: not within {limit:?} ({:?} in all, {:?} of it stalled); \
                  last exposition:\n{}",
                 start.elapsed(),
+                stall::stalled(start, Instant::now()),
                 m.text
             );
-            let slept = Instant::now();
             tokio::time::sleep(every).await;
-            asleep += slept.elapsed().saturating_sub(every + OVERSLEEP);
         }
     }
 
@@ -1029,10 +1021,41 @@ async fn a_long_first_pel_scan_never_freezes_the_stream_probe() {
         seen.at - written,
         scan_progress(&m)
     );
+    let running = (seen.at - written).saturating_sub(stall::stalled(written, seen.at));
     assert!(
-        seen.at - written < FRESH,
-        "the stream probe waited {:?} for the first PEL scan (poll 200 ms)",
-        seen.at - written
+        running < FRESH,
+        "the stream probe waited {running:?} for the first PEL scan (poll 200 ms)"
     );
     d.stop().await;
+}
+
+/// The stall watch the bounds above rely on: the whole test process stopped
+/// for a second (by a child, as a paused VM would) is a stall of about a
+/// second; a second of sleeping is none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stall_watch_sees_the_process_stopped_and_only_then() {
+    let _alone = EXCLUSIVE.write().await;
+    stall::watch();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let slept = Instant::now();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let quiet = stall::stalled(slept, Instant::now());
+    assert!(quiet < Duration::from_millis(100), "{quiet:?} while asleep");
+
+    let stopped = Instant::now();
+    let pid = std::process::id();
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("kill -STOP {pid}; sleep 1; kill -CONT {pid}"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let seen = stall::stalled(stopped, Instant::now());
+    let awake = stall::awake_since(stopped);
+    eprintln!("stopped for 1 s: stall {seen:?}, awake {awake:?}");
+    assert!(
+        seen > Duration::from_millis(800) && seen < Duration::from_millis(1500),
+        "{seen:?}"
+    );
+    assert!(awake < Duration::from_millis(500), "{awake:?}");
 }

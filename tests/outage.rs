@@ -128,7 +128,8 @@ async fn the_same_server_back_after_40_s_keeps_its_evidence() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    let gap = back_at - up_at.unwrap();
+    // Less any stall of the whole machine (see `stall`).
+    let gap = (back_at - up_at.unwrap()).saturating_sub(stall::stalled(up_at.unwrap(), back_at));
     println!(
         "OUTAGE | same server, 40 s network outage | up again {:?} after the heal; poison, ghost, orphaned and target_info shown {gap:?} after that; first scan timestamp shown {} (the one from before the outage: {scanned_at})",
         up_at.unwrap() - healed,

@@ -38,6 +38,7 @@ impl Daemon {
     /// Starts it with a loaded configuration and the command-line settings
     /// that every reload applies again (`--web.enable-lifecycle`, ...).
     pub async fn start_with(config: config::Config, overrides: config::CliOverrides) -> Daemon {
+        super::stall::watch();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = oneshot::channel::<()>();
@@ -81,13 +82,15 @@ impl Daemon {
         Metrics::parse(&self.get("/metrics").await.text().await.unwrap())
     }
 
-    /// One scrape (which must answer 200) and how long it took.
+    /// One scrape (which must answer 200) and how long it took while the
+    /// process was running (a stall of the machine is not the exporter's:
+    /// see `stall`).
     pub async fn scrape(&self) -> (Metrics, Duration) {
         let asked = Instant::now();
         let r = self.get("/metrics").await;
         assert_eq!(r.status(), 200);
         let text = r.text().await.unwrap();
-        (Metrics::parse(&text), asked.elapsed())
+        (Metrics::parse(&text), super::stall::awake_since(asked))
     }
 
     /// Graceful shutdown: it must exit cleanly within 10 s.

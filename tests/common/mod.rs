@@ -9,6 +9,7 @@
 pub mod cluster;
 pub mod daemon;
 pub mod proxy;
+pub mod stall;
 
 #[allow(unused_imports)] // Each test binary uses only part of the fixtures.
 pub use daemon::{Daemon, wait_metrics};
@@ -306,6 +307,7 @@ impl RedisServer {
     }
 
     fn try_start(kind: Server, port: u16, extra: &[&str]) -> Option<RedisServer> {
+        stall::watch();
         let binary = kind.binary();
         {
             let dir = tempfile::tempdir().unwrap();
