@@ -26,12 +26,14 @@
 //!
 //! Error: for a steady producer both models are exact to within a few
 //! entries. For bursts the error is what the model cannot see: a burst inside
-//! a gap that no anchor, sample or probe touches is spread over the gap's
-//! milliseconds. The anchors of earlier polls bound that error by the entries
-//! added within one stream poll; without them (the first polls after a start)
-//! an unseen burst can move the estimate by up to its size. The caller clamps
-//! the result into the bounds Redis's counters prove. `tests/truth.rs`
-//! measures steady, bursty and mixed producers on every server.
+//! a gap that no anchor, sample or probe touches (the stream poll caps the
+//! walks' commands) is spread over the gap's milliseconds. The anchors of
+//! earlier polls bound that error by the entries added within one stream
+//! poll; without them (the first polls after a start) an unseen burst can
+//! move the estimate by up to its size. The caller clamps the result into
+//! the bounds Redis's counters prove. `tests/motion.rs` measures steady,
+//! bursty and mixed producers on every server, and a sparse mixed one whose
+//! gaps outlast the walks' default cap.
 
 use std::collections::BTreeMap;
 
