@@ -27,10 +27,12 @@
 //! Error: for a steady producer both models are exact to within a few
 //! entries. For bursts the error is what the model cannot see: a burst inside
 //! a gap that no anchor, sample or probe touches (the stream poll caps the
-//! walks' commands) is spread over the gap's milliseconds. The anchors of
-//! earlier polls bound that error by the entries added within one stream
-//! poll; without them (the first polls after a start) an unseen burst can
-//! move the estimate by up to its size. The caller clamps the result into
+//! walks' commands) is spread over the gap's milliseconds. What the walks
+//! read is kept for the next poll ([`super::Walked`]), whose walks go on
+//! where the cap stopped them. The anchors of earlier polls bound that error
+//! by the entries added within one stream poll; without them (the first
+//! polls after a start) an unseen burst can move the estimate by up to its
+//! size. The caller clamps the result into
 //! the bounds Redis's counters prove. `tests/motion.rs` measures steady,
 //! bursty and mixed producers on every server, and a sparse mixed one whose
 //! gaps outlast the walks' default cap.
@@ -85,6 +87,30 @@ impl MsEnds {
             end = end.max(e);
         }
         self.empty.insert(start, end);
+    }
+
+    /// Keeps only what was learnt of milliseconds `first_ms..last_ms`: the
+    /// last one may still receive entries, and those before the first entry
+    /// were trimmed away.
+    pub fn keep_between(&mut self, first_ms: u64, last_ms: u64) {
+        self.last.retain(|&ms, _| ms >= first_ms && ms < last_ms);
+        let empty = std::mem::take(&mut self.empty);
+        for (from, to) in empty {
+            let (from, to) = (from.max(first_ms), to.min(last_ms.saturating_sub(1)));
+            if from <= to && from < last_ms {
+                self.empty.insert(from, to);
+            }
+        }
+    }
+
+    /// How many facts it holds: milliseconds read and empty ranges.
+    pub fn len(&self) -> usize {
+        self.last.len() + self.empty.len()
+    }
+
+    /// True when it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.last.is_empty() && self.empty.is_empty()
     }
 
     /// True when millisecond `ms` was read or is known empty.

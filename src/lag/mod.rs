@@ -51,9 +51,11 @@
 
 mod anchors;
 mod estimate;
+mod walked;
 
 pub use anchors::{remember_anchor, stream_anchors};
 pub use estimate::{Anchor, MsEnds, Split, Step, WALK_ROUNDS, Walk};
+pub use walked::{WALKED_KEPT_PER_STREAM, Walked};
 
 use crate::backend::StreamId;
 use crate::backend::reply::{GroupInfo, StreamInfo};

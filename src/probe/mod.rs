@@ -23,6 +23,8 @@ mod budget_tests;
 mod ownership_tests;
 #[cfg(test)]
 mod packing_tests;
+#[cfg(test)]
+mod walked_tests;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -98,6 +100,10 @@ impl BudgetNotice {
     }
 }
 
+/// The most facts the estimator's walks keep for a target's next polls, all
+/// its streams together: about 3 MiB.
+pub const WALKED_KEPT_PER_TARGET: usize = 16 * lag::WALKED_KEPT_PER_STREAM;
+
 /// The mutable state of one target, owned by its poller.
 #[derive(Debug, Default)]
 pub struct TargetState {
@@ -114,6 +120,11 @@ pub struct TargetState {
     /// Per-stream points of the generated-entries curve from earlier polls,
     /// for the lag estimator.
     pub anchors: BTreeMap<Name, Vec<lag::Anchor>>,
+    /// Per-stream milliseconds the estimator's walks read, for the next
+    /// poll's walks to go on from ([`lag::Walked`]).
+    pub(crate) walked: BTreeMap<Name, lag::Walked>,
+    /// The facts `walked` holds in all.
+    pub(crate) walked_facts: usize,
     /// What the last successful discovery found.
     pub discovery: Option<discovery::DiscoveryReport>,
     /// Failed runs in a row, per probe (discovery's backoff).
@@ -167,8 +178,30 @@ impl TargetState {
         self.snapshot.prune_groups();
         self.groups.clear();
         self.anchors.clear();
+        self.walked.clear();
+        self.walked_facts = 0;
         for ledger in self.ledgers.values_mut() {
             ledger.reconnected();
+        }
+    }
+
+    /// A stream's walked milliseconds, taken for this poll's walks.
+    pub fn take_walked(&mut self, stream: &Name) -> Option<lag::Walked> {
+        let walked = self.walked.remove(stream)?;
+        self.walked_facts -= walked.len();
+        Some(walked)
+    }
+
+    /// Keeps a stream's walked milliseconds for its next poll, while the
+    /// target's streams hold at most [`WALKED_KEPT_PER_TARGET`] facts in all
+    /// (beyond, that stream's walks start over next time).
+    pub fn remember_walked(&mut self, stream: &Name, walked: Option<lag::Walked>) {
+        drop(self.take_walked(stream));
+        if let Some(walked) = walked {
+            if self.walked_facts + walked.len() <= WALKED_KEPT_PER_TARGET {
+                self.walked_facts += walked.len();
+                self.walked.insert(stream.clone(), walked);
+            }
         }
     }
 
@@ -181,6 +214,8 @@ impl TargetState {
             |(s, g): &(Name, Name)| streams.get(s).is_some_and(|st| st.groups.contains_key(g));
         self.groups.retain(|k, _| known(k));
         self.anchors.retain(|s, _| streams.contains_key(s));
+        self.walked.retain(|s, _| streams.contains_key(s));
+        self.walked_facts = self.walked.values().map(lag::Walked::len).sum();
         if !streams.is_empty() {
             self.findings.retain(known);
         }

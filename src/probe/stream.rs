@@ -252,6 +252,16 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                         .map(|w| ((si, gi), w))
                 })
                 .collect();
+            // What earlier polls' walks read of these streams is skipped, so
+            // the walks go on where the cap stopped them.
+            if !walks.is_empty() {
+                let mut state = ctx.state();
+                for ((si, _), _) in &walks {
+                    if let Some(walked) = state.take_walked(&reads[*si].0) {
+                        ends[*si] = walked.recall(&reads[*si].1.info);
+                    }
+                }
+            }
             for _ in 0..lag::WALK_ROUNDS {
                 // Walks of one stream share what they learn, so a step that
                 // two groups' walks both want is read once.
@@ -507,6 +517,9 @@ fn build_stream<'s>(
             info: figures::group(group),
         };
         groups.push((gname, fresh));
+    }
+    if !ends.is_empty() {
+        state.remember_walked(name, lag::Walked::keep(ends, &read.info));
     }
     let fresh = StreamState {
         info: figures::stream(&read.info),
