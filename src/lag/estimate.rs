@@ -104,7 +104,7 @@ impl MsEnds {
     }
 
     /// How many facts it holds: milliseconds read and empty ranges.
-    pub fn len(&self) -> usize {
+    pub fn facts(&self) -> usize {
         self.last.len() + self.empty.len()
     }
 

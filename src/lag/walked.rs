@@ -36,7 +36,7 @@ impl Walked {
             return None;
         };
         ends.keep_between(first.ms, last.ms);
-        (!ends.is_empty() && ends.len() <= WALKED_KEPT_PER_STREAM).then_some(Walked {
+        (!ends.is_empty() && ends.facts() <= WALKED_KEPT_PER_STREAM).then_some(Walked {
             ends,
             last_generated: stream.last_generated_id,
             max_deleted: stream.max_deleted_entry_id,
@@ -52,13 +52,8 @@ impl Walked {
     }
 
     /// How many facts it holds.
-    pub fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    /// Never true for a kept one ([`Walked::keep`] keeps none empty).
-    pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+    pub fn facts(&self) -> usize {
+        self.ends.facts()
     }
 }
 

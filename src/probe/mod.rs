@@ -188,7 +188,7 @@ impl TargetState {
     /// A stream's walked milliseconds, taken for this poll's walks.
     pub fn take_walked(&mut self, stream: &Name) -> Option<lag::Walked> {
         let walked = self.walked.remove(stream)?;
-        self.walked_facts -= walked.len();
+        self.walked_facts -= walked.facts();
         Some(walked)
     }
 
@@ -198,8 +198,8 @@ impl TargetState {
     pub fn remember_walked(&mut self, stream: &Name, walked: Option<lag::Walked>) {
         drop(self.take_walked(stream));
         if let Some(walked) = walked {
-            if self.walked_facts + walked.len() <= WALKED_KEPT_PER_TARGET {
-                self.walked_facts += walked.len();
+            if self.walked_facts + walked.facts() <= WALKED_KEPT_PER_TARGET {
+                self.walked_facts += walked.facts();
                 self.walked.insert(stream.clone(), walked);
             }
         }
@@ -215,7 +215,7 @@ impl TargetState {
         self.groups.retain(|k, _| known(k));
         self.anchors.retain(|s, _| streams.contains_key(s));
         self.walked.retain(|s, _| streams.contains_key(s));
-        self.walked_facts = self.walked.values().map(lag::Walked::len).sum();
+        self.walked_facts = self.walked.values().map(lag::Walked::facts).sum();
         if !streams.is_empty() {
             self.findings.retain(known);
         }

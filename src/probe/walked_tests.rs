@@ -42,7 +42,7 @@ fn the_target_keeps_at_most_its_cap_and_a_retake_frees_it() {
     assert!(state.take_walked(&name(streams)).is_none());
     // A stream taken for its poll and kept again does not count twice.
     let again = state.take_walked(&name(0)).unwrap();
-    assert_eq!(state.walked_facts, WALKED_KEPT_PER_TARGET - again.len());
+    assert_eq!(state.walked_facts, WALKED_KEPT_PER_TARGET - again.facts());
     state.remember_walked(&name(0), Some(again));
     assert_eq!(state.walked_facts, WALKED_KEPT_PER_TARGET);
     // Kept as nothing: the old one goes.

@@ -37,7 +37,7 @@ fn keeps_what_lies_before_the_last_entry_and_after_the_first() {
     }
     want.insert_empty(200, 204);
     assert_eq!(kept.ends, want);
-    assert_eq!(kept.len(), 9);
+    assert_eq!(kept.facts(), 9);
 }
 
 #[test]
