@@ -195,3 +195,29 @@ fn all_servers_lists_every_variant_once() {
     }
     assert!(seen.iter().all(|s| *s), "{seen:?}");
 }
+
+/// The fixture never takes another process's server for the one it started:
+/// a second server on a port the first holds cannot bind it, and the PING
+/// the first answers is not its readiness. Every server of SPEC §9 and §12.
+#[test]
+fn a_server_on_a_taken_port_is_never_mistaken_for_ours() {
+    for kind in ALL_SERVERS {
+        let first = RedisServer::start(kind);
+        let _: () = redis::cmd("SET")
+            .arg("owner")
+            .arg("first")
+            .query(&mut first.conn())
+            .unwrap();
+        let second = std::panic::catch_unwind(|| RedisServer::start_on(kind, first.port));
+        assert!(
+            second.is_err(),
+            "{kind:?}: a server 'started' on port {} that the first one holds",
+            first.port
+        );
+        let owner: String = redis::cmd("GET")
+            .arg("owner")
+            .query(&mut first.conn())
+            .unwrap();
+        assert_eq!(owner, "first", "{kind:?}");
+    }
+}

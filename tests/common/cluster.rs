@@ -387,7 +387,7 @@ fn start_sentinel(primary_port: u16) -> RedisServer {
             child,
             dir,
         };
-        if server.wait_ready(Duration::from_secs(10)) {
+        if server.wait_ready(Duration::from_secs(10), None) {
             return server;
         }
         server.kill();

@@ -252,13 +252,23 @@ pub fn which(name: &str) -> PathBuf {
     PathBuf::from(path)
 }
 
-/// A free loopback port (bound and released; the server takes it next).
+/// A free loopback port (bound and released; the server takes it next),
+/// never one handed out before in this process: the kernel can offer a
+/// released port again at once, and two tests of one binary would then
+/// start their servers on the same port.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if GIVEN.lock().unwrap().insert(port) {
+            return port;
+        }
+    }
 }
 
 /// A server started for one test, killed on drop.
@@ -336,7 +346,12 @@ impl RedisServer {
                 child,
                 dir,
             };
-            if server.wait_ready(Duration::from_secs(10)) {
+            let password = extra
+                .iter()
+                .position(|a| *a == "--requirepass")
+                .and_then(|i| extra.get(i + 1))
+                .copied();
+            if server.wait_ready(Duration::from_secs(10), password) {
                 return Some(server);
             }
             server.kill();
@@ -344,17 +359,33 @@ impl RedisServer {
         }
     }
 
-    fn wait_ready(&mut self, limit: Duration) -> bool {
+    /// Waits until the server answers as this one: its `INFO server`
+    /// names the child's process id. A server that could not bind its port
+    /// leaves it to whatever holds it (another test's server), which would
+    /// answer a PING just as well. `password` is its `requirepass`.
+    pub(crate) fn wait_ready(&mut self, limit: Duration, password: Option<&str>) -> bool {
         let deadline = Instant::now() + limit;
+        let ours = format!("process_id:{}", self.child.id());
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return false;
             }
             if let Ok(mut c) = redis::Client::open(self.url()).and_then(|c| c.get_connection()) {
+                if let Some(p) = password {
+                    let _ = redis::cmd("AUTH").arg(p).query::<()>(&mut c);
+                }
                 match redis::cmd("PING").query::<String>(&mut c) {
-                    Ok(_) => return true,
-                    // Up, but with requirepass: ready all the same.
+                    Ok(_) => {
+                        let info: String = redis::cmd("INFO")
+                            .arg("server")
+                            .query(&mut c)
+                            .unwrap_or_default();
+                        // Another process's server: this one will not get the port.
+                        return info.lines().any(|l| l.trim_end() == ours);
+                    }
+                    // Up, with a requirepass it was not told: ready all the same.
                     Err(e) if e.code() == Some("NOAUTH") => return true,
+                    // Loading its data, or not listening yet.
                     Err(_) => {}
                 }
             }
