@@ -24,9 +24,13 @@
 //! 5. `stalled`: there is work, consumers read, but over a full window the
 //!    last-delivered-id never moved while entries waited, or the oldest pending
 //!    entry stayed the same (a message retried forever).
-//! 6. `lagging`: lag seconds above half of `max_delay`; without a `max_delay`,
-//!    lag above 0 in every poll of a full window and never decreasing while the
-//!    group advances.
+//! 6. `lagging`: lag seconds above half of `max_delay` (300 s without one);
+//!    trimming closing in on unread entries (an overtake ETA under
+//!    `max_delay`, and never under 30 minutes), or a retention margin under
+//!    `max_delay`; without a `max_delay`, lag above 0 in every poll of a full
+//!    window and never decreasing while the group advances. These are the
+//!    conditions of the shipped lag and overtake alerts, so an alert about a
+//!    group comes with a status that is not `ok`.
 //! 7. `idle`: nothing produced during the window, nothing pending, nothing
 //!    undelivered.
 //! 8. `ok` otherwise: lag reached 0 in the window, or lag seconds stay under
@@ -114,6 +118,12 @@ pub struct Sample {
     /// The latest PEL scan or consumers run found poison, ghost or orphaned
     /// entries in the group: a fault seen, not inferred from a window.
     pub stuck_evidence: bool,
+    /// Seconds of ID time between the stream's first entry and the group's
+    /// first undelivered one, when known.
+    pub retention_margin: Option<f64>,
+    /// Seconds until trimming reaches unread entries at recent rates, when
+    /// the margin is shrinking (see [`crate::trend`]).
+    pub overtake_eta: Option<f64>,
 }
 
 impl Sample {
@@ -128,6 +138,15 @@ impl Sample {
         self.undelivered() || self.pending > 0
     }
 }
+
+/// Lag seconds above which a group without a `max_delay` is `lagging`: the
+/// shipped `RedisStreamsLagSecondsHigh` alert's threshold for such groups.
+pub const DEFAULT_LAG_SECONDS_LAGGING: f64 = 300.0;
+
+/// A trim-overtake ETA under this (or under `max_delay`, when longer) makes
+/// a group `lagging`: the shipped `RedisStreamsTrimOvertakingGroup` alert's
+/// horizon.
+pub const OVERTAKE_HORIZON_SECONDS: f64 = 1800.0;
 
 /// Settings of the evaluation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -343,13 +362,30 @@ fn evaluate_now(
         if full && (window.position_stuck >= size || window.oldest_stuck >= size) {
             return (GroupStatus::Stalled, Basis::Window);
         }
-        let half = settings.max_delay.map(|d| d.as_secs_f64() / 2.0);
-        match (half, latest.lag_seconds) {
-            (Some(half), Some(age)) => {
-                if age > half {
-                    return (GroupStatus::Lagging, Basis::Latest);
-                }
-            }
+        // The thresholds of the shipped lag alerts: half of `max_delay`,
+        // or 300 s where none is set.
+        let half = settings
+            .max_delay
+            .map_or(DEFAULT_LAG_SECONDS_LAGGING, |d| d.as_secs_f64() / 2.0);
+        if latest.lag_seconds.is_some_and(|age| age > half) {
+            return (GroupStatus::Lagging, Basis::Latest);
+        }
+        // Trimming closing in on unread entries within the horizon of the
+        // overtake alert, or closer than the business tolerates.
+        let max_delay = settings.max_delay.map(|d| d.as_secs_f64());
+        let horizon = max_delay.map_or(OVERTAKE_HORIZON_SECONDS, |d| {
+            d.max(OVERTAKE_HORIZON_SECONDS)
+        });
+        let closing_in = latest.overtake_eta.is_some_and(|eta| eta < horizon);
+        let margin_short = matches!(
+            (latest.retention_margin, max_delay),
+            (Some(margin), Some(max)) if margin < max
+        );
+        if closing_in || margin_short {
+            return (GroupStatus::Lagging, Basis::Latest);
+        }
+        match (settings.max_delay, latest.lag_seconds) {
+            (Some(_), Some(_)) => {}
             _ => {
                 // Positive and never decreasing over the whole window, risen
                 // within it, while the group advanced within it.

@@ -573,6 +573,8 @@ fn build_stream<'s>(
                 oldest_pending_id: memory.oldest_pending_id,
                 last_read_at_ms: memory.last_read_at_ms.max(memory.last_progress_at_ms),
                 stuck_evidence,
+                retention_margin,
+                overtake_eta,
             };
             memory.window.push(&sample);
             status::judge(&memory.window, &sample, &status_settings)

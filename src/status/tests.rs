@@ -34,6 +34,8 @@ fn sample(i: u64) -> Sample {
         oldest_pending_id: None,
         last_read_at_ms: Some(1_800_000_000_000 + i * 15_000),
         stuck_evidence: false,
+        retention_margin: None,
+        overtake_eta: None,
     }
 }
 
@@ -436,4 +438,56 @@ fn evidence_makes_a_group_stalled_at_once() {
     let mut window = Window::default();
     window.push(&s);
     assert_eq!(judge(&window, &s, &settings(None)).0, GroupStatus::Idle);
+}
+
+/// The conditions of the shipped lag and overtake alerts make the group
+/// lagging at the poll that shows them.
+#[test]
+fn what_the_lag_and_overtake_alerts_see_is_lagging() {
+    let with = |f: &dyn Fn(&mut Sample), max_delay: Option<u64>| {
+        let mut s = sample(0);
+        s.lag = Some(10);
+        s.lag_seconds = Some(5.0);
+        f(&mut s);
+        let mut window = Window::default();
+        window.push(&s);
+        judge(&window, &s, &settings(max_delay)).0
+    };
+    assert_eq!(with(&|_| {}, None), GroupStatus::Ok);
+    // Lag seconds over 300 s without a max_delay (RedisStreamsLagSecondsHigh).
+    assert_eq!(
+        with(&|s| s.lag_seconds = Some(301.0), None),
+        GroupStatus::Lagging
+    );
+    assert_eq!(
+        with(&|s| s.lag_seconds = Some(299.0), None),
+        GroupStatus::Ok
+    );
+    // An overtake ETA under 30 minutes, or under a longer max_delay.
+    assert_eq!(
+        with(&|s| s.overtake_eta = Some(1_700.0), None),
+        GroupStatus::Lagging
+    );
+    assert_eq!(
+        with(&|s| s.overtake_eta = Some(1_900.0), None),
+        GroupStatus::Ok
+    );
+    assert_eq!(
+        with(&|s| s.overtake_eta = Some(3_000.0), Some(3_600)),
+        GroupStatus::Lagging
+    );
+    // A margin under max_delay, even when it does not shrink.
+    assert_eq!(
+        with(&|s| s.retention_margin = Some(50.0), Some(60)),
+        GroupStatus::Lagging
+    );
+    assert_eq!(
+        with(&|s| s.retention_margin = Some(70.0), Some(60)),
+        GroupStatus::Ok
+    );
+    // Without a max_delay, a margin alone threatens nothing.
+    assert_eq!(
+        with(&|s| s.retention_margin = Some(5.0), None),
+        GroupStatus::Ok
+    );
 }
