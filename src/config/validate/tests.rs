@@ -164,6 +164,35 @@ fn stream_rules_first_match_wins_over_defaults() {
     assert_eq!(other.consumer_inactive_after, Duration::from_secs(60));
 }
 
+/// `read_every` (batch consumers) in the defaults and a rule; zero and
+/// nonsense are refused with the key named.
+#[test]
+fn read_every_is_a_positive_duration_per_stream() {
+    let c = load(
+        "[stream_defaults]\nread_every = \"1h\"\n\
+         [[streams]]\nmatch = \"nightly:*\"\nread_every = \"24h\"\n\
+         [[streams]]\nmatch = \"*\"\nmax_delay = \"5m\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        c.streams.for_stream(b"nightly:eu").read_every,
+        Some(Duration::from_secs(86_400))
+    );
+    assert_eq!(
+        c.streams.for_stream(b"orders").read_every,
+        Some(Duration::from_secs(3_600)),
+        "from the defaults"
+    );
+    for bad in ["0s", "soon"] {
+        let e = load(&format!(
+            "[[streams]]\nmatch = \"*\"\nread_every = \"{bad}\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("streams[0].read_every"), "{bad}: {e}");
+    }
+}
+
 #[test]
 fn include_and_exclude_filters() {
     let c = load(

@@ -79,6 +79,14 @@ metric!(
     Source::Stream(|s| s.settings.max_delay.map(|d| d.as_secs_f64()))
 );
 metric!(
+    STREAM_READ_EVERY,
+    "redis_streams_stream_read_every_seconds",
+    Gauge,
+    TS,
+    "Configured read_every of the stream: its groups are read at least this often (batch consumers). Until read_every plus the status window passes without a read, work waiting is not stalled or stopped.",
+    Source::Stream(|s| s.settings.read_every.map(|d| d.as_secs_f64()))
+);
+metric!(
     STREAM_DEAD_LETTER_OLDEST_AGE,
     "redis_streams_stream_dead_letter_oldest_age_seconds",
     Gauge,

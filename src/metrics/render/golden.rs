@@ -93,6 +93,7 @@ pub(super) fn stream(length: u64, groups: Vec<(Name, GroupState)>) -> StreamStat
         time_based_ids: true,
         settings: Arc::new(StreamSettings {
             max_delay: Some(Duration::from_secs(300)),
+            read_every: Some(Duration::from_secs(3600)),
             ..StreamSettings::default()
         }),
         dead_letter: Some(DeadLetter {
