@@ -75,7 +75,7 @@ metric!(
     "redis_streams_stream_max_delay_seconds",
     Gauge,
     TS,
-    "Configured max_delay of the stream: the delay the business tolerates. Alert thresholds derive from it.",
+    "Configured max_delay of the stream: the delay the business tolerates. Alert thresholds derive from it. Cached by the poller (the configuration its last stream poll applied).",
     Source::Stream(|s| s.settings.max_delay.map(|d| d.as_secs_f64()))
 );
 metric!(
@@ -147,7 +147,7 @@ metric!(
     "redis_streams_group_lag_estimated",
     Gauge,
     TSG,
-    "1 when redis_streams_group_lag came from the exporter's fallback estimator (Redis reported NULL or no lag), 0 when Redis's count was used. Cached by the poller.",
+    "0 when redis_streams_group_lag is Redis's count: XINFO GROUPS lag as reported, or recounted or trim-corrected where that lag could not be trusted. 1 when Redis gave no usable lag (NULL after XDEL or XGROUP SETID, none before 7.0) and the exporter's own figure stands in: counted exactly with XRANGE when few entries follow the group, else estimated within the bounds Redis's counters prove; with nothing sound to go on the lag is absent and this stays 1. Cached by the poller.",
     Source::Group(|_, g| flag(g.lag_estimated))
 );
 metric!(
@@ -203,7 +203,7 @@ metric!(
     "redis_streams_group_rewinds_total",
     Counter,
     TSG,
-    "Times the group's last-delivered-id or entries-read moved backwards (XGROUP SETID to an earlier ID, or the group recreated under the same name), as observed since the exporter started.",
+    "Times the group's last-delivered-id or entries-read moved backwards (XGROUP SETID to an earlier ID, or the group recreated under the same name), as observed since the exporter started. Cached by the poller.",
     Source::Group(|_, g| Some(g.rewinds as f64))
 );
 metric!(
@@ -243,7 +243,7 @@ metric!(
     "redis_streams_group_lost_entries_total",
     Counter,
     TSGCAUSE,
-    "Entries removed from the stream before this group read them, as observed since the exporter started (every increase of entries-added - entries-read - lag, exact figures only; never decreases). cause=trimmed: the group was behind the trimming edge; cause=deleted: XDEL, XDELEX, XACKDEL or a DELREF trim removed unread entries inside its window. Absent where it cannot be known (before Redis 7.0, or entries-read never known).",
+    "Entries removed from the stream before this group read them, as observed since the exporter started (every increase of entries-added - entries-read - lag, exact figures only; never decreases). cause=trimmed: the group was behind the trimming edge; cause=deleted: XDEL, XDELEX, XACKDEL or a DELREF trim removed unread entries inside its window. Absent where it cannot be known (before Redis 7.0, or entries-read never known). Cached by the poller.",
     Source::Custom(Custom::LostEntries)
 );
 metric!(
