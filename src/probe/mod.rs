@@ -15,6 +15,7 @@ mod figures;
 pub(crate) mod info;
 pub(crate) mod pending_scan;
 pub(crate) mod pending_summary;
+mod status_log;
 pub(crate) mod stream;
 
 #[cfg(test)]
@@ -147,6 +148,8 @@ pub struct TargetState {
     /// Groups added to `groups` or `ledgers` since the two were last packed
     /// ([`TargetState::pack_group_maps`]).
     pub groups_added_since_packed: usize,
+    /// The status changes the current stream poll logged.
+    pub(crate) status_changes: status_log::StatusChanges,
 }
 
 impl TargetState {

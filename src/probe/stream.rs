@@ -328,6 +328,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         state.prune_ledgers();
         state.pack_group_maps();
         state.settle_parked();
+        state.status_changes.finish(&ctx.target.name);
     }
     problems.finish(ProbeKind::Stream)
 }
@@ -511,6 +512,10 @@ fn build_stream<'s>(
             pending_aged_at_ms,
             info: figures::group(group),
         };
+        let (target, was) = (&ctx.target.name, before.and_then(|b| b.status));
+        state
+            .status_changes
+            .record(target, name, &gname, was, fresh.status);
         groups.push((gname, fresh));
     }
     if !ends.is_empty() {
