@@ -1,4 +1,4 @@
-//! Losses and rewinds observed between stream polls (SPEC §12): pure
+//! Losses and rewinds observed between stream polls (docs/lag-and-losses.md): pure
 //! bookkeeping over each poll's lag figure, with no I/O and no clock.
 //!
 //! A trim that overtakes a slow group is often over within one poll: the
@@ -163,7 +163,7 @@ mod tests {
         }
     }
 
-    /// The figures: 60, then 360, then 0 after the group read past
+    /// A trim that overtakes a group: 60, then 360, then 0 after the group read past
     /// the gap. The counter keeps 360.
     #[test]
     fn a_loss_that_heals_stays_counted() {

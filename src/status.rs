@@ -1,4 +1,4 @@
-//! Group status (SPEC §6): one word per group, judged over a sliding window of
+//! Group status (README, "Group status"): one word per group, judged over a sliding window of
 //! stream polls, Burrow-style but without its false alarms on quiet streams.
 //!
 //! Pure: the poller pushes each poll's [`Sample`] into the group's

@@ -247,3 +247,85 @@ fn markdown_helpers() {
         BTreeSet::from(["redis_streams_group_lag_seconds".to_string()])
     );
 }
+
+/// Every file under `dir` (recursively), or `dir` itself when it is a file.
+fn files_under(path: &std::path::Path, out: &mut Vec<PathBuf>) {
+    if path.is_dir() {
+        for entry in std::fs::read_dir(path).unwrap() {
+            files_under(&entry.unwrap().path(), out);
+        }
+    } else if path.is_file() {
+        out.push(path.to_path_buf());
+    }
+}
+
+/// Whether `line` points at a document that is not in the repository: the
+/// product specification, research notes, an issue by number, or the
+/// directory they live in outside the checkout.
+fn cites_outside(line: &str) -> bool {
+    let lower = line.to_lowercase();
+    let issue_number = lower.match_indices("issue").any(|(at, word)| {
+        let rest = lower[at + word.len()..].trim_start_matches('s');
+        rest.strip_prefix(' ')
+            .or_else(|| rest.strip_prefix(" #"))
+            .and_then(|r| r.chars().next())
+            .is_some_and(|c| c.is_ascii_digit())
+    });
+    line.contains("SPEC")
+        || line.contains('§')
+        || lower.contains("research")
+        || issue_number
+        || line.contains("../shared")
+}
+
+#[test]
+fn nothing_cites_a_document_outside_the_repository() {
+    let mut files = Vec::new();
+    for place in [
+        "src",
+        "tests",
+        "scripts",
+        "docs",
+        "README.md",
+        "alerts",
+        "dashboards",
+        "deploy",
+        "bench",
+        "config",
+        ".ci",
+        "Dockerfile",
+        "docker-compose.yml",
+        "debian",
+        "Cargo.toml",
+        "build.rs",
+    ] {
+        files_under(&root().join(place), &mut files);
+    }
+    let this = root().join(file!());
+    let mut found = Vec::new();
+    for file in files.iter().filter(|f| **f != this) {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue; // not text (the picture)
+        };
+        for (n, line) in text.lines().enumerate() {
+            if cites_outside(line) {
+                found.push(format!("{}:{}: {line}", file.display(), n + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "say the reason, or link into docs/:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn citations_outside_are_recognised() {
+    assert!(cites_outside("// as issue 17 says"));
+    assert!(cites_outside("//! Issues 18.1 and 16.3: bounded"));
+    assert!(cites_outside("see research notes"));
+    assert!(cites_outside("(SPEC section 10)"));
+    assert!(!cites_outside("an issue with the server"));
+    assert!(!cites_outside("deployment[\"spec\"][\"template\"]"));
+}

@@ -238,7 +238,7 @@ fn duplicate_target_names_rejected() {
     );
 }
 
-/// Without a name a target is named after its address (SPEC §12), never
+/// Without a name a target is named after its address (two servers' series never merge), never
 /// a constant every exporter would share.
 #[test]
 fn unnamed_targets_are_named_after_their_address() {
