@@ -165,19 +165,45 @@ fn readme_alert_table_names_every_alert_under_its_severity() {
     assert_eq!(listed, shipped, "the README's alert table and {RULES}");
 }
 
-/// Relative link targets of a markdown text: `](path)` and `](path#anchor)`.
-fn relative_links(markdown: &str) -> Vec<String> {
+/// Relative link targets of a markdown text, `](path)` and
+/// `](path#anchor)`, as (path, anchor); a link within the page has the empty
+/// path.
+fn relative_links(markdown: &str) -> Vec<(String, Option<String>)> {
     markdown
         .split("](")
         .skip(1)
         .filter_map(|rest| rest.split(')').next())
-        .filter(|target| !target.contains("://") && !target.starts_with('#'))
-        .map(|target| target.split('#').next().unwrap_or(target).to_string())
+        .filter(|target| !target.contains("://"))
+        .map(|target| match target.split_once('#') {
+            Some((path, anchor)) => (path.to_string(), Some(anchor.to_string())),
+            None => (target.to_string(), None),
+        })
+        .collect()
+}
+
+/// The anchors GitHub gives a markdown file's headings: lower case, spaces
+/// to `-`, punctuation other than `-` and `_` dropped.
+fn anchors(markdown: &str) -> BTreeSet<String> {
+    markdown
+        .lines()
+        .filter(|l| l.starts_with('#'))
+        .map(|l| {
+            l.trim_start_matches('#')
+                .trim()
+                .to_lowercase()
+                .chars()
+                .filter_map(|c| match c {
+                    ' ' => Some('-'),
+                    c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                    _ => None,
+                })
+                .collect()
+        })
         .collect()
 }
 
 #[test]
-fn links_of_the_readme_and_docs_land_on_files() {
+fn links_of_the_readme_and_docs_land_on_files_and_headings() {
     let mut files = vec![root().join("README.md"), root().join("bench/HISTORY.md")];
     for entry in std::fs::read_dir(root().join("docs")).unwrap() {
         let path = entry.unwrap().path();
@@ -189,9 +215,21 @@ fn links_of_the_readme_and_docs_land_on_files() {
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
         let dir = file.parent().unwrap();
-        for link in relative_links(&text) {
-            if !dir.join(&link).exists() {
-                broken.push(format!("{}: {link}", file.display()));
+        for (path, anchor) in relative_links(&text) {
+            let target = if path.is_empty() {
+                file.clone()
+            } else {
+                dir.join(&path)
+            };
+            if !target.exists() {
+                broken.push(format!("{}: {path}", file.display()));
+                continue;
+            }
+            if let Some(anchor) = anchor.filter(|_| target.extension().is_some_and(|e| e == "md")) {
+                let headings = anchors(&std::fs::read_to_string(&target).unwrap());
+                if !headings.contains(&anchor) {
+                    broken.push(format!("{}: {path}#{anchor}", file.display()));
+                }
             }
         }
     }
@@ -241,7 +279,15 @@ fn markdown_helpers() {
     let md =
         "a\n```yaml\nx: 1\n```\n```toml\ny = 2\n```\n[l](docs/a.md#b) [w](https://x) [h](#top)\n";
     assert_eq!(blocks(md, "yaml"), ["x: 1\n"]);
-    assert_eq!(relative_links(md), ["docs/a.md"]);
+    assert_eq!(
+        relative_links(md),
+        [
+            ("docs/a.md".to_string(), Some("b".to_string())),
+            (String::new(), Some("top".to_string()))
+        ]
+    );
+    assert!(anchors("## Multi-target: `/probe`\n# A, b\n").contains("multi-target-probe"));
+    assert!(anchors("## A fixed budget, and outages").contains("a-fixed-budget-and-outages"));
     assert_eq!(
         metric_names("x{a=\"1\"} redis_streams_group_lag_seconds > 0"),
         BTreeSet::from(["redis_streams_group_lag_seconds".to_string()])
