@@ -375,3 +375,28 @@ fn citations_outside_are_recognised() {
     assert!(!cites_outside("an issue with the server"));
     assert!(!cites_outside("deployment[\"spec\"][\"template\"]"));
 }
+
+#[test]
+fn readme_configuration_passes_check_config() {
+    let readme = read("README.md");
+    let configs = blocks(&readme, "toml");
+    assert!(!configs.is_empty(), "no toml snippet in the README");
+    let dir = tempfile::tempdir().unwrap();
+    for (i, config) in configs.iter().enumerate() {
+        let file = dir.path().join(format!("readme{i}.toml"));
+        std::fs::write(&file, config).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_redis-streams-exporter"))
+            .arg("--config")
+            .arg(&file)
+            .arg("--check-config")
+            .env("REDIS_PASSWORD", "from-the-environment")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{config}\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
