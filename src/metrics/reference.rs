@@ -106,9 +106,10 @@ pub(crate) fn markdown() -> String {
          - **Servers**: `all` is every supported server (Redis 6.2 and later, Valkey). A value \
          a server does not give is absent, never 0 (see [lag and losses](lag-and-losses.md)).\n\
          - Labels: `target` (the configured name, or `host:port` for a probed target), \
-         `stream`, `group`, `consumer` (capped per group: the rest are summed under \
-         `consumer=\"__other__\"`), and `le`, `status`, `cause`, `probe`, `command`, `kind` \
-         where they apply.\n\n\
+         `stream`, `group`, `consumer` (per group the top `max_consumers_per_group`, 50 by \
+         default, by pending entries; the rest are summed under `consumer=\"__other__\"`), \
+         and `le`, `status`, `cause`, `probe`, `command`, `kind` where they apply. Streams \
+         per target are capped by `max_streams`.\n\n\
          Values read from Redis are polled in the background and served from a cached \
          snapshot; `redis_streams_exporter_probe_last_success_timestamp_seconds` says how old \
          each probe's data is.\n",
