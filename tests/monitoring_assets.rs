@@ -745,7 +745,7 @@ fn series_labels_reads_promtool_series() {
     assert!(series_labels("up").is_empty());
 }
 
-/// An alert whose threshold derives from `max_delay` (SPEC §8: from the stream's max_delay where
+/// An alert whose threshold derives from `max_delay` (from the stream's max_delay where
 /// one is configured, defaults otherwise) has promtool cases where it fires for a stream with a
 /// configured max_delay and for one without: both branches of its threshold are exercised, the
 /// configured one at the labels of that very exporter, target and stream.

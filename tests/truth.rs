@@ -1,4 +1,4 @@
-//! Issue 3: the figures no other exporter has, compared with the known truth
+//! The figures no other exporter has, compared with the known truth
 //! of scenarios built on real servers (Redis 6.2, 7.0 and 8.6, Valkey 9).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.

@@ -1,4 +1,4 @@
-//! The fallback estimator (SPEC §5, §12): how many entries follow a group's
+//! The fallback estimator (docs/lag-and-losses.md): how many entries follow a group's
 //! position when Redis cannot say and there are too many to count.
 //!
 //! Two models, both pure:
