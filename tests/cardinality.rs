@@ -305,3 +305,62 @@ async fn stream_and_group_filters_per_target_and_rule() {
     );
     assert!(!m.text.contains("debug-1"));
 }
+
+/// A real consumer named `__other__` never collides with the aggregate of
+/// the consumers over `max_consumers_per_group`: it is written with its
+/// first byte escaped (`\x5f_other__`), a label value no name is written as.
+async fn a_consumer_named_like_the_aggregate(kind: Server) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    xadd_n(&mut c, "s", 10);
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg("s")
+        .arg("g")
+        .arg("0")
+        .query(&mut c)
+        .unwrap();
+    // a holds 4, __other__ 3, c and d 1 each: the cap of 2 keeps a and
+    // __other__ by name and sums c and d.
+    for (consumer, n) in [("a", 4), ("__other__", 3), ("c", 1), ("d", 1)] {
+        assert_eq!(read_group(&mut c, "s", "g", consumer, n).len(), n);
+    }
+    let h = Harness::new(config_for(
+        &server,
+        "[metrics]\nmax_consumers_per_group = 2\n",
+    ));
+    h.collect().await;
+    let m = h.metrics();
+    let pending = m.family("redis_streams_consumer_pending");
+    let of = |consumer: &str| {
+        m.get(
+            "redis_streams_consumer_pending",
+            &[
+                ("target", "t"),
+                ("stream", "s"),
+                ("group", "g"),
+                ("consumer", consumer),
+            ],
+        )
+    };
+    assert_eq!(pending.len(), 3, "{pending:?}");
+    assert_eq!(of("a"), Some(4.0));
+    assert_eq!(of("\\\\x5f_other__"), Some(3.0), "{pending:?}");
+    assert_eq!(of("__other__"), Some(2.0), "the aggregate: {pending:?}");
+    // The consumer's other series use the same name.
+    let idle = m.family("redis_streams_consumer_idle_seconds");
+    assert!(
+        idle.iter()
+            .any(|(k, _)| k.contains("consumer=\"\\\\x5f_other__\"")),
+        "{idle:?}"
+    );
+    assert!(
+        !idle
+            .iter()
+            .any(|(k, _)| k.contains("consumer=\"__other__\"")),
+        "{idle:?}"
+    );
+    assert_eq!(idle.len(), 2, "{idle:?}");
+}
+
+per_server!(a_consumer_named_like_the_aggregate);

@@ -419,6 +419,30 @@ fn healthy_then_data_loss() {
     );
 }
 
+/// A watch shorter than the status window (3 s here) is told at the start,
+/// before the watch and its progress, not only in the report at its end.
+#[test]
+fn a_watch_shorter_than_the_window_warns_at_the_start() {
+    let server = RedisServer::start(Server::Redis70);
+    xadd_n(&mut server.conn(), "orders", 3);
+    let ran = check(&target(&server), &["--watch", "2s"]);
+    let first = ran.stderr.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("check: warning: a watch of 2s is shorter than the status window (3s"),
+        "{}",
+        ran.stderr
+    );
+    assert!(first.contains("check --watch 3s"), "{first}");
+    assert!(
+        ran.stderr.contains("check: watching 1 target(s) for 2s"),
+        "{}",
+        ran.stderr
+    );
+    // A watch as long as the window is not warned about.
+    let ran = check(&target(&server), &["--watch", "3s"]);
+    assert!(!ran.stderr.contains("warning"), "{}", ran.stderr);
+}
+
 #[test]
 fn unreachable_target_exits_3() {
     let server = RedisServer::start(Server::Redis70);

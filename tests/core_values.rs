@@ -152,9 +152,9 @@ async fn core_values(kind: Server) {
     );
     age_ok("redis_streams_group_lag_seconds", &g1, &ids[6]);
     if kind.has_lag() {
-        assert_eq!(m.value("redis_streams_group_entries_read_total", &g1), 6.0);
+        assert_eq!(m.value("redis_streams_group_entries_read", &g1), 6.0);
     } else {
-        assert_eq!(m.get("redis_streams_group_entries_read_total", &g1), None);
+        assert_eq!(m.get("redis_streams_group_entries_read", &g1), None);
     }
     assert_eq!(
         m.value("redis_streams_group_last_delivered_timestamp_seconds", &g1),
@@ -482,3 +482,61 @@ async fn discovery_walk_over_many_bursts() {
         1.0
     );
 }
+
+/// Counters never go backwards, so `rate()` never reads a rewind as a
+/// counter reset (a spike of every entry the group ever read): a group set
+/// back to an earlier position (XGROUP SETID, with ENTRIESREAD where the
+/// server has it) between two polls leaves every counter family at least
+/// where it was, while the group's entries-read, a gauge, goes back.
+async fn counters_never_go_backwards(kind: Server) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    let ids = xadd_n(&mut c, "orders", 10);
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg("orders")
+        .arg("g")
+        .arg("0")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(read_group(&mut c, "orders", "g", "c", 8).len(), 8);
+    let h = Harness::new(config_for(&server, ""));
+    h.collect().await;
+    let before = h.metrics();
+    let mut setid = redis::cmd("XGROUP");
+    setid.arg("SETID").arg("orders").arg("g").arg(&ids[1]);
+    if kind.has_lag() {
+        setid.arg("ENTRIESREAD").arg(2);
+    }
+    let _: () = setid.query(&mut c).unwrap();
+    h.probe(redis_streams_exporter::probe::ProbeKind::Stream)
+        .await;
+    let after = h.metrics();
+    let counters: Vec<&str> = after
+        .text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    assert!(
+        counters.contains(&"redis_streams_group_rewinds_total"),
+        "{counters:?}"
+    );
+    for (series, was) in &before.samples {
+        let family = series.split('{').next().unwrap();
+        if !counters.contains(&family) {
+            continue;
+        }
+        if let Some(now) = after.samples.get(series) {
+            assert!(now >= was, "{series} went from {was} to {now}");
+        }
+    }
+    let g = tsg("orders", "g");
+    assert_eq!(after.value("redis_streams_group_rewinds_total", &g), 1.0);
+    if kind.has_lag() {
+        assert_eq!(before.value("redis_streams_group_entries_read", &g), 8.0);
+        assert_eq!(after.value("redis_streams_group_entries_read", &g), 2.0);
+    }
+}
+
+per_server!(counters_never_go_backwards);

@@ -1059,3 +1059,65 @@ async fn the_stall_watch_sees_the_process_stopped_and_only_then() {
     );
     assert!(awake < Duration::from_millis(500), "{awake:?}");
 }
+
+/// The negative control: a tokio runtime thread that blocks or spins for a
+/// second is the exporter being slow, not the process being stopped. The
+/// watch's own thread keeps waking, so that second is counted as running
+/// time (at least half of it on a loaded 2-core machine, where the spinning
+/// thread may delay the watch's), and a bound under half a second fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stall_watch_does_not_excuse_a_blocked_or_spinning_runtime() {
+    let _alone = EXCLUSIVE.write().await;
+    stall::watch();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let blocked = Instant::now();
+    // Blocks this runtime thread, as a synchronous call in a task would.
+    tokio::spawn(async { std::thread::sleep(Duration::from_secs(1)) })
+        .await
+        .unwrap();
+    let excused = stall::stalled(blocked, Instant::now());
+    let awake = stall::awake_since(blocked);
+    eprintln!("runtime thread blocked for 1 s: stall {excused:?}, awake {awake:?}");
+    assert!(excused < Duration::from_millis(500), "{excused:?}");
+    assert!(awake > Duration::from_millis(500), "{awake:?}");
+
+    let spun = Instant::now();
+    tokio::spawn(async {
+        let until = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+    })
+    .await
+    .unwrap();
+    let excused = stall::stalled(spun, Instant::now());
+    let awake = stall::awake_since(spun);
+    eprintln!("runtime thread spun for 1 s: stall {excused:?}, awake {awake:?}");
+    assert!(excused < Duration::from_millis(500), "{excused:?}");
+    assert!(awake > Duration::from_millis(500), "{awake:?}");
+}
+
+/// However long the stalls, at most `MAX_DISCOUNT` of an interval is
+/// excused: a 12 s stall in a 13 s interval leaves 3 s of running time.
+#[test]
+fn the_stall_watch_discounts_at_most_its_cap() {
+    let from = Instant::now();
+    let s = |secs: u64| from + Duration::from_secs(secs);
+    let spans = vec![(s(0), s(6)), (s(7), s(13))];
+    let to = s(13);
+    assert_eq!(
+        stall::discounted(spans.clone(), to, from, to),
+        stall::MAX_DISCOUNT
+    );
+    assert_eq!(stall::MAX_DISCOUNT, Duration::from_secs(10));
+    // Under the cap, every stalled second counts.
+    assert_eq!(
+        stall::discounted(spans, to, s(5), s(9)),
+        Duration::from_secs(3)
+    );
+    // The watching thread overdue at the end counts as a stall too.
+    assert_eq!(
+        stall::discounted(Vec::new(), s(1), s(1), s(3)),
+        Duration::from_secs(2) - Duration::from_millis(10)
+    );
+}

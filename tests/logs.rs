@@ -293,9 +293,8 @@ fn http_get(port: u16, path: &str) -> Option<String> {
 
 /// A group's status change is one info line with target, stream, group,
 /// from and to; a discovery that found nothing new logs at debug only.
-#[test]
-fn status_changes_at_info_and_idle_discovery_at_debug() {
-    let server = RedisServer::start(Server::Redis70);
+fn status_changes_at_info_and_idle_discovery_at_debug(kind: Server) {
+    let server = RedisServer::start(kind);
     let mut c = server.conn();
     xadd_n(&mut c, "orders", 3);
     let _: () = redis::cmd("XGROUP")
@@ -387,3 +386,5 @@ fn status_changes_at_info_and_idle_discovery_at_debug() {
         assert_eq!(d["message"], "discovery changed nothing", "{d}");
     }
 }
+
+per_server!(sync: status_changes_at_info_and_idle_discovery_at_debug);

@@ -413,8 +413,9 @@ async fn burst_with_deletions(kind: Server) {
 /// stream for the first time afterwards. The exporter runs at the default
 /// schedule: the estimator's walks may spend a tenth of what the rate limit
 /// allows over one stream interval, so the figures are those of the
-/// defaults (at a 100 ms stream interval a walk gets its 200-command floor)
-/// unless `limits` says otherwise. `bounds` are the largest errors allowed
+/// defaults (at a 100 ms stream interval a walk would get its 200-command
+/// floor, capped at the 50 commands 500/s allow in 100 ms) unless `limits`
+/// says otherwise. `bounds` are the largest errors allowed
 /// after each stream poll, one poll per bound.
 async fn estimate_positions(
     kind: Server,

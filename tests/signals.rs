@@ -9,8 +9,9 @@
 //! speeds up to 800/s: the drain ETA appears, the overtake ETA goes away,
 //! and we measure when the lag truly reached 0. Each ETA the exporter
 //! showed is printed next to the time that was left (`SIGNALS` lines); the
-//! assertions are about presence and direction, not about how long anything
-//! took.
+//! assertions are about presence, direction and accuracy (the ETA at the
+//! middle of each phase against the phase's own average rate), not about
+//! how long anything took.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
 
@@ -75,6 +76,37 @@ fn read_numbered(c: &mut redis::Connection, count: usize) -> Vec<(Vec<u8>, u64)>
         }
     }
     read
+}
+
+/// Asserts that the ETA shown at the middle of `phase` (polls that showed
+/// one) is within 40 % of what the phase's own figures give: `figure` at
+/// that poll over the average rate at which `figure` fell from the phase's
+/// first poll to its last. Both rates are steady in this scenario (the
+/// threads' 10 ms ticks catch up when late), so the average is the rate the
+/// ETA estimates from its window of polls; 40 % leaves room for the window's
+/// few polls (3 here) on a loaded machine, and still fails an ETA built on
+/// the wrong rate (production or consumption alone is off by half or more).
+fn assert_accurate(
+    phase: &str,
+    polls: &[&Seen],
+    figure: impl Fn(&Seen) -> Option<f64>,
+    eta: impl Fn(&Seen) -> Option<f64>,
+    rows: &[String],
+) {
+    let (first, last) = (polls[0], polls[polls.len() - 1]);
+    let mid = polls[polls.len() / 2];
+    let (a, b, m) = (figure(first), figure(last), figure(mid));
+    let (Some(a), Some(b), Some(m), Some(shown)) = (a, b, m, eta(mid)) else {
+        panic!("{phase}: figures missing: {first:?} {mid:?} {last:?}");
+    };
+    let rate = (a - b) / (last.at - first.at);
+    assert!(rate > 0.0, "{phase}: the figure did not fall: {rows:?}");
+    let expected = m / rate;
+    assert!(
+        (shown - expected).abs() <= 0.4 * expected,
+        "{phase}: ETA {shown:.2}s at t={:.1}s, the phase's average rate gives {expected:.2}s: {rows:?}",
+        mid.at
+    );
 }
 
 async fn time_to_loss_and_drain(kind: Server) {
@@ -233,6 +265,17 @@ async fn time_to_loss_and_drain(kind: Server) {
         picks[2].overtake_eta.unwrap() < picks[0].overtake_eta.unwrap(),
         "the ETA shrinks as the edge closes in: {rows:?}"
     );
+    // Accuracy: the margin shrinks at a steady rate in this scenario (the
+    // trimming edge follows production, the group its consumption), so the
+    // time left at the middle of the approach is its margin over the
+    // margin's average rate of fall over the whole approach.
+    assert_accurate(
+        "time to loss",
+        &before_loss,
+        |s| s.margin,
+        |s| s.overtake_eta,
+        &rows,
+    );
     // After the speed-up: a drain ETA, and no overtake ETA once the margin
     // grows again.
     let draining: Vec<&Seen> = seen
@@ -261,6 +304,15 @@ async fn time_to_loss_and_drain(kind: Server) {
         })
         .collect();
     println!("SIGNALS | {kind:?} | time to drain | {}", rows.join("; "));
+    // Likewise the lag falls at a steady rate once the group reads faster
+    // than production.
+    assert_accurate(
+        "time to drain",
+        &draining,
+        |s| s.lag,
+        |s| s.drain_eta,
+        &rows,
+    );
     let last = seen.last().unwrap();
     assert_eq!(
         last.overtake_eta, None,

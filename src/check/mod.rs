@@ -19,6 +19,8 @@
 //! rests on the window ([`crate::status::Basis::Window`]) is reported only
 //! when the group was watched for at least the daemon's window
 //! (`status.window × schedule.stream`, 2m30s by default), else `unknown`.
+//! A watch shorter than that window is warned about on stderr before it
+//! starts, not only in the report at its end.
 //!
 //! Exit codes: 0 no problem found, 1 problems, 2 usage or configuration
 //! error, 3 a target could not be reached (whatever the others show).
@@ -88,6 +90,21 @@ impl Plan {
             polls,
             required: config.schedule.stream * config.status_window as u32,
         }
+    }
+
+    /// What a watch shorter than the daemon's window cannot tell, said
+    /// before it starts rather than only in the report at its end.
+    fn too_short(&self) -> Option<String> {
+        (!self.watch.is_zero() && self.watch < self.required).then(|| {
+            format!(
+                "a watch of {} is shorter than the status window ({}, status.window × schedule.stream): \
+                 statuses that need the window (stopped, stalled by a position that does not move, \
+                 lagging) will be reported unknown; run `check --watch {}` or longer to judge them",
+                short(self.watch),
+                short(self.required),
+                short(self.required)
+            )
+        })
     }
 
     /// The configuration the pollers run with: the daemon's, except that a
@@ -167,6 +184,9 @@ pub async fn run(
     progress: &Progress,
 ) -> Result<Report, crate::backend::ClientSetupError> {
     let plan = Plan::new(&config, options);
+    if let Some(warning) = plan.too_short() {
+        progress.warn(&warning);
+    }
     let polling = Arc::new(plan.config(&config));
     let store = Arc::new(SnapshotStore::default());
     let mut pollers = Vec::new();
@@ -580,6 +600,27 @@ mod tests {
             },
         );
         assert_eq!((long.polls, long.config(&c).status_window), (20, 21));
+    }
+
+    #[test]
+    fn a_watch_shorter_than_the_window_is_told_before_it_starts() {
+        let c = config("");
+        let watch = |secs| {
+            Plan::new(
+                &c,
+                Options {
+                    watch: Some(Duration::from_secs(secs)),
+                },
+            )
+        };
+        let warning = watch(120).too_short().expect("2m is shorter than 2m30s");
+        assert!(
+            warning.starts_with("a watch of 2m is shorter than the status window (2m30s"),
+            "{warning}"
+        );
+        assert!(warning.contains("check --watch 2m30s"), "{warning}");
+        assert_eq!(watch(150).too_short(), None);
+        assert_eq!(Plan::new(&c, Options::default()).too_short(), None);
     }
 
     #[test]

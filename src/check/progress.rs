@@ -77,6 +77,13 @@ impl Progress {
         self.0.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Says `text` on stderr now, before any probe runs.
+    pub fn warn(&self, text: &str) {
+        if self.0.enabled {
+            let _ = writeln!(std::io::stderr(), "check: warning: {text}");
+        }
+    }
+
     /// Starts reporting on `pollers` (one slot each, in order).
     pub fn start(&self, pollers: &[Poller], watch: Duration, polls: u32) {
         if !self.0.enabled {

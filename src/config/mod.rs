@@ -368,7 +368,8 @@ impl Default for Limits {
 #[derive(Clone, Debug, PartialEq)]
 pub struct MetricsSettings {
     /// Consumers exported per group; the rest are summed under `__other__`
-    /// (0: only `__other__`).
+    /// (0: only `__other__`). A real consumer named `__other__` is exported
+    /// as `\x5f_other__`, so it never collides with the sum.
     pub max_consumers_per_group: usize,
     /// `le` bounds of `pending_by_idle`, in seconds, ascending; empty: the
     /// family is not exported.

@@ -200,9 +200,11 @@ impl UndeliveredSample {
     }
 }
 
-/// How many times the head sample's size the tail read asks for: lags up
-/// to `(1 + TAIL_FACTOR) × k` are then counted, not estimated, for one
-/// bounded read of the last entries.
+/// How many times the head sample's size the tail read asks for: lags
+/// below `(1 + TAIL_FACTOR) × k` (up to 499 at the default `k` of 100) are
+/// then counted, not estimated, for one bounded read of the last entries; a
+/// tail that comes back full cannot show that nothing lies between it and
+/// the head.
 const TAIL_FACTOR: u32 = 4;
 
 /// What one poll proved about a group, for the next.

@@ -508,3 +508,33 @@ fn anchor_history_keeps_bursts_and_restarts_on_recreation() {
     remember_anchor(&mut h, &s, 8);
     assert_eq!(h.len(), 1, "recreated stream: history restarts");
 }
+
+/// The head sample (`lag_exact_count`, 100) and the tail read (4 × 100)
+/// count a lag exactly only while the tail comes back short: up to 499. At
+/// 500 the tail is full and cannot show that nothing lies between the two.
+#[test]
+fn head_and_tail_count_lags_up_to_499() {
+    let figure = |undelivered: u64| {
+        // Entries one per ms from 1; the group at 1, so 2..=undelivered + 1
+        // are undelivered; Redis gives no lag.
+        let s = stream(undelivered + 1, 1, undelivered + 1);
+        let g = group(1, None, None);
+        let r = current(&s, &g);
+        let mut sm = sample(2..=101, 100);
+        let (start, count) = r.tail_request(&sm).expect("a full head asks for the tail");
+        assert_eq!((start, count), (id(101).successor().unwrap(), 400));
+        let tail: Vec<StreamId> = (102..=undelivered + 1).map(id).collect();
+        sm.tail = tail[tail.len().saturating_sub(count as usize)..].to_vec();
+        sm.tail_count = count;
+        r.compute(Some(&sm), &none())
+    };
+    let counted = figure(499);
+    assert_eq!(
+        (counted.lag, counted.method),
+        (Some(499), LagMethod::Counted)
+    );
+    assert!(counted.exact());
+    let estimated = figure(500);
+    assert_eq!(estimated.method, LagMethod::Estimated);
+    assert!(!estimated.exact());
+}

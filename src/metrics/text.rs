@@ -184,9 +184,25 @@ impl<'s, W: Write> Family<'s, W> {
     /// nothing is allocated per sample (except the duplicate check, which
     /// only runs when some name does not escape uniquely).
     pub fn sample(&mut self, labels: &[(&str, &[u8])], value: f64) {
+        self.sample_with_literal(labels, None, value);
+    }
+
+    /// Writes one sample whose last label, after `labels`, is `literal`: a
+    /// label name and a value written as it is, already escaped for the
+    /// exposition. For values no name from Redis can be written as (see
+    /// [`escape_label`]), such as the aggregate of the consumers over the
+    /// cap.
+    pub fn sample_with_literal(
+        &mut self,
+        labels: &[(&str, &[u8])],
+        literal: Option<(&str, &str)>,
+        value: f64,
+    ) {
         let def = self.def;
         if cfg!(debug_assertions) {
-            check_labels(def, labels);
+            let mut all = labels.to_vec();
+            all.extend(literal.map(|(name, v)| (name, v.as_bytes())));
+            check_labels(def, &all);
         }
         let buf = &mut self.sink.buf;
         if !self.started {
@@ -209,7 +225,7 @@ impl<'s, W: Write> Family<'s, W> {
         }
         let line = buf.len();
         buf.extend_from_slice(def.name.as_bytes());
-        if !labels.is_empty() {
+        if !labels.is_empty() || literal.is_some() {
             buf.push(b'{');
             for (i, (name, v)) in labels.iter().enumerate() {
                 if i > 0 {
@@ -220,6 +236,15 @@ impl<'s, W: Write> Family<'s, W> {
                 if escape_label(buf, v, self.limit) {
                     self.shortened += 1;
                 }
+                buf.push(b'"');
+            }
+            if let Some((name, v)) = literal {
+                if !labels.is_empty() {
+                    buf.push(b',');
+                }
+                buf.extend_from_slice(name.as_bytes());
+                buf.extend_from_slice(b"=\"");
+                buf.extend_from_slice(v.as_bytes());
                 buf.push(b'"');
             }
             buf.push(b'}');

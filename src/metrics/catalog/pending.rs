@@ -88,7 +88,7 @@ metric!(
     "redis_streams_consumer_pending",
     Gauge,
     TSGC,
-    "Entries the consumer holds in its PEL. Consumers beyond the per-group cap are summed under consumer=\"__other__\". Cached by the poller.",
+    "Entries the consumer holds in its PEL. Consumers beyond the per-group cap (max_consumers_per_group) are summed under consumer=\"__other__\"; a real consumer of that name gets the label value \\x5f_other__ (its first byte escaped; consumer=\"\\\\x5f_other__\" in PromQL) here and in the other consumer families, so the two never collide. Cached by the poller.",
     Source::Custom(Custom::ConsumerPending)
 );
 metric!(

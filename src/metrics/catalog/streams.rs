@@ -168,10 +168,10 @@ metric!(
 );
 metric!(
     GROUP_ENTRIES_READ,
-    "redis_streams_group_entries_read_total",
-    Counter,
+    "redis_streams_group_entries_read",
+    Gauge,
     TSG,
-    "Entries read by the group (XINFO GROUPS entries-read), when Redis knows it. Cached by the poller.",
+    "Entries read by the group (XINFO GROUPS entries-read), when Redis knows it. A gauge, not a counter: it goes back when the group is set back (XGROUP SETID, counted by redis_streams_group_rewinds_total), which rate() would read as a counter reset; take the read rate with deriv(). Cached by the poller.",
     Source::Group(|_, g| g.info.entries_read.map(|v| v as f64))
 );
 metric!(

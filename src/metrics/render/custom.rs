@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::sync::atomic::Ordering;
 
-use super::{Renderer, group_labels, groups_of, outer_join};
+use super::{OTHER_CONSUMERS, Renderer, consumer_sample, group_labels, groups_of, outer_join};
 use crate::backend::ErrorKind;
 use crate::metrics::catalog::Custom;
 use crate::metrics::text::{Family, write_value};
@@ -175,14 +175,14 @@ impl Renderer<'_> {
     fn consumer_pending<W: Write>(&self, f: &mut Family<'_, W>) {
         for t in &self.up {
             for ((s, g), cs) in t.consumers.iter() {
-                let [l1, l2, l3] = group_labels(t, s, g);
+                let labels = group_labels(t, s, g);
                 for consumer in &cs.top {
-                    let labels = [l1, l2, l3, ("consumer", &*consumer.name)];
-                    f.sample(&labels, consumer.pending as f64);
+                    consumer_sample(f, labels, &consumer.name, consumer.pending as f64);
                 }
                 // What the consumers beyond the cap hold, together.
                 if let Some(other) = cs.other_pending {
-                    f.sample(&[l1, l2, l3, ("consumer", b"__other__")], other as f64);
+                    let consumer = Some(("consumer", OTHER_CONSUMERS));
+                    f.sample_with_literal(&labels, consumer, other as f64);
                 }
             }
         }

@@ -84,6 +84,36 @@ fn group_labels<'a>(t: &'a TargetSnapshot, stream: &'a Name, group: &'a Name) ->
     ]
 }
 
+/// The label value of the consumers over `max_consumers_per_group`, summed.
+const OTHER_CONSUMERS: &str = "__other__";
+
+/// How a real consumer named like [`OTHER_CONSUMERS`] is written, already
+/// escaped for the exposition: `\x5f_other__`, its first byte in the `\xNN`
+/// form that [`super::text::escape_label`] gives only to bytes that are not
+/// UTF-8 (and a `\` of a name is doubled), so no other name is written so and
+/// the aggregate never collides with it.
+const REAL_OTHER_CONSUMER: &str = "\\\\x5f_other__";
+
+/// One sample of a consumer of `group`: every consumer under its name, but
+/// one named like the aggregate of the others, which is escaped.
+fn consumer_sample<W: Write>(
+    f: &mut Family<'_, W>,
+    group: [Label<'_>; 3],
+    name: &[u8],
+    value: f64,
+) {
+    let [l1, l2, l3] = group;
+    if name == OTHER_CONSUMERS.as_bytes() {
+        f.sample_with_literal(
+            &[l1, l2, l3],
+            Some(("consumer", REAL_OTHER_CONSUMER)),
+            value,
+        );
+    } else {
+        f.sample(&[l1, l2, l3, ("consumer", name)], value);
+    }
+}
+
 /// Every group of the targets that are up, with its target and stream.
 fn groups_of<'a>(
     up: &'a [&'a TargetSnapshot],
@@ -423,10 +453,9 @@ impl<'a> Renderer<'a> {
             Source::Consumer(value) => {
                 for t in &self.up {
                     for ((s, g), cs) in t.consumers.iter() {
-                        let [l1, l2, l3] = group_labels(t, s, g);
                         for consumer in &cs.top {
                             if let Some(v) = value(consumer) {
-                                f.sample(&[l1, l2, l3, ("consumer", &*consumer.name)], v);
+                                consumer_sample(f, group_labels(t, s, g), &consumer.name, v);
                             }
                         }
                     }

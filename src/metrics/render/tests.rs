@@ -92,7 +92,7 @@ fn absent_values_stay_absent() {
     for family in [
         "redis_streams_group_lag",
         "redis_streams_group_lag_seconds",
-        "redis_streams_group_entries_read_total",
+        "redis_streams_group_entries_read",
         "redis_streams_group_lost_entries_total",
         "redis_streams_group_status",
         "redis_streams_stream_entries_added_total",
