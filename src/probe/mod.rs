@@ -46,6 +46,9 @@ pub struct GroupMemory {
     pub last_read_at_ms: Option<u64>,
     /// Smallest pending ID from the latest pending summary.
     pub oldest_pending_id: Option<StreamId>,
+    /// What the consumers probe last read of the group, to tell whether an
+    /// idle group has anything new to show.
+    pub consumers_read: Option<consumers::LastRead>,
     /// The PEL scan pass in progress.
     pub scan_pass: Option<Box<pending_scan::Pass>>,
     /// What the last stream poll proved about the group's lag.
@@ -129,6 +132,9 @@ pub struct TargetState {
     pub discovery: Option<discovery::DiscoveryReport>,
     /// Failed runs in a row, per probe (discovery's backoff).
     pub failures_in_a_row: BTreeMap<ProbeKind, u32>,
+    /// Runs of the consumers probe so far: idle groups are read on every
+    /// [`consumers::IDLE_EVERY`]th, each on its own turn.
+    pub consumers_runs: u64,
     /// What the budget log line last said ([`BudgetNotice`]).
     pub budget_notice: Option<BudgetNotice>,
     /// Why the target went down, while it is down (logged once).
@@ -537,6 +543,39 @@ pub fn known_groups(state: &TargetState) -> Vec<(Name, Name)> {
         .streams
         .iter()
         .flat_map(|(s, st)| st.groups.keys().map(move |g| (s.clone(), g.clone())))
+        .collect()
+}
+
+/// What the stream poll's `XINFO GROUPS` line said about a group: the per-
+/// group probes ask Redis only where it shows something to learn, and
+/// record what it already tells (an empty PEL, no consumers) as known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupLine {
+    /// Entries in the group's PEL.
+    pub pending: u64,
+    /// Consumers in the group.
+    pub consumers: u64,
+    /// Entries pending or not yet delivered (a lag that is not known to be 0
+    /// counts as work: unknown is not none).
+    pub work: bool,
+}
+
+/// Every group in the snapshot with its [`GroupLine`].
+pub fn group_lines(state: &TargetState) -> Vec<((Name, Name), GroupLine)> {
+    state
+        .snapshot
+        .streams
+        .iter()
+        .flat_map(|(s, st)| {
+            st.groups.iter().map(move |(g, gs)| {
+                let line = GroupLine {
+                    pending: gs.info.pending,
+                    consumers: gs.info.consumers,
+                    work: gs.info.pending > 0 || gs.lag != Some(0),
+                };
+                ((s.clone(), g.clone()), line)
+            })
+        })
         .collect()
 }
 
