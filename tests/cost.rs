@@ -18,6 +18,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use common::*;
 use redis_streams_exporter::probe::ProbeKind;
@@ -249,3 +250,108 @@ async fn each_kind_of_group_costs_what_it_shows(kind: Server) {
 }
 
 per_server!(each_kind_of_group_costs_what_it_shows);
+
+/// The exporter process's peak resident memory (`VmHWM`), in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .map(|v| v.trim().parse().unwrap())
+        .expect("VmHWM in /proc/<pid>/status")
+}
+
+/// The exporter's peak memory after four stream polls (and one run of every
+/// other probe) of five streams whose only entry has a body of
+/// `body_bytes`, undelivered to a group (so the stream poll reads it with
+/// `XRANGE` as well as in `XINFO STREAM`'s first and last entries).
+async fn peak_with_bodies(server: &RedisServer, body_bytes: usize) -> u64 {
+    let mut c = server.conn();
+    cmd(&mut c, &["FLUSHALL"]);
+    let body = vec![b'x'; body_bytes];
+    for i in 0..5 {
+        let key = format!("big{i}");
+        let _: String = redis::cmd("XADD")
+            .arg(&key)
+            .arg("*")
+            .arg("body")
+            .arg(&body)
+            .query(&mut c)
+            .unwrap();
+        cmd(&mut c, &["XGROUP", "CREATE", &key, "g", "0"]);
+    }
+    drop(body);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[targets]]\nname = \"t\"\nurl = \"{}\"\npatterns = [\"big*\"]\n[schedule]\nstream = \"500ms\"\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_redis-streams-exporter"))
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "--web.listen-address",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let client = reqwest::Client::new();
+    let mut stream_commands = 0.0;
+    for _ in 0..1200 {
+        if let Ok(r) = client.get(&url).send().await {
+            let m = Metrics::parse(&r.text().await.unwrap());
+            stream_commands = m
+                .get(
+                    "redis_streams_exporter_redis_commands_total",
+                    &[("target", "t"), ("command", "xinfo_stream")],
+                )
+                .unwrap_or(0.0);
+            let lag_known = (0..5).all(|i| {
+                m.get(
+                    "redis_streams_group_lag_seconds",
+                    &tsg(&format!("big{i}"), "g"),
+                )
+                .is_some()
+            });
+            if stream_commands >= 20.0 && lag_known {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let peak = peak_rss_kib(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        stream_commands >= 20.0,
+        "four stream polls of five streams: {stream_commands} XINFO STREAM"
+    );
+    peak
+}
+
+/// Entries of 20 MiB cost the exporter no more memory than small ones: their
+/// bodies are dropped as they arrive (`XINFO STREAM`'s first and last
+/// entries, `XRANGE`'s entries), never buffered.
+#[tokio::test]
+async fn large_entries_cost_the_exporter_no_memory() {
+    let server = RedisServer::start(Server::Redis70);
+    let small = peak_with_bodies(&server, 20).await;
+    let large = peak_with_bodies(&server, 20 << 20).await;
+    println!(
+        "COST | peak RSS of the exporter | 5 streams, 20 B entries: {small} KiB | 20 MiB entries: {large} KiB"
+    );
+    assert!(
+        large <= small + 4 * 1024,
+        "peak RSS {large} KiB with 20 MiB entries, {small} KiB with small ones"
+    );
+}
