@@ -355,3 +355,71 @@ async fn large_entries_cost_the_exporter_no_memory() {
         "peak RSS {large} KiB with 20 MiB entries, {small} KiB with small ones"
     );
 }
+
+fn needed(m: &Metrics, probe: &str) -> f64 {
+    m.value(
+        "redis_streams_exporter_probe_commands_per_second_needed",
+        &[("target", "t"), ("probe", probe)],
+    )
+}
+
+/// The budget figures follow the work: a target whose groups are all idle
+/// without consumers needs no per-group command at all; with idle consumers,
+/// what the consumers probe needs is what its runs send from the second run
+/// on (the first run's reads of every idle group are not counted as a need:
+/// later runs read them one run in five).
+#[tokio::test]
+async fn the_budget_need_follows_the_work() {
+    let server = RedisServer::start(Server::Redis70);
+    let mut c = server.conn();
+    for i in 0..10 {
+        let s = format!("quiet{i}");
+        cmd(&mut c, &["XADD", &s, "*", "n", "1"]);
+        cmd(&mut c, &["XGROUP", "CREATE", &s, "g", "$"]);
+    }
+    let h = Harness::new(config_for(&server, ""));
+    h.collect().await;
+    let m = h.metrics();
+    for probe in ["pending_summary", "consumers", "pending_scan"] {
+        assert_eq!(needed(&m, probe), 0.0, "{probe} of an idle target");
+    }
+    assert!(needed(&m, "stream") > 0.0);
+
+    // The same groups with a consumer each, and one group with work.
+    for i in 0..10 {
+        let s = format!("quiet{i}");
+        cmd(&mut c, &["XGROUP", "CREATECONSUMER", &s, "g", "c"]);
+    }
+    cmd(&mut c, &["XADD", "busy", "*", "n", "1"]);
+    cmd(&mut c, &["XGROUP", "CREATE", "busy", "g", "0"]);
+    read_group(&mut c, "busy", "g", "c", 1);
+    let h = Harness::new(config_for(&server, ""));
+    reset(&mut c);
+    h.collect().await;
+    let first_run = calls(&mut c);
+    let consumers_interval = 60.0;
+    let first_need = needed(&h.metrics(), "consumers") * consumers_interval;
+    // Besides XINFO STREAM and GROUPS of the eleven streams, XINFO
+    // CONSUMERS of all eleven groups (in one batch, with its TIME).
+    let consumer_reads = first_run["xinfo"] - 2 * 11;
+    assert_eq!(consumer_reads, 11, "{first_run:?}");
+    assert!(
+        first_need < (consumer_reads + 1) as f64,
+        "the first run's catch-up is not a need: {first_need} of {}",
+        consumer_reads + 1
+    );
+    let mut idle_reads = 0;
+    for run in 1..=5 {
+        reset(&mut c);
+        h.probe(ProbeKind::Consumers).await;
+        let got = calls(&mut c);
+        let sent = got.get("xinfo").copied().unwrap_or(0) + got.get("time").copied().unwrap_or(0);
+        let need = needed(&h.metrics(), "consumers") * consumers_interval;
+        assert!(
+            (need - sent as f64).abs() < 1e-6,
+            "run {run}: needs {need}, sent {sent} ({got:?})"
+        );
+        idle_reads += got.get("xinfo").copied().unwrap_or(0) - 1;
+    }
+    assert_eq!(idle_reads, 10, "each idle group once in five runs");
+}

@@ -66,6 +66,9 @@ pub struct LastRead {
 pub enum Ask {
     /// Send `XINFO CONSUMERS`.
     Read,
+    /// Send `XINFO CONSUMERS` out of an idle group's turn: a read its next
+    /// runs will not repeat.
+    CatchUp,
     /// No consumers: the empty list is known.
     KnownEmpty,
     /// Idle and not its turn: the last read stands.
@@ -82,10 +85,13 @@ pub fn ask(line: GroupLine, last: Option<LastRead>, run: u64, turn: u64) -> Ask 
     if line.consumers == 0 {
         return Ask::KnownEmpty;
     }
-    let due = line.work
-        || last.is_none_or(|l| l.consumers != line.consumers || l.held)
-        || (run + turn) % IDLE_EVERY == 0;
-    if due { Ask::Read } else { Ask::Keep }
+    if line.work || (run + turn) % IDLE_EVERY == 0 {
+        Ask::Read
+    } else if last.is_none_or(|l| l.consumers != line.consumers || l.held) {
+        Ask::CatchUp
+    } else {
+        Ask::Keep
+    }
 }
 
 /// A group's turn among idle groups: a stable hash of its names.
@@ -154,15 +160,23 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         let run = state.consumers_runs;
         state.consumers_runs += 1;
         let mut pairs = Vec::new();
+        let mut catch_up = 0;
         for (key, line) in group_lines(&state) {
             let last = state.groups.get(&key).and_then(|m| m.consumers_read);
             match ask(line, last, run, turn(&key)) {
                 Ask::Read => pairs.push(key),
+                Ask::CatchUp => {
+                    catch_up += 1;
+                    pairs.push(key);
+                }
                 // What XINFO CONSUMERS answers for a group without consumers.
                 Ask::KnownEmpty => record(&mut state, key, Vec::new(), None, cap),
                 Ask::Keep => {}
             }
         }
+        state
+            .one_off_commands
+            .insert(ProbeKind::Consumers, catch_up);
         pairs
     };
     let mut problems = Problems::default();
@@ -209,7 +223,7 @@ mod tests {
     /// Which runs read a group of each kind, over ten runs.
     fn reads(line: GroupLine, last: Option<LastRead>, turn: u64) -> Vec<u64> {
         (0..10)
-            .filter(|&run| ask(line, last, run, turn) == Ask::Read)
+            .filter(|&run| ask(line, last, run, turn) != Ask::Keep)
             .collect()
     }
 
@@ -239,18 +253,20 @@ mod tests {
         // Idle: one run in five, on the group's own turn.
         assert_eq!(reads(line(2, 0, false), quiet, 0), vec![0, 5]);
         assert_eq!(reads(line(2, 0, false), quiet, 2), vec![3, 8]);
-        // Idle, but the last read no longer matches the line: at once.
-        assert_eq!(ask(line(2, 0, false), None, 1, 0), Ask::Read);
+        // Idle, but the last read no longer matches the line: at once, a
+        // read the next runs will not repeat.
+        assert_eq!(ask(line(2, 0, false), None, 1, 0), Ask::CatchUp);
+        assert_eq!(ask(line(2, 0, false), None, 0, 0), Ask::Read);
         let fewer = Some(LastRead {
             consumers: 3,
             held: false,
         });
-        assert_eq!(ask(line(2, 0, false), fewer, 1, 0), Ask::Read);
+        assert_eq!(ask(line(2, 0, false), fewer, 1, 0), Ask::CatchUp);
         let held = Some(LastRead {
             consumers: 2,
             held: true,
         });
-        assert_eq!(ask(line(2, 0, false), held, 1, 0), Ask::Read);
+        assert_eq!(ask(line(2, 0, false), held, 1, 0), Ask::CatchUp);
     }
 
     #[test]
