@@ -489,6 +489,7 @@ class Sizes:
     walk_every: float
     control_s: float
     streams_d: int
+    work_every_d: int
     peer_scrapes_d: int
     stream_runs: int
     watch_max: float
@@ -517,6 +518,7 @@ FULL = Sizes(
     walk_every=60.0,
     control_s=180.0,
     streams_d=3000,
+    work_every_d=0,
     peer_scrapes_d=3,
     stream_runs=3,
     watch_max=1800.0,
@@ -544,6 +546,7 @@ QUICK = Sizes(
     walk_every=10.0,
     control_s=20.0,
     streams_d=3000,
+    work_every_d=0,
     peer_scrapes_d=2,
     stream_runs=2,
     watch_max=120.0,
@@ -572,6 +575,8 @@ SIZE_HELP = {
     "walk_every": "W: schedule.discovery of those runs, seconds between walks",
     "control_s": "S: seconds of the O(1) control",
     "streams_d": "D: streams (x groups) of the second freshness row",
+    "work_every_d": "D: one group in N has a consumer holding every entry pending, the others "
+    "are idle without consumers (0: B's groups, all with work)",
     "peer_scrapes_d": "D: back-to-back scrapes of the peer",
     "stream_runs": "B, D: stream polls to watch after the first collection",
     "watch_max": "B, D: at most this many seconds watching the probes' cadence",
@@ -666,11 +671,16 @@ class Bench:
         self.dataset = ""
 
     # ---------------- datasets
-    def build_streams(self, n: int, entries: int) -> None:
+    def build_streams(self, n: int, entries: int, work_every: int = 0) -> None:
         """n streams of `entries` entries with `groups` groups: g1's consumer
         c1 has read half (half lag, half pending); g2's c1 and c2 have read
-        every entry (all pending, lag 0); further groups read nothing."""
+        every entry (all pending, lag 0); further groups read nothing. With
+        `work_every` N > 0 instead: one group in N (counted across streams)
+        has a consumer c1 that read every entry (all pending, lag 0); the
+        others are created at $ and have no consumer (nothing to do)."""
         g = self.sizes.groups
+        if work_every > 0:
+            return self.build_mostly_idle(n, entries, work_every)
         t = time.monotonic()
         batch = 500
         for start in range(0, n, batch):
@@ -688,6 +698,25 @@ class Bench:
                     cmds.append(("XREADGROUP", "GROUP", "g2", "c2", "COUNT", entries, "STREAMS", key, ">"))
             self.r.pipeline(cmds)
         log(f"built {n} streams x {g} groups x {entries} entries in {time.monotonic() - t:.1f}s")
+
+    def build_mostly_idle(self, n: int, entries: int, work_every: int) -> None:
+        g = self.sizes.groups
+        t = time.monotonic()
+        batch = 500
+        for start in range(0, n, batch):
+            cmds = []
+            for i in range(start, min(n, start + batch)):
+                key = f"{STREAM_PREFIX}{i}"
+                for j in range(entries):
+                    cmds.append(("XADD", key, "*", "n", j, "payload", "x" * 32))
+                for gi in range(1, g + 1):
+                    if (i * g + gi - 1) % work_every == 0:
+                        cmds.append(("XGROUP", "CREATE", key, f"g{gi}", "0"))
+                        cmds.append(("XREADGROUP", "GROUP", f"g{gi}", "c1", "COUNT", entries, "STREAMS", key, ">"))
+                    else:
+                        cmds.append(("XGROUP", "CREATE", key, f"g{gi}", "$"))
+            self.r.pipeline(cmds)
+        log(f"built {n} streams x {g} groups x {entries} entries, one group in {work_every} with work, in {time.monotonic() - t:.1f}s")
 
     def build_pel(self, n: int) -> str:
         key = f"{STREAM_PREFIX}pel"
@@ -1327,7 +1356,7 @@ class Bench:
         s = self.sizes
         log(f"phase D: {s.streams_d} streams x {s.groups} groups")
         self.flush()
-        self.build_streams(s.streams_d, s.entries_b)
+        self.build_streams(s.streams_d, s.entries_b, s.work_every_d)
         self.dataset = "D"
         self.reset_slowlog()
         started = time.monotonic()

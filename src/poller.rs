@@ -318,10 +318,12 @@ impl Poller {
                 )),
                 _ => Next::Grid,
             };
+            let one_off = state.one_off_commands.remove(&kind).unwrap_or(0);
             let status = state.snapshot.probes.entry(kind).or_default();
             status.duration = duration;
             status.success = result.is_ok();
             status.commands = commands;
+            status.one_off = one_off;
             status.achieved_interval = status
                 .started_at
                 .map(|before| started.saturating_duration_since(before));

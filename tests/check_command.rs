@@ -543,9 +543,10 @@ fn progress_and_summary_on_a_large_keyspace() {
         }
     }
     let _: () = pipe.query(&mut c).unwrap();
-    // A rate limit that makes each probe take a few seconds.
+    // A rate limit that makes the stream poll take a few seconds (the idle
+    // groups cost the per-group probes no command).
     let config = format!(
-        "[[targets]]\nname = \"main\"\nurl = \"{}\"\n[limits]\ncommands_per_second = 2000\n",
+        "[[targets]]\nname = \"main\"\nurl = \"{}\"\n[limits]\ncommands_per_second = 1000\n",
         server.url()
     );
     let ran = check(&config, &[]);
@@ -588,4 +589,36 @@ fn progress_and_summary_on_a_large_keyspace() {
     let tty = String::from_utf8_lossy(&out.stdout);
     assert!(tty.contains("\r\x1b[2Kcheck ["), "{tty:?}");
     assert!(tty.contains("#") && tty.contains("streams"), "{tty:?}");
+}
+
+/// The target's line says what its groups cost the per-group probes: a
+/// target whose groups are idle needs (next to) none.
+#[test]
+fn the_target_line_says_what_its_groups_cost() {
+    let server = RedisServer::start(Server::Redis70);
+    let mut c = server.conn();
+    for s in ["a", "b", "c"] {
+        group_create(&mut c, s, "g", "$");
+    }
+    let ran = check(&target(&server), &[]);
+    assert_eq!(ran.code, 0, "{}\n{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stdout.contains(
+            "per-group probes: about 0.0 commands/s at the configured intervals (9.5/s if every \
+             group were asked every run): 0 groups asked every run, 0 idle with consumers (read \
+             one run in 5), 3 with nothing to ask"
+        ),
+        "{}",
+        ran.stdout
+    );
+    // Work for one group: it is asked every run.
+    xadd_n(&mut c, "a", 2);
+    read_group(&mut c, "a", "g", "worker", 2);
+    let ran = check(&target(&server), &[]);
+    assert!(
+        ran.stdout
+            .contains("1 group asked every run, 0 idle with consumers (read one run in 5), 2 with nothing to ask"),
+        "{}",
+        ran.stdout
+    );
 }

@@ -496,6 +496,9 @@ pub fn scan_page(v: &Value) -> Result<ScanPage, DecodeError> {
     let keys = as_array(&parts[1])
         .ok_or_else(|| bad(C, "keys are not an array"))?
         .iter()
+        // A null is a key name longer than the connection keeps (see
+        // client::bounded): not one the exporter can watch.
+        .filter(|k| !is_nil(k))
         .map(|k| {
             as_bytes(k)
                 .map(<[u8]>::to_vec)

@@ -524,7 +524,40 @@ fn target_report(
             report.groups.push(group);
         }
     }
+    if !t.streams.is_empty() {
+        report.notes.push(per_group_cost(config, poller));
+    }
     report
+}
+
+/// What the target's groups cost the per-group probes at the daemon's
+/// intervals: idle groups cost little or nothing, and the note says so.
+fn per_group_cost(config: &Config, poller: &Poller) -> String {
+    let lines: Vec<crate::probe::GroupLine> = crate::probe::group_lines(&poller.context().state())
+        .into_iter()
+        .map(|(_, line)| line)
+        .collect();
+    let cost = crate::probe::GroupCost::of(&lines, config);
+    format!(
+        "per-group probes: about {:.1} commands/s at the configured intervals \
+         ({:.1}/s if every group were asked every run): {} asked every run, \
+         {} idle with consumers (read one run in {}), {} with nothing to ask",
+        cost.per_second,
+        cost.every_group_per_second,
+        plural_groups(cost.with_work),
+        cost.idle_with_consumers,
+        crate::probe::consumers::IDLE_EVERY,
+        cost.nothing_to_ask,
+    )
+}
+
+/// "1 group", "3 groups".
+fn plural_groups(n: usize) -> String {
+    if n == 1 {
+        "1 group".to_string()
+    } else {
+        format!("{n} groups")
+    }
 }
 
 /// "12 undelivered and 3 pending entries", for messages.

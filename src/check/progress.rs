@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::poller::Poller;
-use crate::probe::{ProbeContext, ProbeKind, known_groups};
+use crate::probe::{ProbeContext, ProbeKind, group_lines};
 
 /// Where each target is.
 #[derive(Clone, Copy, Debug)]
@@ -23,8 +23,6 @@ enum Phase {
         base: u64,
         /// What the counter will have grown by at the end, when known.
         total: Option<u64>,
-        /// The PEL scan is measured in entries rather than pages.
-        by_entries: bool,
     },
     Waiting {
         until: Instant,
@@ -133,16 +131,12 @@ impl Progress {
         };
         s.phase = match kind {
             None => Phase::Done,
-            Some(kind) => {
-                let (total, by_entries) = total(&s.ctx, kind);
-                Phase::Probe {
-                    kind,
-                    started: Instant::now(),
-                    base: counter(&s.ctx, kind, by_entries),
-                    total,
-                    by_entries,
-                }
-            }
+            Some(kind) => Phase::Probe {
+                kind,
+                started: Instant::now(),
+                base: counter(&s.ctx, kind),
+                total: total(&s.ctx, kind),
+            },
         };
     }
 
@@ -186,12 +180,11 @@ impl Progress {
                     started,
                     base,
                     total,
-                    by_entries,
                 } => {
-                    let done = counter(&s.ctx, kind, by_entries).saturating_sub(base);
+                    let done = counter(&s.ctx, kind).saturating_sub(base);
                     let elapsed = now.duration_since(started);
                     long_running |= elapsed >= Duration::from_secs(2);
-                    let what = describe(kind, done, total, by_entries, s.ctx.target.scan_count);
+                    let what = describe(kind, done, total, s.ctx.target.scan_count);
                     if let (Some(t), None) = (total.filter(|t| *t > 0), bar) {
                         bar = Some(done.min(t) as f64 / t as f64);
                     }
@@ -231,8 +224,8 @@ impl Progress {
 }
 
 /// The client counter that grows as `kind` does its work. The PEL scan
-/// counts entries read, or pages when there are no entries to read.
-fn counter(ctx: &ProbeContext, kind: ProbeKind, by_entries: bool) -> u64 {
+/// counts entries read.
+fn counter(ctx: &ProbeContext, kind: ProbeKind) -> u64 {
     let stats = ctx.client.stats_snapshot();
     let label = match kind {
         ProbeKind::Discovery => "scan",
@@ -240,46 +233,38 @@ fn counter(ctx: &ProbeContext, kind: ProbeKind, by_entries: bool) -> u64 {
         ProbeKind::Stream => "xinfo_groups",
         ProbeKind::PendingSummary => "xpending_summary",
         ProbeKind::Consumers => "xinfo_consumers",
-        ProbeKind::PendingScan if by_entries => return stats.pending_scanned,
-        ProbeKind::PendingScan => "xpending_range",
+        ProbeKind::PendingScan => return stats.pending_scanned,
     };
     stats.commands.get(label).copied().unwrap_or(0)
 }
 
-/// What the counter will have grown by when `kind` is done, when known,
-/// and whether the PEL scan is measured in entries.
-fn total(ctx: &ProbeContext, kind: ProbeKind) -> (Option<u64>, bool) {
+/// What the counter will have grown by when `kind` is done, when known.
+fn total(ctx: &ProbeContext, kind: ProbeKind) -> Option<u64> {
     let state = ctx.state();
     match kind {
-        ProbeKind::Discovery | ProbeKind::Info => (None, false),
-        ProbeKind::Stream => (Some(state.watched.len() as u64), false),
-        ProbeKind::PendingSummary | ProbeKind::Consumers => {
-            (Some(known_groups(&state).len() as u64), false)
+        ProbeKind::Discovery | ProbeKind::Info => None,
+        ProbeKind::Stream => Some(state.watched.len() as u64),
+        // Only groups whose line shows something to learn are asked (see
+        // probe::GroupLine); a first run reads every group with consumers.
+        ProbeKind::PendingSummary => {
+            let asked = group_lines(&state)
+                .iter()
+                .filter(|(_, l)| l.pending > 0)
+                .count();
+            Some(asked as u64)
         }
-        ProbeKind::PendingScan => {
-            let entries: u64 = state
-                .snapshot
-                .streams
-                .values()
-                .flat_map(|s| s.groups.iter().map(|(_, g)| g.info.pending))
-                .sum();
-            if entries > 0 {
-                (Some(entries), true)
-            } else {
-                // Empty PELs: one page per group.
-                (Some(known_groups(&state).len() as u64), false)
-            }
+        ProbeKind::Consumers => {
+            let asked = group_lines(&state)
+                .iter()
+                .filter(|(_, l)| l.consumers > 0)
+                .count();
+            Some(asked as u64)
         }
+        ProbeKind::PendingScan => Some(group_lines(&state).iter().map(|(_, l)| l.pending).sum()),
     }
 }
 
-fn describe(
-    kind: ProbeKind,
-    done: u64,
-    total: Option<u64>,
-    by_entries: bool,
-    scan_count: u32,
-) -> String {
+fn describe(kind: ProbeKind, done: u64, total: Option<u64>, scan_count: u32) -> String {
     let of = |unit: &str| match total {
         Some(t) => format!("{done}/{t} {unit}"),
         None => format!("{done} {unit}"),
@@ -290,7 +275,6 @@ fn describe(
         ProbeKind::Stream => format!("stream poll: {}", of("streams")),
         ProbeKind::PendingSummary => format!("pending summary: {}", of("groups")),
         ProbeKind::Consumers => format!("consumers: {}", of("groups")),
-        ProbeKind::PendingScan if by_entries => format!("PEL scan: {}", of("entries")),
-        ProbeKind::PendingScan => format!("PEL scan: {}", of("groups")),
+        ProbeKind::PendingScan => format!("PEL scan: {}", of("entries")),
     }
 }

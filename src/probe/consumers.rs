@@ -1,5 +1,8 @@
 //! The consumers probe, every minute by default: `XINFO CONSUMERS key group`
-//! for each group. It exports the top consumers by pending count (the rest
+//! for the groups whose stream-poll line shows something to learn (see
+//! [`ask`]): every run for groups with work, every [`IDLE_EVERY`]th run for
+//! idle groups with consumers, never for groups without consumers (their
+//! empty list is known). It exports the top consumers by pending count (the rest
 //! summed under `__other__`), counts the entries held by consumers inactive
 //! longer than the stream's `consumer_inactive_after` (orphaned), and records
 //! when any consumer last read successfully, for the group status.
@@ -7,10 +10,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{ProbeContext, ProbeError, ProbeKind, Problems, known_groups, per_group};
+use super::{
+    GroupLine, ProbeContext, ProbeError, ProbeKind, Problems, TargetState, group_lines, per_group,
+};
 use crate::backend::Command;
 use crate::backend::reply::{self, ConsumerInfo};
-use crate::snapshot::Consumers;
+use crate::snapshot::{Consumers, Name};
 
 /// Milliseconds since the consumer last read successfully: `inactive` on
 /// 7.2+, `idle` before (which meant the same then). `None` when it never did.
@@ -41,13 +46,139 @@ pub fn summarise(mut all: Vec<ConsumerInfo>, cap: usize, inactive_after: Duratio
     }
 }
 
+/// An idle group (consumers, nothing pending, nothing undelivered) is read
+/// on one run in this many: its consumers' idle times grow, but nothing an
+/// alert or the status needs can change without the stream poll's line
+/// showing it (work, a consumer added or removed).
+pub const IDLE_EVERY: u64 = 5;
+
+/// What the last read of a group's consumers found, beyond what it exports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LastRead {
+    /// Consumers listed.
+    pub consumers: u64,
+    /// Some consumer held entries.
+    pub held: bool,
+}
+
+/// What the consumers probe does with a group this run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ask {
+    /// Send `XINFO CONSUMERS`.
+    Read,
+    /// Send `XINFO CONSUMERS` out of an idle group's turn: a read its next
+    /// runs will not repeat.
+    CatchUp,
+    /// No consumers: the empty list is known.
+    KnownEmpty,
+    /// Idle and not its turn: the last read stands.
+    Keep,
+}
+
+/// Whether to read a group's consumers on run `run`, from its stream-poll
+/// `line`, the `last` read, and its `turn` among idle groups (spread so that
+/// each run reads about a fifth of them, not all of them every fifth run).
+/// An idle group is read at once when the last read no longer matches the
+/// line: none yet, another number of consumers, or entries held then (the
+/// PEL has emptied since, and orphaned entries must not linger).
+pub fn ask(line: GroupLine, last: Option<LastRead>, run: u64, turn: u64) -> Ask {
+    if line.consumers == 0 {
+        return Ask::KnownEmpty;
+    }
+    if line.work || (run + turn) % IDLE_EVERY == 0 {
+        Ask::Read
+    } else if last.is_none_or(|l| l.consumers != line.consumers || l.held) {
+        Ask::CatchUp
+    } else {
+        Ask::Keep
+    }
+}
+
+/// A group's turn among idle groups: a stable hash of its names.
+fn turn(key: &(Name, Name)) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut h);
+    h.finish() % IDLE_EVERY
+}
+
+/// Records what a read (or what the line told) found for one group.
+fn record(
+    state: &mut TargetState,
+    key: (Name, Name),
+    list: Vec<ConsumerInfo>,
+    now_ms: Option<u64>,
+    cap: usize,
+) {
+    let last_read_at_ms = match (now_ms, list.is_empty()) {
+        (_, true) | (None, _) => None,
+        (Some(now), false) => Some(
+            list.iter()
+                .filter_map(since_last_read_ms)
+                .min()
+                .map_or(0, |ms| now.saturating_sub(ms)),
+        ),
+    };
+    if let Some(memory) = state.groups.get_mut(&key) {
+        memory.last_read_at_ms = last_read_at_ms;
+        memory.consumers_read = Some(LastRead {
+            consumers: list.len() as u64,
+            held: list.iter().any(|c| c.pending > 0),
+        });
+    }
+    let Some(stream) = state.snapshot.streams.get(&key.0) else {
+        return;
+    };
+    if !stream.groups.contains_key(&key.1) {
+        return;
+    }
+    let inactive_after = stream.settings.consumer_inactive_after;
+    let summary = summarise(list, cap, inactive_after);
+    if summary.orphaned > 0 {
+        state.findings.insert(key.clone());
+    }
+    // Unchanged consumers keep their allocation (and are shared with the
+    // published snapshot).
+    if state
+        .snapshot
+        .consumers
+        .get(&key)
+        .is_none_or(|c| **c != summary)
+    {
+        Arc::make_mut(&mut state.snapshot.consumers).insert(key, Arc::new(summary));
+    }
+}
+
 /// Runs the consumers probe.
 ///
 /// # Errors
 /// When the target cannot be reached or replies cannot be decoded.
 pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
-    let pairs = known_groups(&ctx.state());
     let cap = ctx.config.metrics.max_consumers_per_group;
+    let pairs = {
+        let mut state = ctx.state();
+        let run = state.consumers_runs;
+        state.consumers_runs += 1;
+        let mut pairs = Vec::new();
+        let mut catch_up = 0;
+        for (key, line) in group_lines(&state) {
+            let last = state.groups.get(&key).and_then(|m| m.consumers_read);
+            match ask(line, last, run, turn(&key)) {
+                Ask::Read => pairs.push(key),
+                Ask::CatchUp => {
+                    catch_up += 1;
+                    pairs.push(key);
+                }
+                // What XINFO CONSUMERS answers for a group without consumers.
+                Ask::KnownEmpty => record(&mut state, key, Vec::new(), None, cap),
+                Ask::Keep => {}
+            }
+        }
+        state
+            .one_off_commands
+            .insert(ProbeKind::Consumers, catch_up);
+        pairs
+    };
     let mut problems = Problems::default();
     per_group(
         ctx,
@@ -61,40 +192,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         |now_ms, decoded| {
             let mut state = ctx.state();
             for (s, g, list) in decoded {
-                let last_read_at_ms = match (now_ms, list.is_empty()) {
-                    (_, true) | (None, _) => None,
-                    (Some(now), false) => Some(
-                        list.iter()
-                            .filter_map(since_last_read_ms)
-                            .min()
-                            .map_or(0, |ms| now.saturating_sub(ms)),
-                    ),
-                };
-                if let Some(memory) = state.groups.get_mut(&(s.clone(), g.clone())) {
-                    memory.last_read_at_ms = last_read_at_ms;
-                }
-                let Some(stream) = state.snapshot.streams.get(s) else {
-                    continue;
-                };
-                if !stream.groups.contains_key(g) {
-                    continue;
-                }
-                let inactive_after = stream.settings.consumer_inactive_after;
-                let summary = summarise(list, cap, inactive_after);
-                let key = (s.clone(), g.clone());
-                if summary.orphaned > 0 {
-                    state.findings.insert(key.clone());
-                }
-                // Unchanged consumers keep their allocation (and are shared
-                // with the published snapshot).
-                if state
-                    .snapshot
-                    .consumers
-                    .get(&key)
-                    .is_none_or(|c| **c != summary)
-                {
-                    Arc::make_mut(&mut state.snapshot.consumers).insert(key, Arc::new(summary));
-                }
+                record(&mut state, (s.clone(), g.clone()), list, now_ms, cap);
             }
         },
     )
@@ -120,6 +218,55 @@ mod tests {
             inactive_ms,
             never_active: never,
         }
+    }
+
+    /// Which runs read a group of each kind, over ten runs.
+    fn reads(line: GroupLine, last: Option<LastRead>, turn: u64) -> Vec<u64> {
+        (0..10)
+            .filter(|&run| ask(line, last, run, turn) != Ask::Keep)
+            .collect()
+    }
+
+    #[test]
+    fn groups_are_read_where_the_line_shows_something_to_learn() {
+        let line = |consumers, pending, work| GroupLine {
+            pending,
+            consumers,
+            work,
+        };
+        let quiet = Some(LastRead {
+            consumers: 2,
+            held: false,
+        });
+        // No consumers: never read, known empty.
+        assert!((0..10).all(|run| ask(line(0, 0, false), quiet, run, 0) == Ask::KnownEmpty));
+        assert_eq!(ask(line(0, 0, true), None, 0, 3), Ask::KnownEmpty);
+        // Work (pending or undelivered): every run.
+        assert_eq!(
+            reads(line(2, 3, true), quiet, 1),
+            (0..10).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            reads(line(2, 0, true), quiet, 1),
+            (0..10).collect::<Vec<_>>()
+        );
+        // Idle: one run in five, on the group's own turn.
+        assert_eq!(reads(line(2, 0, false), quiet, 0), vec![0, 5]);
+        assert_eq!(reads(line(2, 0, false), quiet, 2), vec![3, 8]);
+        // Idle, but the last read no longer matches the line: at once, a
+        // read the next runs will not repeat.
+        assert_eq!(ask(line(2, 0, false), None, 1, 0), Ask::CatchUp);
+        assert_eq!(ask(line(2, 0, false), None, 0, 0), Ask::Read);
+        let fewer = Some(LastRead {
+            consumers: 3,
+            held: false,
+        });
+        assert_eq!(ask(line(2, 0, false), fewer, 1, 0), Ask::CatchUp);
+        let held = Some(LastRead {
+            consumers: 2,
+            held: true,
+        });
+        assert_eq!(ask(line(2, 0, false), held, 1, 0), Ask::CatchUp);
     }
 
     #[test]

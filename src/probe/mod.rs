@@ -50,6 +50,9 @@ pub struct GroupMemory {
     pub last_progress_at_ms: Option<u64>,
     /// Smallest pending ID from the latest pending summary.
     pub oldest_pending_id: Option<StreamId>,
+    /// What the consumers probe last read of the group, to tell whether an
+    /// idle group has anything new to show.
+    pub consumers_read: Option<consumers::LastRead>,
     /// The PEL scan pass in progress.
     pub scan_pass: Option<Box<pending_scan::Pass>>,
     /// What the last stream poll proved about the group's lag.
@@ -133,6 +136,12 @@ pub struct TargetState {
     pub discovery: Option<discovery::DiscoveryReport>,
     /// Failed runs in a row, per probe (discovery's backoff).
     pub failures_in_a_row: BTreeMap<ProbeKind, u32>,
+    /// Runs of the consumers probe so far: idle groups are read on every
+    /// [`consumers::IDLE_EVERY`]th, each on its own turn.
+    pub consumers_runs: u64,
+    /// Commands of a probe's last run that its next runs will not repeat,
+    /// for the poller's figure of what the probe needs.
+    pub one_off_commands: BTreeMap<ProbeKind, u64>,
     /// What the budget log line last said ([`BudgetNotice`]).
     pub budget_notice: Option<BudgetNotice>,
     /// Why the target went down, while it is down (logged once).
@@ -588,6 +597,110 @@ pub fn known_groups(state: &TargetState) -> Vec<(Name, Name)> {
         .streams
         .iter()
         .flat_map(|(s, st)| st.groups.keys().map(move |g| (s.clone(), g.clone())))
+        .collect()
+}
+
+/// What the stream poll's `XINFO GROUPS` line said about a group: the per-
+/// group probes ask Redis only where it shows something to learn, and
+/// record what it already tells (an empty PEL, no consumers) as known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupLine {
+    /// Entries in the group's PEL.
+    pub pending: u64,
+    /// Consumers in the group.
+    pub consumers: u64,
+    /// Entries pending or not yet delivered (a lag that is not known to be 0
+    /// counts as work: unknown is not none).
+    pub work: bool,
+}
+
+/// What the per-group probes ask of a target's groups in steady state, at
+/// the configured intervals: groups with work are asked every run, idle
+/// groups with consumers have their consumers read one run in
+/// [`consumers::IDLE_EVERY`], and the rest cost nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GroupCost {
+    /// Groups asked every run: pending entries, or consumers and undelivered
+    /// entries.
+    pub with_work: usize,
+    /// Groups with consumers and nothing to do.
+    pub idle_with_consumers: usize,
+    /// Groups that need no per-group command: nothing pending and no
+    /// consumers (undelivered entries or not).
+    pub nothing_to_ask: usize,
+    /// Per-group commands per second (with the `TIME` of each batch).
+    pub per_second: f64,
+    /// What asking every group on every run would cost.
+    pub every_group_per_second: f64,
+}
+
+impl GroupCost {
+    /// The cost of `lines` under `config`'s schedule and limits. A PEL scan
+    /// is counted at one page per `pending_page` entries; the poison check
+    /// of stuck groups' oldest entries is not counted (at most one more
+    /// `XPENDING` per group with pending entries).
+    pub fn of(lines: &[GroupLine], config: &Config) -> GroupCost {
+        let per_batch = config.limits.pipeline_size.saturating_sub(1).max(1) as f64;
+        let page = f64::from(config.limits.pending_page.max(1));
+        // Commands of a pipelined per-group run of `n` commands.
+        let batched = |n: f64| {
+            if n > 0.0 {
+                n + (n / per_batch).ceil()
+            } else {
+                0.0
+            }
+        };
+        let every = |kind: ProbeKind| ProbeKind::interval(kind, config).as_secs_f64().max(1e-3);
+        let mut cost = GroupCost::default();
+        let (mut summaries, mut consumer_reads, mut pages) = (0.0, 0.0, 0.0);
+        let (mut all_pages, groups) = (0.0, lines.len() as f64);
+        for line in lines {
+            let scan_pages = (line.pending as f64 / page).ceil().max(1.0);
+            all_pages += scan_pages;
+            if line.pending > 0 {
+                summaries += 1.0;
+                pages += scan_pages;
+            }
+            match (line.consumers > 0, line.work) {
+                (true, true) => {
+                    cost.with_work += 1;
+                    consumer_reads += 1.0;
+                }
+                (true, false) => {
+                    cost.idle_with_consumers += 1;
+                    consumer_reads += 1.0 / consumers::IDLE_EVERY as f64;
+                }
+                // A PEL without consumers (they were deleted): its pages.
+                (false, _) if line.pending > 0 => cost.with_work += 1,
+                (false, _) => cost.nothing_to_ask += 1,
+            }
+        }
+        cost.per_second = batched(summaries) / every(ProbeKind::PendingSummary)
+            + batched(consumer_reads) / every(ProbeKind::Consumers)
+            + pages / every(ProbeKind::PendingScan);
+        cost.every_group_per_second = batched(groups) / every(ProbeKind::PendingSummary)
+            + batched(groups) / every(ProbeKind::Consumers)
+            + all_pages / every(ProbeKind::PendingScan);
+        cost
+    }
+}
+
+/// Every group in the snapshot with its [`GroupLine`].
+pub fn group_lines(state: &TargetState) -> Vec<((Name, Name), GroupLine)> {
+    state
+        .snapshot
+        .streams
+        .iter()
+        .flat_map(|(s, st)| {
+            st.groups.iter().map(move |(g, gs)| {
+                let line = GroupLine {
+                    pending: gs.info.pending,
+                    consumers: gs.info.consumers,
+                    work: gs.info.pending > 0 || gs.lag != Some(0),
+                };
+                ((s.clone(), g.clone()), line)
+            })
+        })
         .collect()
 }
 

@@ -1,6 +1,7 @@
-//! The PEL scan, every 5 minutes by default: pages through every group's
-//! whole pending entries list with `XPENDING key group <start> + <page>`,
-//! where each page starts just after the last ID of the previous one, under
+//! The PEL scan, every 5 minutes by default: pages through the whole pending
+//! entries list of every group whose PEL the stream poll saw non-empty (an
+//! empty one's pass is known without a page) with
+//! `XPENDING key group <start> + <page>`, where each page starts just after the last ID of the previous one, under
 //! the `pending_entries_per_second` budget. It never uses the `IDLE` filter,
 //! which scans the whole PEL when nothing matches.
 //!
@@ -17,7 +18,7 @@ use std::time::SystemTime;
 
 use tokio::time::Instant;
 
-use super::{ProbeContext, ProbeError, ProbeKind, Problems, known_groups};
+use super::{ProbeContext, ProbeError, ProbeKind, Problems, group_lines};
 use crate::backend::reply::{self, PendingEntry};
 use crate::backend::{Command, RangeEnd, RangeStart, StreamId};
 use crate::snapshot::{Name, PelScan, ScanState};
@@ -216,7 +217,6 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let idle_bounds: Arc<[f64]> = ctx.config.metrics.pending_idle_buckets.as_slice().into();
     let delivery_bounds: Arc<[u64]> = ctx.config.metrics.delivery_count_buckets.as_slice().into();
     let mut problems = Problems::default();
-    let pairs = known_groups(&ctx.state());
     let generation = ctx.generation();
     let mut taken = Taken {
         ctx,
@@ -225,19 +225,27 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     };
     taken.work = {
         let mut state = ctx.state();
+        let (mut pairs, empty): (Vec<_>, Vec<_>) = group_lines(&state)
+            .into_iter()
+            .partition(|(_, line)| line.pending > 0);
+        // The stream poll saw these PELs empty: the pass over them is known
+        // without a page (no entries, so no buckets, poison or ghosts), and
+        // a pass begun before they emptied means nothing any more.
+        let known_empty = Accumulator::default();
+        for ((stream, group), _) in empty {
+            if let Some(memory) = state.groups.get_mut(&(stream.clone(), group.clone())) {
+                memory.scan_pass = None;
+            }
+            let result = known_empty.finish(0, &idle_bounds, &delivery_bounds, SystemTime::now());
+            set_progress(&mut state, &stream, &group, Some(result), 1.0);
+        }
         // Groups with findings first: after an outage (or any slow pass)
         // their poison, ghost and orphan figures come back soonest.
-        let mut pairs = pairs;
-        pairs.sort_by_key(|k| !state.findings.contains(k));
+        pairs.sort_by_key(|(k, _)| !state.findings.contains(k));
         pairs
             .into_iter()
-            .map(|(stream, group)| {
-                let pel_size = state
-                    .snapshot
-                    .streams
-                    .get(&stream)
-                    .and_then(|s| s.groups.get(&group))
-                    .map_or(0, |g| g.info.pending);
+            .map(|((stream, group), line)| {
+                let pel_size = line.pending;
                 let pass = state
                     .groups
                     .get_mut(&(stream.clone(), group.clone()))

@@ -1,5 +1,6 @@
 //! The pending-summary probe, every minute by default: `XPENDING key group`
-//! for each group. It keeps the smallest pending ID, from which the stream
+//! for each group whose PEL the stream poll saw non-empty (an empty one has
+//! no smallest ID and nothing stuck, known without asking). It keeps the smallest pending ID, from which the stream
 //! probe derives the oldest pending entry's age on every poll, and records
 //! that age at once.
 //!
@@ -11,7 +12,7 @@
 //! shows the larger of that and the last full PEL scan's count, so a poison
 //! entry shows within one or two runs instead of waiting for the scan.
 
-use super::{ProbeContext, ProbeError, ProbeKind, Problems, known_groups, per_group};
+use super::{ProbeContext, ProbeError, ProbeKind, Problems, group_lines, per_group};
 use std::sync::Arc;
 
 use crate::backend::{Command, RangeStart, reply};
@@ -25,7 +26,23 @@ const HEAD: u32 = 10;
 /// # Errors
 /// When the target cannot be reached or replies cannot be decoded.
 pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
-    let pairs = known_groups(&ctx.state());
+    let pairs = {
+        let mut state = ctx.state();
+        let (pairs, empty): (Vec<_>, Vec<_>) = group_lines(&state)
+            .into_iter()
+            .partition(|(_, line)| line.pending > 0);
+        // The stream poll saw these PELs empty: what XPENDING would say (no
+        // smallest ID, nothing stuck) is known without asking.
+        for (key, _) in empty {
+            if let Some(memory) = state.groups.get_mut(&key) {
+                memory.oldest_pending_id = None;
+            }
+            if state.snapshot.oldest_pending.contains_key(&key) {
+                Arc::make_mut(&mut state.snapshot.oldest_pending).remove(&key);
+            }
+        }
+        pairs.into_iter().map(|(key, _)| key).collect::<Vec<_>>()
+    };
     let mut problems = Problems::default();
     let mut stuck: Vec<(Name, Name)> = Vec::new();
     per_group(

@@ -65,6 +65,9 @@ pub struct ProbeStatus {
     pub last_error: Option<Arc<str>>,
     /// Commands the last run sent.
     pub commands: u64,
+    /// Of those, commands its next runs will not repeat (the first read of
+    /// idle groups, which later runs read one at a time).
+    pub one_off: u64,
     /// Time between the starts of the last two runs: the cadence achieved.
     pub achieved_interval: Option<Duration>,
     /// When the last run started (exporter clock).
@@ -75,10 +78,12 @@ pub struct ProbeStatus {
 
 impl ProbeStatus {
     /// Commands per second this probe's cadence needs: its last run's
-    /// commands over its interval.
+    /// commands, less those its next runs will not repeat, over its
+    /// interval.
     pub fn commands_needed_per_second(&self) -> Option<f64> {
         let interval = self.interval?.as_secs_f64();
-        (interval > 0.0).then(|| self.commands as f64 / interval)
+        let steady = self.commands.saturating_sub(self.one_off);
+        (interval > 0.0).then(|| steady as f64 / interval)
     }
 }
 

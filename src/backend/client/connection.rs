@@ -1,16 +1,17 @@
 //! Connections: one slot per node, opened lazily with the target's
-//! credentials and database, over TLS for `rediss://`, within one deadline
-//! for connecting and naming the connection; and what a failure to connect
+//! credentials and database, over TLS for `rediss://`, read through the
+//! bounded-replies filter ([`super::bounded`]), within one deadline for
+//! connecting and naming the connection; and what a failure to connect
 //! means (auth, TLS, timeout).
 
 use std::sync::Arc;
 
 use redis::aio::MultiplexedConnection;
-use redis::{
-    AsyncConnectionConfig, Client, ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, Value,
-};
+use redis::{AsyncConnectionConfig, RedisConnectionInfo, Value};
+use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use super::bounded::BoundedReplies;
 use super::{NodeAddr, TargetClient};
 use crate::backend::command::Command;
 use crate::backend::error::{ErrorKind, TargetError};
@@ -24,14 +25,14 @@ pub(super) struct Node {
     conn: tokio::sync::Mutex<Option<Conn>>,
 }
 
-/// A connection and, for one made on a TLS stream of our own, the task that
-/// drives it: aborted with the last clone, as the redis crate does for the
-/// connections it makes, so a dropped connection to a server that stopped
-/// answering does not keep its socket and task.
+/// A connection and the task that drives it (made on a stream of our own):
+/// aborted with the last clone, as the redis crate does for the connections
+/// it makes, so a dropped connection to a server that stopped answering does
+/// not keep its socket and task.
 #[derive(Clone, Debug)]
 pub(super) struct Conn {
     pub(super) inner: MultiplexedConnection,
-    _driver: Option<Arc<AbortOnDrop>>,
+    _driver: Arc<AbortOnDrop>,
 }
 
 #[derive(Debug)]
@@ -156,33 +157,36 @@ impl TargetClient {
         // a server that accepts but never answers costs one timeout, not two.
         let deadline = Instant::now() + self.timeout;
         let opened = async {
-            match &self.tls {
+            // Every stream is read through the bounded-replies filter, so a
+            // TLS stream and a plain one are both handed to the crate here.
+            let (inner, driver) = match &self.tls {
                 Some(tls) => {
                     let stream = tls
                         .connect(&host, port)
                         .await
                         .map_err(redis::RedisError::from)?;
+                    let stream = BoundedReplies::new(stream);
                     let (inner, driver) =
                         MultiplexedConnection::new_with_config(&settings, stream, config).await?;
-                    let driver = tokio::spawn(driver).abort_handle();
-                    Ok::<_, redis::RedisError>(Conn {
-                        inner,
-                        _driver: Some(Arc::new(AbortOnDrop(driver))),
-                    })
+                    (inner, tokio::spawn(driver).abort_handle())
                 }
                 None => {
-                    let info = ConnectionAddr::Tcp(host.clone(), port)
-                        .into_connection_info()?
-                        .set_redis_settings(settings);
-                    let inner = Client::open(info)?
-                        .get_multiplexed_async_connection_with_config(&config)
-                        .await?;
-                    Ok(Conn {
-                        inner,
-                        _driver: None,
-                    })
+                    let stream = TcpStream::connect((host.as_str(), port))
+                        .await
+                        .map_err(redis::RedisError::from)?;
+                    // Pipelines are written whole; there is nothing to gain
+                    // from Nagle.
+                    let _ = stream.set_nodelay(true);
+                    let stream = BoundedReplies::new(stream);
+                    let (inner, driver) =
+                        MultiplexedConnection::new_with_config(&settings, stream, config).await?;
+                    (inner, tokio::spawn(driver).abort_handle())
                 }
-            }
+            };
+            Ok::<_, redis::RedisError>(Conn {
+                inner,
+                _driver: Arc::new(AbortOnDrop(driver)),
+            })
         };
         let result = tokio::time::timeout_at(deadline, opened).await;
         let mut conn = match result {

@@ -10,11 +10,13 @@
 //! schedule is the retry, which keeps the load on a struggling server flat.
 //!
 //! This file holds the client and its pipelines; each other concern has its
-//! own file: [`connection`] (connect, auth, TLS, timeouts), [`topology`]
+//! own file: [`connection`] (connect, auth, TLS, timeouts), [`bounded`]
+//! (replies read without long bulk strings), [`topology`]
 //! (which node serves what: cluster slots and routing), [`sentinel`] (the
 //! sentinels' current primary), [`redirect`] (`MOVED`/`ASK`) and [`stats`]
 //! (what the client counted).
 
+mod bounded;
 mod connection;
 mod redirect;
 mod sentinel;

@@ -123,7 +123,7 @@ metric!(
     "redis_streams_exporter_probe_commands_per_second_needed",
     Gauge,
     TP,
-    "Commands per second the probe's interval needs: its last run's commands over its interval. When the sum over a target's probes exceeds limits.commands_per_second, the lower-priority probes stretch.",
+    "Commands per second the probe's interval needs: its last run's commands over its interval (less the first reads of idle groups' consumers, which later runs spread over five). When the sum over a target's probes exceeds limits.commands_per_second, the lower-priority probes stretch.",
     Source::Probe(|p| p.commands_needed_per_second())
 );
 metric!(

@@ -173,6 +173,15 @@ fn last_scan(scan: &ScanState) -> Option<&PelScan> {
     scan.last.as_deref()
 }
 
+/// The largest idle time of a scan's entries: 0 when there were none (nothing
+/// idles), unknown when none of them had an owner.
+fn max_idle_seconds(scan: &PelScan) -> Option<f64> {
+    match scan.max_idle_ms {
+        Some(ms) => Some(ms as f64 / 1000.0),
+        None => (scan.entries == 0).then_some(0.0),
+    }
+}
+
 /// `value`, while `/probe` is on (its cap is then at least 1).
 fn probe_on(e: &ExporterState, value: u64) -> Option<f64> {
     (e.probes.max_targets.load(Relaxed) > 0).then_some(value as f64)

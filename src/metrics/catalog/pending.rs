@@ -24,8 +24,8 @@ metric!(
     "redis_streams_group_pending_max_idle_seconds",
     Gauge,
     TSG,
-    "Largest idle time (since last delivery) over every PEL entry, from the last complete PEL scan. Cached by the poller.",
-    Source::Scan(|sc| last_scan(sc).map(|s| s.max_idle_ms.map_or(0.0, |ms| ms as f64 / 1000.0)))
+    "Largest idle time (since last delivery) over every PEL entry, from the last complete PEL scan: 0 for an empty PEL, absent when no entry has an owner (released by XNACK). Cached by the poller.",
+    Source::Scan(|sc| last_scan(sc).and_then(max_idle_seconds))
 );
 metric!(
     GROUP_PENDING_GHOST,
@@ -64,7 +64,7 @@ metric!(
     "redis_streams_group_pending_by_idle",
     Untyped,
     TSGL,
-    "PEL entries whose idle time is at most le seconds, from the last complete PEL scan (cumulative buckets). Cached by the poller.",
+    "PEL entries whose idle time is at most le seconds, from the last complete PEL scan (cumulative buckets); absent for an empty PEL. Cached by the poller.",
     Source::Custom(Custom::PendingByIdle)
 );
 metric!(
@@ -72,7 +72,7 @@ metric!(
     "redis_streams_group_pending_by_delivery_count",
     Untyped,
     TSGL,
-    "PEL entries delivered at most le times, from the last complete PEL scan (cumulative buckets). Cached by the poller.",
+    "PEL entries delivered at most le times, from the last complete PEL scan (cumulative buckets); absent for an empty PEL. Cached by the poller.",
     Source::Custom(Custom::PendingByDeliveryCount)
 );
 metric!(

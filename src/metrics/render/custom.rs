@@ -132,14 +132,17 @@ impl Renderer<'_> {
     }
 
     /// Cumulative idle buckets of each group's last PEL scan (when bounds
-    /// are configured), then `+Inf` with every entry. One label buffer for
+    /// are configured and the PEL had entries), then `+Inf` with every entry. One label buffer for
     /// the whole family: nothing allocated per group.
     fn pending_by_idle<W: Write>(&self, f: &mut Family<'_, W>) {
         let mut le = Vec::with_capacity(24);
         for t in &self.up {
             for ((s, g), sc) in t.scans.iter() {
-                // No bounds configured: the family is not exported.
-                let Some(scan) = last_scan(sc).filter(|s| !s.idle_bounds.is_empty()) else {
+                // No bounds configured, or an empty PEL (no distribution):
+                // not exported.
+                let Some(scan) =
+                    last_scan(sc).filter(|s| !s.idle_bounds.is_empty() && s.entries > 0)
+                else {
                     continue;
                 };
                 let [l1, l2, l3] = group_labels(t, s, g);
@@ -158,7 +161,9 @@ impl Renderer<'_> {
         let mut le = Vec::with_capacity(24);
         for t in &self.up {
             for ((s, g), sc) in t.scans.iter() {
-                let Some(scan) = last_scan(sc).filter(|s| !s.delivery_bounds.is_empty()) else {
+                let Some(scan) =
+                    last_scan(sc).filter(|s| !s.delivery_bounds.is_empty() && s.entries > 0)
+                else {
                     continue;
                 };
                 let [l1, l2, l3] = group_labels(t, s, g);

@@ -126,6 +126,7 @@ fn probes() -> BTreeMap<ProbeKind, ProbeStatus> {
                 interval: Some(Duration::from_secs(15)),
                 last_error: (!ok).then(|| Arc::from("timeout")),
                 commands: 30,
+                one_off: 0,
                 achieved_interval: Some(Duration::from_millis(15_250)),
                 started_at: None,
                 panics: u64::from(kind == ProbeKind::PendingScan),
