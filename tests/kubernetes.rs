@@ -372,7 +372,7 @@ fn validators_reject_broken_manifests() {
     monitor["spec"]["endpoints"][0]["interval"] = "30 seconds".into();
     let mut monitor_typo = one(&base, "ServiceMonitor").clone();
     monitor_typo["spec"]["endpoints"][0]["intervall"] = "30s".into();
-    let mut rule = one(&base, "PrometheusRule").clone();
+    let mut rule = find(&base, "PrometheusRule")[0].clone();
     rule["spec"]["groups"][0]["rules"][0]["severity"] = "critical".into();
     for (what, broken, needle) in [
         ("unknown container field", deployment, "securityContxt"),
@@ -438,19 +438,22 @@ fn generated_manifests_match_their_sources() {
         .arg("--check"));
     assert!(out.contains("up to date"), "{out}");
 
-    // Independently of the script: the PrometheusRule's spec is the rule file, parsed.
-    let rules: Yaml = serde_norway::from_str(&read("alerts/redis-streams.rules.yml")).unwrap();
-    let rule: Yaml =
-        serde_norway::from_str(&read(&format!("{KUBE}/rules/redis-streams.yaml"))).unwrap();
-    assert_eq!(rule["kind"].as_str(), Some("PrometheusRule"));
-    assert_eq!(
-        rule["apiVersion"].as_str(),
-        Some("monitoring.coreos.com/v1")
-    );
-    assert_eq!(
-        rule["spec"], rules,
-        "PrometheusRule spec differs from the rule file"
-    );
+    // Independently of the script: each PrometheusRule's spec is its rule file, parsed.
+    for name in ["redis-streams", "redis-streams-slo"] {
+        let rules: Yaml =
+            serde_norway::from_str(&read(&format!("alerts/{name}.rules.yml"))).unwrap();
+        let rule: Yaml =
+            serde_norway::from_str(&read(&format!("{KUBE}/rules/{name}.yaml"))).unwrap();
+        assert_eq!(rule["kind"].as_str(), Some("PrometheusRule"));
+        assert_eq!(
+            rule["apiVersion"].as_str(),
+            Some("monitoring.coreos.com/v1")
+        );
+        assert_eq!(
+            rule["spec"], rules,
+            "PrometheusRule spec differs from {name}.rules.yml"
+        );
+    }
 
     // Each dashboard is one ConfigMap with the sidecar label and the same JSON.
     let mut dashboards: Vec<PathBuf> = std::fs::read_dir(root().join("dashboards"))

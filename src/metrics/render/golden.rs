@@ -150,6 +150,8 @@ pub(super) fn targets() -> Vec<Arc<TargetSnapshot>> {
     let mut estimated = group(7, Some(20));
     estimated.lag_estimated = true;
     estimated.status = Some(GroupStatus::Stalled);
+    // Past its stream's max_delay (300 s): outside the objective.
+    estimated.lag_seconds = Some(420.0);
     let mut unknown = group(0, None);
     unknown.lost = None;
     unknown.trimmed_undelivered = None;
@@ -398,6 +400,21 @@ fn golden_exposition_and_probe_answer() {
     let probe = String::from_utf8(out).unwrap();
     compare("probe_answer.prom", &probe);
     promtool_check("probe_answer.prom");
+
+    // Within the objective where max_delay is set and the lag in seconds
+    // known (12.5 s and 420 s against 300 s), absent elsewhere.
+    let within: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("redis_streams_group_within_objective{"))
+        .collect();
+    assert_eq!(
+        within,
+        [
+            "redis_streams_group_within_objective{target=\"main\",stream=\"orders\",group=\"audit\"} 1",
+            "redis_streams_group_within_objective{target=\"main\",stream=\"orders\",group=\"billing\"} 0",
+        ],
+        "{metrics}"
+    );
 
     // The same in OpenMetrics, judged by a strict parser: every family
     // there, with its OpenMetrics type.
