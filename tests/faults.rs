@@ -514,7 +514,8 @@ fn scan_progress(m: &Metrics) -> Option<f64> {
 /// Entries counted by the last complete PEL scan of `big`/`g`: the largest
 /// cumulative idle bucket.
 fn scanned_entries(m: &Metrics) -> Option<f64> {
-    let prefix = "redis_streams_group_pending_by_idle{target=\"t\",stream=\"big\",group=\"g\",";
+    let prefix =
+        "redis_streams_group_pending_by_idle_bucket{target=\"t\",stream=\"big\",group=\"g\",";
     m.samples
         .iter()
         .filter(|(k, _)| k.starts_with(prefix))

@@ -525,3 +525,146 @@ async fn landing_page_shows_the_checks_a_legend_and_refreshes(kind: Server) {
 }
 
 per_server!(landing_page_shows_the_checks_a_legend_and_refreshes);
+
+/// `Accept: application/openmetrics-text` gets OpenMetrics 1.0 (judged by a strict parser), with
+/// the same series as the text format; `name[]` keeps only the families named, in either format.
+#[tokio::test]
+async fn openmetrics_on_request_and_name_filters() {
+    let server = RedisServer::start(Server::Redis70);
+    let mut c = server.conn();
+    xadd_n(&mut c, "orders", 3);
+    let _: () = redis::cmd("XGROUP")
+        .arg(&["CREATE", "orders", "billing", "0"])
+        .query(&mut c)
+        .unwrap();
+    let d = Daemon::start(&fast_config(&server.url())).await;
+    wait_metrics(&d, Duration::from_secs(10), "group status", |m| {
+        !m.family("redis_streams_group_status").is_empty()
+    })
+    .await;
+    let client = reqwest::Client::builder().no_gzip().build().unwrap();
+    let get = |path: &str, accept: Option<&str>, gzip: bool| {
+        let mut request = client.get(format!("{}{path}", d.base));
+        if let Some(accept) = accept {
+            request = request.header("Accept", accept);
+        }
+        if gzip {
+            request = request.header("Accept-Encoding", "gzip");
+        }
+        request.send()
+    };
+    // Prometheus 2.42's Accept header.
+    let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    let r = get("/metrics", Some(prometheus), false).await.unwrap();
+    assert_eq!(
+        r.headers()["content-type"],
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    let om = r.text().await.unwrap();
+    assert!(om.ends_with("# EOF\n"), "{om}");
+    let parsed = openmetrics_check(&om);
+    for family in [
+        "stateset redis_streams_group_status ",
+        "counter redis_streams_stream_entries_added ",
+        "info redis_streams_target ",
+        "info redis_streams_exporter_build ",
+        "gauge redis_streams_group_lag_seconds ",
+    ] {
+        assert!(parsed.contains(family), "{family}:\n{parsed}");
+    }
+    assert!(om.contains("# UNIT redis_streams_group_lag_seconds seconds\n"));
+    assert!(om.contains("# UNIT process_resident_memory_bytes bytes\n"));
+    // gzip-compressed OpenMetrics is the same text.
+    let r = get("/metrics", Some(prometheus), true).await.unwrap();
+    assert_eq!(r.headers()["content-encoding"], "gzip");
+    let mut unzipped = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(&r.bytes().await.unwrap()[..]),
+        &mut unzipped,
+    )
+    .unwrap();
+    assert!(unzipped.ends_with("# EOF\n"));
+    assert!(unzipped.contains("# TYPE redis_streams_group_status stateset\n"));
+
+    // The text format stays the default, with the same series (a state set's samples carry the
+    // label OpenMetrics requires besides `status`).
+    for accept in [None, Some("*/*"), Some("text/plain;version=0.0.4")] {
+        let r = get("/metrics", accept, false).await.unwrap();
+        assert_eq!(
+            r.headers()["content-type"],
+            "text/plain; version=0.0.4; charset=utf-8",
+            "{accept:?}"
+        );
+        let text = r.text().await.unwrap();
+        assert!(!text.contains("# EOF"), "{accept:?}");
+        let m = Metrics::parse(&text);
+        let labels = [("target", "t"), ("stream", "orders"), ("group", "billing")];
+        assert_eq!(m.value("redis_streams_group_lag", &labels), 3.0);
+        assert!(
+            om.contains(
+                "redis_streams_group_lag{target=\"t\",stream=\"orders\",group=\"billing\"} 3\n"
+            ),
+            "{om}"
+        );
+        assert!(m.get("redis_streams_stream_entries_added_total", &labels[..2]) == Some(3.0));
+        assert!(om.contains(
+            "redis_streams_stream_entries_added_total{target=\"t\",stream=\"orders\"} 3\n"
+        ));
+    }
+
+    // name[]: only those families, in either format; a name of no family selects nothing.
+    let query =
+        "/metrics?name[]=redis_streams_group_lag&name%5B%5D=redis_streams_group_status&name[]=nope";
+    for (accept, gzip) in [(None, false), (Some(prometheus), true)] {
+        let r = get(query, accept, gzip).await.unwrap();
+        let text = r.text().await.unwrap();
+        let families: std::collections::BTreeSet<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split(' ').next())
+            .collect();
+        assert_eq!(
+            families,
+            ["redis_streams_group_lag", "redis_streams_group_status"]
+                .into_iter()
+                .collect(),
+            "{text}"
+        );
+        assert_eq!(
+            text.matches("redis_streams_group_status{").count(),
+            6,
+            "{text}"
+        );
+        if accept.is_some() {
+            assert!(text.ends_with("# EOF\n"), "{text}");
+            openmetrics_check(&text);
+        } else {
+            promtool_check(&text);
+        }
+    }
+    // The name of a family in either format selects it.
+    for name in [
+        "redis_streams_stream_entries_added_total",
+        "redis_streams_stream_entries_added",
+    ] {
+        let text = get(&format!("/metrics?name[]={name}"), None, false)
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(
+            text.lines().filter(|l| !l.starts_with('#')).count(),
+            1,
+            "{name}: {text}"
+        );
+    }
+    let text = get("/metrics?name[]=nope", None, false)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(text, "");
+    d.stop().await;
+}

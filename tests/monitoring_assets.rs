@@ -25,7 +25,11 @@ use serde_norway::Value as Yaml;
 
 type TestResult = Result<(), Box<dyn Error>>;
 
-const RULES: &str = "alerts/redis-streams.rules.yml";
+/// The shipped rule files: the alerts, and the delay-objective (SLO) recording rules and alerts.
+const RULE_FILES: &[&str] = &[
+    "alerts/redis-streams.rules.yml",
+    "alerts/redis-streams-slo.rules.yml",
+];
 const RULE_TESTS_DIR: &str = "alerts/tests";
 const ALERTMANAGER_EXAMPLE: &str = "alerts/alertmanager.example.yml";
 const ALERTMANAGER_DEMO: &str = "deploy/alertmanager/alertmanager.yml";
@@ -143,7 +147,9 @@ fn amtool(args: &[&str]) -> TestResult {
 
 #[test]
 fn promtool_checks_the_alert_rules() -> TestResult {
-    promtool(&["check", "rules", RULES])
+    let mut args = vec!["check", "rules"];
+    args.extend(RULE_FILES);
+    promtool(&args)
 }
 
 #[test]
@@ -414,7 +420,15 @@ struct Rule {
 }
 
 fn rules() -> Result<Vec<Rule>, Box<dyn Error>> {
-    let doc: Yaml = serde_norway::from_str(&read(RULES)?)?;
+    let mut rules = Vec::new();
+    for file in RULE_FILES {
+        let doc: Yaml = serde_norway::from_str(&read(file)?)?;
+        rules.extend(rules_of(&doc)?);
+    }
+    Ok(rules)
+}
+
+fn rules_of(doc: &Yaml) -> Result<Vec<Rule>, Box<dyn Error>> {
     let mut rules = Vec::new();
     for group in doc["groups"].as_sequence().ok_or("rules: no groups")? {
         let name = group["name"]
@@ -833,7 +847,7 @@ fn rule_metrics_and_labels_exist_in_the_catalog() -> TestResult {
             .or(rule.record.as_deref())
             .unwrap_or("?");
         check_selectors(
-            &format!("{RULES} {name}"),
+            &format!("{} {name}", rule.group),
             &rule.expr,
             &recorded,
             &mut errors,
@@ -1029,7 +1043,7 @@ fn rules_keep_job_and_instance_in_every_aggregation_and_join() -> TestResult {
             .clone()
             .or(rule.record.clone())
             .unwrap_or_default();
-        let place = format!("{RULES} {name}");
+        let place = format!("{} {name}", rule.group);
         errors.extend(identity_problems(&place, &rule.expr));
         lists += label_lists(&rule.expr).len();
         for agg in unlabelled_aggregations(&rule.expr) {

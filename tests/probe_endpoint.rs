@@ -578,3 +578,97 @@ async fn an_interval_only_reload_keeps_a_probed_targets_scan() {
     }
     d.stop().await;
 }
+
+/// Every spelling of one server (`127.0.1`, `127.1`, a final dot, `::ffff:` mapping, a decimal
+/// address) is one target: one name and one `max_targets` slot; another server is over the cap.
+/// And a probe answers `name[]` and OpenMetrics as `/metrics` does.
+#[tokio::test]
+async fn spellings_of_one_server_are_one_target_and_answers_take_name_and_openmetrics() {
+    let server = RedisServer::start(Server::Redis70);
+    xadd_n(&mut server.conn(), "s", 2);
+    let other = RedisServer::start(Server::Redis70);
+    let d = Daemon::start(&format!(
+        "[probe]\nallowed_targets = [\"redis://127.0.*:*\"]\nmax_targets = 1\n{FAST}"
+    ))
+    .await;
+    let port = server.port;
+    for spelling in [
+        format!("redis://127.0.0.1:{port}"),
+        format!("redis://127.0.1:{port}"),
+        format!("redis://127.1:{port}"),
+        format!("redis://127.0.0.1.:{port}"),
+        format!("redis://2130706433:{port}"),
+        format!("redis://[::ffff:127.0.0.1]:{port}"),
+    ] {
+        let (status, body) = probe(&d, &format!("target={spelling}")).await;
+        assert_eq!(status, 200, "{spelling}: {body}");
+        assert_eq!(
+            target_labels(&Metrics::parse(&body)),
+            BTreeSet::from([name(&server)]),
+            "{spelling}"
+        );
+    }
+    let (status, body) = probe(&d, &format!("target=redis://127.0.1:{}", other.port)).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(exporter_connections(&other), 0);
+    let m = common::wait_metrics(&d, Duration::from_secs(10), "one probed target", |m| {
+        m.get("redis_streams_exporter_probed_targets", &[]) == Some(1.0)
+    })
+    .await;
+    assert_eq!(
+        m.value(
+            "redis_streams_exporter_probe_requests_total",
+            &[("result", "over_cap")]
+        ),
+        1.0
+    );
+
+    // name[] and OpenMetrics.
+    let target = format!("target=redis://127.0.0.1:{port}");
+    eventually_async(Duration::from_secs(10), "the data", || async {
+        let (_, body) = probe(
+            &d,
+            &format!("{target}&name[]=redis_streams_stream_length&name[]=redis_streams_exporter_target_up"),
+        )
+        .await;
+        let families: BTreeSet<&str> = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split(' ').next())
+            .collect();
+        let m = Metrics::parse(&body);
+        let length = m.get(
+            "redis_streams_stream_length",
+            &[("target", &name(&server)), ("stream", "s")],
+        );
+        if length == Some(2.0)
+            && families
+                == BTreeSet::from(["redis_streams_stream_length", "redis_streams_exporter_target_up"])
+        {
+            common::promtool_check(&body);
+            Ok(())
+        } else {
+            Err(body)
+        }
+    })
+    .await;
+    let r = reqwest::Client::new()
+        .get(format!("{}/probe?{target}", d.base))
+        .header("Accept", "application/openmetrics-text; version=1.0.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.headers()["content-type"],
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    let om = r.text().await.unwrap();
+    assert!(om.ends_with("# EOF\n"), "{om}");
+    let parsed = common::openmetrics_check(&om);
+    assert!(
+        parsed.contains("gauge redis_streams_exporter_target_ready 1\n"),
+        "{parsed}"
+    );
+    assert!(parsed.contains("info redis_streams_target 1\n"), "{parsed}");
+    d.stop().await;
+}

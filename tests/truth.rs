@@ -106,15 +106,24 @@ async fn poison_entry(kind: Server) {
         ]
     };
     assert_eq!(
-        m.value("redis_streams_group_pending_by_delivery_count", &le("1")),
+        m.value(
+            "redis_streams_group_pending_by_delivery_count_bucket",
+            &le("1")
+        ),
         2.0
     );
     assert_eq!(
-        m.value("redis_streams_group_pending_by_delivery_count", &le("20")),
+        m.value(
+            "redis_streams_group_pending_by_delivery_count_bucket",
+            &le("20")
+        ),
         2.0
     );
     assert_eq!(
-        m.value("redis_streams_group_pending_by_delivery_count", &le("+Inf")),
+        m.value(
+            "redis_streams_group_pending_by_delivery_count_bucket",
+            &le("+Inf")
+        ),
         3.0
     );
 }
@@ -537,7 +546,7 @@ async fn pel_scan_larger_than_one_interval() {
                 ("le", "+Inf"),
             ];
             assert_eq!(
-                m.value("redis_streams_group_pending_by_idle", &le_inf),
+                m.value("redis_streams_group_pending_by_idle_bucket", &le_inf),
                 5000.0,
                 "every entry counted once"
             );

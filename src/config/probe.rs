@@ -148,6 +148,94 @@ impl Endpoint {
     }
 }
 
+/// One spelling of a probed host, so that the ways of writing one server
+/// match `allowed_targets` globs alike and share one name (and one
+/// `max_targets` slot): the resolver the exporter dials through takes
+/// `127.1`, `127.0.1`, `2130706433`, `0x7f.0.0.1` and `0177.0.0.1` for
+/// 127.0.0.1 (the forms of `inet_aton`), and a name with or without its
+/// final dot, in any case.
+///
+/// - An IPv4 address in any of those forms: the dotted quad.
+/// - A host whose last label is a number but that is no IPv4 address
+///   (`10.0.0.256`): refused, as URL parsers of browsers refuse it.
+/// - An IPv6 address: its RFC 5952 form; one mapping an IPv4 address
+///   (`::ffff:127.0.0.1`): that IPv4 address.
+/// - A DNS name: lower case, without a final dot. Names are not resolved
+///   (`localhost` stays `localhost`): a glob over addresses matches
+///   addresses written as such.
+fn canonical_host(host: &str) -> Result<String, String> {
+    if host.contains(':') {
+        let ip: std::net::Ipv6Addr = host
+            .parse()
+            .map_err(|_| "the host is not a valid IPv6 address".to_string())?;
+        return Ok(match ip.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => ip.to_string(),
+        });
+    }
+    let name = host.strip_suffix('.').unwrap_or(host);
+    if name.is_empty() || name.contains("..") || name.starts_with('.') || name.ends_with('.') {
+        return Err("the host has an empty label".into());
+    }
+    // As browsers decide it: a last label of digits (or 0x and hex digits)
+    // makes an IPv4 address or nothing.
+    let last = name.rsplit('.').next().unwrap_or(name);
+    let hex = last
+        .strip_prefix("0x")
+        .or_else(|| last.strip_prefix("0X"))
+        .is_some_and(|h| h.chars().all(|c| c.is_ascii_hexdigit()));
+    if hex || last.chars().all(|c| c.is_ascii_digit()) {
+        return inet_aton(name)
+            .map(|ip| ip.to_string())
+            .ok_or_else(|| "the host ends in a number but is no IPv4 address".into());
+    }
+    Ok(name.to_ascii_lowercase())
+}
+
+/// One part of an IPv4 address as `inet_aton` reads it: decimal, octal
+/// (leading 0) or hexadecimal (`0x`).
+fn inet_aton_part(part: &str) -> Option<u64> {
+    let (digits, radix) = match part.as_bytes() {
+        [b'0', b'x' | b'X', ..] => (&part[2..], 16),
+        [b'0', _, ..] => (&part[1..], 8),
+        _ => (part, 10),
+    };
+    if part.len() > 2 && radix == 16 && digits.is_empty() {
+        return None;
+    }
+    if digits.is_empty() {
+        // "0" and "0x" are both 0 to inet_aton.
+        return (part == "0" || part.eq_ignore_ascii_case("0x")).then_some(0);
+    }
+    if digits.len() > 16 || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    u64::from_str_radix(digits, radix).ok()
+}
+
+/// An IPv4 address in one of the forms `inet_aton` takes: `a.b.c.d`,
+/// `a.b.c` (c fills 16 bits), `a.b` (b fills 24) or `a` (32 bits).
+fn inet_aton(text: &str) -> Option<std::net::Ipv4Addr> {
+    let parts = text
+        .split('.')
+        .map(inet_aton_part)
+        .collect::<Option<Vec<u64>>>()?;
+    let (last, leading) = parts.split_last()?;
+    if leading.len() > 3 || leading.iter().any(|&p| p > 255) {
+        return None;
+    }
+    let bits = 8 * (4 - leading.len() as u32);
+    if *last >= 1u64 << bits {
+        return None;
+    }
+    let value = leading
+        .iter()
+        .fold(0u64, |acc, &p| (acc << 8) | p)
+        .checked_shl(bits)?
+        | last;
+    Some(std::net::Ipv4Addr::from(u32::try_from(value).ok()?))
+}
+
 impl Config {
     /// The target a probe asks for: `url` must be a `redis://` or
     /// `rediss://` URL without credentials, query or fragment whose
@@ -182,7 +270,7 @@ impl Config {
                 "a query or fragment is not accepted".into(),
             ));
         }
-        let (endpoint, _, _) = super::validate::parse_url(url).map_err(ProbeRefusal::BadUrl)?;
+        let (mut endpoint, _, _) = super::validate::parse_url(url).map_err(ProbeRefusal::BadUrl)?;
         // Only what a DNS name or an IP address is made of: the URL ends up
         // in log lines and answers, and comes from whoever can probe.
         let host_ok = endpoint
@@ -194,6 +282,7 @@ impl Config {
                 "the host has characters no host name or IP address has".into(),
             ));
         }
+        endpoint.host = canonical_host(&endpoint.host).map_err(ProbeRefusal::BadUrl)?;
         let canonical = endpoint.canonical_url();
         if !self
             .probe
@@ -281,6 +370,77 @@ mod tests {
                 "{refused}"
             );
         }
+    }
+
+    /// Every spelling of one server is one canonical URL: one glob match,
+    /// one name, one `max_targets` slot.
+    #[test]
+    fn spellings_of_one_address_are_one_target() {
+        let c = config(
+            "[probe]\nallowed_targets = [\"redis://127.0.*:6379\", \"redis://localhost:6379\"]\n",
+        );
+        for spelling in [
+            "redis://127.0.0.1:6379",
+            "redis://127.0.1:6379",
+            "redis://127.1",
+            "redis://127.0.0.1.:6379",
+            "redis://2130706433",
+            "redis://0x7f.0.0.1",
+            "redis://0177.0.0.01",
+            "redis://0x7F000001:6379",
+            "redis://[::ffff:127.0.0.1]:6379",
+        ] {
+            let (canonical, t) = c
+                .probe_target(Some(spelling), None)
+                .unwrap_or_else(|e| panic!("{spelling}: {e}"));
+            assert_eq!(canonical, "redis://127.0.0.1:6379", "{spelling}");
+            assert_eq!(t.name, "127.0.0.1:6379", "{spelling}");
+            assert_eq!(t.endpoint.host, "127.0.0.1", "{spelling}");
+        }
+        for spelling in [
+            "redis://localhost",
+            "redis://LOCALHOST.:6379",
+            "redis://LocalHost",
+        ] {
+            let (canonical, t) = c.probe_target(Some(spelling), None).unwrap();
+            assert_eq!(canonical, "redis://localhost:6379", "{spelling}");
+            assert_eq!(t.name, "localhost:6379");
+        }
+        // Written in the glob's range, but another address: refused.
+        for outside in [
+            "redis://127.0.0.256",
+            "redis://127.0.65536",
+            "redis://127.0.0.1.2",
+            "redis://127.0.0.1..",
+            "redis://0x7f.0.0.1.5",
+            "redis://127.0.0.09",
+        ] {
+            assert!(
+                matches!(
+                    c.probe_target(Some(outside), None),
+                    Err(ProbeRefusal::BadUrl(_) | ProbeRefusal::NotAllowed(_))
+                ),
+                "{outside}: {:?}",
+                c.probe_target(Some(outside), None)
+            );
+        }
+        // 127.0.65535 is 127.0.255.255: inside the glob, named so.
+        let (canonical, _) = c.probe_target(Some("redis://127.0.65535"), None).unwrap();
+        assert_eq!(canonical, "redis://127.0.255.255:6379");
+        // Another address in a short form does not pass the glob.
+        assert!(matches!(
+            c.probe_target(Some("redis://127.65536"), None),
+            Err(ProbeRefusal::NotAllowed(u)) if u == "redis://127.1.0.0:6379"
+        ));
+        assert_eq!(
+            canonical_host("[::1]".trim_matches(['[', ']'])).unwrap(),
+            "::1"
+        );
+        assert_eq!(canonical_host("0:0:0:0:0:0:0:1").unwrap(), "::1");
+        assert_eq!(
+            canonical_host("Redis.Example.COM.").unwrap(),
+            "redis.example.com"
+        );
     }
 
     #[test]

@@ -1,8 +1,10 @@
-//! Metrics: the [`catalog`] of every name the exporter emits, and
-//! [`render`], which writes a set of snapshots in the Prometheus text format.
+//! Metrics: the [`catalog`] of every name the exporter emits, [`render`],
+//! which writes a set of snapshots in the Prometheus text format, and
+//! [`openmetrics`], which turns that into OpenMetrics and filters families.
 //! This is the only module that knows metric names.
 
 pub mod catalog;
+pub mod openmetrics;
 #[cfg(test)]
 mod reference;
 mod render;

@@ -634,6 +634,41 @@ pub fn promtool_check(text: &str) {
     );
 }
 
+/// Parses OpenMetrics with the strict parser of the Python client library
+/// (`tests/openmetrics/check.py`, prometheus_client installed into
+/// `.cache/python` by scripts/test.sh); panics with its complaint when the
+/// text is not valid OpenMetrics 1.0. Returns "<type> <family> <samples>"
+/// lines, one per family.
+pub fn openmetrics_check(text: &str) -> String {
+    use std::io::Write;
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut child = Command::new("python3")
+        .arg(root.join("tests/openmetrics/check.py"))
+        .env("PYTHONPATH", root.join(".cache/python"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "strict OpenMetrics parser (prometheus_client in .cache/python; scripts/test.sh --prepare installs it):\n{said}\n--- exposition ---\n{text}"
+    );
+    said
+}
+
 /// Polls `check` every 50 ms until it returns true or `limit` passes.
 pub async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;

@@ -9,7 +9,7 @@ use super::*;
 metric!(
     TARGET_INFO,
     "redis_streams_target_info",
-    Gauge,
+    Info,
     &["target", "server", "version", "mode", "maxmemory_policy"],
     "Always 1; labels describe the server (redis or valkey), its version, mode and maxmemory policy. Cached by the poller.",
     Source::Custom(Custom::TargetInfo)
@@ -169,7 +169,7 @@ metric!(
 metric!(
     EXPORTER_BUILD_INFO,
     "redis_streams_exporter_build_info",
-    Gauge,
+    Info,
     &["version", "revision", "build_date"],
     "Always 1; labels give the exporter's version, source revision and build date (as --version prints them).",
     Source::Custom(Custom::BuildInfo)

@@ -20,27 +20,70 @@ use crate::snapshot::{
     StreamState, TargetSnapshot,
 };
 
-/// The Prometheus type of a metric family.
+/// The type of a metric family. The text format (0.0.4) knows the first
+/// three; OpenMetrics also the last three, which the text format writes as
+/// the types noted. Every type's series have the same names and labels in
+/// both formats (a Prometheus that negotiates OpenMetrics, as it does by
+/// default, stores what one reading the text format stores), except the
+/// one label OpenMetrics adds to a state set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MetricType {
     /// A value that can go up and down.
     Gauge,
-    /// A value that only goes up (resets when its source resets).
+    /// A value that only goes up (resets when its source resets). Its name
+    /// ends in `_total`, which OpenMetrics keeps on the samples only.
     Counter,
-    /// A gauge-like value written without a type. Used only for the two
-    /// bucket families whose contract name ends in `_count` and carries an
-    /// `le` label: typed as gauges they fail `promtool check metrics`, while
-    /// Prometheus stores untyped samples exactly like gauges.
+    /// A gauge-like value written without a type.
     Untyped,
+    /// One 0/1 series per state, the current state 1; a gauge in the text
+    /// format. The state is in the label `state_label`, and OpenMetrics
+    /// adds the label it requires, named after the family, with the same
+    /// value.
+    StateSet {
+        /// The label holding the state's name.
+        state_label: &'static str,
+    },
+    /// A distribution as it is now (cumulative `le` buckets that may go
+    /// down). The name ends in `_bucket`, which OpenMetrics keeps on the
+    /// samples only; the text format writes it untyped, because a gauge with
+    /// an `le` label or named `_bucket` fails `promtool check metrics`, while
+    /// Prometheus stores untyped samples exactly like gauges.
+    GaugeHistogram,
+    /// Always 1, labels describing something; a gauge in the text format.
+    /// The name ends in `_info`, which OpenMetrics keeps on the samples only.
+    Info,
 }
 
 impl MetricType {
-    /// The type name as written on a `# TYPE` line.
+    /// The type name as written on a `# TYPE` line of the text format.
     pub fn as_str(self) -> &'static str {
+        match self {
+            MetricType::Gauge | MetricType::StateSet { .. } | MetricType::Info => "gauge",
+            MetricType::Counter => "counter",
+            MetricType::Untyped | MetricType::GaugeHistogram => "untyped",
+        }
+    }
+
+    /// The type name as written on a `# TYPE` line of OpenMetrics.
+    pub fn openmetrics(self) -> &'static str {
         match self {
             MetricType::Gauge => "gauge",
             MetricType::Counter => "counter",
-            MetricType::Untyped => "untyped",
+            MetricType::Untyped => "unknown",
+            MetricType::StateSet { .. } => "stateset",
+            MetricType::GaugeHistogram => "gaugehistogram",
+            MetricType::Info => "info",
+        }
+    }
+
+    /// The suffix OpenMetrics puts on the samples of a family of this type
+    /// (and the catalog name of the family ends in).
+    fn sample_suffix(self) -> &'static str {
+        match self {
+            MetricType::Counter => "_total",
+            MetricType::GaugeHistogram => "_bucket",
+            MetricType::Info => "_info",
+            _ => "",
         }
     }
 }
@@ -132,6 +175,27 @@ pub struct MetricDef {
     pub source: Source,
 }
 
+impl MetricDef {
+    /// The family's name in OpenMetrics: the catalog name (the samples'
+    /// name) without its type's suffix.
+    pub fn openmetrics_name(&self) -> &'static str {
+        let suffix = self.kind.sample_suffix();
+        self.name.strip_suffix(suffix).unwrap_or(self.name)
+    }
+
+    /// The unit OpenMetrics declares (`# UNIT`): seconds or bytes, when the
+    /// family's name ends in it.
+    pub fn unit(&self) -> Option<&'static str> {
+        if matches!(self.kind, MetricType::StateSet { .. } | MetricType::Info) {
+            return None;
+        }
+        let family = self.openmetrics_name();
+        ["seconds", "bytes"]
+            .into_iter()
+            .find(|unit| family.strip_suffix(unit).is_some_and(|f| f.ends_with('_')))
+    }
+}
+
 /// Families are one by name (names are unique in [`METRICS`]).
 impl PartialEq for MetricDef {
     fn eq(&self, other: &Self) -> bool {
@@ -188,11 +252,11 @@ fn probe_on(e: &ExporterState, value: u64) -> Option<f64> {
 }
 
 macro_rules! metric {
-    ($id:ident, $name:literal, $kind:ident, $labels:expr, $help:literal, $source:expr) => {
+    ($id:ident, $name:literal, $kind:ident $({ $($field:tt)* })?, $labels:expr, $help:literal, $source:expr) => {
         #[doc = $help]
         pub const $id: MetricDef = MetricDef {
             name: $name,
-            kind: MetricType::$kind,
+            kind: MetricType::$kind $({ $($field)* })?,
             help: $help,
             labels: $labels,
             source: $source,
@@ -244,6 +308,7 @@ pub const METRICS: &[MetricDef] = &[
     GROUP_LOST_ENTRIES,
     GROUP_LOSS_UNPROVEN,
     GROUP_STATUS,
+    GROUP_WITHIN_OBJECTIVE,
     GROUP_OLDEST_PENDING_AGE,
     GROUP_PENDING_POISON,
     GROUP_PENDING_MAX_IDLE,

@@ -61,16 +61,16 @@ metric!(
 );
 metric!(
     GROUP_PENDING_BY_IDLE,
-    "redis_streams_group_pending_by_idle",
-    Untyped,
+    "redis_streams_group_pending_by_idle_bucket",
+    GaugeHistogram,
     TSGL,
     "PEL entries whose idle time is at most le seconds, from the last complete PEL scan (cumulative buckets); absent for an empty PEL. Cached by the poller.",
     Source::Custom(Custom::PendingByIdle)
 );
 metric!(
     GROUP_PENDING_BY_DELIVERY_COUNT,
-    "redis_streams_group_pending_by_delivery_count",
-    Untyped,
+    "redis_streams_group_pending_by_delivery_count_bucket",
+    GaugeHistogram,
     TSGL,
     "PEL entries delivered at most le times, from the last complete PEL scan (cumulative buckets); absent for an empty PEL. Cached by the poller.",
     Source::Custom(Custom::PendingByDeliveryCount)

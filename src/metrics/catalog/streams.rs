@@ -265,8 +265,21 @@ metric!(
 metric!(
     GROUP_STATUS,
     "redis_streams_group_status",
-    Gauge,
+    StateSet {
+        state_label: "status"
+    },
     TSGS,
     "1 for the group's current status (ok, idle, lagging, stalled, stopped, data_loss), 0 for the others, evaluated over a sliding window of polls. Cached by the poller.",
     Source::Custom(Custom::Status)
+);
+metric!(
+    GROUP_WITHIN_OBJECTIVE,
+    "redis_streams_group_within_objective",
+    Gauge,
+    TSG,
+    "1 when the group's lag in seconds is within its stream's max_delay, 0 when it is not; absent where max_delay is not set or the lag in seconds is unknown. The good-events signal of a delay objective (Pyrra's bool gauge, Sloth's raw ratio; see docs/slo.md). Cached by the poller.",
+    Source::Group(|s, g| {
+        let max_delay = s.settings.max_delay?.as_secs_f64();
+        flag(g.lag_seconds? <= max_delay)
+    })
 );

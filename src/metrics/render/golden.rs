@@ -156,6 +156,8 @@ pub(super) fn targets() -> Vec<Arc<TargetSnapshot>> {
     let mut estimated = group(7, Some(20));
     estimated.lag_estimated = true;
     estimated.status = Some(GroupStatus::Stalled);
+    // Past its stream's max_delay (300 s): outside the objective.
+    estimated.lag_seconds = Some(420.0);
     let mut unknown = group(0, None);
     unknown.lag_estimated = true;
     unknown.lost = None;
@@ -351,6 +353,38 @@ fn promtool_check(file: &str) {
     );
 }
 
+/// The OpenMetrics form of a text exposition, as the daemon serves it.
+fn openmetrics(text: &str) -> String {
+    let mut w = crate::metrics::openmetrics::to_openmetrics(Vec::new());
+    std::io::Write::write_all(&mut w, text.as_bytes()).unwrap();
+    let mut out = w.finish().unwrap();
+    out.extend_from_slice(crate::metrics::openmetrics::EOF);
+    String::from_utf8(out).unwrap()
+}
+
+/// A golden OpenMetrics file through the strict parser of the Python
+/// client library (`tests/openmetrics/check.py`; scripts/test.sh installs
+/// prometheus_client into `.cache/python`): what it says of each family.
+fn openmetrics_check(file: &str) -> String {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("python3")
+        .arg(root.join("tests/openmetrics/check.py"))
+        .arg(golden_path(file))
+        .env("PYTHONPATH", root.join(".cache/python"))
+        .output()
+        .unwrap_or_else(|e| panic!("python3 is needed: {e}"));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "{file} (prometheus_client in .cache/python: scripts/test.sh --prepare installs it):\n{said}"
+    );
+    said
+}
+
 /// Family names in an exposition (from its `# TYPE` lines).
 fn families(text: &str) -> BTreeSet<&str> {
     text.lines()
@@ -408,6 +442,31 @@ fn golden_exposition_and_probe_answer() {
     let probe = String::from_utf8(out).unwrap();
     compare("probe_answer.prom", &probe);
     promtool_check("probe_answer.prom");
+
+    // Within the objective where max_delay is set and the lag in seconds
+    // known (12.5 s and 420 s against 300 s), absent elsewhere.
+    let within: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("redis_streams_group_within_objective{"))
+        .collect();
+    assert_eq!(
+        within,
+        [
+            "redis_streams_group_within_objective{target=\"main\",stream=\"orders\",group=\"audit\"} 1",
+            "redis_streams_group_within_objective{target=\"main\",stream=\"orders\",group=\"billing\"} 0",
+        ],
+        "{metrics}"
+    );
+
+    // The same in OpenMetrics, judged by a strict parser: every family
+    // there, with its OpenMetrics type.
+    compare("exposition.om", &openmetrics(&metrics));
+    compare("probe_answer.om", &openmetrics(&probe));
+    let parsed = openmetrics_check("exposition.om") + &openmetrics_check("probe_answer.om");
+    for def in METRICS {
+        let line = format!("{} {} ", def.kind.openmetrics(), def.openmetrics_name());
+        assert!(parsed.contains(&line), "{line}: not parsed:\n{parsed}");
+    }
 
     // Every family of the catalog appears in one of the two.
     let written: BTreeSet<&str> = families(&metrics)
