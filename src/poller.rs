@@ -66,6 +66,7 @@ impl Poller {
                 target,
                 client,
                 state: Arc::new(Mutex::new(state)),
+                stream_polls: Arc::default(),
             },
             store,
         })
@@ -93,6 +94,7 @@ impl Poller {
                 target: self.ctx.target.clone(),
                 client,
                 state: self.ctx.state.clone(),
+                stream_polls: self.ctx.stream_polls.clone(),
             },
             store: self.store.clone(),
         })

@@ -28,7 +28,7 @@ mod tls;
 // The public surface is what the binary and the tests use; the rest is the
 // crate's own.
 pub use client::{ClientSetupError, StatsSnapshot, TargetClient};
-pub(crate) use client::{NodeAddr, Reply};
+pub(crate) use client::{KeyEvent, NodeAddr, Reply, Subscription};
 pub use command::CLIENT_NAME;
 pub(crate) use command::{Command, RangeEnd, RangeStart};
 pub(crate) use error::{CommandError, ErrorKind, TargetError};

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    Config, DEFAULT_MAX_STREAMS, DEFAULT_SCAN_COUNT, Endpoint, Mode, RedisTls, Secret, Target,
+    Config, DEFAULT_MAX_STREAMS, DEFAULT_SCAN_COUNT, Endpoint, KeyspaceEvents, Mode, RedisTls,
+    Secret, Target,
 };
 use crate::glob::Glob;
 
@@ -58,6 +59,8 @@ pub struct AuthModule {
     pub password: Option<Secret>,
     /// TLS for `rediss://` targets.
     pub tls: RedisTls,
+    /// Whether probed targets subscribe to keyspace events.
+    pub keyspace_events: KeyspaceEvents,
 }
 
 /// Auth modules by name.
@@ -229,6 +232,7 @@ impl Config {
             groups: Default::default(),
             max_streams: DEFAULT_MAX_STREAMS,
             scan_count: DEFAULT_SCAN_COUNT,
+            keyspace_events: module.keyspace_events,
             endpoint,
         };
         Ok((canonical, target))

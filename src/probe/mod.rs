@@ -404,6 +404,8 @@ pub struct ProbeContext {
     pub client: Arc<TargetClient>,
     /// The state.
     pub state: Arc<Mutex<TargetState>>,
+    /// Held through a stream poll, scheduled or extra: one at a time.
+    pub stream_polls: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl ProbeContext {

@@ -19,6 +19,7 @@ mod connection;
 mod redirect;
 mod sentinel;
 mod stats;
+mod subscriber;
 mod topology;
 
 use std::sync::atomic::AtomicBool;
@@ -37,6 +38,7 @@ use crate::config::{Limits, Target};
 
 pub(crate) use self::stats::ClientStats;
 pub use self::stats::StatsSnapshot;
+pub(crate) use self::subscriber::{KeyEvent, Subscription};
 
 /// `host:port` of one server.
 pub(crate) type NodeAddr = Arc<str>;
