@@ -37,8 +37,8 @@ use super::tls::TlsSetup;
 use crate::config::{Limits, Target};
 
 pub(crate) use self::stats::ClientStats;
-pub use self::stats::StatsSnapshot;
-pub(crate) use self::subscriber::{KeyEvent, Subscription};
+pub use self::stats::{KeyspaceEventsStats, StatsSnapshot};
+pub(crate) use self::subscriber::KeyEvent;
 
 /// `host:port` of one server.
 pub(crate) type NodeAddr = Arc<str>;

@@ -7,10 +7,10 @@
 
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use redis::Value;
 use redis::aio::{PubSub, PubSubSink, PubSubStream};
 use tokio::net::TcpStream;
-use futures_util::StreamExt;
 
 use super::connection::{data_settings, split_addr};
 use super::{NodeAddr, TargetClient};
@@ -72,8 +72,7 @@ impl Subscription {
     pub(crate) async fn next(&mut self) -> Option<KeyEvent> {
         loop {
             let msg = self.messages.next().await?;
-            if let Some(event) = decode_keyevent(msg.get_channel_name(), msg.get_payload_bytes())
-            {
+            if let Some(event) = decode_keyevent(msg.get_channel_name(), msg.get_payload_bytes()) {
                 return Some(event);
             }
         }

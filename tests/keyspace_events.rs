@@ -1,0 +1,286 @@
+//! Keyspace events, on every server (Redis 6.2, 7.0, 8.6 and Valkey 9),
+//! started with and without `--notify-keyspace-events`: a stream born after
+//! the exporter started is watched at once when the server publishes events
+//! (discovery runs once an hour here, the stream poll too, so only an
+//! event-driven poll can see it), and a one-off fault on it, made and read
+//! past within two seconds of its birth, is counted. Without notifications
+//! the same scenario leaves the stream unwatched until discovery finds it,
+//! after the fault: the first poll is the baseline and the ledger proves
+//! nothing (0 on 7.0+, absent on 6.2, which has no entries-read).
+//!
+//! Each scenario prints one `EVENTS` line (server, scenario, notifications,
+//! true loss, exported).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use redis_streams_exporter::probe::ProbeKind;
+use tokio_util::sync::CancellationToken;
+
+/// Discovery waits an hour: a stream watched within the test was watched
+/// on an event. The scheduled stream poll every 3 s finishes what events
+/// start: reading past a gap publishes no event (the consumer exists), so a
+/// loss is proven at the next poll against the baseline an event-driven
+/// poll took before the fault.
+const SLOW: &str = "[schedule]\ndiscovery = \"1h\"\nstream = \"3s\"\n";
+
+fn lost(m: &Metrics, cause: &str) -> Option<f64> {
+    m.get(
+        "redis_streams_group_lost_entries_total",
+        &[
+            ("target", "t"),
+            ("stream", "q"),
+            ("group", "g"),
+            ("cause", cause),
+        ],
+    )
+}
+
+fn fmt(v: Option<f64>) -> String {
+    v.map_or_else(|| "absent".to_string(), |v| v.to_string())
+}
+
+fn cmd(c: &mut redis::Connection, args: &[&str]) -> redis::Value {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query(c).unwrap()
+}
+
+/// Waits (up to 10 s, checking every 50 ms) until `until` holds of the
+/// exposition; returns the last exposition either way.
+async fn wait_for(h: &Harness, until: impl Fn(&Metrics) -> bool) -> Metrics {
+    for _ in 0..200 {
+        let m = h.metrics();
+        if until(&m) {
+            return m;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    h.metrics()
+}
+
+fn active(m: &Metrics) -> Option<f64> {
+    m.get(
+        "redis_streams_exporter_keyspace_events_active",
+        &[("target", "t")],
+    )
+}
+
+fn received(m: &Metrics) -> Option<f64> {
+    m.get(
+        "redis_streams_exporter_keyspace_events_total",
+        &[("target", "t")],
+    )
+}
+
+fn length(m: &Metrics) -> Option<f64> {
+    m.get(
+        "redis_streams_stream_length",
+        &[("target", "t"), ("stream", "q")],
+    )
+}
+
+/// The fault, on a stream and group born now.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    /// `XDEL` of 3 unread entries, read past.
+    Delete,
+    /// A trim of 10 unread entries, read past.
+    Trim,
+}
+
+impl Fault {
+    fn cause(self) -> &'static str {
+        match self {
+            Fault::Delete => "deleted",
+            Fault::Trim => "trimmed",
+        }
+    }
+}
+
+/// Group `g` and its stream `q` born (MKSTREAM, entries-read 0 where the
+/// server has it); 20 entries added and 5 read by a new consumer; the fault
+/// 1.2 s later; the consumer reads past it 0.3 s after that: 1.8 s from
+/// birth to loss. Returns the entries lost.
+///
+/// What events give the exporter here: `xgroup-create` watches the stream
+/// and polls it (the baseline); the consumer's first read publishes
+/// `xgroup-createconsumer` (7.0+), whose poll sees a clean advance (the
+/// ledger takes a removal in the range a group advanced over for a loss
+/// only once it has seen the group advance without one: consumers that
+/// delete what they read look the same); the fault's own event polls again
+/// (debounced), and the loss is proven by the first poll after the read
+/// past, event-driven or scheduled.
+async fn born_and_faulted(c: &mut redis::Connection, kind: Server, fault: Fault) -> u64 {
+    let pause = |ms| tokio::time::sleep(Duration::from_millis(ms));
+    let mut create = redis::cmd("XGROUP");
+    create
+        .arg("CREATE")
+        .arg("q")
+        .arg("g")
+        .arg("0")
+        .arg("MKSTREAM");
+    if kind.has_lag() {
+        create.arg("ENTRIESREAD").arg(0);
+    }
+    let _: () = create.query(c).unwrap();
+    pause(300).await;
+    let ids = xadd_n(c, "q", 20);
+    read_group(c, "q", "g", "c1", 5);
+    pause(1200).await;
+    let lost = match fault {
+        Fault::Delete => {
+            cmd(c, &["XDEL", "q", &ids[8], &ids[9], &ids[10]]);
+            3
+        }
+        Fault::Trim => {
+            // Entries 0..15 go: 5 read, 10 unread.
+            cmd(c, &["XTRIM", "q", "MINID", &ids[15]]);
+            10
+        }
+    };
+    pause(300).await;
+    read_group(c, "q", "g", "c1", 100);
+    lost
+}
+
+async fn scenario(kind: Server, fault: Fault, notify: Option<&str>) {
+    let server = match notify {
+        Some(flags) => RedisServer::start_with(kind, &["--notify-keyspace-events", flags]),
+        None => RedisServer::start(kind),
+    };
+    let mut c = server.conn();
+    let mut config = config_for(&server, SLOW);
+    // Only `q` is matched: the test's other keys stay out.
+    std::sync::Arc::make_mut(&mut config.targets[0]).patterns =
+        vec![redis_streams_exporter::glob::Glob::new("q".to_string())];
+    let h = Harness::new(config);
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(h.poller.clone().run(stop.clone()));
+    // Subscribed (the subscription is healthy whether or not the server
+    // publishes) and the first collection done, with nothing to watch.
+    let m = wait_for(&h, |m| {
+        active(m) == Some(1.0)
+            && m.get(
+                "redis_streams_exporter_probe_success",
+                &[("target", "t"), ("probe", "stream")],
+            ) == Some(1.0)
+    })
+    .await;
+    assert_eq!(
+        active(&m),
+        Some(1.0),
+        "{kind:?}: not subscribed:\n{}",
+        m.text
+    );
+    assert_eq!(length(&m), None);
+    let truth = born_and_faulted(&mut c, kind, fault).await;
+    let m = if notify.is_some() {
+        // Watched at once, with discovery an hour away, and polled before
+        // the fault; the loss is proven by a later poll.
+        let m = wait_for(&h, |m| {
+            length(m).is_some()
+                && received(m).unwrap_or(0.0) >= 3.0
+                && (!kind.has_lag() || lost(m, fault.cause()) == Some(truth as f64))
+        })
+        .await;
+        assert!(received(&m).unwrap_or(0.0) >= 3.0, "{}", m.text);
+        assert_eq!(
+            m.get("redis_streams_exporter_streams", &[("target", "t")]),
+            Some(1.0),
+            "{}",
+            m.text
+        );
+        if kind.has_lag() {
+            assert_eq!(lost(&m, fault.cause()), Some(truth as f64), "{}", m.text);
+        } else {
+            // Redis 6.2 has no entries-read: no loss can be proven.
+            assert_eq!(lost(&m, fault.cause()), None, "{}", m.text);
+        }
+        m
+    } else {
+        // Nothing arrives: the stream waits for discovery (an hour away).
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let m = h.metrics();
+        assert_eq!(received(&m), Some(0.0), "{}", m.text);
+        assert_eq!(length(&m), None, "watched without an event:\n{}", m.text);
+        // Discovery finds it after the fault: that first poll is the
+        // baseline, so the ledger has nothing to prove.
+        h.probe(ProbeKind::Discovery).await;
+        h.probe(ProbeKind::Stream).await;
+        let m = h.metrics();
+        assert!(length(&m).is_some(), "{}", m.text);
+        let expected = kind.has_lag().then_some(0.0);
+        assert_eq!(lost(&m, fault.cause()), expected, "{}", m.text);
+        m
+    };
+    println!(
+        "EVENTS | {kind:?} | {fault:?} unread, read past, within 2 s of the stream's birth | notifications {} | truth: {truth} {} | exported: {} {}, {} events received",
+        notify.unwrap_or("off"),
+        fault.cause(),
+        fmt(lost(&m, fault.cause())),
+        fault.cause(),
+        fmt(received(&m)),
+    );
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(5), running)
+        .await
+        .expect("the poller and its subscription stop on the token")
+        .unwrap();
+}
+
+async fn deleted_with_events(kind: Server) {
+    scenario(kind, Fault::Delete, Some("KEA")).await;
+}
+
+async fn trimmed_with_events(kind: Server) {
+    scenario(kind, Fault::Trim, Some("Etg")).await;
+}
+
+async fn deleted_without_events(kind: Server) {
+    scenario(kind, Fault::Delete, None).await;
+}
+
+async fn trimmed_without_events(kind: Server) {
+    scenario(kind, Fault::Trim, None).await;
+}
+
+per_server!(
+    deleted_with_events,
+    trimmed_with_events,
+    deleted_without_events,
+    trimmed_without_events
+);
+
+/// `keyspace_events = "off"`: no subscription, and neither metric.
+async fn off_subscribes_to_nothing(kind: Server) {
+    let server = RedisServer::start_with(kind, &["--notify-keyspace-events", "KEA"]);
+    let config = config_for(&server, &format!("keyspace_events = \"off\"\n{SLOW}"));
+    let h = Harness::new(config);
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(h.poller.clone().run(stop.clone()));
+    let m = wait_for(&h, |m| {
+        m.get(
+            "redis_streams_exporter_probe_success",
+            &[("target", "t"), ("probe", "stream")],
+        ) == Some(1.0)
+    })
+    .await;
+    let subscribers: String = match server.cmd(&["PUBSUB", "NUMPAT"]) {
+        redis::Value::Int(n) => n.to_string(),
+        other => format!("{other:?}"),
+    };
+    assert_eq!(subscribers, "0");
+    assert_eq!(active(&m), None, "{}", m.text);
+    assert_eq!(received(&m), None, "{}", m.text);
+    stop.cancel();
+    running.await.unwrap();
+}
+
+per_server!(off_subscribes_to_nothing);
