@@ -12,8 +12,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use super::{BuildInfo, render, render_probe_answer};
-use crate::backend::{KeyspaceEventsStats, StatsSnapshot};
 use crate::backend::StreamId;
+use crate::backend::{KeyspaceEventsStats, StatsSnapshot};
 use crate::config::StreamSettings;
 use crate::loss::Lost;
 use crate::metrics::catalog::METRICS;
