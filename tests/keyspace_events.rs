@@ -387,3 +387,32 @@ async fn demo_faults_counted_with_events(kind: Server) {
 }
 
 per_server!(demo_faults_counted_with_events);
+
+/// A subscription whose server goes away reports inactive, and subscribes
+/// again (with its backoff) when a server answers on the port again; events
+/// from the new server are received.
+async fn resubscribes_after_the_server_comes_back(kind: Server) {
+    let mut server = RedisServer::start_with(kind, &["--notify-keyspace-events", "Etg"]);
+    let port = server.port;
+    let h = Harness::new(config_for(&server, SLOW));
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(h.poller.clone().run(stop.clone()));
+    let m = wait_for(&h, |m| active(m) == Some(1.0)).await;
+    assert_eq!(active(&m), Some(1.0), "{}", m.text);
+    server.kill();
+    let m = wait_for(&h, |m| active(m) == Some(0.0)).await;
+    assert_eq!(active(&m), Some(0.0), "{}", m.text);
+    let server = RedisServer::start_fixed(kind, port, &["--notify-keyspace-events", "Etg"]);
+    let m = wait_for(&h, |m| active(m) == Some(1.0)).await;
+    assert_eq!(active(&m), Some(1.0), "not subscribed again:\n{}", m.text);
+    let before = received(&m).unwrap_or(0.0);
+    let mut c = server.conn();
+    xadd_n(&mut c, "q", 1);
+    let m = wait_for(&h, |m| received(m).unwrap_or(0.0) > before && length(m).is_some()).await;
+    assert!(received(&m).unwrap_or(0.0) > before, "{}", m.text);
+    assert!(length(&m).is_some(), "the new stream is watched:\n{}", m.text);
+    stop.cancel();
+    running.await.unwrap();
+}
+
+per_server!(resubscribes_after_the_server_comes_back);
