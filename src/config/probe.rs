@@ -342,7 +342,7 @@ mod tests {
             "test.toml",
             "[probe]\nallowed_targets = [\"redis*://*\"]\n\
              [auth_modules.tls]\nusername = \"exporter\"\ntls_server_name = \"redis.internal\"\n\
-             [auth_modules.plain]\nusername = \"reader\"\n",
+             [auth_modules.plain]\nusername = \"reader\"\nkeyspace_events = \"off\"\n",
             &CliOverrides::default(),
         )
         .unwrap();
@@ -352,6 +352,7 @@ mod tests {
         assert_eq!(t.username.as_deref(), Some("exporter"));
         assert_eq!(t.tls.server_name.as_deref(), Some("redis.internal"));
         assert!(t.endpoint.tls);
+        assert_eq!(t.keyspace_events, KeyspaceEvents::Auto);
         assert_eq!(
             c.probe_target(Some("redis://10.0.0.1:6380"), Some("tls")),
             Err(ProbeRefusal::TlsNeedsRediss("tls".into()))
@@ -360,6 +361,7 @@ mod tests {
             .probe_target(Some("redis://10.0.0.1:6380"), Some("plain"))
             .unwrap();
         assert_eq!(t.username.as_deref(), Some("reader"));
+        assert_eq!(t.keyspace_events, KeyspaceEvents::Off);
         assert_eq!(
             c.probe_target(Some("redis://10.0.0.1:6380"), Some("nope")),
             Err(ProbeRefusal::UnknownAuthModule("nope".into()))
