@@ -408,11 +408,88 @@ async fn resubscribes_after_the_server_comes_back(kind: Server) {
     let before = received(&m).unwrap_or(0.0);
     let mut c = server.conn();
     xadd_n(&mut c, "q", 1);
-    let m = wait_for(&h, |m| received(m).unwrap_or(0.0) > before && length(m).is_some()).await;
+    let m = wait_for(&h, |m| {
+        received(m).unwrap_or(0.0) > before && length(m).is_some()
+    })
+    .await;
     assert!(received(&m).unwrap_or(0.0) > before, "{}", m.text);
-    assert!(length(&m).is_some(), "the new stream is watched:\n{}", m.text);
+    assert!(
+        length(&m).is_some(),
+        "the new stream is watched:\n{}",
+        m.text
+    );
     stop.cancel();
     running.await.unwrap();
 }
 
 per_server!(resubscribes_after_the_server_comes_back);
+
+/// In a cluster, one subscription per primary: active only when all three
+/// are subscribed, and a stream born on any primary is watched at once
+/// (discovery an hour away). The test turns the nodes' notifications on
+/// itself; the exporter never does.
+#[tokio::test]
+async fn a_cluster_subscribes_on_every_primary() {
+    let cluster = cluster::RedisCluster::start(Server::Redis70, 3);
+    for n in &cluster.nodes {
+        n.server
+            .cmd(&["CONFIG", "SET", "notify-keyspace-events", "Etg"]);
+    }
+    let text = format!("{}{SLOW}", cluster.target_toml("t"));
+    let config =
+        redis_streams_exporter::config::from_str("cluster.toml", &text, &Default::default())
+            .unwrap();
+    let h = Harness::new(config);
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(h.poller.clone().run(stop.clone()));
+    let m = wait_for(&h, |m| active(m) == Some(1.0)).await;
+    assert_eq!(active(&m), Some(1.0), "{}", m.text);
+    for n in &cluster.nodes {
+        assert_eq!(
+            n.server.cmd(&["PUBSUB", "NUMPAT"]),
+            redis::Value::Int(2),
+            "the two keyevent patterns on {}",
+            n.addr()
+        );
+    }
+    // One new stream per primary.
+    let mut names: Vec<String> = Vec::new();
+    let mut owners = std::collections::BTreeSet::new();
+    for i in 0..1000 {
+        let name = format!("born:{i}");
+        if owners.insert(cluster.owner(&name)) {
+            names.push(name);
+        }
+        if owners.len() == 3 {
+            break;
+        }
+    }
+    assert_eq!(names.len(), 3);
+    for name in &names {
+        xadd_n(&mut cluster.conn_for(name), name, 2);
+    }
+    let watched = |m: &Metrics| m.get("redis_streams_exporter_streams", &[("target", "t")]);
+    let m = wait_for(&h, |m| watched(m) == Some(3.0)).await;
+    assert_eq!(watched(&m), Some(3.0), "{}", m.text);
+    for name in &names {
+        assert_eq!(
+            m.get(
+                "redis_streams_stream_length",
+                &[("target", "t"), ("stream", name)]
+            ),
+            Some(2.0),
+            "{}",
+            m.text
+        );
+    }
+    stop.cancel();
+    running.await.unwrap();
+    for n in &cluster.nodes {
+        assert_eq!(
+            n.server.cmd(&["PUBSUB", "NUMPAT"]),
+            redis::Value::Int(0),
+            "unsubscribed on stop from {}",
+            n.addr()
+        );
+    }
+}
