@@ -325,5 +325,19 @@ mod tests {
             words(&Command::XinfoStream { key: b"s".to_vec() }),
             ["XINFO", "STREAM", "s"]
         );
+        let patterns = vec![
+            "__keyevent@0__:x*".to_string(),
+            "__keyevent@0__:del".to_string(),
+        ];
+        assert_eq!(
+            words(&Command::Psubscribe {
+                patterns: patterns.clone()
+            }),
+            ["PSUBSCRIBE", "__keyevent@0__:x*", "__keyevent@0__:del"]
+        );
+        assert_eq!(
+            words(&Command::Punsubscribe { patterns }),
+            ["PUNSUBSCRIBE", "__keyevent@0__:x*", "__keyevent@0__:del"]
+        );
     }
 }
