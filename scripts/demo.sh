@@ -125,9 +125,12 @@ wait_for() { # url, name, pid
   exit 1
 }
 
-# Redis.
+# Redis, publishing keyspace events for stream commands and DEL (E: keyevent channels, t:
+# streams, g: generic commands): the exporter subscribes and polls a stream when a fault
+# happens to it, so the simulator's one-off faults on freshly made streams (delete-unread,
+# trim-catchup, rewind) are seen before discovery's next run. See docs/keyspace-events.md.
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
-  >"$work/redis.log" 2>&1 &
+  --notify-keyspace-events Etg >"$work/redis.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 50); do
   redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
@@ -240,6 +243,10 @@ Redis Streams demo running (logs in $work):
   prometheus    http://127.0.0.1:$prometheus_port/alerts
   alertmanager  http://127.0.0.1:$alertmanager_port/
   one-shot:     $exporter --config $work/exporter.toml check
+Keyspace events: on (redis-server --notify-keyspace-events Etg); the exporter polls a stream
+  as soon as a fault happens to it (redis_streams_exporter_keyspace_events_total counts them).
+  Against a server without notifications, polls keep their schedule and a fault on a stream
+  created less than one discovery interval earlier is taken as its baseline, not counted.
 Alerts fire after their for: durations ($( [ "$fast" -eq 1 ] && echo "divided by 20: --fast" || echo "5 to 30 minutes; --fast divides them by 20")).
 Ctrl-C stops everything.
 

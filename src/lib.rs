@@ -32,6 +32,7 @@ pub mod backend;
 pub mod check;
 pub mod cli;
 pub mod config;
+pub(crate) mod events;
 pub mod exposition;
 pub mod glob;
 pub mod http;

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backend::PRIORITY;
 use crate::backend::{ClientSetupError, TargetClient};
-use crate::config::{Config, Target};
+use crate::config::{Config, KeyspaceEvents, Target};
 use crate::probe::{self, BudgetNotice, ProbeContext, ProbeError, ProbeKind, TargetState};
 use crate::schedule::{self, Next};
 use crate::snapshot::{Owner, SnapshotStore, TargetSnapshot};
@@ -66,6 +66,7 @@ impl Poller {
                 target,
                 client,
                 state: Arc::new(Mutex::new(state)),
+                stream_polls: Arc::default(),
             },
             store,
         })
@@ -93,6 +94,7 @@ impl Poller {
                 target: self.ctx.target.clone(),
                 client,
                 state: self.ctx.state.clone(),
+                stream_polls: self.ctx.stream_polls.clone(),
             },
             store: self.store.clone(),
         })
@@ -148,6 +150,36 @@ impl Poller {
     /// every loop has ended.
     pub async fn run(self, shutdown: CancellationToken) {
         self.publish();
+        // Keyspace events only make stream polls timelier; their task ends
+        // with the probes' loops, on the same token.
+        let events = (self.ctx.target.keyspace_events == KeyspaceEvents::Auto).then(|| {
+            let this = self.clone();
+            tokio::spawn(crate::events::run(
+                self.ctx.clone(),
+                move || this.publish_now(),
+                shutdown.clone(),
+            ))
+        });
+        self.run_probes(shutdown).await;
+        if let Some(task) = events {
+            let _ = task.await;
+        }
+    }
+
+    /// Publishes the target's state as it is, with the client's counters
+    /// (after an extra stream poll, or a change of the keyspace-event
+    /// subscription's health).
+    fn publish_now(&self) {
+        let snapshot = {
+            let mut state = self.ctx.state();
+            state.snapshot.stats = self.ctx.client.stats_snapshot();
+            Arc::new(state.snapshot.clone())
+        };
+        self.store.publish(self.owner(), snapshot);
+    }
+
+    /// The probes' loops of [`Self::run`], until `shutdown`.
+    async fn run_probes(&self, shutdown: CancellationToken) {
         // Discovery, info and the stream poll first, in order; the per-group
         // probes (pending summary, consumers, and the PEL scan, which can run
         // for a whole interval) start right after, concurrently, instead of

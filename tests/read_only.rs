@@ -23,7 +23,8 @@ fn acl_rule(kind: Server) -> String {
     };
     format!(
         "on >exporter-pw resetchannels {keys} -@all +ping +info +time +scan +type +xinfo|stream +xinfo|groups \
-         +xinfo|consumers +xpending +xrange +xrevrange +client|setname +cluster|shards +cluster|slots +asking"
+         +xinfo|consumers +xpending +xrange +xrevrange +client|setname +cluster|shards +cluster|slots +asking \
+         +psubscribe +punsubscribe &__keyevent@0__:x* &__keyevent@0__:del"
     )
 }
 
@@ -83,6 +84,24 @@ async fn under_minimal_acl(kind: Server) {
     let h = Harness::new(cfg);
     h.collect().await;
     h.collect().await;
+    // The keyspace-event subscription works with exactly its channels.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(h.poller.clone().run(stop.clone()));
+    let active = || {
+        h.metrics().get(
+            "redis_streams_exporter_keyspace_events_active",
+            &[("target", "t")],
+        )
+    };
+    for _ in 0..100 {
+        if active() == Some(1.0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(active(), Some(1.0), "{}", h.text());
+    stop.cancel();
+    running.await.unwrap();
     let m = h.metrics();
     for (series, v) in m.family("redis_streams_exporter_errors_total") {
         assert_eq!(v, 0.0, "{series} under the minimal ACL user:\n{}", m.text);
@@ -156,6 +175,9 @@ const ALLOWED: &[&str] = &[
     "auth",
     "hello",
     "select",
+    // The keyspace-event subscription, on a connection of its own.
+    "psubscribe",
+    "punsubscribe",
 ];
 
 fn monitored(kind: Server) -> Vec<Vec<String>> {
@@ -202,6 +224,13 @@ fn monitored(kind: Server) -> Vec<Vec<String>> {
         let h = Harness::new(cfg);
         h.collect().await;
         h.collect().await;
+        // The daemon's loops too, with their keyspace-event subscription
+        // (subscribed, then unsubscribed on stop).
+        let stop = tokio_util::sync::CancellationToken::new();
+        let running = tokio::spawn(h.poller.clone().run(stop.clone()));
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        stop.cancel();
+        running.await.unwrap();
     });
     std::thread::sleep(Duration::from_millis(300));
     let _ = monitor.shutdown(std::net::Shutdown::Both);
@@ -274,6 +303,8 @@ fn monitor_shows_only_allowed_commands(kind: Server) {
     }
     // The collection really exercised the probes.
     for must in [
+        "psubscribe",
+        "punsubscribe",
         "scan",
         "xinfo stream",
         "xinfo groups",

@@ -116,6 +116,17 @@ pub(crate) enum Command {
         /// Master name.
         name: String,
     },
+    /// `PSUBSCRIBE pattern…`, on a subscriber connection of its own: the
+    /// keyevent channels of stream commands and `del` (see `subscriber`).
+    Psubscribe {
+        /// Channel patterns.
+        patterns: Vec<String>,
+    },
+    /// `PUNSUBSCRIBE pattern…`, when a subscription is stopped.
+    Punsubscribe {
+        /// Channel patterns.
+        patterns: Vec<String>,
+    },
 }
 
 /// The client name the exporter sets on its connections.
@@ -141,6 +152,8 @@ impl Command {
             Command::ClusterSlots => "cluster_slots",
             Command::Asking => "asking",
             Command::SentinelMasterAddr { .. } => "sentinel_get_master_addr",
+            Command::Psubscribe { .. } => "psubscribe",
+            Command::Punsubscribe { .. } => "punsubscribe",
         }
     }
 
@@ -240,6 +253,10 @@ impl Command {
                 .arg("GET-MASTER-ADDR-BY-NAME")
                 .arg(name.as_str())
                 .to_owned(),
+            Command::Psubscribe { patterns } => redis::cmd("PSUBSCRIBE").arg(patterns).to_owned(),
+            Command::Punsubscribe { patterns } => {
+                redis::cmd("PUNSUBSCRIBE").arg(patterns).to_owned()
+            }
         }
     }
 }
@@ -307,6 +324,20 @@ mod tests {
         assert_eq!(
             words(&Command::XinfoStream { key: b"s".to_vec() }),
             ["XINFO", "STREAM", "s"]
+        );
+        let patterns = vec![
+            "__keyevent@0__:x*".to_string(),
+            "__keyevent@0__:del".to_string(),
+        ];
+        assert_eq!(
+            words(&Command::Psubscribe {
+                patterns: patterns.clone()
+            }),
+            ["PSUBSCRIBE", "__keyevent@0__:x*", "__keyevent@0__:del"]
+        );
+        assert_eq!(
+            words(&Command::Punsubscribe { patterns }),
+            ["PUNSUBSCRIBE", "__keyevent@0__:x*", "__keyevent@0__:del"]
         );
     }
 }

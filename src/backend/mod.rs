@@ -27,8 +27,8 @@ mod tls;
 
 // The public surface is what the binary and the tests use; the rest is the
 // crate's own.
-pub use client::{ClientSetupError, StatsSnapshot, TargetClient};
-pub(crate) use client::{NodeAddr, Reply};
+pub use client::{ClientSetupError, KeyspaceEventsStats, StatsSnapshot, TargetClient};
+pub(crate) use client::{KeyEvent, NodeAddr, Reply};
 pub use command::CLIENT_NAME;
 pub(crate) use command::{Command, RangeEnd, RangeStart};
 pub(crate) use error::{CommandError, ErrorKind, TargetError};

@@ -197,6 +197,21 @@ pub struct Target {
     pub max_streams: usize,
     /// SCAN COUNT hint.
     pub scan_count: u32,
+    /// Whether to subscribe to the server's keyspace events.
+    pub keyspace_events: KeyspaceEvents,
+}
+
+/// Whether the exporter subscribes to the keyevent channels of stream
+/// commands, which the server publishes only when its
+/// `notify-keyspace-events` allows (see `docs/keyspace-events.md`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KeyspaceEvents {
+    /// Subscribe; without notifications on the server nothing arrives and
+    /// nothing changes.
+    #[default]
+    Auto,
+    /// No subscription.
+    Off,
 }
 
 impl Target {

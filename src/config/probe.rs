@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    Config, DEFAULT_MAX_STREAMS, DEFAULT_SCAN_COUNT, Endpoint, Mode, RedisTls, Secret, Target,
+    Config, DEFAULT_MAX_STREAMS, DEFAULT_SCAN_COUNT, Endpoint, KeyspaceEvents, Mode, RedisTls,
+    Secret, Target,
 };
 use crate::glob::Glob;
 
@@ -58,6 +59,8 @@ pub struct AuthModule {
     pub password: Option<Secret>,
     /// TLS for `rediss://` targets.
     pub tls: RedisTls,
+    /// Whether probed targets subscribe to keyspace events.
+    pub keyspace_events: KeyspaceEvents,
 }
 
 /// Auth modules by name.
@@ -318,6 +321,7 @@ impl Config {
             groups: Default::default(),
             max_streams: DEFAULT_MAX_STREAMS,
             scan_count: DEFAULT_SCAN_COUNT,
+            keyspace_events: module.keyspace_events,
             endpoint,
         };
         Ok((canonical, target))
@@ -498,7 +502,7 @@ mod tests {
             "test.toml",
             "[probe]\nallowed_targets = [\"redis*://*\"]\n\
              [auth_modules.tls]\nusername = \"exporter\"\ntls_server_name = \"redis.internal\"\n\
-             [auth_modules.plain]\nusername = \"reader\"\n",
+             [auth_modules.plain]\nusername = \"reader\"\nkeyspace_events = \"off\"\n",
             &CliOverrides::default(),
         )
         .unwrap();
@@ -508,6 +512,7 @@ mod tests {
         assert_eq!(t.username.as_deref(), Some("exporter"));
         assert_eq!(t.tls.server_name.as_deref(), Some("redis.internal"));
         assert!(t.endpoint.tls);
+        assert_eq!(t.keyspace_events, KeyspaceEvents::Auto);
         assert_eq!(
             c.probe_target(Some("redis://10.0.0.1:6380"), Some("tls")),
             Err(ProbeRefusal::TlsNeedsRediss("tls".into()))
@@ -516,6 +521,7 @@ mod tests {
             .probe_target(Some("redis://10.0.0.1:6380"), Some("plain"))
             .unwrap();
         assert_eq!(t.username.as_deref(), Some("reader"));
+        assert_eq!(t.keyspace_events, KeyspaceEvents::Off);
         assert_eq!(
             c.probe_target(Some("redis://10.0.0.1:6380"), Some("nope")),
             Err(ProbeRefusal::UnknownAuthModule("nope".into()))

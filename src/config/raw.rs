@@ -94,6 +94,7 @@ pub struct RawTarget {
     pub exclude_groups: Vec<String>,
     pub max_streams: Option<i64>,
     pub scan_count: Option<i64>,
+    pub keyspace_events: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -188,4 +189,5 @@ pub struct RawAuthModule {
     pub tls_key_file: Option<String>,
     pub tls_server_name: Option<String>,
     pub tls_insecure_skip_verify: Option<bool>,
+    pub keyspace_events: Option<String>,
 }

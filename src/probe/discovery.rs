@@ -21,6 +21,7 @@ use crate::snapshot::Name;
 /// When a primary cannot be reached.
 pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let target = &ctx.target;
+    let started = tokio::time::Instant::now();
     ctx.client.invalidate_topology();
     let mut problems = Problems::default();
     let mut found: BTreeSet<Vec<u8>> = BTreeSet::new();
@@ -98,6 +99,14 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let result = problems.finish(ProbeKind::Discovery);
     if result.is_ok() {
         let mut state = ctx.state();
+        // Streams a keyspace event watched during the walk may have been
+        // created after the walk passed them: kept until the next run.
+        state.watched_by_event.retain(|_, at| *at >= started);
+        for name in state.watched_by_event.keys() {
+            if ordered.len() < target.max_streams && !ordered.contains(name) {
+                ordered.push(name.clone());
+            }
+        }
         let keep: BTreeSet<&Name> = ordered.iter().collect();
         let before: BTreeSet<&Name> = state.watched.iter().collect();
         let added = ordered.iter().filter(|n| !before.contains(n)).count();

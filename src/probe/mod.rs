@@ -171,9 +171,31 @@ pub struct TargetState {
     pub ledgers_unverified: bool,
     /// The status changes the current stream poll logged.
     pub(crate) status_changes: status_log::StatusChanges,
+    /// Streams watched on a keyspace event since discovery last ran, and
+    /// when: a discovery whose walk began before then keeps them.
+    pub watched_by_event: BTreeMap<Name, tokio::time::Instant>,
 }
 
 impl TargetState {
+    /// Watches `stream`, which a keyspace event showed to exist, without
+    /// waiting for discovery, when discovery would watch it: the target's
+    /// patterns match it (checked by the caller), no `exclude_streams`
+    /// drops it and `max_streams` leaves room. True when it is watched.
+    pub fn watch_now(&mut self, config: &Config, target: &Target, stream: Name) -> bool {
+        if self.watched.contains(&stream) {
+            return true;
+        }
+        let settings = config.streams.for_stream(&stream);
+        if !target.watches_stream(&settings, &stream) || self.watched.len() >= target.max_streams {
+            return false;
+        }
+        self.watched_by_event
+            .insert(stream.clone(), tokio::time::Instant::now());
+        self.watched.push(stream);
+        self.snapshot.streams_watched = Some(self.watched.len() as u64);
+        true
+    }
+
     /// Drops everything read from Redis, after the target went down: no
     /// stale value may be served as fresh.
     pub fn forget_data(&mut self) {
@@ -416,6 +438,8 @@ pub struct ProbeContext {
     pub client: Arc<TargetClient>,
     /// The state.
     pub state: Arc<Mutex<TargetState>>,
+    /// Held through a stream poll, scheduled or extra: one at a time.
+    pub stream_polls: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl ProbeContext {

@@ -24,28 +24,35 @@ mod decode;
 use dead_letters::dead_letters;
 use decode::{Read, decode_stream, time_of};
 
+/// Whether a poll is the probe's scheduled one or an extra poll of a few
+/// streams that keyspace events asked for. Extra polls feed the loss ledgers
+/// and the figures like any poll, but add no sample to the status window or
+/// the trend: those count scheduled polls, and extra samples would shorten
+/// the time the window covers (a burst of events must not turn a few seconds
+/// of a stuck group into `stopped`). Their status is judged against the
+/// window as the scheduled polls left it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PollKind {
+    /// Every watched stream, on the probe's schedule.
+    Scheduled,
+    /// The streams events named, merged into the snapshot.
+    Extra,
+}
+
 /// Runs the stream probe.
 ///
 /// # Errors
 /// When the target cannot be reached or replies cannot be decoded.
 pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
-    let (watched, generation, arithmetic_by_node) = {
+    // One stream poll at a time per target: an extra poll applied in the
+    // middle of a scheduled one would be overwritten by older figures.
+    let _turn = ctx.stream_polls.lock().await;
+    let (watched, generation) = {
         let state = ctx.state();
-        (
-            state.watched.clone(),
-            state.generation,
-            state.arithmetic_by_node.clone(),
-        )
+        (state.watched.clone(), state.generation)
     };
-    let limits = &ctx.config.limits;
-    // TIME and both XINFO of every stream of a batch go in one pipeline, so
-    // a stream's figures are never read in two round trips with writes in
-    // between (entries-added from one moment, entries-read from another).
-    let per_batch = (limits.pipeline_size.saturating_sub(1) / 2).max(1);
     let mut problems = Problems::default();
     let mut vanished: Vec<Name> = Vec::new();
-    let mut fresh: BTreeMap<Name, Arc<StreamState>> = BTreeMap::new();
-    let mut walk_budget = walk_budget(limits.commands_per_second, ctx.config.schedule.stream);
     if watched.is_empty() {
         // Nothing to read, but the stream poll is the target's heartbeat:
         // a dead server must show as down within one poll.
@@ -58,6 +65,100 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             }
         }
     }
+    let polling = Polling {
+        generation,
+        kind: PollKind::Scheduled,
+    };
+    let mut fresh = poll_streams(ctx, polling, &watched, &mut problems, &mut vanished).await?;
+    dead_letters(ctx, &mut fresh, &mut problems).await?;
+    {
+        let mut state = ctx.state();
+        ctx.ensure_current(&state, generation)?;
+        state.snapshot.streams = Arc::new(fresh);
+        if !vanished.is_empty() {
+            state.forget_vanished_streams(&vanished);
+        }
+        state.prune_memory();
+        state.prune_ledgers();
+        state.pack_group_maps();
+        state.settle_parked();
+        state.status_changes.finish(&ctx.target.name);
+    }
+    problems.finish(ProbeKind::Stream)
+}
+
+/// Polls the watched streams among `names` now, as keyspace events asked,
+/// and merges them into the snapshot: the other streams keep the entries
+/// of their last poll. Dead-letter lengths wait for the scheduled poll.
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_some(ctx: &ProbeContext, names: &[Name]) -> Result<(), ProbeError> {
+    let _turn = ctx.stream_polls.lock().await;
+    let (chosen, generation) = {
+        let state = ctx.state();
+        let chosen: Vec<Name> = state
+            .watched
+            .iter()
+            .filter(|w| names.contains(w))
+            .cloned()
+            .collect();
+        (chosen, state.generation)
+    };
+    if chosen.is_empty() {
+        return Ok(());
+    }
+    let mut problems = Problems::default();
+    let mut vanished: Vec<Name> = Vec::new();
+    let polling = Polling {
+        generation,
+        kind: PollKind::Extra,
+    };
+    let fresh = poll_streams(ctx, polling, &chosen, &mut problems, &mut vanished).await?;
+    {
+        let mut state = ctx.state();
+        ctx.ensure_current(&state, generation)?;
+        let streams = Arc::make_mut(&mut state.snapshot.streams);
+        for name in &vanished {
+            streams.remove(name);
+        }
+        streams.extend(fresh);
+        if !vanished.is_empty() {
+            state.forget_vanished_streams(&vanished);
+            state.prune_memory();
+        }
+        state.pack_group_maps();
+        state.status_changes.finish(&ctx.target.name);
+    }
+    problems.finish(ProbeKind::Stream)
+}
+
+/// One poll of some streams: which kind, and the data generation it read.
+#[derive(Clone, Copy)]
+struct Polling {
+    generation: u64,
+    kind: PollKind,
+}
+
+/// Reads `watched` (per node, per batch) and builds their snapshot entries,
+/// feeding the group memories and ledgers on the way. Streams found gone
+/// are added to `vanished`.
+async fn poll_streams(
+    ctx: &ProbeContext,
+    polling: Polling,
+    watched: &[Name],
+    problems: &mut Problems,
+    vanished: &mut Vec<Name>,
+) -> Result<BTreeMap<Name, Arc<StreamState>>, ProbeError> {
+    let Polling { generation, kind } = polling;
+    let arithmetic_by_node = ctx.state().arithmetic_by_node.clone();
+    let limits = &ctx.config.limits;
+    // TIME and both XINFO of every stream of a batch go in one pipeline, so
+    // a stream's figures are never read in two round trips with writes in
+    // between (entries-added from one moment, entries-read from another).
+    let per_batch = (limits.pipeline_size.saturating_sub(1) / 2).max(1);
+    let mut fresh: BTreeMap<Name, Arc<StreamState>> = BTreeMap::new();
+    let mut walk_budget = walk_budget(limits.commands_per_second, ctx.config.schedule.stream);
     let by_node = ctx.client.partition(watched.iter().map(|n| &**n)).await?;
     for (node, mine) in by_node {
         // Each node's own version: a cluster in a rolling upgrade runs two.
@@ -75,7 +176,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                 cmds.push(Command::XinfoGroups { key: key.to_vec() });
             }
             let replies = ctx.client.execute_in_one_trip(&node, &cmds).await?;
-            let now_ms = time_of(ctx, &replies[0], &mut problems);
+            let now_ms = time_of(ctx, &replies[0], problems);
             let mut reads: Vec<(Name, Read)> = Vec::with_capacity(batch.len());
             for (i, key) in batch.iter().enumerate() {
                 if let Some(read) = decode_stream(
@@ -83,8 +184,8 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     key,
                     &replies[1 + 2 * i],
                     &replies[2 + 2 * i],
-                    &mut problems,
-                    &mut vanished,
+                    problems,
+                    vanished,
                 ) {
                     reads.push(((*key).clone(), read));
                 }
@@ -374,6 +475,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                 let stream = build_stream(
                     ctx,
                     &mut state,
+                    kind,
                     &name,
                     polled,
                     |gi| samples.get(&(si, gi)),
@@ -383,21 +485,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             }
         }
     }
-    dead_letters(ctx, &mut fresh, &mut problems).await?;
-    {
-        let mut state = ctx.state();
-        ctx.ensure_current(&state, generation)?;
-        state.snapshot.streams = Arc::new(fresh);
-        if !vanished.is_empty() {
-            state.forget_vanished_streams(&vanished);
-        }
-        state.prune_memory();
-        state.prune_ledgers();
-        state.pack_group_maps();
-        state.settle_parked();
-        state.status_changes.finish(&ctx.target.name);
-    }
-    problems.finish(ProbeKind::Stream)
+    Ok(fresh)
 }
 
 /// Whether a stream's IDs are wall-clock milliseconds.
@@ -426,6 +514,7 @@ const ANCHORS_KEPT: usize = 16;
 fn build_stream<'s>(
     ctx: &ProbeContext,
     state: &mut super::TargetState,
+    kind: PollKind,
     name: &Name,
     polled: Polled,
     sample_for: impl Fn(usize) -> Option<&'s UndeliveredSample>,
@@ -539,7 +628,7 @@ fn build_stream<'s>(
             memory.rewinds_seen = ledger.rewinds();
             memory.trend.clear();
         }
-        if let Some(at) = now_ms {
+        if let (Some(at), PollKind::Scheduled) = (now_ms, kind) {
             let first_entry_ms = read
                 .info
                 .first_entry_id
@@ -572,7 +661,9 @@ fn build_stream<'s>(
                 retention_margin,
                 overtake_eta,
             };
-            memory.window.push(&sample);
+            if kind == PollKind::Scheduled {
+                memory.window.push(&sample);
+            }
             status::judge(&memory.window, &sample, &status_settings)
         });
         let before = previous.as_ref().and_then(|p| p.groups.get(&gname));

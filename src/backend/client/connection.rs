@@ -64,7 +64,7 @@ pub(super) fn split_addr(addr: &str) -> Option<(String, u16)> {
 /// database except in a cluster (which has only database 0). `CLIENT
 /// SETINFO` is suppressed (outside the allowlist and NOPERM for the minimal
 /// ACL user).
-fn data_settings(target: &Target) -> RedisConnectionInfo {
+pub(super) fn data_settings(target: &Target) -> RedisConnectionInfo {
     let mut settings = RedisConnectionInfo::default().set_skip_set_lib_name();
     if !matches!(target.mode, Mode::Cluster { .. }) {
         settings = settings.set_db(target.endpoint.db);

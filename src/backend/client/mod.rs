@@ -21,6 +21,7 @@ mod connection;
 mod redirect;
 mod sentinel;
 mod stats;
+mod subscriber;
 mod topology;
 
 use std::sync::atomic::AtomicBool;
@@ -38,7 +39,8 @@ use super::tls::TlsSetup;
 use crate::config::{Limits, Target};
 
 pub(crate) use self::stats::ClientStats;
-pub use self::stats::StatsSnapshot;
+pub use self::stats::{KeyspaceEventsStats, StatsSnapshot};
+pub(crate) use self::subscriber::KeyEvent;
 
 /// `host:port` of one server.
 pub(crate) type NodeAddr = Arc<str>;

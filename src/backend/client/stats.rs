@@ -14,6 +14,7 @@ pub(crate) struct ClientStats {
     commands: Mutex<BTreeMap<&'static str, u64>>,
     errors: Mutex<BTreeMap<&'static str, u64>>,
     pending_scanned: AtomicU64,
+    keyspace_events: Mutex<Option<KeyspaceEventsStats>>,
 }
 
 /// A copy of [`ClientStats`] at one moment.
@@ -29,6 +30,18 @@ pub struct StatsSnapshot {
     pub pending_scanned: u64,
     /// Current page sizes, by command label (`scan`, `xpending_range`).
     pub page_sizes: BTreeMap<&'static str, u32>,
+    /// The keyspace-event subscription; `None` while there is none
+    /// (`keyspace_events = "off"`, or before it starts).
+    pub keyspace_events: Option<KeyspaceEventsStats>,
+}
+
+/// What the keyspace-event subscription of a target counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyspaceEventsStats {
+    /// Keyevent messages received.
+    pub received: u64,
+    /// Every node's subscription is up and answering.
+    pub active: bool,
 }
 
 fn bump(map: &Mutex<BTreeMap<&'static str, u64>>, label: &'static str, by: u64) {
@@ -59,6 +72,24 @@ impl ClientStats {
         self.pending_scanned.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// Counts one keyevent message received.
+    pub(crate) fn keyspace_event(&self) {
+        let mut ks = self
+            .keyspace_events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        ks.get_or_insert_with(KeyspaceEventsStats::default).received += 1;
+    }
+
+    /// Records whether every node's subscription is healthy.
+    pub(crate) fn keyspace_events_active(&self, active: bool) {
+        let mut ks = self
+            .keyspace_events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        ks.get_or_insert_with(KeyspaceEventsStats::default).active = active;
+    }
+
     /// A copy of the counters, with what the limiters and the page tuner
     /// know.
     pub(super) fn snapshot(
@@ -72,6 +103,10 @@ impl ClientStats {
             rate_limited_seconds,
             pending_scanned: self.pending_scanned.load(Ordering::Relaxed),
             page_sizes,
+            keyspace_events: *self
+                .keyspace_events
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
         }
     }
 }
@@ -111,6 +146,17 @@ mod tests {
         assert_eq!(snap.pending_scanned, 42);
         assert_eq!(snap.rate_limited_seconds, 1.5);
         assert_eq!(snap.page_sizes, sizes);
+        assert_eq!(snap.keyspace_events, None);
+        stats.keyspace_events_active(true);
+        stats.keyspace_event();
+        stats.keyspace_event();
+        assert_eq!(
+            stats.snapshot(0.0, BTreeMap::new()).keyspace_events,
+            Some(KeyspaceEventsStats {
+                received: 2,
+                active: true
+            })
+        );
     }
 
     #[test]

@@ -246,6 +246,22 @@ impl Validator {
                 DEFAULT_SCAN_COUNT.into(),
                 1_000_000,
             ) as u32,
+            keyspace_events: self.keyspace_events(key, raw.keyspace_events),
+        }
+    }
+
+    /// `<key>.keyspace_events`: `"auto"` (the default) or `"off"`.
+    pub(super) fn keyspace_events(&mut self, key: &str, raw: Option<String>) -> KeyspaceEvents {
+        match raw.as_deref() {
+            None | Some("auto") => KeyspaceEvents::Auto,
+            Some("off") => KeyspaceEvents::Off,
+            Some(other) => {
+                self.problem(
+                    format!("{key}.keyspace_events"),
+                    format!("must be \"auto\" or \"off\", not {other:?}"),
+                );
+                KeyspaceEvents::Auto
+            }
         }
     }
 

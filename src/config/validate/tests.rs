@@ -308,3 +308,30 @@ fn cli_overrides_win() {
     assert_eq!(c.targets[0].endpoint.port, 7777);
     assert_eq!(c.targets[0].endpoint.db, 3);
 }
+
+#[test]
+fn keyspace_events_are_auto_unless_turned_off() {
+    let c = load("").unwrap();
+    assert_eq!(c.targets[0].keyspace_events, KeyspaceEvents::Auto);
+    let c = load(
+        "[[targets]]\nname = \"a\"\nkeyspace_events = \"off\"\n\
+         [[targets]]\nname = \"b\"\nurl = \"redis://10.0.0.2:6379\"\nkeyspace_events = \"auto\"\n\
+         [auth_modules.quiet]\nkeyspace_events = \"off\"\n",
+    )
+    .unwrap();
+    assert_eq!(c.targets[0].keyspace_events, KeyspaceEvents::Off);
+    assert_eq!(c.targets[1].keyspace_events, KeyspaceEvents::Auto);
+    assert_eq!(c.auth_modules["quiet"].keyspace_events, KeyspaceEvents::Off);
+    let p = problems(
+        "[[targets]]\nname = \"a\"\nkeyspace_events = \"on\"\n\
+         [auth_modules.m]\nkeyspace_events = \"yes\"\n",
+    );
+    assert_eq!(
+        p,
+        [
+            "test.toml: targets[0].keyspace_events: must be \"auto\" or \"off\", not \"on\"",
+            "test.toml: auth_modules.m.keyspace_events: must be \"auto\" or \"off\", not \"yes\"",
+        ],
+        "{p:?}"
+    );
+}

@@ -63,6 +63,7 @@ impl Validator {
                     insecure_skip_verify: raw.tls_insecure_skip_verify,
                 },
             ),
+            keyspace_events: self.keyspace_events(key, raw.keyspace_events),
         }
     }
 

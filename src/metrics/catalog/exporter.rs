@@ -79,6 +79,22 @@ metric!(
     Source::TargetHealth(|t| Some(t.stats.pending_scanned as f64))
 );
 metric!(
+    EXPORTER_KEYSPACE_EVENTS,
+    "redis_streams_exporter_keyspace_events_total",
+    Counter,
+    T,
+    "Keyevent messages received from the target (keyspace_events = \"auto\"; the server publishes them only when its notify-keyspace-events has E, t or A, and g). Absent when keyspace_events = \"off\".",
+    Source::TargetHealth(|t| t.stats.keyspace_events.map(|k| k.received as f64))
+);
+metric!(
+    EXPORTER_KEYSPACE_EVENTS_ACTIVE,
+    "redis_streams_exporter_keyspace_events_active",
+    Gauge,
+    T,
+    "1 while the keyspace-event subscription is up on every primary of the target and answers, else 0. Subscribed does not mean the server publishes: see redis_streams_exporter_keyspace_events_total. Absent when keyspace_events = \"off\".",
+    Source::TargetHealth(|t| t.stats.keyspace_events.and_then(|k| flag(k.active)))
+);
+metric!(
     EXPORTER_PAGE_SIZE,
     "redis_streams_exporter_page_size",
     Gauge,

@@ -12,8 +12,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use super::{BuildInfo, render, render_probe_answer};
-use crate::backend::StatsSnapshot;
 use crate::backend::StreamId;
+use crate::backend::{KeyspaceEventsStats, StatsSnapshot};
 use crate::config::StreamSettings;
 use crate::loss::Lost;
 use crate::metrics::catalog::METRICS;
@@ -143,6 +143,10 @@ fn stats() -> StatsSnapshot {
         rate_limited_seconds: 0.75,
         pending_scanned: 5_000,
         page_sizes: BTreeMap::from([("scan", 1_000), ("xpending_range", 250)]),
+        keyspace_events: Some(KeyspaceEventsStats {
+            received: 42,
+            active: true,
+        }),
     }
 }
 

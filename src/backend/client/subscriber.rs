@@ -1,0 +1,233 @@
+//! Keyspace-event subscriptions: a connection of its own per node (a
+//! subscribed connection can send nothing but (un)subscriptions and `PING`,
+//! so it cannot be the pooled one), opened with the target's credentials and
+//! TLS like every other, subscribed with `PSUBSCRIBE` to the keyevent
+//! channels of stream commands and `del`, and its messages decoded into
+//! [`KeyEvent`]s.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::Value;
+use redis::aio::{PubSub, PubSubSink, PubSubStream};
+use tokio::net::TcpStream;
+
+use super::connection::{data_settings, split_addr};
+use super::{NodeAddr, TargetClient};
+use crate::backend::command::Command;
+use crate::backend::error::{ErrorKind, TargetError};
+use crate::config::Mode;
+
+/// One keyevent message: the event's name (`xadd`, `xdel`, `del`, …) and
+/// the key it happened to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct KeyEvent {
+    /// The event, as Redis names it.
+    pub(crate) event: String,
+    /// The key.
+    pub(crate) key: Vec<u8>,
+}
+
+/// The keyevent channel patterns for database `db`: every event whose
+/// name starts with `x` (the stream commands' events: `xadd`, `xdel`,
+/// `xtrim`, `xsetid`, `xgroup-*`; `XDELEX` and `XACKDEL` publish `xdel`) and
+/// `del`.
+pub(crate) fn keyevent_patterns(db: i64) -> Vec<String> {
+    vec![
+        format!("__keyevent@{db}__:x*"),
+        format!("__keyevent@{db}__:del"),
+    ]
+}
+
+/// The event and key of a keyevent message on `channel`, `None` for a
+/// channel that is not a keyevent one.
+pub(crate) fn decode_keyevent(channel: &str, payload: &[u8]) -> Option<KeyEvent> {
+    let rest = channel.strip_prefix("__keyevent@")?;
+    let (_db, event) = rest.split_once("__:")?;
+    Some(KeyEvent {
+        event: event.to_string(),
+        key: payload.to_vec(),
+    })
+}
+
+/// A subscribed connection to one node.
+pub(crate) struct Subscription {
+    sink: PubSubSink,
+    messages: PubSubStream,
+    patterns: Vec<String>,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription")
+            .field("patterns", &self.patterns)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Subscription {
+    /// The next keyevent message; `None` once the connection is gone.
+    /// Messages on other channels (none are subscribed) are skipped.
+    pub(crate) async fn next(&mut self) -> Option<KeyEvent> {
+        loop {
+            let msg = self.messages.next().await?;
+            if let Some(event) = decode_keyevent(msg.get_channel_name(), msg.get_payload_bytes()) {
+                return Some(event);
+            }
+        }
+    }
+
+    /// Whether the server still answers on this connection (a `PING`
+    /// within the command timeout).
+    pub(crate) async fn ping(&mut self, client: &TargetClient) -> bool {
+        client.stats.command(Command::Ping.label());
+        let answered = tokio::time::timeout(self.timeout, self.sink.ping::<Value>()).await;
+        match answered {
+            Ok(Ok(_)) => true,
+            Ok(Err(_)) => {
+                client.stats.error(ErrorKind::Connection);
+                false
+            }
+            Err(_) => {
+                client.stats.error(ErrorKind::Timeout);
+                false
+            }
+        }
+    }
+
+    /// Unsubscribes (`PUNSUBSCRIBE`, within the command timeout) before the
+    /// connection is dropped: a clean stop on shutdown or reload.
+    pub(crate) async fn close(mut self, client: &TargetClient) {
+        let cmd = Command::Punsubscribe {
+            patterns: self.patterns.clone(),
+        };
+        client.stats.command(cmd.label());
+        let _ = tokio::time::timeout(self.timeout, self.sink.punsubscribe(&self.patterns)).await;
+    }
+}
+
+impl TargetClient {
+    /// Opens a connection of its own to `node` and subscribes it to the
+    /// keyevent channels of the target's database.
+    ///
+    /// # Errors
+    /// When the node cannot be reached, refuses the credentials or the
+    /// subscription (`NOPERM` for a user without those channels), or does
+    /// not answer within the command timeout.
+    pub(crate) async fn subscribe_keyevents(
+        &self,
+        addr: &NodeAddr,
+    ) -> Result<Subscription, TargetError> {
+        let db = match self.target.mode {
+            Mode::Cluster { .. } => 0,
+            _ => self.target.endpoint.db,
+        };
+        let patterns = keyevent_patterns(db);
+        let cmd = Command::Psubscribe {
+            patterns: patterns.clone(),
+        };
+        let settings = data_settings(&self.target);
+        if settings.password().is_some() {
+            self.stats.command("auth");
+        }
+        if settings.db() != 0 {
+            self.stats.command("select");
+        }
+        let conn_err = |detail: String| TargetError::Connection {
+            target: self.target.name.clone(),
+            node: addr.to_string(),
+            detail,
+            auth: false,
+        };
+        let (host, port) =
+            split_addr(addr).ok_or_else(|| conn_err("not a host:port address".into()))?;
+        let opened = async {
+            let pubsub = match &self.tls {
+                Some(tls) => {
+                    let stream = tls
+                        .connect(&host, port)
+                        .await
+                        .map_err(redis::RedisError::from)?;
+                    PubSub::new(&settings, stream).await?
+                }
+                None => {
+                    let stream = TcpStream::connect((host.as_str(), port))
+                        .await
+                        .map_err(redis::RedisError::from)?;
+                    let _ = stream.set_nodelay(true);
+                    PubSub::new(&settings, stream).await?
+                }
+            };
+            let (mut sink, messages) = pubsub.split();
+            self.stats.command(cmd.label());
+            sink.psubscribe(&patterns).await?;
+            Ok::<_, redis::RedisError>((sink, messages))
+        };
+        match tokio::time::timeout(self.timeout, opened).await {
+            Err(_) => {
+                self.stats.error(ErrorKind::Timeout);
+                Err(TargetError::Timeout {
+                    target: self.target.name.clone(),
+                    node: addr.to_string(),
+                    command: cmd.label(),
+                    timeout: self.timeout,
+                })
+            }
+            Ok(Err(e)) => {
+                let err = match e.code() {
+                    Some(code) => {
+                        let kind = ErrorKind::from_server(code, e.detail().unwrap_or_default());
+                        self.stats.error(kind);
+                        conn_err(format!("PSUBSCRIBE refused: {e}"))
+                    }
+                    None => {
+                        let err = self.connection_error(addr, &e);
+                        self.stats.error(err.kind());
+                        err
+                    }
+                };
+                Err(err)
+            }
+            Ok(Ok((sink, messages))) => Ok(Subscription {
+                sink,
+                messages,
+                patterns,
+                timeout: self.timeout,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channels_of_the_target_database() {
+        assert_eq!(
+            keyevent_patterns(3),
+            ["__keyevent@3__:x*", "__keyevent@3__:del"]
+        );
+    }
+
+    #[test]
+    fn keyevent_messages_decode_to_event_and_key() {
+        assert_eq!(
+            decode_keyevent("__keyevent@0__:xgroup-setid", b"orders"),
+            Some(KeyEvent {
+                event: "xgroup-setid".into(),
+                key: b"orders".to_vec()
+            })
+        );
+        assert_eq!(
+            decode_keyevent("__keyevent@12__:del", b"a:b"),
+            Some(KeyEvent {
+                event: "del".into(),
+                key: b"a:b".to_vec()
+            })
+        );
+        assert_eq!(decode_keyevent("__keyspace@0__:orders", b"xadd"), None);
+        assert_eq!(decode_keyevent("other", b"x"), None);
+    }
+}

@@ -1,0 +1,382 @@
+//! Keyspace events: polls made timelier by what the server publishes.
+//!
+//! With `keyspace_events = "auto"` (the default) a target's poller runs
+//! [`run`]: one subscription per primary (the backend's
+//! [`TargetClient::subscribe_keyevents`], a connection of its own) to the
+//! keyevent channels of stream commands and `del`. Redis publishes on them
+//! only when its `notify-keyspace-events` has `E`, `t` (or `A`) and `g`; the
+//! exporter never changes that, and without it nothing arrives and nothing
+//! changes.
+//!
+//! An event for a watched stream (anything but a plain `xadd`, which is
+//! ordinary traffic the schedule covers) asks for an extra poll of that
+//! stream, at the front of the budget, at most one per stream per
+//! [`EXTRA_POLL_SPACING`] ([`Debounce`]). A stream event on a key not yet
+//! watched that the target's patterns match watches it at once, without
+//! waiting for discovery. Nothing else depends on events: the loss ledgers
+//! prove losses across any two polls, and events only bring a poll closer
+//! to the fault (a stream born and faulted between two discoveries is seen
+//! before the fault instead of after).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::backend::{KeyEvent, NodeAddr, PRIORITY, TargetClient};
+use crate::probe::{ProbeContext, stream};
+use crate::snapshot::Name;
+
+/// The least time between two extra polls of one stream.
+pub const EXTRA_POLL_SPACING: Duration = Duration::from_secs(1);
+
+/// How often a subscription's connection is checked with `PING`, and the
+/// primaries are listed again (a failover or resharding changes them).
+const HEALTH_CHECK: Duration = Duration::from_secs(10);
+
+/// The first wait before subscribing again after a failure; it doubles up
+/// to [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// What an event asks of the poller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Nothing.
+    Ignore,
+    /// An extra poll of the (watched) stream.
+    Poll,
+    /// Watch the new stream now, then poll it.
+    WatchAndPoll,
+}
+
+/// What `event` on a key asks: `watched` says whether the key is watched,
+/// `matches` whether the target's patterns match it.
+pub(crate) fn action(event: &str, watched: bool, matches: bool) -> Action {
+    // Every event starting with `x` comes from a stream command, so its key
+    // is a stream; `del` can be any key.
+    let stream_event = event.starts_with('x');
+    if watched {
+        if event == "xadd" {
+            Action::Ignore
+        } else {
+            Action::Poll
+        }
+    } else if stream_event && matches {
+        Action::WatchAndPoll
+    } else {
+        Action::Ignore
+    }
+}
+
+/// Extra polls asked for, at most one per stream per
+/// [`EXTRA_POLL_SPACING`]: the first event polls at once, later ones within
+/// the spacing are folded into one poll when it has passed (so the last
+/// event of a burst is always followed by a poll).
+#[derive(Debug, Default)]
+pub(crate) struct Debounce {
+    /// When each stream was last polled on request.
+    last: HashMap<Name, Instant>,
+    /// Polls asked for and when they are due.
+    due: BTreeMap<Name, Instant>,
+}
+
+impl Debounce {
+    /// Asks for a poll of `stream`.
+    pub(crate) fn request(&mut self, stream: Name, now: Instant) {
+        let at = self
+            .last
+            .get(&stream)
+            .map_or(now, |&last| (last + EXTRA_POLL_SPACING).max(now));
+        self.due.entry(stream).or_insert(at);
+    }
+
+    /// When the next poll is due.
+    pub(crate) fn next_due(&self) -> Option<Instant> {
+        self.due.values().min().copied()
+    }
+
+    /// The streams due at `now`, marked polled.
+    pub(crate) fn take_due(&mut self, now: Instant) -> Vec<Name> {
+        let ready: Vec<Name> = self
+            .due
+            .iter()
+            .filter(|&(_, &at)| at <= now)
+            .map(|(s, _)| s.clone())
+            .collect();
+        for s in &ready {
+            self.due.remove(s);
+            self.last.insert(s.clone(), now);
+        }
+        // A stream polled longer ago than the spacing needs no memory.
+        self.last
+            .retain(|_, &mut at| now.saturating_duration_since(at) < EXTRA_POLL_SPACING);
+        ready
+    }
+}
+
+/// What the subscriptions share with the extra-poll loop.
+#[derive(Debug, Default)]
+struct Shared {
+    debounce: Mutex<Debounce>,
+    wake: Notify,
+    /// Each subscribed node and whether its subscription is healthy.
+    health: Mutex<BTreeMap<NodeAddr, bool>>,
+}
+
+impl Shared {
+    fn debounce(&self) -> std::sync::MutexGuard<'_, Debounce> {
+        self.debounce.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a node's health; true when the target's verdict changed.
+    fn set_health(&self, client: &TargetClient, node: &NodeAddr, healthy: Option<bool>) -> bool {
+        let mut health = self.health.lock().unwrap_or_else(|p| p.into_inner());
+        let before = !health.is_empty() && health.values().all(|&h| h);
+        match healthy {
+            Some(h) => {
+                health.insert(node.clone(), h);
+            }
+            None => {
+                health.remove(node);
+            }
+        }
+        let after = !health.is_empty() && health.values().all(|&h| h);
+        client.stats().keyspace_events_active(after);
+        before != after
+    }
+}
+
+/// Subscribes to the target's keyevents and runs the extra polls they ask
+/// for, until `shutdown`. `publish` makes the poller publish the target's
+/// snapshot (after an extra poll, or when the subscription's health
+/// changes).
+pub(crate) async fn run(
+    ctx: ProbeContext,
+    publish: impl Fn() + Send + Sync + 'static,
+    shutdown: CancellationToken,
+) {
+    let shared = Arc::new(Shared::default());
+    let publish = Arc::new(publish);
+    ctx.client.stats().keyspace_events_active(false);
+    let mut tasks = JoinSet::new();
+    tasks.spawn(extra_polls(
+        ctx.clone(),
+        shared.clone(),
+        publish.clone(),
+        shutdown.clone(),
+    ));
+    let mut subscribed: BTreeMap<NodeAddr, CancellationToken> = BTreeMap::new();
+    loop {
+        // The primaries, again every health check: a failover or a
+        // resharding moves the subscriptions with them.
+        if let Ok(nodes) = ctx.client.nodes().await {
+            let wanted: BTreeSet<NodeAddr> = nodes.into_iter().collect();
+            subscribed.retain(|node, stop| {
+                let keep = wanted.contains(node);
+                if !keep {
+                    stop.cancel();
+                }
+                keep
+            });
+            for node in wanted {
+                if subscribed.contains_key(&node) {
+                    continue;
+                }
+                let stop = shutdown.child_token();
+                subscribed.insert(node.clone(), stop.clone());
+                tasks.spawn(subscription(
+                    ctx.clone(),
+                    node,
+                    shared.clone(),
+                    publish.clone(),
+                    stop,
+                ));
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(HEALTH_CHECK) => {}
+        }
+    }
+    while tasks.join_next().await.is_some() {}
+}
+
+/// One node's subscription: subscribes, hands its events on, checks it with
+/// `PING`, and subscribes again with a backoff when it fails or drops.
+async fn subscription(
+    ctx: ProbeContext,
+    node: NodeAddr,
+    shared: Arc<Shared>,
+    publish: Arc<impl Fn() + Send + Sync + 'static>,
+    stop: CancellationToken,
+) {
+    let name = &ctx.target.name;
+    let mut retry = RETRY_FIRST;
+    let mut failing_logged = false;
+    let health = |healthy: Option<bool>| {
+        if shared.set_health(&ctx.client, &node, healthy) {
+            publish();
+        }
+    };
+    health(Some(false));
+    loop {
+        let attempt = tokio::select! {
+            _ = stop.cancelled() => break,
+            r = ctx.client.subscribe_keyevents(&node) => r,
+        };
+        match attempt {
+            Err(e) => {
+                if !failing_logged {
+                    tracing::warn!(redis_target = %name, %node, error = %e, ?retry, "keyspace events: cannot subscribe; polls keep their schedule (an ACL user needs +psubscribe and the keyevent channels, see docs/keyspace-events.md)");
+                    failing_logged = true;
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep(retry) => {}
+                }
+                retry = (retry * 2).min(RETRY_MAX);
+            }
+            Ok(mut sub) => {
+                tracing::info!(redis_target = %name, %node, "keyspace events: subscribed (the server publishes them only when its notify-keyspace-events has E, t or A, and g)");
+                failing_logged = false;
+                retry = RETRY_FIRST;
+                health(Some(true));
+                let mut check =
+                    tokio::time::interval_at(Instant::now() + HEALTH_CHECK, HEALTH_CHECK);
+                let stopped = loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => break true,
+                        event = sub.next() => match event {
+                            Some(event) => on_event(&ctx, &shared, event),
+                            None => break false,
+                        },
+                        _ = check.tick() => if !sub.ping(&ctx.client).await {
+                            break false;
+                        },
+                    }
+                };
+                health(Some(false));
+                if stopped {
+                    sub.close(&ctx.client).await;
+                    break;
+                }
+                tracing::warn!(redis_target = %name, %node, "keyspace events: the subscription dropped; subscribing again");
+            }
+        }
+    }
+    health(None);
+}
+
+/// Counts an event and asks for what it means.
+fn on_event(ctx: &ProbeContext, shared: &Shared, event: KeyEvent) {
+    ctx.client.stats().keyspace_event();
+    let key: Name = Arc::from(event.key.as_slice());
+    let asked = {
+        let mut state = ctx.state();
+        let watched = state.watched.contains(&key);
+        let matches = ctx.target.patterns.iter().any(|p| p.matches(&key));
+        match action(&event.event, watched, matches) {
+            Action::Ignore => false,
+            Action::Poll => true,
+            Action::WatchAndPoll => state.watch_now(&ctx.config, &ctx.target, key.clone()),
+        }
+    };
+    if asked {
+        shared.debounce().request(key, Instant::now());
+        shared.wake.notify_one();
+    }
+}
+
+/// Runs the extra polls as they fall due, at the front of the budget.
+async fn extra_polls(
+    ctx: ProbeContext,
+    shared: Arc<Shared>,
+    publish: Arc<impl Fn() + Send + Sync + 'static>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let next = shared.debounce().next_due();
+        let wait = async {
+            match next {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = shared.wake.notified() => {}
+            _ = wait => {}
+        }
+        let due = shared.debounce().take_due(Instant::now());
+        if due.is_empty() {
+            continue;
+        }
+        let polled = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            r = PRIORITY.scope(0, stream::run_some(&ctx, &due)) => r,
+        };
+        if let Err(e) = polled {
+            // The scheduled probes say whether the target is down.
+            tracing::debug!(redis_target = %ctx.target.name, error = %e, "extra stream poll failed");
+        }
+        publish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_events_ask() {
+        assert_eq!(action("xadd", true, true), Action::Ignore);
+        for e in [
+            "xdel",
+            "xtrim",
+            "xsetid",
+            "xgroup-setid",
+            "xgroup-create",
+            "xgroup-destroy",
+            "del",
+        ] {
+            assert_eq!(action(e, true, true), Action::Poll, "{e}");
+        }
+        assert_eq!(action("xadd", false, true), Action::WatchAndPoll);
+        assert_eq!(action("xgroup-create", false, true), Action::WatchAndPoll);
+        assert_eq!(action("xadd", false, false), Action::Ignore);
+        // A deleted key that was not watched may not even be a stream.
+        assert_eq!(action("del", false, true), Action::Ignore);
+    }
+
+    #[test]
+    fn at_most_one_extra_poll_per_stream_per_spacing() {
+        let t0 = Instant::now();
+        let s: Name = Arc::from(&b"s"[..]);
+        let other: Name = Arc::from(&b"o"[..]);
+        let mut d = Debounce::default();
+        assert_eq!(d.next_due(), None);
+        d.request(s.clone(), t0);
+        assert_eq!(d.take_due(t0), vec![s.clone()]);
+        // Three events within the spacing: one poll, when it has passed.
+        let ms = Duration::from_millis;
+        for at in [ms(10), ms(200), ms(900)] {
+            d.request(s.clone(), t0 + at);
+        }
+        d.request(other.clone(), t0 + ms(200));
+        assert_eq!(d.next_due(), Some(t0 + ms(200)));
+        assert_eq!(d.take_due(t0 + ms(200)), vec![other.clone()]);
+        assert_eq!(d.next_due(), Some(t0 + EXTRA_POLL_SPACING));
+        assert!(d.take_due(t0 + ms(999)).is_empty());
+        assert_eq!(d.take_due(t0 + EXTRA_POLL_SPACING), vec![s.clone()]);
+        assert_eq!(d.next_due(), None);
+        // Long after, an event polls at once again.
+        let later = t0 + Duration::from_secs(5);
+        d.request(s.clone(), later);
+        assert_eq!(d.take_due(later), vec![s]);
+    }
+}
