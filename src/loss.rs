@@ -1,16 +1,41 @@
-//! Losses and rewinds observed between stream polls (SPEC §12): pure
-//! bookkeeping over each poll's lag figure, with no I/O and no clock.
+//! Losses and rewinds observed between stream polls: pure bookkeeping over
+//! each poll's figures, with no I/O and no clock (the design and its limits
+//! are in `docs/lag-and-losses.md`).
 //!
-//! A trim that overtakes a slow group is often over within one poll: the
-//! group reads past the gap, and the gauge that showed the loss falls back to
-//! 0. The [`Ledger`] of a group therefore counts what the gauge cannot keep:
-//! every observed increase of the unread entries gone (entries-added −
-//! entries-read − lag, exact figures only, see [`crate::lag`]) is added to
-//! a counter and never subtracted. The first figure known after the exporter
-//! starts (or after the target came back) is the baseline, so a loss older
-//! than the exporter is not counted again at every restart. A group whose
-//! position or entries-read moves backwards was rewound (XGROUP SETID, or
-//! recreated under the same name): that is counted too, and its figures
+//! A trim or a deletion that eats unread entries is often over within one
+//! poll: the group reads past the gap a few milliseconds later, and nothing
+//! at the next poll shows it. The [`Ledger`] of a group proves such losses
+//! two ways and adds them to counters that never decrease:
+//!
+//! 1. **Across the range the group advanced over.** When entries-read is
+//!    known at two consecutive polls, the entries the group passed over are
+//!    its advance of entries-read; those that still exist in (previous
+//!    last-delivered-id, current last-delivered-id] are counted with one
+//!    bounded `XRANGE` ([`Ledger::range_to_count`]). The difference was
+//!    removed before the group read it. Servers that re-estimate
+//!    entries-read when a group reads past a gap (Valkey, Redis 8) put the
+//!    gap into the advance; the arithmetic holds on the re-estimated value.
+//! 2. **From Redis's counters at each poll.** Every increase of the unread
+//!    entries gone (entries-added − entries-read − lag, exact figures only,
+//!    see [`crate::lag`]): older servers keep a gap out of entries-read for
+//!    good, so it shows there.
+//!
+//! The counters cannot tell an entry removed before the group read it from
+//! one the group read and its consumers (or a short `MAXLEN`) removed right
+//! after. A removal in the advanced range is therefore counted only when the
+//! group's previous advance removed nothing: a group whose every advance
+//! removes entries (consumers that `XACKDEL` what they read, a window that
+//! turns over within one poll) is not losing data at every poll, and its
+//! removals are counted as unproven instead ([`Unproven`]), never as 0 in
+//! silence.
+//!
+//! The first figures after the exporter starts are the baseline, so a loss
+//! older than the exporter is not counted again at every restart. A target
+//! that comes back from an outage as the same server (same `run_id`) keeps
+//! its ledgers, so a loss during the outage is counted at the next poll;
+//! another server starts a new baseline ([`Ledger::reconnected`]). A group
+//! whose position or entries-read moves backwards was rewound (XGROUP SETID,
+//! or recreated under the same name): that is counted too, and its figures
 //! start a new baseline instead of passing for a loss.
 
 use crate::backend::StreamId;
@@ -19,10 +44,52 @@ use crate::backend::StreamId;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Lost {
     /// Removed by trimming while the group was behind (or the trimming edge
-    /// passed its position between two polls).
+    /// passed its position between two polls; a trim that empties the
+    /// stream is a trim).
     pub trimmed: u64,
     /// Removed inside the group's window: XDEL, XDELEX, XACKDEL, DELREF trims.
     pub deleted: u64,
+}
+
+/// Poll intervals in which entries were removed from the range a group
+/// advanced over, but the loss could not be proven, by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Unproven {
+    /// Entries-read was unknown at one of the two polls (always before
+    /// Redis 7.0; after an `XGROUP SETID` without `ENTRIESREAD`; while a
+    /// deletion ahead of the group keeps it invalid).
+    pub no_entries_read: u64,
+    /// The group's previous advance removed entries too: its consumers, or
+    /// a window shorter than a poll, remove what it reads.
+    pub routine_removal: u64,
+    /// The range held more entries than one poll counts
+    /// ([`RANGE_COUNT_CAP`]), or its count failed.
+    pub not_counted: u64,
+}
+
+impl Unproven {
+    /// The reasons with their `reason` label values.
+    pub fn by_reason(&self) -> [(&'static str, u64); 3] {
+        [
+            ("no_entries_read", self.no_entries_read),
+            ("routine_removal", self.routine_removal),
+            ("not_counted", self.not_counted),
+        ]
+    }
+}
+
+/// The most entries a poll counts in the range a group advanced over (one
+/// `XRANGE … COUNT` of this many plus one): a range with more stays
+/// unproven.
+pub const RANGE_COUNT_CAP: u32 = 2_000;
+
+/// What one `XRANGE` found in the range a group advanced over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RangeCount {
+    /// Entries that still exist there.
+    Survivors(u64),
+    /// More than [`RANGE_COUNT_CAP`], or the command failed.
+    NotCounted,
 }
 
 /// What one stream poll saw of a group.
@@ -38,8 +105,30 @@ pub struct Observation {
     pub first_entry: Option<StreamId>,
     /// The stream's max-deleted-entry-id (7.0+).
     pub max_deleted: Option<StreamId>,
+    /// Entries ever added minus the stream's length: entries removed in all
+    /// (7.0+).
+    pub removed: Option<u64>,
     /// Unread entries gone, when exact.
     pub unread_gone: Option<u64>,
+}
+
+/// What the ledger keeps of the last poll.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Seen {
+    last_delivered: StreamId,
+    entries_read: Option<u64>,
+    max_deleted: Option<StreamId>,
+    removed: Option<u64>,
+    unread_gone: Option<u64>,
+}
+
+/// What the group's last advance did to the range it passed over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Advance {
+    /// Nothing in it was removed.
+    Clean,
+    /// Entries in it were removed.
+    Removal,
 }
 
 /// The loss and rewind record of one group.
@@ -49,82 +138,243 @@ pub struct Ledger {
     baseline: Option<u64>,
     /// A lower figure seen once, not yet taken as the new baseline.
     dipped: Option<u64>,
-    /// The position, entries-read and max-deleted-entry-id of the last poll.
-    last: Option<(StreamId, Option<u64>, Option<StreamId>)>,
-    /// Losses counted; `None` until the figure was known once.
+    /// A lowered baseline and the position it was lowered at: a rise back
+    /// to the figure before the dip, with the group still there, is the
+    /// rebound of a figure read mid-change, not a loss.
+    before_dip: Option<(u64, StreamId, Option<u64>)>,
+    /// The last poll.
+    last: Option<Seen>,
+    /// What the group's last advance did.
+    last_advance: Option<Advance>,
+    /// Losses counted; `None` until a loss could be known once.
     lost: Option<Lost>,
+    /// Intervals with a removal that could not be proven a loss.
+    unproven: Unproven,
     /// Rewinds counted.
     rewinds: u64,
     /// Server time of the last counted loss.
     last_loss_at_ms: Option<u64>,
 }
 
+impl Seen {
+    fn of(o: &Observation) -> Seen {
+        Seen {
+            last_delivered: o.last_delivered,
+            entries_read: o.entries_read,
+            max_deleted: o.max_deleted,
+            removed: o.removed,
+            unread_gone: o.unread_gone,
+        }
+    }
+
+    /// True when `o` finds the group moved backwards since.
+    fn rewound_by(&self, o: &Observation) -> bool {
+        o.last_delivered < self.last_delivered
+            || matches!((o.entries_read, self.entries_read), (Some(now), Some(then)) if now < then)
+    }
+
+    /// True when entries were removed from the range (this poll's position,
+    /// `o`'s position] the group advanced over. A deletion shows as a
+    /// max-deleted-entry-id past this position. A trim shows as the first
+    /// entry past it (or an emptied stream), and, where the counters allow,
+    /// as more entries removed in all than the group had read: a trim that
+    /// passed this position removed every entry up to it, so only then did
+    /// it reach beyond (IDs are sparse; the first entry alone can move past
+    /// the position without a single entry after it being removed).
+    fn removal_in_range(&self, o: &Observation) -> bool {
+        let ld = self.last_delivered;
+        let deleted = o.max_deleted.is_some_and(|d| d > ld);
+        let first_past = o.first_entry.is_none_or(|f| f > ld);
+        let trimmed = first_past
+            && match (o.removed, self.entries_read) {
+                (Some(removed), Some(read)) => removed > read,
+                _ => o.first_entry.is_none_or(|f| Some(f) > ld.successor()),
+            };
+        deleted || trimmed
+    }
+
+    /// What removed unread entries between this poll and `o`: a deletion
+    /// when max-deleted-entry-id moved past the group's position; else a
+    /// trim when the first entry moved past it or the stream was emptied;
+    /// else a deletion.
+    fn cause(&self, o: &Observation) -> Cause {
+        let ld = self.last_delivered;
+        let deletion = o.max_deleted > self.max_deleted && o.max_deleted.is_some_and(|d| d > ld);
+        let trimmed = o
+            .first_entry
+            .is_none_or(|first| Some(first) > ld.successor());
+        if !deletion && trimmed {
+            Cause::Trimmed
+        } else {
+            Cause::Deleted
+        }
+    }
+}
+
+/// Why entries were lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cause {
+    Trimmed,
+    Deleted,
+}
+
+impl Lost {
+    fn add(&mut self, cause: Cause, n: u64) {
+        match cause {
+            Cause::Trimmed => self.trimmed += n,
+            Cause::Deleted => self.deleted += n,
+        }
+    }
+}
+
 impl Ledger {
-    /// Records one poll.
-    pub fn observe(&mut self, o: &Observation) {
-        let previous = self
-            .last
-            .replace((o.last_delivered, o.entries_read, o.max_deleted));
-        let rewound = previous.is_some_and(|(ld, read, _)| {
-            o.last_delivered < ld
-                || matches!((o.entries_read, read), (Some(now), Some(then)) if now < then)
-        });
+    /// The range whose surviving entries the probe must count (`XRANGE key
+    /// <from> <to> COUNT RANGE_COUNT_CAP + 1`, both ends inclusive) before
+    /// [`Ledger::observe`] can prove a loss in the range the group advanced
+    /// over; `None` when this poll needs no count.
+    pub fn range_to_count(&self, o: &Observation) -> Option<(StreamId, StreamId)> {
+        let last = self.last?;
+        let provable = !last.rewound_by(o)
+            && o.last_delivered > last.last_delivered
+            && last.entries_read.is_some()
+            && o.entries_read.is_some()
+            && self.last_advance == Some(Advance::Clean)
+            && last.removal_in_range(o);
+        provable.then_some((last.last_delivered.successor()?, o.last_delivered))
+    }
+
+    /// Records one poll; `range` is what the probe counted of
+    /// [`Ledger::range_to_count`], when it asked for a count.
+    pub fn observe(&mut self, o: &Observation, range: Option<RangeCount>) {
+        let previous = self.last.replace(Seen::of(o));
+        let rewound = previous.is_some_and(|p| p.rewound_by(o));
         if rewound {
             self.rewinds += 1;
             self.baseline = None;
+            self.dipped = None;
+            self.before_dip = None;
+            self.last_advance = None;
         }
+        if o.unread_gone.is_some() || o.entries_read.is_some() {
+            self.lost.get_or_insert_with(Lost::default);
+        }
+        let mut counted = Lost::default();
+        if let Some(p) = previous.filter(|p| !rewound && o.last_delivered > p.last_delivered) {
+            self.advanced(&p, o, range, &mut counted);
+        }
+        self.counters(previous.filter(|_| !rewound).as_ref(), o, &mut counted);
+        if counted != Lost::default() {
+            let lost = self.lost.get_or_insert_with(Lost::default);
+            lost.trimmed += counted.trimmed;
+            lost.deleted += counted.deleted;
+            self.last_loss_at_ms = o.at_ms.or(self.last_loss_at_ms);
+        }
+    }
+
+    /// The group advanced from `p` to `o`: a loss in the range it passed
+    /// over, proven by the count of survivors, or an unproven interval.
+    fn advanced(
+        &mut self,
+        p: &Seen,
+        o: &Observation,
+        range: Option<RangeCount>,
+        counted: &mut Lost,
+    ) {
+        if !p.removal_in_range(o) {
+            self.last_advance = Some(Advance::Clean);
+            return;
+        }
+        let routine = self.last_advance != Some(Advance::Clean);
+        self.last_advance = Some(Advance::Removal);
+        let (Some(read_before), Some(read_now)) = (p.entries_read, o.entries_read) else {
+            self.unproven.no_entries_read += 1;
+            return;
+        };
+        if routine {
+            self.unproven.routine_removal += 1;
+            return;
+        }
+        let Some(RangeCount::Survivors(survivors)) = range else {
+            self.unproven.not_counted += 1;
+            return;
+        };
+        let passed_over = read_now.saturating_sub(read_before);
+        // Unread entries gone that the last poll's counters still showed
+        // (counted then, or part of the baseline) and that the group's
+        // advance now covers: not lost a second time.
+        let absorbed = match (p.unread_gone, o.unread_gone) {
+            (Some(before), Some(now)) => before.saturating_sub(now),
+            (Some(before), None) => before,
+            (None, _) => 0,
+        };
+        let lost = passed_over
+            .saturating_sub(survivors)
+            .saturating_sub(absorbed);
+        if lost > 0 {
+            counted.add(p.cause(o), lost);
+        }
+    }
+
+    /// Every increase of the unread entries gone that Redis's counters show
+    /// (exact figures only), against the baseline.
+    fn counters(&mut self, previous: Option<&Seen>, o: &Observation, counted: &mut Lost) {
         let Some(gone) = o.unread_gone else {
             return;
         };
-        let lost = self.lost.get_or_insert_with(Lost::default);
         // A figure below the baseline is taken only when the next poll
-        // confirms it: Redis's counters are read by two commands, and a
-        // consumer that reads between them makes one poll's figure dip; the
-        // next poll's rebound must not pass for a loss.
-        if self.baseline.is_some_and(|b| gone < b) {
+        // confirms it: a figure read while the stream changed under the
+        // poll dips for that poll, and its rebound must not pass for a loss.
+        if let Some(before) = self.baseline.filter(|&b| gone < b) {
             match self.dipped.replace(gone) {
                 // Seen lower twice in a row: the figure did go down, from
                 // the first lower value on.
-                Some(first) => self.baseline = Some(first),
+                Some(first) => {
+                    self.before_dip = Some((before, o.last_delivered, o.entries_read));
+                    self.baseline = Some(first);
+                }
                 None => return,
             }
         }
         self.dipped = None;
         if let Some(baseline) = self.baseline.filter(|&b| gone > b) {
-            let more = gone - baseline;
-            // A deletion past where the group stood last time (the stream's
-            // max-deleted-entry-id moved there) took them. Otherwise, when
-            // the group is behind the first entry or the trimming edge passed
-            // its last position, a trim did.
-            let deletion = previous.is_some_and(|(ld, _, deleted_before)| {
-                o.max_deleted > deleted_before && o.max_deleted.is_some_and(|d| d > ld)
-            });
-            let trimmed = !deletion
-                && o.first_entry.is_some_and(|first| {
-                    o.last_delivered < first
-                        || previous.is_some_and(|(ld, _, _)| Some(first) > ld.successor())
-                });
-            if trimmed {
-                lost.trimmed += more;
-            } else {
-                lost.deleted += more;
+            // Back up to where it stood before a dip, the group not having
+            // moved since: the dip was the misreading, not this.
+            let floor = match self.before_dip {
+                Some((before, ld, read)) if ld == o.last_delivered && read == o.entries_read => {
+                    before.max(baseline)
+                }
+                _ => baseline,
+            };
+            let more = gone.saturating_sub(floor);
+            if more > 0 {
+                let cause = match previous {
+                    Some(p) => p.cause(o),
+                    None => Cause::Deleted,
+                };
+                counted.add(cause, more);
             }
-            self.last_loss_at_ms = o.at_ms.or(self.last_loss_at_ms);
         }
         self.baseline = Some(gone);
     }
 
-    /// The target went away: what comes back may be another server, so the
-    /// next figures start a new baseline; the counts are kept.
+    /// The target came back as another server (a new `run_id`): the next
+    /// figures start a new baseline; the counts are kept.
     pub fn reconnected(&mut self) {
         self.baseline = None;
         self.dipped = None;
+        self.before_dip = None;
         self.last = None;
+        self.last_advance = None;
     }
 
-    /// Losses counted, once the figure was known at least once.
+    /// Losses counted, once a loss could be known at least once.
     pub fn lost(&self) -> Option<Lost> {
         self.lost
+    }
+
+    /// Intervals with a removal that could not be proven a loss.
+    pub fn unproven(&self) -> Unproven {
+        self.unproven
     }
 
     /// Rewinds counted.
@@ -145,134 +395,4 @@ impl Ledger {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn id(ms: u64) -> StreamId {
-        StreamId::new(ms, 0)
-    }
-
-    fn obs(at: u64, ld: u64, read: u64, first: u64, gone: Option<u64>) -> Observation {
-        Observation {
-            at_ms: Some(at),
-            last_delivered: id(ld),
-            entries_read: Some(read),
-            first_entry: Some(id(first)),
-            max_deleted: Some(StreamId::ZERO),
-            unread_gone: gone,
-        }
-    }
-
-    /// The figures: 60, then 360, then 0 after the group read past
-    /// the gap. The counter keeps 360.
-    #[test]
-    fn a_loss_that_heals_stays_counted() {
-        let mut l = Ledger::default();
-        l.observe(&obs(1_000, 100, 100, 50, Some(0)));
-        assert_eq!(l.lost(), Some(Lost::default()));
-        l.observe(&obs(16_000, 110, 110, 171, Some(60)));
-        l.observe(&obs(31_000, 120, 120, 481, Some(360)));
-        l.observe(&obs(46_000, 700, 1_060, 481, Some(0)));
-        assert_eq!(
-            l.lost(),
-            Some(Lost {
-                trimmed: 360,
-                deleted: 0
-            })
-        );
-        assert!(l.recent_loss(46_000, 3_600_000));
-        assert!(!l.recent_loss(31_000 + 3_600_000, 3_600_000));
-        // A later loss adds to it.
-        l.observe(&obs(61_000, 800, 1_160, 481, Some(5)));
-        assert_eq!(l.lost().map(|x| x.deleted), Some(5));
-    }
-
-    /// A consumer reading between the two XINFO commands of a poll makes
-    /// the figure dip for that poll; the rebound is no loss. A lower figure
-    /// seen twice is the new baseline.
-    #[test]
-    fn a_one_poll_dip_is_no_loss() {
-        let mut l = Ledger::default();
-        l.observe(&obs(1, 10, 10, 1, Some(4)));
-        l.observe(&obs(2, 20, 20, 1, Some(1)));
-        l.observe(&obs(3, 30, 30, 1, Some(4)));
-        assert_eq!(l.lost(), Some(Lost::default()));
-        l.observe(&obs(4, 40, 40, 1, Some(0)));
-        l.observe(&obs(5, 50, 50, 1, Some(0)));
-        l.observe(&obs(6, 60, 60, 1, Some(2)));
-        assert_eq!(l.lost().map(|x| x.deleted), Some(2));
-    }
-
-    #[test]
-    fn the_first_figure_is_a_baseline_not_a_loss() {
-        let mut l = Ledger::default();
-        l.observe(&obs(1, 10, 10, 1, Some(400)));
-        assert_eq!(l.lost(), Some(Lost::default()));
-        assert!(!l.recent_loss(1, 1000));
-    }
-
-    #[test]
-    fn unknown_figures_keep_the_baseline() {
-        let mut l = Ledger::default();
-        l.observe(&obs(1, 10, 10, 1, Some(0)));
-        l.observe(&obs(2, 20, 20, 1, None));
-        l.observe(&obs(3, 30, 30, 1, Some(7)));
-        assert_eq!(l.lost().map(|x| x.deleted), Some(7));
-        // Never known: absent.
-        let mut never = Ledger::default();
-        never.observe(&obs(1, 10, 10, 1, None));
-        assert_eq!(never.lost(), None);
-    }
-
-    #[test]
-    fn trim_passing_the_last_position_counts_as_trimmed() {
-        let mut l = Ledger::default();
-        l.observe(&obs(1, 10, 10, 1, Some(0)));
-        // The group read on past the gap within one poll (old server: the
-        // gap stays in entries-read).
-        l.observe(&obs(2, 30, 28, 15, Some(2)));
-        assert_eq!(
-            l.lost(),
-            Some(Lost {
-                trimmed: 2,
-                deleted: 0
-            })
-        );
-    }
-
-    /// A group at 0-0 is behind the first entry without any trim: a
-    /// deletion ahead of it is a deletion.
-    #[test]
-    fn a_deletion_is_a_deletion_even_behind_the_first_entry() {
-        let mut l = Ledger::default();
-        l.observe(&obs(1, 0, 0, 1, Some(0)));
-        l.observe(&Observation {
-            max_deleted: Some(id(8)),
-            ..obs(2, 0, 0, 1, Some(2))
-        });
-        assert_eq!(
-            l.lost(),
-            Some(Lost {
-                trimmed: 0,
-                deleted: 2
-            })
-        );
-    }
-
-    #[test]
-    fn rewinds_are_counted_and_reset_the_baseline() {
-        let mut l = Ledger::default();
-        l.observe(&obs(1, 100, 100, 1, Some(0)));
-        // SETID back to 10 with ENTRIESREAD 10: figures move, no loss.
-        l.observe(&obs(2, 10, 10, 1, Some(3)));
-        assert_eq!(l.rewinds(), 1);
-        assert_eq!(l.lost(), Some(Lost::default()));
-        // entries-read going back alone is a rewind too.
-        l.observe(&obs(3, 10, 5, 1, Some(3)));
-        assert_eq!(l.rewinds(), 2);
-        l.reconnected();
-        l.observe(&obs(4, 5, 1, 1, Some(9)));
-        assert_eq!(l.rewinds(), 2, "no comparison across a reconnection");
-        assert_eq!(l.lost(), Some(Lost::default()));
-    }
-}
+mod tests;

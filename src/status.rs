@@ -1,4 +1,4 @@
-//! Group status (SPEC §6): one word per group, judged over a sliding window of
+//! Group status: one word per group, judged over a sliding window of
 //! stream polls, Burrow-style but without its false alarms on quiet streams.
 //!
 //! Pure: the poller pushes each poll's [`Sample`] into the group's
@@ -9,19 +9,31 @@
 //!    at this poll. A loss counted within `data_loss_hold` holds the status
 //!    after the group caught up, unless the group is `stopped` or `stalled`
 //!    now (news that an old loss must not hide).
-//! 2. `stopped`: there is work (undelivered or pending entries) and no
-//!    consumer has read successfully for the whole window (or the group has no
-//!    consumers). Judged from the consumers' last successful read, so it holds
+//! 2. With `read_every` (batch consumers): until `read_every` plus the window
+//!    has passed since the last read, work waiting is not `stopped`, nor
+//!    `stalled` unless on evidence (rule 4); it is `lagging` when lag seconds
+//!    exceed `max_delay`, `ok` otherwise.
+//! 3. `stopped`: there is work (undelivered or pending entries) and nobody
+//!    has read for the whole window (or the group has no consumers). A read
+//!    is a consumer's last successful read or a poll that found the group's
+//!    position or entries-read advanced (liveness by progress), so it holds
 //!    from the first poll on.
-//! 3. `stalled`: there is work, consumers read, but over a full window the
+//! 4. `stalled` at once on evidence: the latest PEL scan or consumers run
+//!    found poison, ghost or orphaned entries (a fault already seen needs no
+//!    window to confirm it).
+//! 5. `stalled`: there is work, consumers read, but over a full window the
 //!    last-delivered-id never moved while entries waited, or the oldest pending
 //!    entry stayed the same (a message retried forever).
-//! 4. `lagging`: lag seconds above half of `max_delay`; without a `max_delay`,
-//!    lag above 0 in every poll of a full window and never decreasing while the
-//!    group advances.
-//! 5. `idle`: nothing produced during the window, nothing pending, nothing
+//! 6. `lagging`: lag seconds above half of `max_delay` (300 s without one);
+//!    trimming closing in on unread entries (an overtake ETA under
+//!    `max_delay`, and never under 30 minutes), or a retention margin under
+//!    `max_delay`; without a `max_delay`, lag above 0 in every poll of a full
+//!    window and never decreasing while the group advances. These are the
+//!    conditions of the shipped lag and overtake alerts, so an alert about a
+//!    group comes with a status that is not `ok`.
+//! 7. `idle`: nothing produced during the window, nothing pending, nothing
 //!    undelivered.
-//! 6. `ok` otherwise: lag reached 0 in the window, or lag seconds stay under
+//! 8. `ok` otherwise: lag reached 0 in the window, or lag seconds stay under
 //!    half of `max_delay`, or the window is too short to say more.
 //!
 //! A quiet stream (no production, nothing pending) is never `stopped` or
@@ -97,9 +109,21 @@ pub struct Sample {
     pub recent_loss: bool,
     /// Smallest pending ID from the latest pending summary.
     pub oldest_pending_id: Option<StreamId>,
-    /// Server time (ms) of the most recent successful read by any consumer;
+    /// Server time (ms) of the most recent read: the latest of the
+    /// consumers' last successful read and the last poll that found the
+    /// group's position or entries-read advanced (NOACK readers never
+    /// become "active" on Redis 7.2+ and Valkey, but their group moves);
     /// `Some(0)` when no consumer ever read; `None` when not yet known.
     pub last_read_at_ms: Option<u64>,
+    /// The latest PEL scan or consumers run found poison, ghost or orphaned
+    /// entries in the group: a fault seen, not inferred from a window.
+    pub stuck_evidence: bool,
+    /// Seconds of ID time between the stream's first entry and the group's
+    /// first undelivered one, when known.
+    pub retention_margin: Option<f64>,
+    /// Seconds until trimming reaches unread entries at recent rates, when
+    /// the margin is shrinking (see [`crate::trend`]).
+    pub overtake_eta: Option<f64>,
 }
 
 impl Sample {
@@ -115,6 +139,15 @@ impl Sample {
     }
 }
 
+/// Lag seconds above which a group without a `max_delay` is `lagging`: the
+/// shipped `RedisStreamsLagSecondsHigh` alert's threshold for such groups.
+pub const DEFAULT_LAG_SECONDS_LAGGING: f64 = 300.0;
+
+/// A trim-overtake ETA under this (or under `max_delay`, when longer) makes
+/// a group `lagging`: the shipped `RedisStreamsTrimOvertakingGroup` alert's
+/// horizon.
+pub const OVERTAKE_HORIZON_SECONDS: f64 = 1800.0;
+
 /// Settings of the evaluation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settings {
@@ -124,6 +157,8 @@ pub struct Settings {
     pub window_duration: Duration,
     /// The stream's tolerated delay.
     pub max_delay: Option<Duration>,
+    /// How often the stream's groups are read at least (batch consumers).
+    pub read_every: Option<Duration>,
 }
 
 /// The sliding window of one group, kept as run lengths: for each rule,
@@ -285,6 +320,31 @@ fn evaluate_now(
     size: u16,
 ) -> (GroupStatus, Basis) {
     if latest.has_work() {
+        let stuck = (GroupStatus::Stalled, Basis::Latest);
+        if let Some(grace) = settings
+            .read_every
+            .map(|every| every + settings.window_duration)
+        {
+            // A batch consumer between two runs: the work waits for the next
+            // one, and only a delay beyond what the business tolerates says
+            // anything before the run is overdue.
+            let overdue = latest.last_read_at_ms.is_some_and(|read_at| {
+                latest.at_ms.saturating_sub(read_at) >= grace.as_millis() as u64
+            });
+            if !overdue {
+                let late = matches!(
+                    (settings.max_delay, latest.lag_seconds),
+                    (Some(max), Some(age)) if age > max.as_secs_f64()
+                );
+                return if latest.stuck_evidence {
+                    stuck
+                } else if late {
+                    (GroupStatus::Lagging, Basis::Latest)
+                } else {
+                    (GroupStatus::Ok, Basis::Latest)
+                };
+            }
+        }
         if latest.consumers == 0 {
             return (GroupStatus::Stopped, Basis::Latest);
         }
@@ -294,16 +354,38 @@ fn evaluate_now(
         if silent {
             return (GroupStatus::Stopped, Basis::Window);
         }
+        // Poison, ghosts or orphans need no window: stopped (nobody reads at
+        // all) says more, and was judged first.
+        if latest.stuck_evidence {
+            return stuck;
+        }
         if full && (window.position_stuck >= size || window.oldest_stuck >= size) {
             return (GroupStatus::Stalled, Basis::Window);
         }
-        let half = settings.max_delay.map(|d| d.as_secs_f64() / 2.0);
-        match (half, latest.lag_seconds) {
-            (Some(half), Some(age)) => {
-                if age > half {
-                    return (GroupStatus::Lagging, Basis::Latest);
-                }
-            }
+        // The thresholds of the shipped lag alerts: half of `max_delay`,
+        // or 300 s where none is set.
+        let half = settings
+            .max_delay
+            .map_or(DEFAULT_LAG_SECONDS_LAGGING, |d| d.as_secs_f64() / 2.0);
+        if latest.lag_seconds.is_some_and(|age| age > half) {
+            return (GroupStatus::Lagging, Basis::Latest);
+        }
+        // Trimming closing in on unread entries within the horizon of the
+        // overtake alert, or closer than the business tolerates.
+        let max_delay = settings.max_delay.map(|d| d.as_secs_f64());
+        let horizon = max_delay.map_or(OVERTAKE_HORIZON_SECONDS, |d| {
+            d.max(OVERTAKE_HORIZON_SECONDS)
+        });
+        let closing_in = latest.overtake_eta.is_some_and(|eta| eta < horizon);
+        let margin_short = matches!(
+            (latest.retention_margin, max_delay),
+            (Some(margin), Some(max)) if margin < max
+        );
+        if closing_in || margin_short {
+            return (GroupStatus::Lagging, Basis::Latest);
+        }
+        match (settings.max_delay, latest.lag_seconds) {
+            (Some(_), Some(_)) => {}
             _ => {
                 // Positive and never decreasing over the whole window, risen
                 // within it, while the group advanced within it.

@@ -226,6 +226,7 @@ fn render_names(names: &[Vec<u8>]) -> String {
             trimmed_undelivered: Some(0),
             lost: None,
             rewinds: 0,
+            loss_unproven: Default::default(),
             ahead_of_stream: false,
             retention_margin: None,
             overtake_eta: None,

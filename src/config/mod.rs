@@ -403,6 +403,10 @@ pub const DEFAULT_DATA_LOSS_HOLD: Duration = Duration::from_secs(3600);
 pub struct StreamSettings {
     /// The delay the business tolerates.
     pub max_delay: Option<Duration>,
+    /// How often the groups are read at least (batch consumers): work
+    /// waiting less long than this plus the status window is neither
+    /// `stalled` nor `stopped`.
+    pub read_every: Option<Duration>,
     /// Dead-letter stream name; `{stream}` is replaced by the stream's name.
     pub dead_letter: Option<Vec<u8>>,
     /// Delivery count from which a pending entry is poison.
@@ -419,6 +423,7 @@ impl Default for StreamSettings {
     fn default() -> Self {
         StreamSettings {
             max_delay: None,
+            read_every: None,
             dead_letter: None,
             poison_delivery_count: 10,
             consumer_inactive_after: Duration::from_secs(300),

@@ -143,6 +143,7 @@ pub struct RawStatus {
 #[serde(deny_unknown_fields)]
 pub struct RawStreamSettings {
     pub max_delay: Option<String>,
+    pub read_every: Option<String>,
     pub dead_letter: Option<String>,
     pub poison_delivery_count: Option<i64>,
     pub consumer_inactive_after: Option<String>,
@@ -157,6 +158,7 @@ pub struct RawStreamRule {
     #[serde(rename = "match")]
     pub pattern: Option<String>,
     pub max_delay: Option<String>,
+    pub read_every: Option<String>,
     pub dead_letter: Option<String>,
     pub poison_delivery_count: Option<i64>,
     pub consumer_inactive_after: Option<String>,

@@ -60,14 +60,22 @@ pub use walked::{WALKED_KEPT_PER_STREAM, Walked};
 use crate::backend::StreamId;
 use crate::backend::reply::{GroupInfo, StreamInfo};
 
-/// Which lag arithmetic a server runs (research §1.2).
+/// Which lag arithmetic a server runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arithmetic {
-    /// Redis 7.2.7+, 7.4.2+ and 8.x: `lag` is right whenever it is not nil.
+    /// Redis 8.0.0 and later: `lag` is right whenever it is not nil. These
+    /// releases carry the three fixes that make it so: redis#13338 (a
+    /// deletion after the group's position), redis#13473 (a group behind a
+    /// trim) and redis#13958 (a group that reads again after a trim passed
+    /// it re-estimates entries-read; listed among 8.0.0's fixes over
+    /// 8.0-RC1 in the release notes, and checked on 8.6 by the tests).
     Current,
-    /// Redis 7.0.x, 7.2.0–7.2.6, 7.4.0–7.4.1, Valkey, and servers whose
-    /// version is unknown: `lag` can keep counting trimmed entries, so it is
-    /// trusted only where it can be proven.
+    /// Everything else: Redis 7.0.x–7.4.x (7.2.7+ and 7.4.2+ carry the first
+    /// two fixes, and no release note of theirs lists redis#13958, so their
+    /// lag stays too high after a trim overtook a group that read on),
+    /// the 8.0 milestones and release candidates (7.9.x), Valkey, and
+    /// servers whose version is unknown: `lag` can keep counting trimmed
+    /// entries, so it is trusted only where it can be proven.
     Miscounting,
 }
 
@@ -76,21 +84,16 @@ impl Arithmetic {
     /// and the server's own version).
     pub fn of(server: &str, version: &str) -> Arithmetic {
         if server != "redis" {
-            // Valkey reports redis_version 7.2.4 and keeps the old code for
-            // trimmed groups (SPEC §12).
+            // Valkey (it reports redis_version 7.2.4) keeps the old code for
+            // trimmed groups.
             return Arithmetic::Miscounting;
         }
-        let mut parts = version.split('.').map(|p| p.parse::<u64>().ok());
-        let (Some(Some(major)), Some(Some(minor))) = (parts.next(), parts.next()) else {
-            return Arithmetic::Miscounting;
-        };
-        let patch = parts.next().flatten().unwrap_or(0);
-        match (major, minor) {
-            (8.., _) => Arithmetic::Current,
-            // 8.0 release candidates report 7.9.x.
-            (7, 9..) => Arithmetic::Current,
-            (7, 2) if patch >= 7 => Arithmetic::Current,
-            (7, 4) if patch >= 2 => Arithmetic::Current,
+        let major = version
+            .split('.')
+            .next()
+            .and_then(|p| p.parse::<u64>().ok());
+        match major {
+            Some(8..) => Arithmetic::Current,
             _ => Arithmetic::Miscounting,
         }
     }

@@ -55,20 +55,29 @@ fn none() -> Evidence<'static> {
     Evidence::default()
 }
 
+/// The decision table: Redis's own `lag` is trusted as exact only on
+/// releases that carry redis#13338, #13473 and #13958 (8.0.0 on); 7.2.7+
+/// and 7.4.2+ carry the first two only, the 8.0 release candidates (7.9.x)
+/// not the third, Valkey none of them in full.
 #[test]
 fn arithmetic_follows_the_version() {
     use Arithmetic::*;
     for (server, version, want) in [
+        ("redis", "6.2.14", Miscounting),
         ("redis", "7.0.15", Miscounting),
         ("redis", "7.2.4", Miscounting),
         ("redis", "7.2.6", Miscounting),
-        ("redis", "7.2.7", Current),
+        ("redis", "7.2.7", Miscounting),
+        ("redis", "7.2.11", Miscounting),
         ("redis", "7.4.1", Miscounting),
-        ("redis", "7.4.2", Current),
-        ("redis", "7.9.224", Current),
+        ("redis", "7.4.2", Miscounting),
+        ("redis", "7.4.7", Miscounting),
+        ("redis", "7.9.240", Miscounting),
         ("redis", "8.0.0", Current),
-        ("redis", "8.6.1", Current),
-        ("redis", "6.2.14", Miscounting),
+        ("redis", "8.0.2", Current),
+        ("redis", "8.6.3", Current),
+        ("redis", "9.0.0", Current),
+        ("valkey", "8.1.1", Miscounting),
         ("valkey", "9.1.2", Miscounting),
         ("redis", "", Miscounting),
         ("redis", "garbage", Miscounting),

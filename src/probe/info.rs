@@ -1,10 +1,15 @@
 //! Info: `INFO server` and `INFO memory` of every primary, for
-//! `redis_streams_target_info` and the memory gauges. Valkey reports
+//! `redis_streams_target_info` and the memory gauges, each node's lag
+//! arithmetic (from its own version), and whether the server is the one the
+//! loss ledgers were kept against (its `run_id`). Valkey reports
 //! `redis_version` 7.2.4 for compatibility, so its own version is read from
 //! `valkey_version`.
 
+use std::collections::BTreeMap;
+
 use super::{ProbeContext, ProbeError, ProbeKind, Problems};
 use crate::backend::{Command, reply};
+use crate::lag::Arithmetic;
 use crate::snapshot::ServerInfo;
 
 /// Runs the info probe.
@@ -14,6 +19,7 @@ use crate::snapshot::ServerInfo;
 pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let mut problems = Problems::default();
     let mut merged: Option<ServerInfo> = None;
+    let mut arithmetic_by_node = BTreeMap::new();
     for node in ctx.client.nodes().await? {
         let replies = ctx
             .client
@@ -36,6 +42,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             continue;
         }
         let info = parse(&fields);
+        arithmetic_by_node.insert(node.clone(), Arithmetic::of(&info.server, &info.version));
         merged = Some(match merged {
             None => info,
             // Cluster: one server kind and policy; memory summed over primaries.
@@ -53,6 +60,8 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     {
         let mut state = ctx.state();
         state.snapshot.server = merged;
+        state.arithmetic_by_node = arithmetic_by_node;
+        state.verify_ledgers();
         state.settle_parked();
     }
     problems.finish(ProbeKind::Info)

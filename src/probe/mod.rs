@@ -29,7 +29,7 @@ mod walked_tests;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::backend::{ErrorKind, StreamId, TargetClient, TargetError};
+use crate::backend::{ErrorKind, NodeAddr, StreamId, TargetClient, TargetError};
 use crate::config::{Config, Target};
 pub use crate::schedule::ProbeKind;
 use crate::snapshot::{Name, TargetSnapshot};
@@ -44,6 +44,9 @@ pub struct GroupMemory {
     pub window: status::Window,
     /// Server time of the latest successful read by any consumer.
     pub last_read_at_ms: Option<u64>,
+    /// Server time of the latest stream poll that found the group's
+    /// position or entries-read advanced.
+    pub last_progress_at_ms: Option<u64>,
     /// Smallest pending ID from the latest pending summary.
     pub oldest_pending_id: Option<StreamId>,
     /// The PEL scan pass in progress.
@@ -147,6 +150,15 @@ pub struct TargetState {
     /// Groups added to `groups` or `ledgers` since the two were last packed
     /// ([`TargetState::pack_group_maps`]).
     pub groups_added_since_packed: usize,
+    /// The lag arithmetic of each node's server, from its own version (see
+    /// [`lag::Arithmetic::of`]); a node not yet known is read as
+    /// miscounting.
+    pub arithmetic_by_node: BTreeMap<NodeAddr, lag::Arithmetic>,
+    /// The `run_id` of the server the ledgers were kept against.
+    pub ledgers_run_id: Option<String>,
+    /// The target went down since the ledgers were last fed: until the
+    /// server is known again, nobody knows whether it is the same one.
+    pub ledgers_unverified: bool,
 }
 
 impl TargetState {
@@ -180,9 +192,45 @@ impl TargetState {
         self.anchors.clear();
         self.walked.clear();
         self.walked_facts = 0;
-        for ledger in self.ledgers.values_mut() {
-            ledger.reconnected();
+        // The ledgers are kept: the same server, back, is compared with the
+        // last poll before the outage, so a loss during it is counted.
+        self.ledgers_unverified = !self.ledgers.is_empty();
+    }
+
+    /// Once the server is known after an outage (or at the first start):
+    /// the same server (same `run_id`) keeps every ledger and baseline;
+    /// another one (a restart, a failover), or one whose `run_id` cannot be
+    /// read, starts a new baseline (the counts are kept).
+    pub fn verify_ledgers(&mut self) {
+        let run_id = self
+            .snapshot
+            .server
+            .as_ref()
+            .map(|s| s.run_id.clone())
+            .filter(|r| !r.is_empty());
+        let another = match (&run_id, &self.ledgers_run_id) {
+            (Some(now), Some(before)) => now != before,
+            // Kept against a server never identified, or unidentifiable now.
+            _ => self.ledgers_unverified,
+        };
+        if another {
+            for ledger in self.ledgers.values_mut() {
+                ledger.reconnected();
+            }
         }
+        self.ledgers_unverified = false;
+        if run_id.is_some() {
+            self.ledgers_run_id = run_id;
+        }
+    }
+
+    /// The ledger of a group, when this poll may feed it (not while the
+    /// server is unverified after an outage).
+    pub fn ledger_to_feed(&self, key: &(Name, Name)) -> Option<&loss::Ledger> {
+        if self.ledgers_unverified {
+            return None;
+        }
+        self.ledgers.get(key)
     }
 
     /// A stream's walked milliseconds, taken for this poll's walks.

@@ -29,19 +29,19 @@ use decode::{Read, decode_stream, time_of};
 /// # Errors
 /// When the target cannot be reached or replies cannot be decoded.
 pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
-    let (watched, generation, arithmetic) = {
+    let (watched, generation, arithmetic_by_node) = {
         let state = ctx.state();
-        let arithmetic = state
-            .snapshot
-            .server
-            .as_ref()
-            .map_or(Arithmetic::Miscounting, |s| {
-                Arithmetic::of(&s.server, &s.version)
-            });
-        (state.watched.clone(), state.generation, arithmetic)
+        (
+            state.watched.clone(),
+            state.generation,
+            state.arithmetic_by_node.clone(),
+        )
     };
     let limits = &ctx.config.limits;
-    let per_batch = (limits.pipeline_size / 2).max(1);
+    // TIME and both XINFO of every stream of a batch go in one pipeline, so
+    // a stream's figures are never read in two round trips with writes in
+    // between (entries-added from one moment, entries-read from another).
+    let per_batch = (limits.pipeline_size.saturating_sub(1) / 2).max(1);
     let mut problems = Problems::default();
     let mut vanished: Vec<Name> = Vec::new();
     let mut fresh: BTreeMap<Name, Arc<StreamState>> = BTreeMap::new();
@@ -65,6 +65,11 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     }
     let by_node = ctx.client.partition(watched.iter().map(|n| &**n)).await?;
     for (node, mine) in by_node {
+        // Each node's own version: a cluster in a rolling upgrade runs two.
+        let arithmetic = arithmetic_by_node
+            .get(&node)
+            .copied()
+            .unwrap_or(Arithmetic::Miscounting);
         for batch in mine.chunks(per_batch) {
             // The watched names' allocations are kept, not copied per poll.
             let batch: Vec<&Name> = batch.iter().map(|&i| &watched[i]).collect();
@@ -74,7 +79,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                 cmds.push(Command::XinfoStream { key: key.to_vec() });
                 cmds.push(Command::XinfoGroups { key: key.to_vec() });
             }
-            let replies = ctx.client.execute(&node, &cmds).await?;
+            let replies = ctx.client.execute_in_one_trip(&node, &cmds).await?;
             let now_ms = time_of(ctx, &replies[0], &mut problems);
             let mut reads: Vec<(Name, Read)> = Vec::with_capacity(batch.len());
             for (i, key) in batch.iter().enumerate() {
@@ -126,6 +131,35 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     previous: trails[si][gi].as_ref(),
                 }
             };
+            // Ranges the groups advanced over with entries removed, whose
+            // survivors prove a loss (see crate::loss).
+            let ranges: Vec<((usize, usize), Command)> = {
+                let state = ctx.state();
+                let mut ranges = Vec::new();
+                for (si, (name, read)) in reads.iter().enumerate() {
+                    for (gi, group) in read.groups.iter().enumerate() {
+                        let key = (name.clone(), Name::from(group.name.as_slice()));
+                        let Some(ledger) = state.ledger_to_feed(&key) else {
+                            continue;
+                        };
+                        let Some((from, to)) =
+                            ledger.range_to_count(&observation(&read.info, group, now_ms, None))
+                        else {
+                            continue;
+                        };
+                        ranges.push((
+                            (si, gi),
+                            Command::Xrange {
+                                key: name.to_vec(),
+                                start: RangeStart::From(from),
+                                end: RangeEnd::To(to),
+                                count: loss::RANGE_COUNT_CAP + 1,
+                            },
+                        ));
+                    }
+                }
+                ranges
+            };
             let mut wanted = Vec::new();
             let mut xranges = Vec::new();
             for (si, (name, read)) in reads.iter().enumerate() {
@@ -145,7 +179,34 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     });
                 }
             }
+            let mut counted: HashMap<(usize, usize), loss::RangeCount> = HashMap::new();
             let mut samples: HashMap<(usize, usize), UndeliveredSample> = HashMap::new();
+            if !ranges.is_empty() {
+                let (keys, cmds): (Vec<_>, Vec<_>) = ranges.into_iter().unzip();
+                let replies = ctx.client.execute(&node, &cmds).await?;
+                for (key, r) in keys.into_iter().zip(replies) {
+                    let count = match r {
+                        Ok(v) => {
+                            problems.answered();
+                            match reply::range_ids(&v) {
+                                Ok(ids) if ids.len() <= loss::RANGE_COUNT_CAP as usize => {
+                                    loss::RangeCount::Survivors(ids.len() as u64)
+                                }
+                                Ok(_) => loss::RangeCount::NotCounted,
+                                Err(e) => {
+                                    problems.add(ctx, e);
+                                    loss::RangeCount::NotCounted
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            problems.refused(&e);
+                            loss::RangeCount::NotCounted
+                        }
+                    };
+                    counted.insert(key, count);
+                }
+            }
             if !xranges.is_empty() {
                 // With the counts, XINFO GROUPS again for the streams whose
                 // lag is counted: a count is only as good as the group's
@@ -315,8 +376,14 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     ends,
                     anchors,
                 };
-                let stream =
-                    build_stream(ctx, &mut state, &name, polled, |gi| samples.get(&(si, gi)));
+                let stream = build_stream(
+                    ctx,
+                    &mut state,
+                    &name,
+                    polled,
+                    |gi| samples.get(&(si, gi)),
+                    |gi| counted.get(&(si, gi)).copied(),
+                );
                 fresh.insert(name, stream);
             }
         }
@@ -366,6 +433,7 @@ fn build_stream<'s>(
     name: &Name,
     polled: Polled,
     sample_for: impl Fn(usize) -> Option<&'s UndeliveredSample>,
+    range_for: impl Fn(usize) -> Option<loss::RangeCount>,
 ) -> Arc<StreamState> {
     let Polled {
         read,
@@ -389,6 +457,7 @@ fn build_stream<'s>(
         window: ctx.config.status_window,
         window_duration: ctx.config.schedule.stream * ctx.config.status_window as u32,
         max_delay: settings.max_delay,
+        read_every: settings.read_every,
     };
     let hold_ms = ctx.config.data_loss_hold.as_millis() as u64;
     lag::remember_anchor(
@@ -400,6 +469,10 @@ fn build_stream<'s>(
         ends: Some(&ends),
         anchors: &anchors,
     };
+    // After an outage the ledgers wait until the server is known to be the
+    // same one (see `TargetState::verify_ledgers`): then this poll is
+    // compared with the last one before the outage.
+    let feed_ledger = !state.ledgers_unverified;
     let mut groups = Vec::with_capacity(read.groups.len());
     for (gi, group) in read.groups.iter().enumerate() {
         // The name lives in the map key (the previous poll's, when there is
@@ -409,6 +482,7 @@ fn build_stream<'s>(
             .and_then(|p| p.groups.get_key_value(group.name.as_slice()))
             .map_or_else(|| Arc::from(group.name.as_slice()), |(k, _)| k.clone());
         let key = (name.clone(), gname.clone());
+        let stuck_evidence = stuck_evidence(&state.snapshot, &key);
         let (memory, ledger) = state.group_entries(&key);
         let reading = lag::Reading {
             stream: &read.info,
@@ -417,6 +491,15 @@ fn build_stream<'s>(
             previous: memory.lag_trail.as_ref(),
         };
         let figure = reading.compute(sample_for(gi), &evidence);
+        // Liveness by progress: whatever the consumers' idle and inactive
+        // fields say, a group that moved was read.
+        let progressed = memory.lag_trail.as_ref().is_some_and(|before| {
+            group.last_delivered_id > before.last_delivered
+                || matches!((group.entries_read, before.entries_read), (Some(now), Some(then)) if now > then)
+        });
+        if progressed {
+            memory.last_progress_at_ms = now_ms.or(memory.last_progress_at_ms);
+        }
         memory.lag_trail = Some(reading.trail(&figure));
         tracing::trace!(
             redis_target = %ctx.target.name,
@@ -435,14 +518,12 @@ fn build_stream<'s>(
             unread_gone = ?figure.unread_gone,
             "lag figure"
         );
-        ledger.observe(&loss::Observation {
-            at_ms: now_ms,
-            last_delivered: group.last_delivered_id,
-            entries_read: group.entries_read,
-            first_entry: read.info.first_entry_id,
-            max_deleted: read.info.max_deleted_entry_id,
-            unread_gone: figure.unread_gone,
-        });
+        if feed_ledger {
+            ledger.observe(
+                &observation(&read.info, group, now_ms, figure.unread_gone),
+                range_for(gi),
+            );
+        }
         let ages = if time_ids { now_ms } else { None };
         let lag_seconds = ages.and_then(|now| match (figure.lag, figure.first_undelivered) {
             (_, Some(first)) => Some(age_seconds(now, first.ms)),
@@ -490,7 +571,10 @@ fn build_stream<'s>(
                 loss_now: ledger.lost_at(at_ms),
                 recent_loss: ledger.recent_loss(at_ms, hold_ms),
                 oldest_pending_id: memory.oldest_pending_id,
-                last_read_at_ms: memory.last_read_at_ms,
+                last_read_at_ms: memory.last_read_at_ms.max(memory.last_progress_at_ms),
+                stuck_evidence,
+                retention_margin,
+                overtake_eta,
             };
             memory.window.push(&sample);
             status::judge(&memory.window, &sample, &status_settings)
@@ -502,6 +586,7 @@ fn build_stream<'s>(
             lag_seconds,
             trimmed_undelivered: figure.trimmed_undelivered,
             lost: ledger.lost(),
+            loss_unproven: ledger.unproven(),
             rewinds: ledger.rewinds(),
             retention_margin,
             overtake_eta,
@@ -529,6 +614,41 @@ fn build_stream<'s>(
         groups: Groups::new(groups),
     };
     reuse(previous.as_ref(), fresh)
+}
+
+/// True when the slow probes' latest results show the group stuck: poison
+/// or ghost entries in its PEL (the last scan, or the pending summary's look
+/// at its oldest entries), or entries held by consumers inactive past
+/// `consumer_inactive_after`.
+fn stuck_evidence(snapshot: &crate::snapshot::TargetSnapshot, key: &(Name, Name)) -> bool {
+    let scanned = snapshot
+        .scans
+        .get(key)
+        .and_then(|s| s.last.as_deref())
+        .is_some_and(|scan| scan.poison > 0 || scan.ghost > 0);
+    let head_poison = snapshot.head_poison.get(key).is_some_and(|&n| n > 0);
+    let orphaned = snapshot.consumers.get(key).is_some_and(|c| c.orphaned > 0);
+    scanned || head_poison || orphaned
+}
+
+/// What the loss ledger needs of one group's poll.
+fn observation(
+    info: &StreamInfo,
+    group: &GroupInfo,
+    at_ms: Option<u64>,
+    unread_gone: Option<u64>,
+) -> loss::Observation {
+    loss::Observation {
+        at_ms,
+        last_delivered: group.last_delivered_id,
+        entries_read: group.entries_read,
+        first_entry: info.first_entry_id,
+        max_deleted: info.max_deleted_entry_id,
+        removed: info
+            .entries_added
+            .and_then(|added| added.checked_sub(info.length)),
+        unread_gone,
+    }
 }
 
 /// The end of the stream as XINFO read it. Entries counted after XINFO, in

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use super::Name;
 use crate::backend::StreamId;
 use crate::config::StreamSettings;
-use crate::loss::Lost;
+use crate::loss::{Lost, Unproven};
 use crate::status::GroupStatus;
 
 /// What `XINFO STREAM` said of a stream, as the snapshot keeps it.
@@ -171,6 +171,9 @@ pub struct GroupState {
     /// Entries lost since the exporter started, by cause; `None` until the
     /// figure could be known (never before 7.0).
     pub lost: Option<Lost>,
+    /// Poll intervals with entries removed from the range the group
+    /// advanced over that could not be proven lost (see [`crate::loss`]).
+    pub loss_unproven: Unproven,
     /// Times the group's position moved backwards.
     pub rewinds: u64,
     /// last-delivered-id is beyond the stream's last generated ID.

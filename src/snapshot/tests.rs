@@ -17,6 +17,7 @@ fn group(pending: u64) -> GroupState {
         trimmed_undelivered: None,
         lost: None,
         rewinds: 0,
+        loss_unproven: Default::default(),
         ahead_of_stream: false,
         retention_margin: None,
         overtake_eta: None,

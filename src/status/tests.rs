@@ -15,6 +15,7 @@ fn settings(max_delay: Option<u64>) -> Settings {
         window: 5,
         window_duration: Duration::from_secs(75),
         max_delay: max_delay.map(Duration::from_secs),
+        read_every: None,
     }
 }
 
@@ -32,6 +33,9 @@ fn sample(i: u64) -> Sample {
         recent_loss: false,
         oldest_pending_id: None,
         last_read_at_ms: Some(1_800_000_000_000 + i * 15_000),
+        stuck_evidence: false,
+        retention_margin: None,
+        overtake_eta: None,
     }
 }
 
@@ -337,4 +341,153 @@ fn unknown_lag_with_unread_entries_is_work() {
         None,
     );
     assert_eq!(st, GroupStatus::Stopped);
+}
+
+/// A batch consumer that reads every 4 minutes: work waits between runs,
+/// nobody reads for longer than the window, the position stands still. With
+/// `read_every` it is `ok` until the run is overdue by the window, then
+/// `stopped`; without, it cycles through `stalled` and `stopped`.
+#[test]
+fn a_batch_consumer_is_ok_between_runs_and_stopped_once_overdue() {
+    let batch = |since_read_ms: u64, read_every: Option<u64>, max_delay: Option<u64>| {
+        let samples: Vec<Sample> = (0..5)
+            .map(|i| {
+                let mut s = sample(i);
+                s.lag = Some(40);
+                s.lag_seconds = Some(since_read_ms as f64 / 1000.0);
+                s.last_delivered_id = StreamId::new(100, 0);
+                s.last_generated_id = StreamId::new(100 + i, 0);
+                s.last_read_at_ms = Some(sample(4).at_ms - since_read_ms);
+                s
+            })
+            .collect();
+        let settings = Settings {
+            read_every: read_every.map(Duration::from_secs),
+            ..settings(max_delay)
+        };
+        status_of(&samples, &settings)
+    };
+    // 3 minutes since the last run, runs every 4: ok, with or without a
+    // max_delay it is under.
+    assert_eq!(batch(3 * MIN, Some(240), None), GroupStatus::Ok);
+    assert_eq!(batch(3 * MIN, Some(240), Some(600)), GroupStatus::Ok);
+    // Without read_every, the same group is stopped (nobody read for the
+    // whole window).
+    assert_eq!(batch(3 * MIN, None, None), GroupStatus::Stopped);
+    // Waiting longer than the business tolerates is lagging, not stopped.
+    assert_eq!(batch(3 * MIN, Some(240), Some(120)), GroupStatus::Lagging);
+    // Overdue: read_every (4 min) + the window (75 s) passed without a read.
+    assert_eq!(
+        batch(5 * MIN + 15_000, Some(240), None),
+        GroupStatus::Stopped
+    );
+    // An hourly job in the middle of its hour.
+    assert_eq!(batch(30 * MIN, Some(3600), None), GroupStatus::Ok);
+}
+
+/// A NOACK reader keeps up; the server never marks its consumers active
+/// (last read unknown or "never"), but the group moves: the poller folds the
+/// progress into `last_read_at_ms`, and the group is ok.
+#[test]
+fn a_group_that_moves_is_read_whatever_its_consumers_say() {
+    let st = run(
+        |i, s| {
+            s.lag = Some(3);
+            s.last_generated_id = StreamId::new(103 + i, 0);
+            // The progress of this poll, folded in by the stream probe.
+            s.last_read_at_ms = Some(s.at_ms);
+        },
+        None,
+    );
+    assert_eq!(st, GroupStatus::Ok);
+    // The consumers' fields alone ("never read"), no progress: stopped.
+    let st = run(
+        |i, s| {
+            s.lag = Some(3);
+            s.last_generated_id = StreamId::new(103 + i, 0);
+            s.last_delivered_id = StreamId::new(100, 0);
+            s.last_read_at_ms = Some(0);
+        },
+        None,
+    );
+    assert_eq!(st, GroupStatus::Stopped);
+}
+
+/// Poison, ghosts or orphaned entries seen by the slow probes make the group
+/// stalled at the poll that sees them, not a window later; a batch
+/// consumer's grace does not hide them.
+#[test]
+fn evidence_makes_a_group_stalled_at_once() {
+    let one = |read_every: Option<u64>| {
+        let mut s = sample(0);
+        s.pending = 3;
+        s.stuck_evidence = true;
+        let settings = Settings {
+            read_every: read_every.map(Duration::from_secs),
+            ..settings(None)
+        };
+        let mut window = Window::default();
+        window.push(&s);
+        judge(&window, &s, &settings)
+    };
+    assert_eq!(one(None), (GroupStatus::Stalled, Basis::Latest));
+    assert_eq!(one(Some(3600)), (GroupStatus::Stalled, Basis::Latest));
+    // Without work there is nothing stuck.
+    let mut s = sample(0);
+    s.stuck_evidence = true;
+    let mut window = Window::default();
+    window.push(&s);
+    assert_eq!(judge(&window, &s, &settings(None)).0, GroupStatus::Idle);
+}
+
+/// The conditions of the shipped lag and overtake alerts make the group
+/// lagging at the poll that shows them.
+#[test]
+fn what_the_lag_and_overtake_alerts_see_is_lagging() {
+    let with = |f: &dyn Fn(&mut Sample), max_delay: Option<u64>| {
+        let mut s = sample(0);
+        s.lag = Some(10);
+        s.lag_seconds = Some(5.0);
+        f(&mut s);
+        let mut window = Window::default();
+        window.push(&s);
+        judge(&window, &s, &settings(max_delay)).0
+    };
+    assert_eq!(with(&|_| {}, None), GroupStatus::Ok);
+    // Lag seconds over 300 s without a max_delay (RedisStreamsLagSecondsHigh).
+    assert_eq!(
+        with(&|s| s.lag_seconds = Some(301.0), None),
+        GroupStatus::Lagging
+    );
+    assert_eq!(
+        with(&|s| s.lag_seconds = Some(299.0), None),
+        GroupStatus::Ok
+    );
+    // An overtake ETA under 30 minutes, or under a longer max_delay.
+    assert_eq!(
+        with(&|s| s.overtake_eta = Some(1_700.0), None),
+        GroupStatus::Lagging
+    );
+    assert_eq!(
+        with(&|s| s.overtake_eta = Some(1_900.0), None),
+        GroupStatus::Ok
+    );
+    assert_eq!(
+        with(&|s| s.overtake_eta = Some(3_000.0), Some(3_600)),
+        GroupStatus::Lagging
+    );
+    // A margin under max_delay, even when it does not shrink.
+    assert_eq!(
+        with(&|s| s.retention_margin = Some(50.0), Some(60)),
+        GroupStatus::Lagging
+    );
+    assert_eq!(
+        with(&|s| s.retention_margin = Some(70.0), Some(60)),
+        GroupStatus::Ok
+    );
+    // Without a max_delay, a margin alone threatens nothing.
+    assert_eq!(
+        with(&|s| s.retention_margin = Some(5.0), None),
+        GroupStatus::Ok
+    );
 }

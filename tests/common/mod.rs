@@ -416,6 +416,11 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("{args:?}: {e}"))
     }
 
+    /// The server's process id (to stop and continue it by signal).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -184,6 +184,23 @@ impl TargetClient {
         Ok(replies)
     }
 
+    /// Like [`TargetClient::execute`], but `cmds` go in one pipeline
+    /// whatever `pipeline_size` says: for replies that must describe one
+    /// moment (a stream's `XINFO STREAM` and `XINFO GROUPS`).
+    ///
+    /// # Errors
+    /// As [`TargetClient::execute`].
+    pub(crate) async fn execute_in_one_trip(
+        &self,
+        node: &NodeAddr,
+        cmds: &[Command],
+    ) -> Result<Vec<Reply>, TargetError> {
+        let mut replies = Vec::with_capacity(cmds.len());
+        self.commands.acquire(cmds.len()).await;
+        self.send_paid(node, cmds, &mut replies).await?;
+        Ok(replies)
+    }
+
     /// Sends `cmds` as one pipeline whose tokens were already taken and
     /// appends their settled replies to `replies`.
     async fn send_paid(

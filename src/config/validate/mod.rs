@@ -391,6 +391,7 @@ impl Validator {
                     &base,
                     RawStreamSettings {
                         max_delay: r.max_delay,
+                        read_every: r.read_every,
                         dead_letter: r.dead_letter,
                         poison_delivery_count: r.poison_delivery_count,
                         consumer_inactive_after: r.consumer_inactive_after,

@@ -14,19 +14,18 @@ impl Validator {
         raw: RawStreamSettings,
     ) -> StreamSettings {
         StreamSettings {
-            max_delay: match raw.max_delay {
-                None => base.max_delay,
-                Some(text) => {
-                    let k = format!("{key}.max_delay");
-                    match self.duration(&k, &text) {
-                        Some(d) if d.is_zero() => {
-                            self.problem(k, "must be greater than zero");
-                            None
-                        }
-                        d => d,
-                    }
-                }
-            },
+            max_delay: self.optional_positive_duration(
+                key,
+                "max_delay",
+                raw.max_delay,
+                base.max_delay,
+            ),
+            read_every: self.optional_positive_duration(
+                key,
+                "read_every",
+                raw.read_every,
+                base.read_every,
+            ),
             dead_letter: match raw.dead_letter {
                 None => base.dead_letter.clone(),
                 Some(name) if name.is_empty() => {
@@ -60,6 +59,27 @@ impl Validator {
                     Some(list) => self.globs(&format!("{key}.exclude_groups"), list),
                 },
             },
+        }
+    }
+
+    /// An optional duration above zero (`base` when not given).
+    fn optional_positive_duration(
+        &mut self,
+        key: &str,
+        name: &str,
+        raw: Option<String>,
+        base: Option<Duration>,
+    ) -> Option<Duration> {
+        let Some(text) = raw else {
+            return base;
+        };
+        let k = format!("{key}.{name}");
+        match self.duration(&k, &text) {
+            Some(d) if d.is_zero() => {
+                self.problem(k, "must be greater than zero");
+                None
+            }
+            d => d,
         }
     }
 

@@ -84,6 +84,8 @@ pub enum Source {
 pub enum Custom {
     /// Cause `trimmed` and `deleted` of each group's lost entries.
     LostEntries,
+    /// Each group's unproven intervals, by reason, where there were any.
+    LossUnproven,
     /// One series per status of each group.
     Status,
     /// The pending summary's age of each group's oldest pending entry.
@@ -145,6 +147,7 @@ const TSG: &[&str] = &["target", "stream", "group"];
 const TSGL: &[&str] = &["target", "stream", "group", "le"];
 const TSGS: &[&str] = &["target", "stream", "group", "status"];
 const TSGCAUSE: &[&str] = &["target", "stream", "group", "cause"];
+const TSGREASON: &[&str] = &["target", "stream", "group", "reason"];
 const TSGC: &[&str] = &["target", "stream", "group", "consumer"];
 const TP: &[&str] = &["target", "probe"];
 const TCMD: &[&str] = &["target", "command"];
@@ -229,6 +232,7 @@ pub const METRICS: &[MetricDef] = &[
     GROUP_TRIM_OVERTAKE_ETA,
     GROUP_DRAIN_ETA,
     GROUP_LOST_ENTRIES,
+    GROUP_LOSS_UNPROVEN,
     GROUP_STATUS,
     GROUP_OLDEST_PENDING_AGE,
     GROUP_PENDING_POISON,

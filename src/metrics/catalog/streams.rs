@@ -243,8 +243,16 @@ metric!(
     "redis_streams_group_lost_entries_total",
     Counter,
     TSGCAUSE,
-    "Entries removed from the stream before this group read them, as observed since the exporter started (every increase of entries-added - entries-read - lag, exact figures only; never decreases). cause=trimmed: the group was behind the trimming edge; cause=deleted: XDEL, XDELEX, XACKDEL or a DELREF trim removed unread entries inside its window. Absent where it cannot be known (before Redis 7.0, or entries-read never known).",
+    "Entries removed from the stream before this group read them, as observed since the exporter started (never decreases): proven across two polls by the advance of entries-read minus the entries that still exist in the range the group advanced over, and by every increase of entries-added - entries-read - lag (exact figures only). cause=trimmed: a trim passed the group's position (or emptied the stream); cause=deleted: XDEL, XDELEX, XACKDEL or a DELREF trim removed unread entries inside its window. What could not be proven is in redis_streams_group_loss_unproven_total. Absent where it cannot be known (before Redis 7.0, or entries-read never known).",
     Source::Custom(Custom::LostEntries)
+);
+metric!(
+    GROUP_LOSS_UNPROVEN,
+    "redis_streams_group_loss_unproven_total",
+    Counter,
+    TSGREASON,
+    "Stream polls after which entries were missing from the range this group advanced over, but their loss could not be proven, as observed since the exporter started. reason=no_entries_read: entries-read was unknown at one of the two polls (always before Redis 7.0); reason=routine_removal: the group's previous advance removed entries too (its consumers delete what they read, or the stream's window turns over within one poll); reason=not_counted: the range held more entries than one poll counts. A series appears with its first interval.",
+    Source::Custom(Custom::LossUnproven)
 );
 metric!(
     GROUP_STATUS,

@@ -21,6 +21,7 @@ impl Renderer<'_> {
     pub(super) fn custom<W: Write>(&self, f: &mut Family<'_, W>, custom: Custom) {
         match custom {
             Custom::LostEntries => self.lost_entries(f),
+            Custom::LossUnproven => self.loss_unproven(f),
             Custom::Status => self.status(f),
             Custom::OldestPendingAge => self.oldest_pending_age(f),
             Custom::Poison => self.poison(f),
@@ -79,6 +80,17 @@ impl Renderer<'_> {
             let [l1, l2, l3] = group_labels(t, s, g);
             for (cause, n) in [("trimmed", lost.trimmed), ("deleted", lost.deleted)] {
                 f.sample(&[l1, l2, l3, ("cause", cause.as_bytes())], n as f64);
+            }
+        }
+    }
+
+    fn loss_unproven<W: Write>(&self, f: &mut Family<'_, W>) {
+        for (t, s, _, g, gs) in groups_of(&self.up) {
+            let [l1, l2, l3] = group_labels(t, s, g);
+            for (reason, n) in gs.loss_unproven.by_reason() {
+                if n > 0 {
+                    f.sample(&[l1, l2, l3, ("reason", reason.as_bytes())], n as f64);
+                }
             }
         }
     }

@@ -59,6 +59,10 @@ pub(super) fn group(pending: u64, lag: Option<u64>) -> GroupState {
             deleted: 1,
         }),
         rewinds: 0,
+        loss_unproven: crate::loss::Unproven {
+            routine_removal: 2,
+            ..Default::default()
+        },
         ahead_of_stream: false,
         retention_margin: Some(3_600.0),
         overtake_eta: Some(86_400.0),
