@@ -29,8 +29,8 @@ use redis_streams_exporter::config::{self, CliOverrides};
 use redis_streams_exporter::probe::ProbeKind;
 
 /// The seeds CI runs on every server, and their polls.
-const CI_SEEDS: [u64; 3] = [1, 2, 3];
-const CI_POLLS: usize = 25;
+const CI_SEEDS: [u64; 6] = [1, 2, 3, 4, 5, 6];
+const CI_POLLS: usize = 40;
 
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().map(|v| {
@@ -248,7 +248,7 @@ async fn oracle(kind: Server) {
         let r = run(kind, &steps).await;
         let s = &r.stats;
         println!(
-            "ORACLE | {kind:?} | seed {seed} | {} polls ({} failed) | {ops} operations {:?} | provable intervals {} with {} unread losses | unprovable intervals with losses {} ({} entries) | read-then-removed intervals {} | lag exact {} estimated {} (abs error {}) | {}",
+            "ORACLE | {kind:?} | seed {seed} | {} polls ({} failed) | {ops} operations {:?} | provable intervals {} with {} unread losses | unprovable intervals with losses {} ({} entries) | read-then-removed intervals {} | marked unproven where provable {} (first advance {}) | lag exact {} estimated {} (abs error {}) | {}",
             s.polls,
             s.failed_polls,
             r.applied,
@@ -257,6 +257,8 @@ async fn oracle(kind: Server) {
             s.unprovable_intervals_with_loss,
             s.unprovable_losses,
             s.read_then_removed.len(),
+            s.marked_unproven,
+            s.first_advance_unproven.len(),
             s.lag_exact,
             s.lag_estimated,
             s.lag_estimate_abs_error,
@@ -266,6 +268,9 @@ async fn oracle(kind: Server) {
         );
         for line in &s.read_then_removed {
             println!("ORACLE | {kind:?} | seed {seed} | read then removed in one interval: {line}");
+        }
+        for line in &s.first_advance_unproven {
+            println!("ORACLE | {kind:?} | seed {seed} | first advance unproven: {line}");
         }
         if let Some(f) = r.failure {
             let (small, small_run) = shrink(kind, steps, &f.check, shrink_limit).await;
