@@ -248,7 +248,7 @@ async fn oracle(kind: Server) {
         let r = run(kind, &steps).await;
         let s = &r.stats;
         println!(
-            "ORACLE | {kind:?} | seed {seed} | {} polls ({} failed) | {ops} operations {:?} | provable intervals {} with {} unread losses | unprovable intervals with losses {} ({} entries) | read-then-removed intervals {} | marked unproven where provable {} (first advance {}) | lag exact {} estimated {} (abs error {}) | {}",
+            "ORACLE | {kind:?} | seed {seed} | {} polls ({} failed) | {ops} operations {:?} | provable intervals {} with {} unread losses | unprovable intervals with losses {} ({} entries) | read-then-removed intervals {} | marked unproven where provable {} (first advance {}, previous advance misread {}) | lag exact {} estimated {} (abs error {}) | {}",
             s.polls,
             s.failed_polls,
             r.applied,
@@ -259,6 +259,7 @@ async fn oracle(kind: Server) {
             s.read_then_removed.len(),
             s.marked_unproven,
             s.first_advance_unproven.len(),
+            s.misread_routine.len(),
             s.lag_exact,
             s.lag_estimated,
             s.lag_estimate_abs_error,
@@ -268,6 +269,9 @@ async fn oracle(kind: Server) {
         );
         for line in &s.read_then_removed {
             println!("ORACLE | {kind:?} | seed {seed} | read then removed in one interval: {line}");
+        }
+        for line in &s.misread_routine {
+            println!("ORACLE | {kind:?} | seed {seed} | previous advance misread: {line}");
         }
         for line in &s.first_advance_unproven {
             println!("ORACLE | {kind:?} | seed {seed} | first advance unproven: {line}");
