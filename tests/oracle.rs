@@ -6,7 +6,9 @@
 //! `RSE_ORACLE_SEEDS=N` runs N seeds from `RSE_ORACLE_SEED_BASE` (default
 //! 1000) instead of the fixed CI seeds; `RSE_ORACLE_POLLS` sets the polls
 //! per seed; `RSE_ORACLE_SEED=s` replays one seed; `RSE_ORACLE_SHRINK_SECS`
-//! bounds the shrinking of a failure (default 60).
+//! bounds the shrinking of a failure (default 60); `RSE_ORACLE_STRICT=all`
+//! (or a list of their names) fails on the exporter's known discrepancies
+//! too (docs/oracle.md).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failed test.
 
@@ -107,7 +109,10 @@ fn stop(pid: u32, signal: &str) {
 async fn run(kind: Server, steps: &[Step]) -> Run {
     let mut d = Driver::new(kind);
     let h = Harness::new(exporter_config(d.port));
-    let mut checker = Checker::new(kind);
+    let strict = std::env::var("RSE_ORACLE_STRICT")
+        .map(|v| v.split(',').map(String::from).collect())
+        .unwrap_or_default();
+    let mut checker = Checker::new(kind, strict);
     let mut failure = None;
     let mut polls = 0;
     for step in steps {

@@ -86,6 +86,9 @@ struct Account {
     /// Lower and upper bounds so far: trimmed, deleted, total.
     low: [u64; 3],
     high: [u64; 3],
+    /// The upper bound for the total without the contract's allowance for
+    /// entries read and removed in one interval: the truth.
+    high_truth: u64,
     /// Unread removals ahead of the group at the last poll.
     last_outstanding: u64,
     /// Unread removals made before the epoch's first poll: that poll's
@@ -117,6 +120,11 @@ struct Name {
 
 pub struct Checker {
     kind: Server,
+    /// The exporter's known discrepancies to fail on too (the truth, not
+    /// the contract), to shrink them to replays: `RSE_ORACLE_STRICT=all`
+    /// or a comma-separated list of `first_advance_unproven`,
+    /// `misread_routine`, `false_loss`.
+    strict: Vec<String>,
     accounts: BTreeMap<(String, String), Account>,
     names: BTreeMap<(String, String), Name>,
     pub stats: Stats,
@@ -250,9 +258,10 @@ pub fn verify_model(d: &mut Driver, poll: usize) -> Result<Raw, Failure> {
 }
 
 impl Checker {
-    pub fn new(kind: Server) -> Checker {
+    pub fn new(kind: Server, strict: Vec<String>) -> Checker {
         Checker {
             kind,
+            strict,
             accounts: BTreeMap::new(),
             names: BTreeMap::new(),
             stats: Stats::default(),
@@ -504,6 +513,7 @@ impl Checker {
             prev: point.clone(),
             low: [0; 3],
             high: [0; 3],
+            high_truth: 0,
             last_outstanding: outstanding,
             before_baseline: g.removed_unread.keys().copied().collect(),
             last_advance_removal: None,
@@ -613,15 +623,36 @@ impl Checker {
                     ),
                 );
             }
-            if heuristic && truth > 0 {
+            let excluded = if heuristic {
+                "misread_routine"
+            } else {
+                "first_advance_unproven"
+            };
+            if is_strict(&self.strict, excluded)
+                && proven > 0
+                && (heuristic || acct.last_advance_removal.is_none())
+            {
+                return fail(
+                    poll,
+                    excluded,
+                    format!(
+                        "{at}: ({lo}, {hi}] {proven} unread removals since the baseline read past (entries-read {:?} -> {:?}), marked routine_removal, not counted; the previous advance {:?} removed {:?}",
+                        prev.entries_read,
+                        point.entries_read,
+                        acct.last_advance_at,
+                        acct.last_advance_removal
+                    ),
+                );
+            }
+            if heuristic && proven > 0 {
                 self.stats.misread_routine.push(format!(
-                    "poll {poll} {at}: ({lo}, {hi}] {truth} unread removals read past, marked routine_removal because the previous advance {:?} (from a poll without entries-read, nothing removed) was taken for a removal",
+                    "poll {poll} {at}: ({lo}, {hi}] {proven} unread removals read past, marked routine_removal because the previous advance {:?} (from a poll without entries-read, nothing removed) was taken for a removal",
                     acct.last_advance_at
                 ));
             }
-            if acct.last_advance_removal.is_none() && truth > 0 {
+            if acct.last_advance_removal.is_none() && proven > 0 {
                 self.stats.first_advance_unproven.push(format!(
-                    "poll {poll} {at}: ({lo}, {hi}] {truth} unread removals read past at the group's first advance since the baseline: marked routine_removal, not counted"
+                    "poll {poll} {at}: ({lo}, {hi}] {proven} unread removals read past at the group's first advance since the baseline: marked routine_removal, not counted"
                 ));
             }
             self.stats.marked_unproven += 1;
@@ -647,6 +678,7 @@ impl Checker {
                 ));
             }
             self.stats.provable_losses += proven;
+            acct.high_truth += truth;
             acct.low[2] += proven;
             acct.high[2] += contract;
             match (trims, dels) {
@@ -669,6 +701,7 @@ impl Checker {
             for h in &mut acct.high {
                 *h += truth;
             }
+            acct.high_truth += truth;
             // A loss that cannot be proven is marked, never a silent 0
             // (where Redis reports entries-read at all, on the same server
             // process, after the baseline).
@@ -701,6 +734,21 @@ impl Checker {
             now[1] - acct.base[1],
             now[0] + now[1] - acct.base[0] - acct.base[1],
         ];
+        if is_strict(&self.strict, "false_loss")
+            && counted[2] > (acct.high_truth + outstanding) as f64
+        {
+            return fail(
+                poll,
+                "false_loss",
+                format!(
+                    "{at}: lost_entries_total counted {} since the epoch's first poll, the group lost at most {} (entries it read and that were removed after are not lost); interval ({lo}, {hi}], entries-read {:?} -> {:?}",
+                    counted[2],
+                    acct.high_truth + outstanding,
+                    prev.entries_read,
+                    point.entries_read
+                ),
+            );
+        }
         let cause_names = ["trimmed", "deleted", "total"];
         for i in 0..3 {
             let high = acct.high[i] + outstanding;
@@ -817,6 +865,11 @@ impl Checker {
         }
         Ok(())
     }
+}
+
+/// True when `check` is among the strict checks.
+fn is_strict(strict: &[String], check: &str) -> bool {
+    strict.iter().any(|s| s == "all" || s == check)
 }
 
 /// The value of label `name` in an exposition series key.
