@@ -23,7 +23,7 @@ ARG RUST_VERSION=1
 
 FROM rust:${RUST_VERSION}-bookworm AS builder
 WORKDIR /build
-# .cargo/config.toml bakes the jemalloc settings into tikv-jemalloc-sys (behind the README's memory
+# .cargo/config.toml bakes the jemalloc settings into tikv-jemalloc-sys (behind the benchmark's memory
 # figures): it must be there before the dependency layer builds that crate.
 COPY .cargo/config.toml .cargo/config.toml
 # Dependency layer: rebuilt only when the manifest or the lock file change. The stubs stand in for

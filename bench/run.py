@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Side-by-side benchmark of redis-streams-exporter and oliver006/redis_exporter.
 
-Measures the performance targets of SPEC section 10 (and the freshness and
-page-size rows of issue 17) on a Redis server that this script starts on a
+Measures the project's performance targets (bench/HISTORY.md lists them, with
+freshness and page sizes) on a Redis server that this script starts on a
 free loopback port, and prints one Markdown table with both tools' figures,
 the target and PASS/FAIL per row.
 
@@ -650,7 +650,7 @@ class Bench:
     def collect_slowlog(self, phase: str, ours_as: str = "ours") -> None:
         """Files SLOWLOG's entries by client name and resets it. Our
         exporter's entries go under `ours_as`: "ours" for runs at defaults
-        (the SPEC row), another label for runs with other settings."""
+        (the target row), another label for runs with other settings."""
         entries = self.r.call("SLOWLOG", "GET", "100000") or []
         names = {OUR_CLIENT_NAME: ours_as, PEER_CLIENT_NAME: "peer", CONTROL_CLIENT_NAME: "control"}
         for e in entries:
@@ -1199,7 +1199,7 @@ class Bench:
         key = self.build_pel(s.pel)
         self.dataset = "C"
         self.reset_slowlog()
-        # Adaptive pages (the default, the SPEC row), then fixed pages, each
+        # Adaptive pages (the default, the target row), then fixed pages, each
         # after the same idle time (Redis memory left alone alike).
         self.results["c_ours"] = self.pel_scan_run(key, None)
         self.collect_slowlog("C")
@@ -1434,7 +1434,7 @@ def table(b: Bench) -> str:
             f"one every {s.walk_every:g} s): adaptive pages vs fixed (min_page = {FIXED_MIN_PAGE}: COUNT {DEFAULT_SCAN_COUNT})",
             f"adaptive {walk_desc(wa)} vs fixed {walk_desc(wf)}: {ratio - 1:+.0%}",
             peer_walk,
-            "adaptive ≤ fixed + 20% (issue 17)",
+            "adaptive ≤ fixed + 20%",
             verdict(ratio <= 1.2),
         )
     bo, bf, bp = R.get("b_ours"), R.get("b_ours_fast"), R.get("b_peer")
@@ -1619,7 +1619,7 @@ def table(b: Bench) -> str:
             "",
         )
     head = [
-        "| measure | redis-streams-exporter | redis_exporter v1.45.0 (-check-streams) | SPEC §10 target | result |",
+        "| measure | redis-streams-exporter | redis_exporter v1.45.0 (-check-streams) | target | result |",
         "|---|---|---|---|---|",
     ]
     return "\n".join(head + rows)
@@ -1681,7 +1681,7 @@ def cadence_rows(row, cad: dict, peer_p50: float | None, ready_s: float | None, 
         f"(polls after the first collection{'' if ready_s is None else f', which took {ready_s:.0f} s'})",
         ours,
         "n/a" if peer_p50 is None else f"{fmt_s(peer_p50)} per scrape (each scrape reads every stream)",
-        target + " (issue 17)",
+        target,
         verdict(ok),
     )
     final = cad.get("final") or {}
@@ -1786,7 +1786,7 @@ def details(b: Bench) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="small sizes and short windows: a smoke run, not the SPEC sizes")
+    ap.add_argument("--quick", action="store_true", help="small sizes and short windows: a smoke run, not the target sizes")
     default_exe = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target")) / "release" / "redis-streams-exporter"
     ap.add_argument("--exporter", default=str(default_exe), help="our binary (default: %(default)s)")
     ap.add_argument("--build", action="store_true", help="run cargo build --release first")
@@ -1877,7 +1877,7 @@ def main() -> int:
         f"{os.cpu_count()} CPUs, load average {load0[0]:.2f} at start / {os.getloadavg()[0]:.2f} at end, "
         f"redis-server at nice {bench.results.get('redis_nice', 0)}"
         f"{' on a CPU of its own' if 'redis_cpu' in bench.results else ''}, "
-        f"{'QUICK sizes (not the SPEC sizes)' if args.quick else 'full sizes'}, {total / 60:.1f} min"
+        f"{'QUICK sizes (not the target sizes)' if args.quick else 'full sizes'}, {total / 60:.1f} min"
     )
     if status:
         header += " — INCOMPLETE RUN (interrupted or failed): partial figures"

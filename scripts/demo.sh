@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
-# Demo on loopback, in the foreground, without containers: redis-server, the exporter
-# (cargo run --release), Prometheus with the alert rules, Alertmanager, and the fault simulator
-# driving every scenario of `redis-streams-simulator all` on streams named demo:*.
+# Demo on loopback, in the foreground, without containers: redis-server, the exporter,
+# Prometheus with the alert rules, Alertmanager, and the fault simulator driving every scenario of
+# `redis-streams-simulator all` on streams named demo:*.
 # Ctrl-C stops everything and removes the temporary directory.
 #
 #   scripts/demo.sh                  # free ports
 #   scripts/demo.sh --exporter-port 9763 --prometheus-port 9090 --alertmanager-port 9093
+#   scripts/demo.sh --bin-dir /opt/rse/bin   # binaries from there, no cargo needed
 #
 # Options (each port defaults to a free one):
 #   --redis-port N  --exporter-port N  --prometheus-port N  --alertmanager-port N
 #   --scenarios "LIST"   simulator scenarios (default: all; see `--list` of the simulator)
 #   --fast               load the rules with every for:/keep_firing_for:/range window divided
 #                        by 20 (as the end-to-end test does), so alerts fire within minutes
+#   --bin-dir DIR        take redis-streams-exporter and redis-streams-simulator from DIR
+#   --print-binaries     print the two binaries the demo would run (building none) and exit
 #
+# The binaries: from --bin-dir, else from PATH (a .deb, `cargo install`), else built with
+# `cargo build --release`; cargo is needed only for a binary found in neither place.
 # Needs the Debian packages redis-server, prometheus and prometheus-alertmanager (scripts/test.sh
-# installs them), python3 and cargo. Grafana is not started: import dashboards/*.json into a
-# Grafana of yours with the printed Prometheus URL as data source, or use docker-compose.yml.
+# installs them) and python3. Grafana is not started: import dashboards/*.json into a Grafana of
+# yours with the printed Prometheus URL as data source, or use docker-compose.yml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -23,6 +28,8 @@ root=$(pwd)
 redis_port="" exporter_port="" prometheus_port="" alertmanager_port=""
 scenarios="all"
 fast=0
+bin_dir=""
+print_binaries=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --redis-port) redis_port=$2; shift 2 ;;
@@ -31,7 +38,9 @@ while [ $# -gt 0 ]; do
     --alertmanager-port) alertmanager_port=$2; shift 2 ;;
     --scenarios) scenarios=$2; shift 2 ;;
     --fast) fast=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --bin-dir) bin_dir=$2; shift 2 ;;
+    --print-binaries) print_binaries=1; shift ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown option: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -39,11 +48,45 @@ done
 need() {
   command -v "$1" >/dev/null || { echo "$1 not found: install the Debian package $2 (scripts/test.sh does)" >&2; exit 1; }
 }
+
+# The exporter and the simulator: given, installed, or built (only then is cargo needed).
+find_binary() { # name; prints its path, or nothing when it has to be built
+  if [ -n "$bin_dir" ]; then
+    [ -x "$bin_dir/$1" ] || { echo "$bin_dir/$1 is not an executable (--bin-dir)" >&2; exit 2; }
+    echo "$bin_dir/$1"
+  else
+    command -v "$1" || true
+  fi
+}
+exporter=$(find_binary redis-streams-exporter)
+simulator=$(find_binary redis-streams-simulator)
+if [ -z "$exporter" ] || [ -z "$simulator" ]; then
+  if [ "$print_binaries" -eq 1 ]; then
+    echo "exporter=${exporter:-(to build with cargo)}"
+    echo "simulator=${simulator:-(to build with cargo)}"
+    exit 0
+  fi
+  command -v cargo >/dev/null || {
+    echo "redis-streams-exporter and redis-streams-simulator are not on PATH and cargo is not installed:" >&2
+    echo "install the binaries, pass --bin-dir DIR, or install Rust (https://rustup.rs)" >&2
+    exit 1
+  }
+  echo "building what is not installed (cargo build --release)..."
+  cargo build --release --locked --bins
+  target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+  : "${exporter:=$target_dir/release/redis-streams-exporter}"
+  : "${simulator:=$target_dir/release/redis-streams-simulator}"
+fi
+if [ "$print_binaries" -eq 1 ]; then
+  echo "exporter=$exporter"
+  echo "simulator=$simulator"
+  exit 0
+fi
+
 need redis-server redis-server
 need prometheus prometheus
 need prometheus-alertmanager prometheus-alertmanager
 need python3 python3
-need cargo cargo
 
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -69,11 +112,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-echo "building (cargo build --release)..."
-cargo build --release --locked --bins
-target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
-simulator="$target_dir/release/redis-streams-simulator"
 
 wait_for() { # url, name, pid
   for _ in $(seq 1 150); do
@@ -140,8 +178,7 @@ max_delay = "1m"
 match = "demo:deadletter"
 dead_letter = "{stream}:dlq"
 EOF
-cargo run --release --locked --quiet --bin redis-streams-exporter -- --config "$work/exporter.toml" \
-  >"$work/exporter.log" 2>&1 &
+"$exporter" --config "$work/exporter.toml" >"$work/exporter.log" 2>&1 &
 pids+=($!)
 wait_for "http://127.0.0.1:$exporter_port/healthz" exporter "${pids[-1]}"
 
@@ -202,7 +239,7 @@ Redis Streams demo running (logs in $work):
   exporter      http://127.0.0.1:$exporter_port/        metrics: http://127.0.0.1:$exporter_port/metrics
   prometheus    http://127.0.0.1:$prometheus_port/alerts
   alertmanager  http://127.0.0.1:$alertmanager_port/
-  one-shot:     $target_dir/release/redis-streams-exporter --config $work/exporter.toml check
+  one-shot:     $exporter --config $work/exporter.toml check
 Alerts fire after their for: durations ($( [ "$fast" -eq 1 ] && echo "divided by 20: --fast" || echo "5 to 30 minutes; --fast divides them by 20")).
 Ctrl-C stops everything.
 

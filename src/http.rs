@@ -1,6 +1,8 @@
 //! The HTTP endpoints: `/metrics` (path configurable), `/healthz`, `/readyz`,
 //! `/probe?target=&auth_module=` (multi-target, see [`crate::multitarget`]),
-//! the `/` landing page and `POST /-/reload` (with `--web.enable-lifecycle`);
+//! the `/` landing page (targets; groups with the columns of `check`, a
+//! legend of the statuses; it reloads itself every stream poll) and
+//! `POST /-/reload` (with `--web.enable-lifecycle`);
 //! a known path asked with another method gets 405 and `Allow`. Only this
 //! module and [`crate::server`], which runs the connections, know axum.
 //!
@@ -409,14 +411,52 @@ fn html(text: &str) -> String {
 /// Groups per page of the landing page's status table.
 pub const LANDING_ROWS: usize = 500;
 
-/// A group on the landing page: severity, target, stream, group, state.
+/// A group on the landing page: severity, target, stream, group, state,
+/// and where its checks come from (the target's PEL scans and consumers,
+/// the stream's dead letters).
 type LandingRow<'a> = (
     u8,
     &'a str,
     &'a [u8],
     &'a [u8],
     &'a crate::snapshot::GroupState,
+    &'a TargetSnapshot,
+    &'a crate::snapshot::StreamState,
 );
+
+/// What each status means, in the order problems come on the page.
+const STATUS_LEGEND: [(&str, &str); 7] = [
+    (
+        "data_loss",
+        "entries were trimmed or deleted before the group read them; it holds for data_loss_hold after the last loss",
+    ),
+    (
+        "stopped",
+        "work waits and no consumer has read for a whole status window (or the group has no consumer)",
+    ),
+    (
+        "stalled",
+        "consumers are there but the group makes no progress: its position or its oldest pending entry did not move while work waited, or poison, ghost or orphaned entries are pending",
+    ),
+    (
+        "lagging",
+        "falling behind: the oldest undelivered entry is older than half of max_delay or, without max_delay, the lag did not fall over the window",
+    ),
+    (
+        "unknown",
+        "not judged yet: too few polls, or the server clock could not be read",
+    ),
+    ("ok", "keeping up"),
+    (
+        "idle",
+        "nothing was produced, pending or undelivered during the window",
+    ),
+];
+
+/// A count of the page's check columns: `-` when it is not known yet.
+fn known(value: Option<u64>) -> String {
+    value.map_or("-".to_string(), |n| n.to_string())
+}
 
 /// How far down a group comes on the landing page: problems first.
 fn severity(status: Option<GroupStatus>) -> u8 {
@@ -450,8 +490,12 @@ fn landing(state: &HttpState, config: &Config, query: Option<&str>) -> Response 
     let build = BuildInfo::CURRENT;
     let targets = state.store.targets();
     let mut page = String::new();
-    page.push_str(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>redis-streams-exporter</title>",
+    page.push_str("<!doctype html><html><head><meta charset=\"utf-8\">");
+    // The page follows the stream poll, which judges the statuses.
+    let _ = write!(
+        page,
+        "<meta http-equiv=\"refresh\" content=\"{}\"><title>redis-streams-exporter</title>",
+        config.schedule.stream.as_secs_f64().ceil().max(1.0)
     );
     page.push_str("<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}.bad{background:#fdd}</style></head><body>");
     let _ = write!(
@@ -500,9 +544,9 @@ fn landing(state: &HttpState, config: &Config, query: Option<&str>) -> Response 
         .filter(|t| t.up)
         .flat_map(|t| {
             t.streams.iter().flat_map(move |(s, st)| {
-                st.groups
-                    .iter()
-                    .map(move |(g, gs)| (severity(gs.status), &*t.name, &**s, &**g, gs))
+                st.groups.iter().map(move |(g, gs)| {
+                    (severity(gs.status), &*t.name, &**s, &**g, gs, &**t, &**st)
+                })
             })
         })
         .collect();
@@ -549,8 +593,13 @@ fn landing(state: &HttpState, config: &Config, query: Option<&str>) -> Response 
     if wanted < pages {
         let _ = write!(page, " <a href=\"/?page={}\">next »</a>", wanted + 1);
     }
-    page.push_str("</p><table><tr><th>target</th><th>stream</th><th>group</th><th>status</th><th>lag</th><th>lag seconds</th><th>pending</th></tr>");
-    for (sev, target, stream, group, gs) in shown {
+    page.push_str("</p><table><tr><th>target</th><th>stream</th><th>group</th><th>status</th><th>lag</th><th>lag seconds</th><th>pending</th><th>poison</th><th>ghosts</th><th>orphaned</th><th>lost</th><th>dead letters</th></tr>");
+    for (sev, target, stream, group, gs, t, st) in shown {
+        let key = (
+            crate::snapshot::Name::from(*stream),
+            crate::snapshot::Name::from(*group),
+        );
+        let scan = t.scans.get(&key).and_then(|sc| sc.last.as_ref());
         let lag = match (gs.lag, gs.lag_estimated) {
             (Some(l), true) => format!("~{l}"),
             (Some(l), false) => l.to_string(),
@@ -558,7 +607,7 @@ fn landing(state: &HttpState, config: &Config, query: Option<&str>) -> Response 
         };
         let _ = write!(
             page,
-            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             if *sev < 4 { " class=\"bad\"" } else { "" },
             name(target.as_bytes()),
             name(stream),
@@ -568,8 +617,43 @@ fn landing(state: &HttpState, config: &Config, query: Option<&str>) -> Response 
             gs.lag_seconds
                 .map_or("unknown".to_string(), |s| format!("{s:.1}")),
             gs.info.pending,
+            known(scan.map(|sc| sc.poison)),
+            known(scan.map(|sc| sc.ghost)),
+            known(t.consumers.get(&key).map(|c| c.orphaned)),
+            known(gs.lost.map(|l| l.trimmed + l.deleted)),
+            known(st.dead_letter.map(|d| d.length)),
         );
     }
-    page.push_str("</table></body></html>\n");
+    page.push_str("</table>");
+    legend(&mut page, config);
+    page.push_str("</body></html>\n");
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()
+}
+
+/// What the statuses and the group table's columns mean.
+fn legend(page: &mut String, config: &Config) {
+    use std::fmt::Write as _;
+    let window = config.schedule.stream * config.status_window as u32;
+    let _ = write!(
+        page,
+        "<h2>Legend</h2><p>Statuses, judged at every stream poll over a window of the last {} polls ({}):</p><dl>",
+        config.status_window,
+        html(&humantime::format_duration(window).to_string())
+    );
+    for (status, meaning) in STATUS_LEGEND {
+        let _ = write!(page, "<dt>{status}</dt><dd>{}.</dd>", html(meaning));
+    }
+    page.push_str(
+        "</dl><p>Columns: <b>lag</b> entries not yet delivered to the group; <b>~</b> before it: \
+         Redis gave no usable lag and the figure is the exporter's own (counted, or estimated \
+         within the bounds Redis's counters prove; redis_streams_group_lag_estimated is 1). \
+         <b>lag seconds</b> the age of the oldest undelivered entry. <b>pending</b> entries \
+         delivered and not acknowledged. <b>poison</b> pending entries delivered at least \
+         poison_delivery_count times and <b>ghosts</b> pending entries whose bodies are gone, \
+         both from the last complete PEL scan. <b>orphaned</b> pending entries held by consumers \
+         inactive past consumer_inactive_after. <b>lost</b> entries trimmed or deleted before the \
+         group read them, since the exporter started. <b>dead letters</b> entries in the \
+         stream's dead-letter stream. <b>-</b>: not known yet (or no dead-letter stream \
+         configured). The page reloads itself every stream poll.</p>",
+    );
 }

@@ -1,4 +1,4 @@
-//! The targets `/probe` adds (SPEC §12, "Multi-target"): a probe of an
+//! The targets `/probe` adds (docs/configuration.md, multi-target): a probe of an
 //! allowed URL starts a [`Poller`] for it, with the daemon's schedule and
 //! rate limits, which keeps polling in the background; each probe answers
 //! from that target's latest snapshot and renews its lease; a target not

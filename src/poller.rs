@@ -354,16 +354,29 @@ impl Poller {
                         Next::After(d) => d,
                         Next::Grid => period,
                     };
-                    tracing::info!(
-                        redis_target = %name,
-                        watched = report.watched,
-                        added = report.added,
-                        removed = report.removed,
-                        keys_walked = report.keys_walked,
-                        ?duration,
-                        next_in = ?next_in,
-                        "discovery"
-                    );
+                    // A run that changed nothing is routine (every 10 s by
+                    // default): at debug.
+                    if report.added > 0 || report.removed > 0 {
+                        tracing::info!(
+                            redis_target = %name,
+                            watched = report.watched,
+                            added = report.added,
+                            removed = report.removed,
+                            keys_walked = report.keys_walked,
+                            ?duration,
+                            next_in = ?next_in,
+                            "discovery"
+                        );
+                    } else {
+                        tracing::debug!(
+                            redis_target = %name,
+                            watched = report.watched,
+                            keys_walked = report.keys_walked,
+                            ?duration,
+                            next_in = ?next_in,
+                            "discovery changed nothing"
+                        );
+                    }
                     if report.added > 0 {
                         // New streams are read now, not a stream interval later.
                         self.wake(ProbeKind::Stream);

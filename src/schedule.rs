@@ -162,7 +162,7 @@ pub struct DiscoveryRun {
     pub keys_walked: Option<u64>,
 }
 
-/// Time until the next discovery (SPEC §12 "Discovery keeps up"), at most
+/// Time until the next discovery (new streams watched within seconds), at most
 /// `max` (the configured `schedule.discovery`):
 /// - after a failure, 1 s, 2 s, 4 s … (a server that comes up after the
 ///   exporter is found within seconds);

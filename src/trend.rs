@@ -1,4 +1,4 @@
-//! Where a group is heading (SPEC §12 "Operator signals"): pure arithmetic
+//! Where a group is heading (docs/lag-and-losses.md, time to loss and to drain): pure arithmetic
 //! over a short window of stream polls, with no I/O and no clock.
 //!
 //! Two questions an on-call engineer asks first: *will we lose messages, and

@@ -1,4 +1,4 @@
-//! Issues 18.1 and 16.3: the HTTP edge stays bounded whatever clients do.
+//! The HTTP edge stays bounded whatever clients do.
 //! The exporter binary runs with its descriptor limit set to 1,024 while the
 //! test holds 2,200 idle and half-sent connections (plain, then TLS):
 //! `/metrics` still answers, the process never holds more descriptors than
@@ -512,7 +512,7 @@ async fn stalled_handshakes_do_not_keep_a_scraper_out() {
     assert!(log.contains("TLS handshake limit reached"));
 }
 
-/// Issue 16.3: shutdown releases the port at once, without waiting for a
+/// Shutdown releases the port at once, without waiting for a
 /// next connection or for held connections' timeouts (set to 10 minutes
 /// here), and closes held connections.
 #[tokio::test]

@@ -2,7 +2,7 @@
 //! defaults and with the cardinality knobs turned down: empty bucket lists,
 //! no per-consumer series, and a group excluded by a glob (which must also
 //! cost no per-group command). The per-group figures must be the ones the
-//! README's "Series budget" table states.
+//! "Series budget" table of docs/configuration.md states.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
 
@@ -106,14 +106,17 @@ async fn measure(server: &RedisServer, target_keys: &str, tables: &str) -> Measu
     }
 }
 
-/// The per-group figure the README's series-budget table gives for `knob`.
-fn readme_budget(knob: &str) -> usize {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+/// The per-group figure the series-budget table of docs/configuration.md gives for `knob`.
+fn documented_budget(knob: &str) -> usize {
+    let readme = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/configuration.md"
+    ))
+    .unwrap();
     let row = readme
         .lines()
         .find(|l| l.starts_with(&format!("| {knob} |")))
-        .unwrap_or_else(|| panic!("no README budget row for {knob}"));
+        .unwrap_or_else(|| panic!("no series budget row for {knob} in docs/configuration.md"));
     // | knob | series per group (Redis 7.0, one consumer) | ...
     row.split('|')
         .nth(2)
@@ -170,9 +173,15 @@ async fn series_at_3000_streams_by_2_groups() {
         2 * STREAMS
     );
     // The documented budget is the measured one.
-    assert_eq!(defaults.per_group, readme_budget("defaults"));
-    assert_eq!(buckets_off.per_group, readme_budget("empty bucket lists"));
-    assert_eq!(down.per_group, readme_budget("max_consumers_per_group = 0"));
+    assert_eq!(defaults.per_group, documented_budget("defaults"));
+    assert_eq!(
+        buckets_off.per_group,
+        documented_budget("empty bucket lists")
+    );
+    assert_eq!(
+        down.per_group,
+        documented_budget("max_consumers_per_group = 0")
+    );
     // Totals are streams × per-stream + groups × per-group + the exporter's
     // own series, which do not depend on the streams.
     let fixed = |m: &Measured, groups: usize| {

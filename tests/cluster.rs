@@ -1,4 +1,4 @@
-//! Issue 5, item 1: a real Redis Cluster of three primaries. Every stream is
+//! A real Redis Cluster of three primaries. Every stream is
 //! found once, every command goes to the primary that owns the stream's
 //! slot (checked with each node's own command statistics), ages use the
 //! owning node's `TIME`, and a slot migration done while the exporter polls

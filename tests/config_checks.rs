@@ -1,4 +1,4 @@
-//! Configuration checks that must not pass what fails later (issue 18.6): every file the
+//! Configuration checks that must not pass what fails later: every file the
 //! configuration names (CA, client certificate and key, password files) is read and checked
 //! by `--check-config` and at start, and every startup failure exits 2 with the file and the
 //! key path, so systemd's `RestartPreventExitStatus=2` stops instead of restarting in a loop.

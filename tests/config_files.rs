@@ -130,7 +130,7 @@ fn bad_files_exit_2_with_file_key_and_problem() {
         ),
         (
             "[web]\nlisten = \":1\"\n",
-            "web.listen: unknown field `listen`",
+            "web.listen: unknown key `listen`: did you mean `listen_address`?",
         ),
         (
             "[[targets]]\nurl = \"http://localhost\"\n",

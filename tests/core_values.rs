@@ -1,4 +1,4 @@
-//! Issue 2: every value the core probes export equals the known truth of a
+//! Every value the core probes export equals the known truth of a
 //! stream state built on a real server (Redis 6.2, 7.0 and 8.6, Valkey 9).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
@@ -392,7 +392,7 @@ async fn max_streams_and_vanishing_streams() {
     let m = h.metrics();
     assert_eq!(m.get("redis_streams_stream_length", &ts("s:a")), None);
     assert_eq!(m.value("redis_streams_stream_length", &ts("s:b")), 1.0);
-    // A vanished stream is an event, not an error (issue 18): nothing is
+    // A vanished stream is an event, not an error (keys come and go): nothing is
     // counted, and it leaves the watch list at once.
     assert_eq!(
         m.value(

@@ -389,7 +389,7 @@ impl Healthy<'_> {
     }
 }
 
-/// SPEC §3 and §11: a slow or failing target never delays another. Target
+/// A slow or failing target never delays another (each has its own budget and deadlines). Target
 /// `a` sits behind the proxy, black-holed from the start, then recovered,
 /// then stalled; target `b` is healthy throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! Issue 6: property-based fuzzing (proptest) of everything that parses
+//! Property-based fuzzing (proptest) of everything that parses
 //! outside input: the Redis reply decoders, the config loader, the glob
 //! matcher, the exposition writer and the lag arithmetic. Each property runs
 //! a few thousand generated cases in CI.

@@ -393,3 +393,124 @@ async fn landing_page_problems_first_paged_and_escaped() {
     assert!(last.contains("(page 2 of 2)"));
     d.stop().await;
 }
+
+/// The landing page has the columns `check` has (poison, ghosts, orphaned,
+/// lost, dead letters), explains the statuses and the `~` marker, and
+/// reloads itself every stream poll.
+#[tokio::test]
+async fn landing_page_shows_the_checks_a_legend_and_refreshes() {
+    let server = RedisServer::start(Server::Redis70);
+    let mut c = server.conn();
+    // jobs/workers: 3 pending entries held by c1: one delivered 6 times
+    // (poison), one deleted (a ghost), all orphaned once c1 is inactive for
+    // a second; 2 dead letters.
+    let ids = xadd_n(&mut c, "jobs", 3);
+    xadd_n(&mut c, "jobs:dlq", 2);
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg("jobs")
+        .arg("workers")
+        .arg("0")
+        .query(&mut c)
+        .unwrap();
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg("workers")
+        .arg("c1")
+        .arg("STREAMS")
+        .arg("jobs")
+        .arg(">")
+        .query(&mut c)
+        .unwrap();
+    let _: redis::Value = redis::cmd("XCLAIM")
+        .arg("jobs")
+        .arg("workers")
+        .arg("c1")
+        .arg(0)
+        .arg(&ids[0])
+        .arg("RETRYCOUNT")
+        .arg(6)
+        .query(&mut c)
+        .unwrap();
+    let _: i64 = redis::cmd("XDEL")
+        .arg("jobs")
+        .arg(&ids[1])
+        .query(&mut c)
+        .unwrap();
+    // lossy/late: 5 undelivered entries, 3 trimmed away while watched.
+    xadd_n(&mut c, "lossy", 5);
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg("lossy")
+        .arg("late")
+        .arg("0")
+        .query(&mut c)
+        .unwrap();
+    let config = format!(
+        "{}[[streams]]\nmatch = \"jobs\"\ndead_letter = \"jobs:dlq\"\npoison_delivery_count = 5\nconsumer_inactive_after = \"1s\"\n",
+        fast_config(&server.url())
+    );
+    let d = Daemon::start(&config).await;
+    let row = |page: &str, group: &str| -> Option<String> {
+        page.split("<tr")
+            .find(|r| r.contains(&format!("<td>{group}</td>")))
+            .map(str::to_string)
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let page = d.get("/").await.text().await.unwrap();
+        if row(&page, "late").is_some_and(|r| r.contains("<td>5</td>")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "lossy/late never seen:\n{page}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _: i64 = redis::cmd("XTRIM")
+        .arg("lossy")
+        .arg("MAXLEN")
+        .arg(2)
+        .query(&mut c)
+        .unwrap();
+    // pending, poison, ghosts, orphaned, lost, dead letters.
+    let workers_want = "<td>3</td><td>1</td><td>1</td><td>3</td><td>0</td><td>2</td></tr>";
+    let late_want = "<td>0</td><td>0</td><td>0</td><td>0</td><td>3</td><td>-</td></tr>";
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let page = loop {
+        let page = d.get("/").await.text().await.unwrap();
+        let workers = row(&page, "workers").unwrap_or_default();
+        let late = row(&page, "late").unwrap_or_default();
+        if workers.contains(workers_want) && late.contains(late_want) {
+            break page;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "want workers …{workers_want} and late …{late_want}:\n{page}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let header = "<th>pending</th><th>poison</th><th>ghosts</th><th>orphaned</th><th>lost</th><th>dead letters</th></tr>";
+    assert!(page.contains(header), "{page}");
+    // Reloads itself every stream poll (200ms here: at least a second).
+    assert!(
+        page.contains("<meta http-equiv=\"refresh\" content=\"1\">"),
+        "{page}"
+    );
+    // Every status is explained, and the ~ marker too.
+    let legend = &page[page.find("<h2>Legend</h2>").expect("no legend")..];
+    for status in [
+        "ok",
+        "idle",
+        "lagging",
+        "stalled",
+        "stopped",
+        "data_loss",
+        "unknown",
+    ] {
+        assert!(
+            legend.contains(&format!("<dt>{status}</dt><dd>")),
+            "{status}: {legend}"
+        );
+    }
+    assert!(legend.contains("<b>~</b> before it"), "{legend}");
+    d.stop().await;
+}

@@ -279,3 +279,111 @@ fn no_log_field_is_called_target() {
         found.join("\n")
     );
 }
+
+/// The body of `GET path` from the exporter at `port` (HTTP/1.0, no client
+/// library: the log tests run the real binary from plain threads).
+fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
+/// A group's status change is one info line with target, stream, group,
+/// from and to; a discovery that found nothing new logs at debug only.
+#[test]
+fn status_changes_at_info_and_idle_discovery_at_debug() {
+    let server = RedisServer::start(Server::Redis70);
+    let mut c = server.conn();
+    xadd_n(&mut c, "orders", 3);
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg("orders")
+        .arg("billing")
+        .arg("$")
+        .query(&mut c)
+        .unwrap();
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[web]\nlisten_address = \"127.0.0.1:{port}\"\n[log]\nformat = \"json\"\n\
+             [[targets]]\nname = \"main\"\nurl = \"{}\"\n\
+             [schedule]\ndiscovery = \"300ms\"\nstream = \"200ms\"\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    // Once the group is judged idle, entries arrive and nobody reads them:
+    // it is idle no more.
+    let url = server.url();
+    std::thread::spawn(move || {
+        let judged = "redis_streams_group_status{target=\"main\",stream=\"orders\",group=\"billing\",status=\"idle\"} 1";
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !http_get(port, "/metrics").is_some_and(|m| m.contains(judged)) {
+            if Instant::now() > deadline {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+        xadd_n(&mut c, "orders", 5);
+    });
+    let mut cmd = Command::new(EXE);
+    cmd.arg("--config")
+        .arg(&path)
+        .args(["--log.level", "redis_streams_exporter=debug"]);
+    let json = |l: &String| serde_json::from_str::<serde_json::Value>(l).ok();
+    let message = |l: &String, m: &str| json(l).is_some_and(|v| v["message"] == m);
+    let changed = |l: &String| message(l, "group status changed");
+    let lines = daemon_lines(cmd, |lines| {
+        lines.iter().any(changed)
+            && lines
+                .iter()
+                .filter(|l| message(l, "discovery changed nothing"))
+                .count()
+                >= 2
+    });
+    // From idle on: a line per change, each from where the last one left.
+    let changes: Vec<serde_json::Value> = lines
+        .iter()
+        .filter(|l| message(l, "group status changed"))
+        .filter_map(json)
+        .collect();
+    assert!(!changes.is_empty(), "{lines:#?}");
+    let mut from = serde_json::json!("idle");
+    for change in &changes {
+        assert_eq!(change["level"], "INFO", "{change}");
+        assert_eq!(
+            (&change["redis_target"], &change["stream"], &change["group"]),
+            (
+                &serde_json::json!("main"),
+                &serde_json::json!("orders"),
+                &serde_json::json!("billing")
+            ),
+            "{change}"
+        );
+        assert_eq!(change["from"], from, "{change}");
+        assert_ne!(change["to"], change["from"], "{change}");
+        from = change["to"].clone();
+    }
+    assert_ne!(from, "idle", "{changes:#?}");
+    // The first discovery found the stream (info); the later ones found
+    // nothing new (debug).
+    let discoveries: Vec<serde_json::Value> = lines
+        .iter()
+        .filter(|l| message(l, "discovery") || message(l, "discovery changed nothing"))
+        .filter_map(json)
+        .collect();
+    assert!(discoveries.len() >= 3, "{lines:#?}");
+    assert_eq!(discoveries[0]["level"], "INFO", "{}", discoveries[0]);
+    assert_eq!(discoveries[0]["added"], 1, "{}", discoveries[0]);
+    for d in &discoveries[1..] {
+        assert_eq!(d["level"], "DEBUG", "{d}");
+        assert_eq!(d["message"], "discovery changed nothing", "{d}");
+    }
+}

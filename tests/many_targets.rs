@@ -1,4 +1,4 @@
-//! Issue 5, item 3: one daemon, several targets polled independently. A
+//! One daemon, several targets polled independently. A
 //! target on a closed port and one that accepts connections but never
 //! answers do not delay a healthy target, which keeps fresh data on its own
 //! schedule; rate limits are per target; series are bounded by

@@ -1,4 +1,4 @@
-//! Multi-target end to end (issue 14, part 2): a real Prometheus (Debian package `prometheus`)
+//! Multi-target end to end: a real Prometheus (Debian package `prometheus`)
 //! finds two real Redis servers through `file_sd`, relabels them the standard multi-target way
 //! (`__address__` → `__param_target`, `instance` from the target, `__address__` → an exporter),
 //! and spreads them over two exporter replicas (the real binary, twice) with `hashmod` on the

@@ -1,4 +1,4 @@
-//! Issue 18.3: a short outage does not erase evidence. Poison, ghost and
+//! A short outage does not erase evidence. Poison, ghost and
 //! orphaned entries are found by the slow probes (the PEL scan every 5
 //! minutes, consumers every minute), so losing them at every blip makes their
 //! alerts resolve and fire again after each restart or failover.

@@ -1,4 +1,4 @@
-//! `GET /probe?target=<redis URL>&auth_module=<name>` (SPEC §12, "Multi-target"), with the daemon
+//! `GET /probe?target=<redis URL>&auth_module=<name>` (docs/configuration.md), with the daemon
 //! in-process against real redis-server 7.0 instances on loopback:
 //!
 //! - off (403) without `[probe] allowed_targets`; a target outside them, a URL with credentials,
@@ -509,7 +509,7 @@ async fn a_reload_that_no_longer_allows_a_target_drops_it() {
     daemon.stop().await;
 }
 
-/// Issue 16: a reload that changes only intervals keeps a probed target's
+/// A reload that changes only intervals keeps a probed target's
 /// memory, as it does a configured one's: its PEL scan in progress (a 6000-
 /// entry PEL read at 200 entries/s) goes on from where it was.
 #[tokio::test]

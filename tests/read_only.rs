@@ -1,5 +1,5 @@
-//! Issue 6: the exporter is read-only, provably. It runs under an ACL user
-//! allowed only SPEC §3's commands without a single NOPERM, and MONITOR
+//! The exporter is read-only, provably. It runs under an ACL user
+//! allowed only the allowlist's commands (docs/design.md) without a single NOPERM, and MONITOR
 //! records nothing outside that list while it collects everything.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::*;
 use redis_streams_exporter::config;
 
-/// SPEC §3's commands for a standalone server (plus `info`).
+/// The allowlist's commands for a standalone server (plus `info`).
 fn acl_rule(kind: Server) -> String {
     let keys = if kind.has_acl_key_permissions() {
         "%R~*"
@@ -246,7 +246,7 @@ fn monitor_shows_only_allowed_commands(kind: Server) {
         };
         assert!(
             ALLOWED.contains(&name.as_str()),
-            "{kind:?}: command outside SPEC §3: {words:?}"
+            "{kind:?}: command outside the allowlist: {words:?}"
         );
         let upper: Vec<String> = words.iter().map(|w| w.to_uppercase()).collect();
         assert!(

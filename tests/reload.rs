@@ -1,6 +1,6 @@
-//! Issue 6: live reload through POST /-/reload and SIGHUP: a new file is
+//! Live reload through POST /-/reload and SIGHUP: a new file is
 //! applied without dropping the HTTP server; an invalid one keeps the old
-//! configuration and is logged and counted. Issue 18.6: POST /-/reload only
+//! configuration and is logged and counted. POST /-/reload only
 //! with --web.enable-lifecycle, and its error replies name no file path.
 //! The daemon runs in-process (`common::Daemon`), except for SIGHUP, which
 //! needs a process of its own.
@@ -308,7 +308,7 @@ async fn reload_on_sighup() {
     assert!(status.success(), "{status:?}");
 }
 
-/// Issue 16: a reload that changes only intervals restarts each poller with
+/// A reload that changes only intervals restarts each poller with
 /// its memory, so a PEL scan in progress goes on from where it was; a new
 /// URL for the target starts afresh. Two servers hold one group each, with
 /// different PEL sizes so a scrape shows which one it was read from; the

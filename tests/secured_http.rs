@@ -1,4 +1,4 @@
-//! Issue 6: TLS and basic auth from an exporter-toolkit web config, with
+//! TLS and basic auth from an exporter-toolkit web config, with
 //! real clients; and secrets that never leak into logs, metrics, the landing
 //! page or error messages.
 

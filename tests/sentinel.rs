@@ -1,4 +1,4 @@
-//! Issue 5, item 2: a real Sentinel. The exporter finds the primary through
+//! A real Sentinel. The exporter finds the primary through
 //! the sentinel, reports its streams, withdraws every data series as soon
 //! as the primary dies (never serving stale values), and follows the
 //! sentinel's failover to the promoted replica by itself.

@@ -198,7 +198,7 @@ fn all_servers_lists_every_variant_once() {
 
 /// The fixture never takes another process's server for the one it started:
 /// a second server on a port the first holds cannot bind it, and the PING
-/// the first answers is not its readiness. Every server of SPEC §9 and §12.
+/// the first answers is not its readiness. Every server the suite runs against.
 #[test]
 fn a_server_on_a_taken_port_is_never_mistaken_for_ours() {
     for kind in ALL_SERVERS {

@@ -1,4 +1,4 @@
-//! Issue 15: time to loss and time to drain on a real server. A producer
+//! Time to loss and time to drain on a real server. A producer
 //! writes 400 entries/s into a stream capped at 2,000 entries while a slow
 //! group reads 200/s: the trimming edge closes in on the group, and the
 //! exporter's trim-overtake ETA appears and shrinks. We let the loss happen

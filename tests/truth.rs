@@ -1,4 +1,4 @@
-//! Issue 3: the figures no other exporter has, compared with the known truth
+//! The figures no other exporter has, compared with the known truth
 //! of scenarios built on real servers (Redis 6.2, 7.0 and 8.6, Valkey 9).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test helpers: a panic is a failed test.
@@ -397,7 +397,92 @@ async fn quiet_stream(kind: Server) {
     assert_eq!(m.value("redis_streams_group_lag", &tsg("quiet", "g")), 0.0);
 }
 
+/// A consumer that reads with NOACK and keeps up: Valkey and Redis 7.2+
+/// never mark it active (inactive -1), but its group moves, and a group that
+/// moves is read. Never stopped.
+async fn noack_reader_keeps_up(kind: Server) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    xadd_n(&mut c, "feed", 5);
+    group_create(&mut c, "feed", "g", "$");
+    let h = Harness::new(config_for(&server, FAST));
+    h.collect().await;
+    let mut seen = Vec::new();
+    for _ in 0..8 {
+        xadd_n(&mut c, "feed", 20);
+        let _: redis::Value = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg("g")
+            .arg("reader")
+            .arg("COUNT")
+            .arg(15)
+            .arg("NOACK")
+            .arg("STREAMS")
+            .arg("feed")
+            .arg(">")
+            .query(&mut c)
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        h.probe(ProbeKind::Consumers).await;
+        h.probe(ProbeKind::Stream).await;
+        seen.push(status_of(&h.metrics(), "feed", "g"));
+    }
+    assert!(
+        seen.iter().all(|s| s != "stopped" && s != "stalled"),
+        "{kind:?}: {seen:?}"
+    );
+}
+
+/// A batch consumer with `read_every`: between two runs the work waits, the
+/// group is ok; once a run is overdue by the window it is stopped.
+async fn batch_consumer_between_runs(kind: Server) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    xadd_n(&mut c, "nightly", 10);
+    group_create(&mut c, "nightly", "batch", "0");
+    read_group(&mut c, "nightly", "batch", "job", 10);
+    let ids = xadd_n(&mut c, "nightly", 5);
+    for id in read_group(&mut c, "nightly", "batch", "job", 5) {
+        let _: u64 = redis::cmd("XACK")
+            .arg("nightly")
+            .arg("batch")
+            .arg(id)
+            .query(&mut c)
+            .unwrap();
+    }
+    assert_eq!(ids.len(), 5);
+    let h = Harness::new(config_for(
+        &server,
+        &format!("[stream_defaults]\nread_every = \"2s\"\n{FAST}"),
+    ));
+    h.collect().await;
+    // The run is over; new work arrives and waits for the next one.
+    xadd_n(&mut c, "nightly", 5);
+    let mut between = Vec::new();
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        h.probe(ProbeKind::Consumers).await;
+        h.probe(ProbeKind::Stream).await;
+        between.push(status_of(&h.metrics(), "nightly", "batch"));
+    }
+    assert!(
+        between.iter().all(|s| s == "ok"),
+        "{kind:?} between runs: {between:?}"
+    );
+    // No run for read_every (2 s) + the window (0.3 s): overdue.
+    tokio::time::sleep(Duration::from_millis(2_400)).await;
+    h.probe(ProbeKind::Consumers).await;
+    h.probe(ProbeKind::Stream).await;
+    assert_eq!(
+        status_of(&h.metrics(), "nightly", "batch"),
+        "stopped",
+        "{kind:?} overdue"
+    );
+}
+
 per_server!(
+    noack_reader_keeps_up,
+    batch_consumer_between_runs,
     crashed_consumer,
     poison_entry,
     ghosts,

@@ -1,4 +1,4 @@
-//! Issue 14.4: the exporter-toolkit web config, honoured with real TLS
+//! The exporter-toolkit web config, honoured with real TLS
 //! clients: versions, cipher suites and curves by Go's names, inline
 //! certificates, the client-certificate policies and `client_allowed_sans`,
 //! basic auth, the rate limit and headers; what rustls cannot do is refused

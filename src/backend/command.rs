@@ -1,6 +1,6 @@
 //! The commands the exporter may send, as a closed enum.
 //!
-//! This enum *is* the read-only allowlist of SPEC §3: there is no way to send
+//! This enum *is* the read-only allowlist (docs/design.md): there is no way to send
 //! anything else, so a write, `XINFO STREAM FULL`, `KEYS` or `XAUTOCLAIM`
 //! cannot be issued by mistake. Each command knows its spelling, the key it
 //! touches (for cluster routing) and its `command` label.

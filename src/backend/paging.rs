@@ -1,4 +1,4 @@
-//! Page sizes that follow the server (issue 17): the `COUNT` of discovery's
+//! Page sizes that follow the server (docs/design.md): the `COUNT` of discovery's
 //! `SCAN` pages and of the PEL scan's `XPENDING` pages. A call over a lot of
 //! memory Redis has not touched for a while can take milliseconds where the
 //! same call usually takes a tenth of that, and a SLOWLOG at 1 ms then

@@ -40,7 +40,7 @@ use crate::config::Config;
 use crate::poller::Poller;
 use crate::probe::ProbeKind;
 use crate::snapshot::{Name, SnapshotStore, TargetSnapshot};
-use crate::status::{Basis, GroupStatus};
+use crate::status::{self, Basis, GroupStatus};
 
 /// Exit code when no problem was found.
 pub const EXIT_OK: u8 = 0;
@@ -292,6 +292,14 @@ fn target_report(
     }
     let ended = watched.ended.unwrap_or_else(Instant::now);
     for (s, st) in t.streams.iter() {
+        if let Some(every) = st.settings.read_every {
+            report.notes.push(format!(
+                "{}: read every {} (read_every): work waiting between two runs is ok; stopped only once a run is {} overdue",
+                crate::text::printable(&**s),
+                short(every),
+                short(every + plan.required)
+            ));
+        }
         let threshold = st
             .settings
             .max_delay
@@ -380,6 +388,20 @@ fn target_report(
                     (Some(age), Some(max)) if age > max.as_secs_f64() / 2.0 => format!(
                         "lagging: the oldest undelivered entry is {} old, over half of max_delay ({})",
                         short_secs(age),
+                        short(max)
+                    ),
+                    (Some(age), None) if age > status::DEFAULT_LAG_SECONDS_LAGGING => format!(
+                        "lagging: the oldest undelivered entry is {} old, over {} (no max_delay set)",
+                        short_secs(age),
+                        short_secs(status::DEFAULT_LAG_SECONDS_LAGGING)
+                    ),
+                    _ if gs.overtake_eta.is_some() => format!(
+                        "lagging: at the recent rates trimming reaches entries it has not read in {}",
+                        short_secs(gs.overtake_eta.unwrap_or_default())
+                    ),
+                    (_, Some(max)) if gs.retention_margin.is_some_and(|m| m < max.as_secs_f64()) => format!(
+                        "lagging: its first unread entry is {} from the trimming edge, under max_delay ({})",
+                        short_secs(gs.retention_margin.unwrap_or_default()),
                         short(max)
                     ),
                     _ => format!(

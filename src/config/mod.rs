@@ -539,11 +539,28 @@ impl Config {
     /// Whether anything that decides how a target is polled, besides the
     /// target itself, differs: a change restarts the pollers.
     pub fn polling_changed(&self, other: &Config) -> bool {
-        self.schedule != other.schedule
-            || self.limits != other.limits
-            || self.metrics != other.metrics
-            || self.status_window != other.status_window
-            || self.streams != other.streams
+        // Every field is named, so a new setting is sorted here or the build
+        // fails (a reload once ignored a changed `data_loss_hold`).
+        let Config {
+            source: _,
+            web: _,
+            log: _,
+            targets: _,
+            probe: _,
+            auth_modules: _,
+            schedule,
+            limits,
+            metrics,
+            status_window,
+            data_loss_hold,
+            streams,
+        } = self;
+        *schedule != other.schedule
+            || *limits != other.limits
+            || *metrics != other.metrics
+            || *status_window != other.status_window
+            || *data_loss_hold != other.data_loss_hold
+            || *streams != other.streams
     }
 }
 
@@ -575,6 +592,27 @@ mod tests {
             fixed.dead_letter_for(b"orders:eu"),
             Some(b"orders:dead".to_vec())
         );
+    }
+
+    #[test]
+    fn a_changed_data_loss_hold_is_a_polling_change() {
+        let before = validate::from_str("t.toml", "", &Default::default()).unwrap();
+        let after = validate::from_str(
+            "t.toml",
+            "[status]\ndata_loss_hold = \"2h\"\n",
+            &Default::default(),
+        )
+        .unwrap();
+        assert_ne!(before.data_loss_hold, after.data_loss_hold);
+        assert!(
+            before.polling_changed(&after),
+            "a reload must hand the pollers the new hold"
+        );
+        assert!(
+            crate::poller::memory_survives(&before, &after),
+            "the hold changes no memory: the pollers keep their windows and ledgers"
+        );
+        assert!(!before.polling_changed(&before.clone()));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The fallback estimator (SPEC §5, §12): how many entries follow a group's
+//! The fallback estimator (docs/lag-and-losses.md): how many entries follow a group's
 //! position when Redis cannot say and there are too many to count.
 //!
 //! Two models, both pure:
@@ -429,7 +429,9 @@ pub fn retained_after(
     match retained_split(first, last, length, head, tail) {
         Err(settled) => settled,
         Ok(split) => {
-            let rank = split.share(ends).clamp(1.0, split.total as f64);
+            // Counters and samples read at different moments can leave
+            // nothing to share (total 0): the bounds must not cross.
+            let rank = split.share(ends).clamp(1.0, (split.total as f64).max(1.0));
             Some(length as f64 - rank)
         }
     }

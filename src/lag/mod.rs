@@ -1,4 +1,4 @@
-//! Group lag done right (SPEC §5, §12): pure arithmetic over what the stream
+//! Group lag done right (docs/lag-and-losses.md): pure arithmetic over what the stream
 //! probe read, with no I/O and no clock.
 //!
 //! The probe asks [`Reading::sample_request`] whether it must read the first
@@ -37,13 +37,13 @@
 //!    clamped into what Redis's counters prove when it knows entries-read:
 //!    at least length − min(length, entries-read) and at most
 //!    min(length, entries-added − entries-read). `lag_estimated` is 1 for
-//!    estimated figures and for counts that stand in for a nil lag (SPEC
-//!    §5); a count that checks an untrusted `lag` is Redis's figure proven
+//!    estimated figures and for counts that stand in for a nil lag (an
+//!    unknown is never a fact); a count that checks an untrusted `lag` is Redis's figure proven
 //!    or corrected, and exact (`lag_estimated` 0). With nothing sound the
 //!    lag is absent, never 0.
 //!
 //! **Unread entries gone** (`unread_gone`) is entries-added − entries-read −
-//! lag, computed only when all three are exact (SPEC §12): the entries this
+//! lag, computed only when all three are exact (else it proves nothing): the entries this
 //! group will never read because a trim or a deletion removed them first.
 //! Trimming is the cause when the group is behind the first entry;
 //! deletions (XDEL, XDELEX, XACKDEL, DELREF trims) when it is inside the
@@ -367,7 +367,7 @@ impl Reading<'_> {
     /// XDELEX) stayed before it (`max-deleted-entry-id` below it; unknown on
     /// 6.2, so never reused there). Trimming cannot have reached it while the
     /// group is inside the window. A stopped group then costs no `XRANGE` a
-    /// poll (issue 17: two commands a stream instead of three).
+    /// poll (two commands a stream instead of three, so 3,000 streams fit 15 s).
     fn unmoved_first_undelivered(&self) -> Option<StreamId> {
         let previous = self.previous?;
         let first = previous.first_undelivered?;
@@ -572,8 +572,8 @@ impl Reading<'_> {
 
     /// How a lag counted in the stream is labelled: Redis's own figure when
     /// it said the same; Redis's figure re-derived when it gave one that
-    /// could not be trusted (SPEC §12: checked against the stream, so
-    /// exact); the fallback's count (`lag_estimated 1`, SPEC §5) when Redis
+    /// could not be trusted (checked against the stream, so
+    /// exact); the fallback's count (`lag_estimated 1`: not Redis's) when Redis
     /// gave none.
     fn counted(&self, lag: u64) -> LagMethod {
         match self.group.lag {

@@ -113,7 +113,7 @@ fn caught_up_needs_no_sample() {
     );
 }
 
-/// The 7.0.15 miscount from research §1.2: 10 entries, group read 2,
+/// The 7.0.15 miscount (docs/lag-and-losses.md): 10 entries, group read 2,
 /// XDEL 5, XTRIM MINID 7 → XLEN 4, Redis says lag 8.
 #[test]
 fn trim_past_group_corrects_old_server_overcount() {
@@ -342,7 +342,7 @@ fn null_lag_large_range_is_estimated_and_clamped() {
     assert_eq!(r.trail(&f).unread_gone, None);
 }
 
-/// The burst: 1,000 entries in two milliseconds, 100 delivered,
+/// A burst: 1,000 entries in two milliseconds, 100 delivered,
 /// 90 of the rest deleted. Redis's counters prove 810 ≤ lag ≤ 900.
 #[test]
 fn burst_with_deletions_stays_within_the_counters_bounds() {

@@ -3,6 +3,8 @@
 //! This is the only module that knows metric names.
 
 pub mod catalog;
+#[cfg(test)]
+mod reference;
 mod render;
 mod text;
 

@@ -293,7 +293,7 @@ mod tests {
     }
 
     /// A binary key and an ASCII key spelled with the escape no longer
-    /// share a label value (issue 18).
+    /// share a label value (one key must not pass for another).
     #[test]
     fn escaping_is_one_to_one() {
         let names: [&[u8]; 5] = [

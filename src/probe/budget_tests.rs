@@ -1,5 +1,6 @@
 //! When the budget log line speaks: on a change of verdict, and again when the
-//! need outgrows the figure it advised.
+//! need outgrows the figure it advised; and what the estimator's walks may
+//! spend of the budget in one stream poll.
 
 use super::BudgetNotice::{self, Covers, Short};
 
@@ -46,4 +47,18 @@ fn covering_again_is_logged_once_and_a_first_cover_is_a_verdict_too() {
             Short { advised: 800.0 }
         ]
     );
+}
+
+#[test]
+fn the_walks_never_spend_more_than_the_rate_limit_allows_in_one_interval() {
+    use super::stream::walk_budget;
+    use std::time::Duration;
+    let interval = Duration::from_secs(15);
+    // Defaults: a tenth of 500/s over 15 s.
+    assert_eq!(walk_budget(500, interval), 750);
+    // A short interval still walks 200 commands when the limit allows them.
+    assert_eq!(walk_budget(500, Duration::from_secs(1)), 200);
+    // 10 commands a second allow 150 in 15 s: the floor of 200 gives way.
+    assert_eq!(walk_budget(10, interval), 150);
+    assert_eq!(walk_budget(1, Duration::from_secs(2)), 2);
 }

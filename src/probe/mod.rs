@@ -15,6 +15,7 @@ mod figures;
 pub(crate) mod info;
 pub(crate) mod pending_scan;
 pub(crate) mod pending_summary;
+mod status_log;
 pub(crate) mod stream;
 
 #[cfg(test)]
@@ -159,6 +160,8 @@ pub struct TargetState {
     /// The target went down since the ledgers were last fed: until the
     /// server is known again, nobody knows whether it is the same one.
     pub ledgers_unverified: bool,
+    /// The status changes the current stream poll logged.
+    pub(crate) status_changes: status_log::StatusChanges,
 }
 
 impl TargetState {

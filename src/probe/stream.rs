@@ -45,12 +45,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let mut problems = Problems::default();
     let mut vanished: Vec<Name> = Vec::new();
     let mut fresh: BTreeMap<Name, Arc<StreamState>> = BTreeMap::new();
-    // The estimator's walks spend at most a tenth of what the rate limit
-    // allows over one stream interval (at least 200 commands).
-    let mut walk_budget = ((limits.commands_per_second as f64
-        * ctx.config.schedule.stream.as_secs_f64()
-        / 10.0) as usize)
-        .max(200);
+    let mut walk_budget = walk_budget(limits.commands_per_second, ctx.config.schedule.stream);
     if watched.is_empty() {
         // Nothing to read, but the stream poll is the target's heartbeat:
         // a dead server must show as down within one poll.
@@ -400,6 +395,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         state.prune_ledgers();
         state.pack_group_maps();
         state.settle_parked();
+        state.status_changes.finish(&ctx.target.name);
     }
     problems.finish(ProbeKind::Stream)
 }
@@ -601,6 +597,10 @@ fn build_stream<'s>(
             pending_aged_at_ms,
             info: figures::group(group),
         };
+        let (target, was) = (&ctx.target.name, before.and_then(|b| b.status));
+        state
+            .status_changes
+            .record(target, name, &gname, was, fresh.status);
         groups.push((gname, fresh));
     }
     if !ends.is_empty() {
@@ -658,6 +658,15 @@ fn observation(
 /// pass for a loss at the next.
 fn as_read(info: &StreamInfo) -> RangeEnd {
     RangeEnd::To(info.last_entry_id.unwrap_or(info.last_generated_id))
+}
+
+/// Commands the estimator's walks may spend in one stream poll: a tenth of
+/// what the rate limit allows over one stream interval, at least 200 so that
+/// a short interval still walks, but never more than the whole interval's
+/// allowance (a small `commands_per_second` would wait on its own walks).
+pub(super) fn walk_budget(commands_per_second: u32, interval: std::time::Duration) -> usize {
+    let allowed = (f64::from(commands_per_second) * interval.as_secs_f64()) as usize;
+    (allowed / 10).max(200).min(allowed)
 }
 
 /// The command that reads one step of an estimator's walk.

@@ -27,7 +27,7 @@ use redis_streams_exporter::poller::Poller;
 use redis_streams_exporter::probe::ProbeKind;
 use redis_streams_exporter::snapshot::SnapshotStore;
 
-/// The servers the suite runs against (SPEC §9 and §12).
+/// The servers the suite runs against: the oldest supported, the old and new lag arithmetic, Valkey.
 ///
 /// Tests never assume one server's behaviour: they ask the capability
 /// methods below. Each claim was measured on the binaries the suite runs
@@ -134,8 +134,8 @@ impl Server {
         matches!(self, Server::Redis8 | Server::Valkey9)
     }
 
-    /// True for servers that compute `lag` with the old algorithm (SPEC §12,
-    /// research §1.2), which keeps entries trimmed before delivery in the
+    /// True for servers that compute `lag` with the old algorithm
+    /// (docs/lag-and-losses.md), which keeps entries trimmed before delivery in the
     /// lag. Measured with 10 entries, a group that read 2, then `XTRIM
     /// MAXLEN 4`: 7.0.15 and Valkey 9.1.2 report lag 8 (entries-read 2), 8.6.3
     /// reports 4, the truth. With `XDEL` of entry 5 and `XTRIM MINID 7-0`

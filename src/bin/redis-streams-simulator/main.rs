@@ -6,6 +6,7 @@
 //! ```text
 //! redis-streams-simulator --url redis://127.0.0.1:6379 --prefix demo: all
 //! redis-streams-simulator --prefix e2e: healthy poison dead-letter trim
+//! redis-streams-simulator --duration 10m --cleanup healthy poison
 //! redis-streams-simulator --list
 //! ```
 //!
@@ -13,6 +14,8 @@
 //! it deletes and recreates when it starts; it never touches another key
 //! (except `CONFIG SET maxmemory…` with `evictable --set-eviction-policy`).
 //! Scenarios run concurrently until `--duration` elapses or SIGINT/SIGTERM.
+//! With `--cleanup` the simulator then deletes every key it created, so that
+//! a finished demo leaves no stopped groups behind for the exporter to see.
 //! By default only loopback servers are accepted (`--allow-remote` lifts
 //! that, for a container network).
 //!
@@ -87,6 +90,11 @@ struct Cli {
     /// Stop after this long ("90s", "10m"); default: until SIGINT/SIGTERM.
     #[arg(long)]
     duration: Option<humantime::Duration>,
+    /// When it stops (after --duration, on SIGINT/SIGTERM or a failure),
+    /// delete every stream and key the chosen scenarios created. Without it
+    /// they stay, and their groups then show as stopped.
+    #[arg(long, env = "SIMULATOR_CLEANUP")]
+    cleanup: bool,
     /// Accept a Redis that is not on a loopback address (container networks).
     #[arg(long, env = "SIMULATOR_ALLOW_REMOTE")]
     allow_remote: bool,
@@ -199,7 +207,7 @@ async fn run(cli: Cli) -> Result<()> {
     chosen.dedup();
 
     let mut tasks = JoinSet::new();
-    for scenario in chosen {
+    for scenario in chosen.iter().copied() {
         let ctx = ctx.clone();
         say(
             scenario,
@@ -214,7 +222,7 @@ async fn run(cli: Cli) -> Result<()> {
             None => std::future::pending::<()>().await,
         }
     };
-    tokio::select! {
+    let outcome = tokio::select! {
         _ = deadline => {
             let _ = writeln!(std::io::stdout().lock(), "simulator: duration elapsed, stopping");
             Ok(())
@@ -224,7 +232,38 @@ async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         failed = first_failure(&mut tasks) => failed,
+    };
+    if cli.cleanup {
+        // No scenario may write after its keys are gone.
+        tasks.shutdown().await;
+        let keys: Vec<String> = chosen
+            .iter()
+            .flat_map(|s| s.keys(&ctx.prefix, ctx.streams))
+            .collect();
+        let deleted = delete_keys(&ctx, &keys).await.context("--cleanup")?;
+        let _ = writeln!(
+            std::io::stdout().lock(),
+            "simulator: cleanup deleted {deleted} of the {} keys the scenarios use",
+            keys.len()
+        );
     }
+    outcome
+}
+
+/// Deletes `keys`, a pipeline of 100 `DEL`s at a time; returns how many
+/// existed.
+async fn delete_keys(ctx: &Ctx, keys: &[String]) -> Result<u64> {
+    let mut con = ctx.conn().await?;
+    let mut deleted = 0;
+    for chunk in keys.chunks(100) {
+        let mut pipe = redis::pipe();
+        for key in chunk {
+            pipe.cmd("DEL").arg(key);
+        }
+        let counts: Vec<u64> = pipe.query_async(&mut con).await?;
+        deleted += counts.iter().sum::<u64>();
+    }
+    Ok(deleted)
 }
 
 /// Resolves with the first scenario that fails (scenarios never end on

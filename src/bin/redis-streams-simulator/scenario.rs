@@ -117,6 +117,17 @@ impl Scenario {
         };
         format!("{prefix}{suffix}")
     }
+
+    /// Every key the scenario creates, for `--cleanup`: its stream, the
+    /// dead-letter stream it names, or many-streams' `streams` streams.
+    pub(crate) fn keys(self, prefix: &str, streams: usize) -> Vec<String> {
+        let stream = self.stream(prefix);
+        match self {
+            Scenario::ManyStreams => (0..streams).map(|i| format!("{stream}{i}")).collect(),
+            Scenario::Healthy | Scenario::DeadLetter => vec![format!("{stream}:dlq"), stream],
+            _ => vec![stream],
+        }
+    }
 }
 
 /// Prints a progress line; a closed stdout (`| head`) is not an error worth dying for.

@@ -6,6 +6,7 @@
 //! (targets, their URLs and secrets, stream rules), `web` (listener,
 //! `[probe]` and auth modules) and `values` (durations, ranges, priorities).
 
+mod suggest;
 mod targets;
 mod values;
 mod web;
@@ -73,13 +74,17 @@ fn parse(file: &str, text: &str) -> Result<RawConfig, ConfigError> {
     })
 }
 
-/// The toml error's message with the line it points at, on one line.
+/// The toml error's message with the line it points at on its first line,
+/// an unknown key or value with the nearest valid one.
 fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
-    let message = e.message().trim().to_string();
+    let message = suggest::unknown_name(e.message().trim());
     match e.span() {
         Some(span) => {
             let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-            format!("{message} (line {line})")
+            match message.split_once('\n') {
+                Some((first, rest)) => format!("{first} (line {line})\n{rest}"),
+                None => format!("{message} (line {line})"),
+            }
         }
         None => message,
     }

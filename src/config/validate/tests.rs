@@ -32,11 +32,32 @@ fn unknown_keys_name_the_path() {
     let p = problems("[schedule]\nstrem = \"5s\"\n");
     assert_eq!(p.len(), 1);
     assert!(
-        p[0].starts_with("test.toml: schedule.strem: unknown field `strem`, expected one of"),
+        p[0].starts_with("test.toml: schedule.strem: unknown key `strem`: did you mean `stream`?"),
         "{}",
         p[0]
     );
     assert!(p[0].contains("line 2"), "{}", p[0]);
+}
+
+#[test]
+fn an_unknown_key_far_from_any_lists_the_keys_on_a_second_line() {
+    let p = problems("[[targets]]\nurl = \"redis://x\"\ncolour = \"blue\"\n");
+    assert_eq!(
+        p[0],
+        "test.toml: targets[0].colour: unknown key `colour` (line 3)"
+    );
+    assert!(p[1].starts_with("  valid keys here: name, url, "), "{p:?}");
+    assert!(p[1].contains("patterns"), "{p:?}");
+    assert_eq!(p.len(), 2, "{p:?}");
+}
+
+#[test]
+fn a_misspelt_target_key_suggests_patterns() {
+    let p = problems("[[targets]]\npatern = [\"orders:*\"]\n");
+    assert_eq!(
+        p,
+        ["test.toml: targets[0].patern: unknown key `patern`: did you mean `patterns`? (line 2)"]
+    );
 }
 
 #[test]
@@ -164,6 +185,35 @@ fn stream_rules_first_match_wins_over_defaults() {
     assert_eq!(other.consumer_inactive_after, Duration::from_secs(60));
 }
 
+/// `read_every` (batch consumers) in the defaults and a rule; zero and
+/// nonsense are refused with the key named.
+#[test]
+fn read_every_is_a_positive_duration_per_stream() {
+    let c = load(
+        "[stream_defaults]\nread_every = \"1h\"\n\
+         [[streams]]\nmatch = \"nightly:*\"\nread_every = \"24h\"\n\
+         [[streams]]\nmatch = \"*\"\nmax_delay = \"5m\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        c.streams.for_stream(b"nightly:eu").read_every,
+        Some(Duration::from_secs(86_400))
+    );
+    assert_eq!(
+        c.streams.for_stream(b"orders").read_every,
+        Some(Duration::from_secs(3_600)),
+        "from the defaults"
+    );
+    for bad in ["0s", "soon"] {
+        let e = load(&format!(
+            "[[streams]]\nmatch = \"*\"\nread_every = \"{bad}\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("streams[0].read_every"), "{bad}: {e}");
+    }
+}
+
 #[test]
 fn include_and_exclude_filters() {
     let c = load(
@@ -217,7 +267,7 @@ fn duplicate_target_names_rejected() {
     );
 }
 
-/// Without a name a target is named after its address (SPEC §12), never
+/// Without a name a target is named after its address (two servers' series never merge), never
 /// a constant every exporter would share.
 #[test]
 fn unnamed_targets_are_named_after_their_address() {

@@ -201,6 +201,16 @@ fn degenerate_samples() {
         retained_after(all[0], all[9], 10, &all[3..6], &all[8..], &ends),
         Some(7.0)
     );
+    // A length read before a trim that the samples read after, or the
+    // other way round, can leave fewer entries than the samples hold: the
+    // split has nothing to share and the rank's bounds cross (1 > 0).
+    let crossed = retained_split(all[0], all[9], 5, &all[3..6], &all[7..]).unwrap();
+    assert_eq!(crossed.total, 0);
+    assert_eq!(
+        retained_after(all[0], all[9], 5, &all[3..6], &all[7..], &ends),
+        Some(4.0),
+        "the rank is at least the sample's first entry, never a panic"
+    );
     // No anchor above the position.
     let anchors = [Anchor {
         id: all[2],

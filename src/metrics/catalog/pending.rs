@@ -48,7 +48,7 @@ metric!(
     "redis_streams_group_pending_scan_timestamp_seconds",
     Gauge,
     TSG,
-    "When the last complete PEL scan of the group finished, in seconds since the epoch.",
+    "When the last complete PEL scan of the group finished, in seconds since the epoch. Cached by the poller.",
     Source::Scan(|sc| last_scan(sc).map(|s| secs(s.finished_at)))
 );
 metric!(
@@ -56,7 +56,7 @@ metric!(
     "redis_streams_group_pending_scan_progress_ratio",
     Gauge,
     TSG,
-    "Fraction of the PEL read by the PEL scan pass in progress (1 when no pass is unfinished). A value below 1 across several intervals means the PEL is too large for the scan budget.",
+    "Fraction of the PEL read by the PEL scan pass in progress (1 when no pass is unfinished). A value below 1 across several intervals means the PEL is too large for the scan budget. Cached by the poller.",
     Source::Scan(|sc| Some(sc.progress))
 );
 metric!(

@@ -75,8 +75,16 @@ metric!(
     "redis_streams_stream_max_delay_seconds",
     Gauge,
     TS,
-    "Configured max_delay of the stream: the delay the business tolerates. Alert thresholds derive from it.",
+    "Configured max_delay of the stream: the delay the business tolerates. Alert thresholds derive from it. Cached by the poller (the configuration its last stream poll applied).",
     Source::Stream(|s| s.settings.max_delay.map(|d| d.as_secs_f64()))
+);
+metric!(
+    STREAM_READ_EVERY,
+    "redis_streams_stream_read_every_seconds",
+    Gauge,
+    TS,
+    "Configured read_every of the stream: its groups are read at least this often (batch consumers). Until read_every plus the status window passes without a read, work waiting is not stalled or stopped. Cached by the poller (the configuration its last stream poll applied).",
+    Source::Stream(|s| s.settings.read_every.map(|d| d.as_secs_f64()))
 );
 metric!(
     STREAM_DEAD_LETTER_OLDEST_AGE,
@@ -147,7 +155,7 @@ metric!(
     "redis_streams_group_lag_estimated",
     Gauge,
     TSG,
-    "1 when redis_streams_group_lag came from the exporter's fallback estimator (Redis reported NULL or no lag), 0 when Redis's count was used. Cached by the poller.",
+    "0 when redis_streams_group_lag is Redis's count: XINFO GROUPS lag as reported, or recounted or trim-corrected where that lag could not be trusted. 1 when Redis gave no usable lag (NULL after XDEL or XGROUP SETID, none before 7.0) and the exporter's own figure stands in: counted exactly with XRANGE when few entries follow the group, else estimated within the bounds Redis's counters prove; with nothing sound to go on the lag is absent and this stays 1. Cached by the poller.",
     Source::Group(|_, g| flag(g.lag_estimated))
 );
 metric!(
@@ -203,7 +211,7 @@ metric!(
     "redis_streams_group_rewinds_total",
     Counter,
     TSG,
-    "Times the group's last-delivered-id or entries-read moved backwards (XGROUP SETID to an earlier ID, or the group recreated under the same name), as observed since the exporter started.",
+    "Times the group's last-delivered-id or entries-read moved backwards (XGROUP SETID to an earlier ID, or the group recreated under the same name), as observed since the exporter started. Cached by the poller.",
     Source::Group(|_, g| Some(g.rewinds as f64))
 );
 metric!(
@@ -243,7 +251,7 @@ metric!(
     "redis_streams_group_lost_entries_total",
     Counter,
     TSGCAUSE,
-    "Entries removed from the stream before this group read them, as observed since the exporter started (never decreases): proven across two polls by the advance of entries-read minus the entries that still exist in the range the group advanced over, and by every increase of entries-added - entries-read - lag (exact figures only). cause=trimmed: a trim passed the group's position (or emptied the stream); cause=deleted: XDEL, XDELEX, XACKDEL or a DELREF trim removed unread entries inside its window. What could not be proven is in redis_streams_group_loss_unproven_total. Absent where it cannot be known (before Redis 7.0, or entries-read never known).",
+    "Entries removed from the stream before this group read them, as observed since the exporter started (never decreases): proven across two polls by the advance of entries-read minus the entries that still exist in the range the group advanced over, and by every increase of entries-added - entries-read - lag (exact figures only). cause=trimmed: a trim passed the group's position (or emptied the stream); cause=deleted: XDEL, XDELEX, XACKDEL or a DELREF trim removed unread entries inside its window. What could not be proven is in redis_streams_group_loss_unproven_total. Absent where it cannot be known (before Redis 7.0, or entries-read never known). Cached by the poller.",
     Source::Custom(Custom::LostEntries)
 );
 metric!(
@@ -251,7 +259,7 @@ metric!(
     "redis_streams_group_loss_unproven_total",
     Counter,
     TSGREASON,
-    "Stream polls after which entries were missing from the range this group advanced over, but their loss could not be proven, as observed since the exporter started. reason=no_entries_read: entries-read was unknown at one of the two polls (always before Redis 7.0); reason=routine_removal: the group's previous advance removed entries too (its consumers delete what they read, or the stream's window turns over within one poll); reason=not_counted: the range held more entries than one poll counts. A series appears with its first interval.",
+    "Stream polls after which entries were missing from the range this group advanced over, but their loss could not be proven, as observed since the exporter started. reason=no_entries_read: entries-read was unknown at one of the two polls (always before Redis 7.0); reason=routine_removal: the group's previous advance removed entries too (its consumers delete what they read, or the stream's window turns over within one poll); reason=not_counted: the range held more entries than one poll counts. A series appears with its first interval. Cached by the poller.",
     Source::Custom(Custom::LossUnproven)
 );
 metric!(

@@ -93,6 +93,7 @@ pub(super) fn stream(length: u64, groups: Vec<(Name, GroupState)>) -> StreamStat
         time_based_ids: true,
         settings: Arc::new(StreamSettings {
             max_delay: Some(Duration::from_secs(300)),
+            read_every: Some(Duration::from_secs(3600)),
             ..StreamSettings::default()
         }),
         dead_letter: Some(DeadLetter {
@@ -155,6 +156,7 @@ pub(super) fn targets() -> Vec<Arc<TargetSnapshot>> {
     estimated.lag_estimated = true;
     estimated.status = Some(GroupStatus::Stalled);
     let mut unknown = group(0, None);
+    unknown.lag_estimated = true;
     unknown.lost = None;
     unknown.trimmed_undelivered = None;
     unknown.status = None;
@@ -354,6 +356,41 @@ fn families(text: &str) -> BTreeSet<&str> {
         .filter_map(|l| l.strip_prefix("# TYPE "))
         .filter_map(|l| l.split(' ').next())
         .collect()
+}
+
+/// The fixture shows only states the stream poll can produce: a lag it
+/// could not know is marked estimated (`LagFigure::estimated` is true for
+/// `LagMethod::Unknown`), never shown as Redis's count.
+#[test]
+fn the_fixture_holds_only_states_the_stream_poll_produces() {
+    let unknown = crate::lag::LagFigure {
+        lag: None,
+        method: crate::lag::LagMethod::Unknown,
+        trimmed_undelivered: None,
+        unread_gone: None,
+        first_undelivered: None,
+        behind_first_entry: false,
+        ahead_of_stream: false,
+    };
+    assert!(unknown.estimated());
+    for t in targets() {
+        for (s, st) in t.streams.iter() {
+            for (g, gs) in st.groups.iter() {
+                assert!(
+                    gs.lag.is_some() || gs.lag_estimated,
+                    "{}/{}: lag absent with lag_estimated 0",
+                    String::from_utf8_lossy(s),
+                    String::from_utf8_lossy(g)
+                );
+                assert!(
+                    st.time_based_ids || gs.lag_seconds.is_none(),
+                    "{}/{}: an age without time-based IDs",
+                    String::from_utf8_lossy(s),
+                    String::from_utf8_lossy(g)
+                );
+            }
+        }
+    }
 }
 
 #[test]

@@ -74,6 +74,8 @@ fn vanished_streams_and_groups_vanish() {
 #[test]
 fn absent_values_stay_absent() {
     let mut unknown = group(0, None);
+    // An unknown lag is never Redis's count: the stream poll marks it so.
+    unknown.lag_estimated = true;
     unknown.info.entries_read = None;
     unknown.lag_seconds = None;
     unknown.lost = None;
@@ -113,7 +115,7 @@ fn absent_values_stay_absent() {
     );
     assert_eq!(
         samples(&out, "redis_streams_group_lag_estimated"),
-        ["redis_streams_group_lag_estimated{target=\"t\",stream=\"s\",group=\"g\"} 0"]
+        ["redis_streams_group_lag_estimated{target=\"t\",stream=\"s\",group=\"g\"} 1"]
     );
 }
 
@@ -212,4 +214,21 @@ fn catalog_names_are_unique() {
     for (i, m) in METRICS.iter().enumerate() {
         assert_eq!(seen.insert(m.name, i), None, "{} twice", m.name);
     }
+}
+
+/// Every family about Redis (not the exporter's own `redis_streams_exporter_`
+/// ones) is served from the poller's snapshot, and its HELP says so.
+#[test]
+fn cached_families_say_so() {
+    let silent: Vec<&str> = METRICS
+        .iter()
+        .filter(|m| m.name.starts_with("redis_streams_"))
+        .filter(|m| !m.name.starts_with("redis_streams_exporter_"))
+        .filter(|m| !m.help.contains("Cached by the poller"))
+        .map(|m| m.name)
+        .collect();
+    assert!(
+        silent.is_empty(),
+        "HELP without \"Cached by the poller\": {silent:?}"
+    );
 }

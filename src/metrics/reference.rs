@@ -1,0 +1,248 @@
+//! `docs/metrics.md`, the metric reference, generated from the catalog: every
+//! family's name, type, unit, labels, the endpoints that serve it, the servers
+//! that give it, and its HELP text. The tests fail when the file drifts from
+//! the catalog, or the catalog from what the exporter serves (the golden
+//! expositions); `RSE_UPDATE_DOCS=1 cargo test --lib metric_reference`
+//! rewrites the file.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use super::catalog::*;
+
+/// Families that some servers cannot give, and the servers that can. Every
+/// other family is given by every supported server (Redis 6.2 and later,
+/// Valkey).
+const SERVER_FLOORS: &[(&MetricDef, &str)] = &[
+    (&STREAM_ENTRIES_ADDED, ENTRIES_READ),
+    (&STREAM_DEAD_LETTER_ADDED, ENTRIES_READ),
+    (&GROUP_ENTRIES_READ, ENTRIES_READ),
+    (&GROUP_TRIMMED_UNDELIVERED, ENTRIES_READ),
+    (&GROUP_LOST_ENTRIES, ENTRIES_READ),
+    (&CONSUMER_INACTIVE, "Redis 7.2+, Valkey"),
+    (&STREAM_IDEMPOTENT_IDS_ADDED, IDEMPOTENT),
+    (&STREAM_IDEMPOTENT_DUPLICATES, IDEMPOTENT),
+    (&STREAM_IDEMPOTENT_PRODUCERS, IDEMPOTENT),
+    (&STREAM_IDEMPOTENT_IDS, IDEMPOTENT),
+];
+
+/// Servers with entries-added, entries-read and lag in `XINFO`.
+const ENTRIES_READ: &str = "Redis 7.0+, Valkey";
+/// Servers with idempotent producers.
+const IDEMPOTENT: &str = "Redis 8.6+";
+const EVERY_SERVER: &str = "all";
+
+fn servers(m: &MetricDef) -> &'static str {
+    SERVER_FLOORS
+        .iter()
+        .find(|(def, _)| *def == m)
+        .map_or(EVERY_SERVER, |(_, servers)| servers)
+}
+
+/// The unit a family's name ends with, as OpenMetrics names units.
+fn unit(m: &MetricDef) -> &'static str {
+    let name = m.name.strip_suffix("_total").unwrap_or(m.name);
+    ["seconds", "bytes", "ratio"]
+        .into_iter()
+        .find(|u| name.ends_with(&format!("_{u}")))
+        .unwrap_or("")
+}
+
+/// Where a family is served: everywhere, or on one endpoint only.
+fn endpoints(m: &MetricDef) -> &'static str {
+    match m.source {
+        Source::Exporter(_) | Source::Process(_) => "`/metrics`",
+        Source::Custom(Custom::BuildInfo | Custom::LabelsShortened | Custom::ProbeRequests) => {
+            "`/metrics`"
+        }
+        Source::Custom(Custom::TargetReady) => "`/probe`",
+        _ => "both",
+    }
+}
+
+/// The sections of the reference, by name prefix, in catalog order within.
+const SECTIONS: &[(&str, &str)] = &[
+    ("redis_streams_stream_", "Streams"),
+    ("redis_streams_group_pending", "Pending entries"),
+    ("redis_streams_group_oldest_pending", "Pending entries"),
+    ("redis_streams_group_", "Consumer groups"),
+    ("redis_streams_consumer_", "Consumers"),
+    ("redis_streams_target_", "Targets"),
+    ("redis_streams_exporter_", "The exporter"),
+    ("process_", "The process"),
+];
+
+fn section(m: &MetricDef) -> &'static str {
+    SECTIONS
+        .iter()
+        .find(|(prefix, _)| m.name.starts_with(prefix))
+        .map_or("Other", |(_, title)| title)
+}
+
+/// A table cell: `|` would end it.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|")
+}
+
+/// The whole reference, from [`METRICS`].
+pub(crate) fn markdown() -> String {
+    let mut out = String::new();
+    out.push_str(
+        "# Metrics\n\n\
+         <!-- Generated from src/metrics/catalog/ by \
+         `RSE_UPDATE_DOCS=1 cargo test --lib metric_reference`: edit the catalog, not this file. -->\n\n\
+         Every family the exporter can serve, from its metric catalog (`src/metrics/catalog/`). \
+         A test fails when this page differs from the catalog, or the catalog from what the \
+         exporter serves ([`tests/golden/exposition.prom`](../tests/golden/exposition.prom) \
+         for `/metrics`, [`tests/golden/probe_answer.prom`](../tests/golden/probe_answer.prom) \
+         for `/probe`).\n\n\
+         - **Type**: as written on the `# TYPE` line. The two bucket families are untyped: \
+         they carry an `le` label, which `promtool check metrics` rejects on gauges; \
+         Prometheus stores untyped samples as gauges.\n\
+         - **Unit**: from the name's suffix (`_seconds`, `_bytes`, `_ratio`); none is a count \
+         or a 0/1 flag.\n\
+         - **Served on**: `both` is `/metrics` (configured targets) and `/probe` answers \
+         (each probed target's own series).\n\
+         - **Servers**: `all` is every supported server (Redis 6.2 and later, Valkey). A value \
+         a server does not give is absent, never 0 (see [lag and losses](lag-and-losses.md)).\n\
+         - Labels: `target` (the configured name, or `host:port` for a probed target), \
+         `stream`, `group`, `consumer` (per group the top `max_consumers_per_group`, 50 by \
+         default, by pending entries; the rest are summed under `consumer=\"__other__\"`), \
+         and `le`, `status`, `cause`, `probe`, `command`, `kind` where they apply. Streams \
+         per target are capped by `max_streams`.\n\n\
+         Values read from Redis are polled in the background and served from a cached \
+         snapshot; `redis_streams_exporter_probe_last_success_timestamp_seconds` says how old \
+         each probe's data is.\n",
+    );
+    let mut current = "";
+    for m in METRICS {
+        let title = section(m);
+        if title != current {
+            current = title;
+            let _ = write!(
+                out,
+                "\n## {title}\n\n\
+                 | name | type | unit | labels | served on | servers | help |\n\
+                 |---|---|---|---|---|---|---|\n"
+            );
+        }
+        let labels = if m.labels.is_empty() {
+            String::new()
+        } else {
+            format!("`{}`", m.labels.join("`, `"))
+        };
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | {} | {} | {} | {} |",
+            m.name,
+            m.kind.as_str(),
+            unit(m),
+            labels,
+            endpoints(m),
+            servers(m),
+            cell(m.help)
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn path(relative: &str) -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(relative)
+    }
+
+    #[test]
+    fn metric_reference_matches_the_catalog() {
+        let text = markdown();
+        let file = path("docs/metrics.md");
+        if std::env::var_os("RSE_UPDATE_DOCS").is_some_and(|v| v == "1") {
+            std::fs::write(&file, &text).unwrap();
+            return;
+        }
+        let want = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("{}: {e} (RSE_UPDATE_DOCS=1 writes it)", file.display()));
+        if want != text {
+            let line = want
+                .lines()
+                .zip(text.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or(want.lines().count().min(text.lines().count()));
+            panic!(
+                "{} differs from the catalog at line {} (RSE_UPDATE_DOCS=1 cargo test --lib \
+                 metric_reference rewrites it):\nfile:    {:?}\ncatalog: {:?}",
+                file.display(),
+                line + 1,
+                want.lines().nth(line),
+                text.lines().nth(line)
+            );
+        }
+        for m in METRICS {
+            assert!(text.contains(&format!("| `{}` |", m.name)), "{}", m.name);
+        }
+    }
+
+    /// What the exporter serves (the golden expositions, which the golden
+    /// test holds to the renderer) says the same as the catalog: each family
+    /// with the catalog's type and HELP, and no family the catalog lacks.
+    #[test]
+    fn metric_reference_catalog_is_what_is_served() {
+        let mut served: BTreeMap<String, (String, String)> = BTreeMap::new();
+        for file in [
+            "tests/golden/exposition.prom",
+            "tests/golden/probe_answer.prom",
+        ] {
+            let text = std::fs::read_to_string(path(file)).unwrap();
+            for line in text.lines() {
+                if let Some(rest) = line.strip_prefix("# HELP ") {
+                    let (name, help) = rest.split_once(' ').unwrap();
+                    served.entry(name.to_string()).or_default().1 = help.to_string();
+                } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+                    let (name, kind) = rest.split_once(' ').unwrap();
+                    served.entry(name.to_string()).or_default().0 = kind.to_string();
+                }
+            }
+        }
+        for m in METRICS {
+            let (kind, help) = served
+                .remove(m.name)
+                .unwrap_or_else(|| panic!("{} is not served", m.name));
+            assert_eq!(kind, m.kind.as_str(), "{}", m.name);
+            assert_eq!(help, m.help.replace('\\', "\\\\"), "{}", m.name);
+        }
+        assert!(served.is_empty(), "served, not in the catalog: {served:?}");
+    }
+
+    /// A HELP text that names a server floor agrees with the table above.
+    #[test]
+    fn metric_reference_server_floors_agree_with_help() {
+        for m in METRICS {
+            for (floor, want) in [("Redis 7.0+", ENTRIES_READ), ("Redis 8.6+", IDEMPOTENT)] {
+                if m.help.contains(floor) {
+                    assert_eq!(servers(m), want, "{}", m.name);
+                }
+            }
+            if m.help.contains("(Redis 7.2+") {
+                assert_eq!(servers(m), "Redis 7.2+, Valkey", "{}", m.name);
+            }
+        }
+    }
+
+    #[test]
+    fn metric_reference_units_and_sections() {
+        assert_eq!(unit(&GROUP_LAG_SECONDS), "seconds");
+        assert_eq!(unit(&PROCESS_CPU_SECONDS), "seconds");
+        assert_eq!(unit(&PROCESS_RESIDENT_MEMORY), "bytes");
+        assert_eq!(unit(&GROUP_LAG), "");
+        assert_eq!(section(&GROUP_PENDING_POISON), "Pending entries");
+        assert_eq!(section(&GROUP_LAG), "Consumer groups");
+        assert!(
+            METRICS.iter().all(|m| section(m) != "Other"),
+            "a family outside every section"
+        );
+    }
+}
