@@ -31,7 +31,7 @@ use redis_streams_exporter::config::{self, CliOverrides};
 use redis_streams_exporter::probe::ProbeKind;
 
 /// The seeds CI runs on every server, and their polls.
-const CI_SEEDS: [u64; 6] = [1, 2, 3, 4, 5, 6];
+const CI_SEEDS: [u64; 12] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
 const CI_POLLS: usize = 40;
 
 fn env_u64(name: &str) -> Option<u64> {
