@@ -213,12 +213,14 @@ pub fn matrix(kind: Server, main_instance: &str) -> Vec<Fault> {
             vec![w("RedisStreamsGhostEntries")],
             1,
         ),
+        // A steady backlog at 90% of the retained window: the margin does not shrink, so nothing
+        // pages; it is under the stream's max_delay, so a ticket says the retention is short.
         fault(
             "trim-window",
             None,
-            vec![w("RedisStreamsTrimOvertakingGroup")],
+            vec![w("RedisStreamsRetentionMarginLow")],
             &[],
-            vec![w("RedisStreamsTrimOvertakingGroup")],
+            vec![w("RedisStreamsRetentionMarginLow")],
             1,
         ),
         fault(
@@ -497,9 +499,9 @@ pub fn tight(starved: &str, slowscan: &str) -> Vec<Fault> {
 }
 
 /// The two exporters with default target names (one per Redis, no configuration file), both
-/// running the `trim-window` scenario under the same stream name. The first one's Redis is
-/// stopped early: it pages `RedisStreamsTargetDown` and nothing else; the second pages its trim
-/// alert later, while the first's target is down, unmuted.
+/// running the `stopped` scenario under the same stream name. The first one's Redis is
+/// stopped early: it pages `RedisStreamsTargetDown` and nothing else; the second pages its
+/// stopped group later, while the first's target is down, unmuted.
 pub fn pair(job: &str, a: (&str, &str), b: (&str, &str)) -> Vec<Fault> {
     let side = |name: &str, (instance, target): (&str, &str), alert: Want, since: Since| Fault {
         scenario: format!("default-named exporter {name}"),
@@ -525,10 +527,7 @@ pub fn pair(job: &str, a: (&str, &str), b: (&str, &str)) -> Vec<Fault> {
         side(
             "B",
             b,
-            want_on(
-                "RedisStreamsTrimOvertakingGroup",
-                &[("stream", "q:trimwindow")],
-            ),
+            want_on("RedisStreamsGroupStopped", &[("stream", "q:stopped")]),
             Since::Scenarios,
         ),
     ]
