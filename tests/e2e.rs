@@ -164,7 +164,7 @@ max_delay = "20s"
 
 [[streams]]
 match = "e2e:trimwindow"
-max_delay = "20s"
+max_delay = "60s"
 
 [[streams]]
 match = "e2e:deadletter"
