@@ -51,8 +51,8 @@
 //! - `slowscan`: `pending_entries_per_second = 10` against a PEL of 3000 entries.
 //! - `shortlived`: killed during the test (`RedisStreamsExporterDown`).
 //! - `pair-a`, `pair-b` (scrape job `hosts`): `--redis.url` and `--web.listen-address` only, default
-//!   schedule; both run the `trim-window` scenario under the same stream name; `pair-a`'s Redis is
-//!   stopped as soon as Prometheus has seen both targets up, before either trim alert fires.
+//!   schedule; both run the `stopped` scenario under the same stream name; `pair-a`'s Redis is
+//!   stopped as soon as Prometheus has seen both targets up, before either group alert fires.
 //!
 //! Missing binaries fail the test (run `scripts/test.sh`, which installs them); nothing is skipped.
 //! Every process is killed when the test ends, passes or fails.
@@ -161,6 +161,10 @@ max_delay = "20s"
 [[streams]]
 match = "e2e:recovered"
 max_delay = "20s"
+
+[[streams]]
+match = "e2e:trimwindow"
+max_delay = "60s"
 
 [[streams]]
 match = "e2e:deadletter"
@@ -525,12 +529,12 @@ streams = ["{proxy_stream}"]
         sim(
             "simulator-pair-a",
             &pair_a.url(),
-            &["--prefix", "q:", "trim-window"],
+            &["--prefix", "q:", "stopped"],
         ),
         sim(
             "simulator-pair-b",
             &pair_b.url(),
-            &["--prefix", "q:", "trim-window"],
+            &["--prefix", "q:", "stopped"],
         ),
     ]);
     let instance = |i: usize| format!("127.0.0.1:{}", ports[i]);
@@ -906,7 +910,7 @@ streams = ["{proxy_stream}"]
             "stopping pair-a's Redis must page TargetDown for pair-a only: {target_down:?}"
         ));
     }
-    // pair-b's trim alert reached the pager while pair-a's TargetDown was firing, and stays
+    // pair-b's stopped group reached the pager while pair-a's TargetDown was firing, and stays
     // active (not muted) in Alertmanager.
     let a_down_fired = fired
         .values()
@@ -921,14 +925,13 @@ streams = ["{proxy_stream}"]
         .filter(|n| n.receiver == "pager")
         .filter(|n| {
             n.firing().any(|a| {
-                a.name() == "RedisStreamsTrimOvertakingGroup"
-                    && a.label("instance") == pair_b_instance
+                a.name() == "RedisStreamsGroupStopped" && a.label("instance") == pair_b_instance
             })
         })
         .map(|n| n.at)
         .min();
     println!(
-        "  pair-a's TargetDown fired at t+{}, pair-b's trim alert paged at t+{}",
+        "  pair-a's TargetDown fired at t+{}, pair-b's stopped group paged at t+{}",
         a_down_fired.map_or("-".to_string(), |t| secs(t - scenarios_started)),
         b_paged.map_or("-".to_string(), |t| secs(t - scenarios_started))
     );
@@ -936,14 +939,16 @@ streams = ["{proxy_stream}"]
     match (a_down_fired, b_paged) {
         (Some(down), Some(paged)) if paged > down => {}
         _ => problems.push(
-            "pair-b's trim alert must page while pair-a's RedisStreamsTargetDown fires".to_string(),
+            "pair-b's stopped group must page while pair-a's RedisStreamsTargetDown fires"
+                .to_string(),
         ),
     }
-    if !pair_b_states.iter().any(|(alert, state)| {
-        alert.starts_with("RedisStreamsTrimOvertakingGroup") && state == "active"
-    }) {
+    if !pair_b_states
+        .iter()
+        .any(|(alert, state)| alert.starts_with("RedisStreamsGroupStopped") && state == "active")
+    {
         problems.push(format!(
-            "pair-b's trim alert must stay active (not suppressed) while pair-a's Redis is down: {pair_b_states:?}"
+            "pair-b's stopped group must stay active (not suppressed) while pair-a's Redis is down: {pair_b_states:?}"
         ));
     }
 

@@ -762,7 +762,8 @@ fn series_labels_reads_promtool_series() {
 /// An alert whose threshold derives from `max_delay` (from the stream's max_delay where
 /// one is configured, defaults otherwise) has promtool cases where it fires for a stream with a
 /// configured max_delay and for one without: both branches of its threshold are exercised, the
-/// configured one at the labels of that very exporter, target and stream.
+/// configured one at the labels of that very exporter, target and stream. An alert without a default
+/// branch (about configured streams only) never fires for a stream without one.
 #[test]
 fn max_delay_alerts_fire_in_promtool_cases_with_and_without_a_configured_max_delay() -> TestResult {
     const MAX_DELAY: &str = "redis_streams_stream_max_delay_seconds";
@@ -823,9 +824,20 @@ fn max_delay_alerts_fire_in_promtool_cases_with_and_without_a_configured_max_del
                 "{name}: no promtool case where it fires for a stream with a configured max_delay"
             ));
         }
-        if !without {
+        // An alert with a default for streams without a max_delay says so with an `unless` on
+        // max_delay; one without that branch (a retention margin under max_delay) is about
+        // configured streams only and must not fire for the others.
+        let has_default = rule.expr.contains(&format!(
+            "unless on(job, instance, target, stream) {MAX_DELAY}"
+        ));
+        if has_default && !without {
             errors.push(format!(
                 "{name}: no promtool case where it fires for a stream without max_delay (the default)"
+            ));
+        }
+        if !has_default && without {
+            errors.push(format!(
+                "{name}: has no default for streams without max_delay, yet fires for one"
             ));
         }
     }

@@ -36,7 +36,7 @@
 //! | `dead-letter` | every 4th entry fails 3 deliveries, then goes to `<stream>:dlq` | dead letters arriving |
 //! | `trim` | `XADD … MAXLEN 50` at 10/s: `workers` leaves 1 in 5 entries unacknowledged (ghosts once trimmed); the `archive` group has no consumer (entries trimmed before delivery) | ghost entries; trimmed undelivered (7.0+; group stopped on 6.2) |
 //! | `xdel-ghosts` | the consumer deletes (`XDEL`) every 3rd entry it read instead of acknowledging it | ghost entries |
-//! | `trim-window` | steady backlog at 90 % of a `MAXLEN 100` stream | trim overtaking group |
+//! | `trim-window` | steady backlog at 90 % of a `MAXLEN 100` stream | retention margin low (a ticket with a `max_delay`; no page: the margin holds) |
 //! | `recovered` | consumer outage while `MAXLEN 100` trimming overtakes the group; the consumer comes back, drains the backlog to 10 entries and stays 10 behind; `XGROUP SETID` to its own position (no `ENTRIESREAD`) makes every 7.0+ server report a nil lag | trimmed undelivered (7.0+; group stopped on 6.2), then lag estimated |
 //! | `outpace` | producer 6/s, consumer 3/s | production outpacing consumption (the `…Estimated` info variant on 6.2) |
 //! | `outpace-xdel` | as `outpace`, and every 5 s the producer cancels (`XDEL`) its newest, still undelivered entry: with a deletion ahead of the group Redis 7.0+ reports `lag` and `entries-read` as nil until the group reads the last entry, which it never does | lag estimated, production outpacing consumption (`…Estimated`), deleted undelivered (7.0+, while the lag can still be counted) |

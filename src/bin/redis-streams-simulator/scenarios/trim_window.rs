@@ -1,5 +1,6 @@
 //! `trim-window`: a steady backlog at 90 % of the retained window of a
-//! `MAXLEN 100` stream: trimming is about to overtake the group.
+//! `MAXLEN 100` stream: the group holds near the trimming edge without
+//! losing ground (a retention margin under `max_delay`, not a page).
 
 use std::time::Duration;
 
