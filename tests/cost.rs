@@ -108,8 +108,8 @@ fn empty_pel_exported(h: &Harness, kind: Server, what: &str) {
     );
     for family in [
         "redis_streams_group_oldest_pending_age_seconds",
-        "redis_streams_group_pending_by_idle",
-        "redis_streams_group_pending_by_delivery_count",
+        "redis_streams_group_pending_by_idle_bucket",
+        "redis_streams_group_pending_by_delivery_count_bucket",
     ] {
         assert!(
             m.family(family).is_empty(),
@@ -230,7 +230,10 @@ async fn each_kind_of_group_costs_what_it_shows(kind: Server) {
         m.get("redis_streams_group_oldest_pending_age_seconds", &g)
             .is_some()
     );
-    assert!(!m.family("redis_streams_group_pending_by_idle").is_empty());
+    assert!(
+        !m.family("redis_streams_group_pending_by_idle_bucket")
+            .is_empty()
+    );
 
     // Acknowledged: the next stream poll sees the PEL empty, and the next
     // runs export an empty PEL without an XPENDING; the consumers are read
