@@ -22,12 +22,14 @@
 //!
 //! The counters cannot tell an entry removed before the group read it from
 //! one the group read and its consumers (or a short `MAXLEN`) removed right
-//! after. A removal in the advanced range is therefore counted only when the
-//! group's previous advance removed nothing: a group whose every advance
-//! removes entries (consumers that `XACKDEL` what they read, a window that
-//! turns over within one poll) is not losing data at every poll, and its
-//! removals are counted as unproven instead ([`Unproven`]), never as 0 in
-//! silence.
+//! after. Pending entries of the range whose bodies are gone were delivered
+//! (ghosts), and are not lost. Beyond that, a removal in the advanced range
+//! is counted only when it stands out: the group's previous advance removed
+//! nothing, and nothing was removed from the stream in the interval before.
+//! A stream trimmed or cleaned at every poll (`MAXLEN` on `XADD`, consumers
+//! that `XACKDEL` what they read) removes what its groups have just read as
+//! a matter of course; its removals are counted as unproven instead
+//! ([`Unproven`]), never as 0 in silence.
 //!
 //! The first figures after the exporter starts are the baseline, so a loss
 //! older than the exporter is not counted again at every restart. A target
@@ -86,8 +88,15 @@ pub const RANGE_COUNT_CAP: u32 = 2_000;
 /// What one `XRANGE` found in the range a group advanced over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RangeCount {
-    /// Entries that still exist there.
-    Survivors(u64),
+    /// Entries that still exist there, and the group's pending entries
+    /// there that do not: delivered before they were removed (ghosts), so
+    /// not lost.
+    Survivors {
+        /// Entries of the range that still exist.
+        present: u64,
+        /// Pending entries of the range whose bodies are gone.
+        delivered_gone: u64,
+    },
     /// More than [`RANGE_COUNT_CAP`], or the command failed.
     NotCounted,
 }
@@ -120,6 +129,7 @@ struct Seen {
     max_deleted: Option<StreamId>,
     removed: Option<u64>,
     unread_gone: Option<u64>,
+    first_entry: Option<StreamId>,
 }
 
 /// What the group's last advance did to the range it passed over.
@@ -146,6 +156,10 @@ pub struct Ledger {
     last: Option<Seen>,
     /// What the group's last advance did.
     last_advance: Option<Advance>,
+    /// Entries were removed from the stream between the last two polls
+    /// (trimmed or deleted, anywhere): a stream trimmed or cleaned at every
+    /// poll removes entries its groups have just read as a matter of course.
+    removed_before: bool,
     /// Losses counted; `None` until a loss could be known once.
     lost: Option<Lost>,
     /// Intervals with a removal that could not be proven a loss.
@@ -164,6 +178,17 @@ impl Seen {
             max_deleted: o.max_deleted,
             removed: o.removed,
             unread_gone: o.unread_gone,
+            first_entry: o.first_entry,
+        }
+    }
+
+    /// True when entries were removed from the stream between this poll and
+    /// `o`: more removed in all where the counters say (7.0+), else the first
+    /// entry moved.
+    fn stream_removed_by(&self, o: &Observation) -> bool {
+        match (self.removed, o.removed) {
+            (Some(before), Some(now)) => now > before,
+            _ => o.first_entry != self.first_entry && self.first_entry.is_some(),
         }
     }
 
@@ -239,6 +264,7 @@ impl Ledger {
             && last.entries_read.is_some()
             && o.entries_read.is_some()
             && self.last_advance == Some(Advance::Clean)
+            && !self.removed_before
             && last.removal_in_range(o);
         provable.then_some((last.last_delivered.successor()?, o.last_delivered))
     }
@@ -259,9 +285,11 @@ impl Ledger {
             self.lost.get_or_insert_with(Lost::default);
         }
         let mut counted = Lost::default();
+        let removed_now = previous.is_some_and(|p| p.stream_removed_by(o));
         if let Some(p) = previous.filter(|p| !rewound && o.last_delivered > p.last_delivered) {
             self.advanced(&p, o, range, &mut counted);
         }
+        self.removed_before = removed_now;
         self.counters(previous.filter(|_| !rewound).as_ref(), o, &mut counted);
         if counted != Lost::default() {
             let lost = self.lost.get_or_insert_with(Lost::default);
@@ -284,7 +312,7 @@ impl Ledger {
             self.last_advance = Some(Advance::Clean);
             return;
         }
-        let routine = self.last_advance != Some(Advance::Clean);
+        let routine = self.last_advance != Some(Advance::Clean) || self.removed_before;
         self.last_advance = Some(Advance::Removal);
         let (Some(read_before), Some(read_now)) = (p.entries_read, o.entries_read) else {
             self.unproven.no_entries_read += 1;
@@ -294,7 +322,11 @@ impl Ledger {
             self.unproven.routine_removal += 1;
             return;
         }
-        let Some(RangeCount::Survivors(survivors)) = range else {
+        let Some(RangeCount::Survivors {
+            present,
+            delivered_gone,
+        }) = range
+        else {
             self.unproven.not_counted += 1;
             return;
         };
@@ -308,7 +340,8 @@ impl Ledger {
             (None, _) => 0,
         };
         let lost = passed_over
-            .saturating_sub(survivors)
+            .saturating_sub(present)
+            .saturating_sub(delivered_gone)
             .saturating_sub(absorbed);
         if lost > 0 {
             counted.add(p.cause(o), lost);
@@ -365,6 +398,7 @@ impl Ledger {
         self.before_dip = None;
         self.last = None;
         self.last_advance = None;
+        self.removed_before = false;
     }
 
     /// Losses counted, once a loss could be known at least once.

@@ -229,7 +229,7 @@ async fn poll_streams(
             };
             // Ranges the groups advanced over with entries removed, whose
             // survivors prove a loss (see crate::loss).
-            let ranges: Vec<((usize, usize), Command)> = {
+            let ranges: Vec<((usize, usize), [Command; 2])> = {
                 let state = ctx.state();
                 let mut ranges = Vec::new();
                 for (si, (name, read)) in reads.iter().enumerate() {
@@ -243,14 +243,26 @@ async fn poll_streams(
                         else {
                             continue;
                         };
+                        // The entries of the range that exist, and the
+                        // group's pending ones there (all pending IDs are at
+                        // or before its position): a pending entry that no
+                        // longer exists was delivered before it was removed.
                         ranges.push((
                             (si, gi),
-                            Command::Xrange {
-                                key: name.to_vec(),
-                                start: RangeStart::From(from),
-                                end: RangeEnd::To(to),
-                                count: loss::RANGE_COUNT_CAP + 1,
-                            },
+                            [
+                                Command::Xrange {
+                                    key: name.to_vec(),
+                                    start: RangeStart::From(from),
+                                    end: RangeEnd::To(to),
+                                    count: loss::RANGE_COUNT_CAP + 1,
+                                },
+                                Command::XpendingRange {
+                                    key: name.to_vec(),
+                                    group: group.name.clone(),
+                                    start: RangeStart::From(from),
+                                    count: loss::RANGE_COUNT_CAP + 1,
+                                },
+                            ],
                         ));
                     }
                 }
@@ -278,28 +290,15 @@ async fn poll_streams(
             let mut counted: HashMap<(usize, usize), loss::RangeCount> = HashMap::new();
             let mut samples: HashMap<(usize, usize), UndeliveredSample> = HashMap::new();
             if !ranges.is_empty() {
-                let (keys, cmds): (Vec<_>, Vec<_>) = ranges.into_iter().unzip();
+                let (keys, pairs): (Vec<_>, Vec<_>) = ranges.into_iter().unzip();
+                let cmds: Vec<Command> = pairs.into_iter().flatten().collect();
                 let replies = ctx.client.execute(&node, &cmds).await?;
-                for (key, r) in keys.into_iter().zip(replies) {
-                    let count = match r {
-                        Ok(v) => {
-                            problems.answered();
-                            match reply::range_ids(&v) {
-                                Ok(ids) if ids.len() <= loss::RANGE_COUNT_CAP as usize => {
-                                    loss::RangeCount::Survivors(ids.len() as u64)
-                                }
-                                Ok(_) => loss::RangeCount::NotCounted,
-                                Err(e) => {
-                                    problems.add(ctx, e);
-                                    loss::RangeCount::NotCounted
-                                }
-                            }
-                        }
-                        Err(e) => {
-                            problems.refused(&e);
-                            loss::RangeCount::NotCounted
-                        }
+                let mut replies = replies.into_iter();
+                for key in keys {
+                    let (Some(range), Some(pending)) = (replies.next(), replies.next()) else {
+                        break;
                     };
+                    let count = range_count(ctx, range, pending, problems);
                     counted.insert(key, count);
                 }
             }
@@ -720,6 +719,50 @@ fn stuck_evidence(snapshot: &crate::snapshot::TargetSnapshot, key: &(Name, Name)
     let head_poison = snapshot.head_poison.get(key).is_some_and(|&n| n > 0);
     let orphaned = snapshot.consumers.get(key).is_some_and(|c| c.orphaned > 0);
     scanned || head_poison || orphaned
+}
+
+/// What the `XRANGE` and `XPENDING` of a range a group advanced over say:
+/// its entries that exist, and its pending entries that do not.
+fn range_count(
+    ctx: &ProbeContext,
+    range: crate::backend::Reply,
+    pending: crate::backend::Reply,
+    problems: &mut Problems,
+) -> loss::RangeCount {
+    let cap = loss::RANGE_COUNT_CAP as usize;
+    let mut decoded = |r: crate::backend::Reply, ids: fn(&_) -> _| match r {
+        Ok(v) => {
+            problems.answered();
+            match ids(&v) {
+                Ok(ids) => Some(ids),
+                Err(e) => {
+                    problems.add(ctx, e);
+                    None
+                }
+            }
+        }
+        Err(e) => {
+            problems.refused(&e);
+            None
+        }
+    };
+    let present: Option<Vec<StreamId>> = decoded(range, reply::range_ids);
+    let pending: Option<Vec<StreamId>> = decoded(pending, |v| {
+        reply::pending_entries(v).map(|entries| entries.into_iter().map(|e| e.id).collect())
+    });
+    match (present, pending) {
+        (Some(present), Some(pending)) if present.len() <= cap && pending.len() <= cap => {
+            let delivered_gone = pending
+                .iter()
+                .filter(|id| present.binary_search(id).is_err())
+                .count();
+            loss::RangeCount::Survivors {
+                present: present.len() as u64,
+                delivered_gone: delivered_gone as u64,
+            }
+        }
+        _ => loss::RangeCount::NotCounted,
+    }
 }
 
 /// What the loss ledger needs of one group's poll.
