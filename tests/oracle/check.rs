@@ -107,6 +107,10 @@ struct Account {
     last_advance_from_unknown: bool,
     /// Exported unproven intervals by reason at the last poll.
     last_unproven: [f64; 3],
+    /// Entries were removed from the stream in the interval before this
+    /// one: the exporter does not prove a removal that follows one (a
+    /// stream trimmed or cleaned at every poll removes what was just read).
+    removed_last_interval: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -367,7 +371,7 @@ impl Checker {
                     );
                 }
                 let r = &raw.groups[&(key.clone(), name.clone())];
-                let read = m.get("redis_streams_group_entries_read_total", &l);
+                let read = m.get("redis_streams_group_entries_read", &l);
                 if read != r.entries_read.map(|n| n as f64) {
                     return fail(
                         poll,
@@ -520,6 +524,7 @@ impl Checker {
             last_advance_at: None,
             last_advance_from_unknown: false,
             last_unproven: unproven_now,
+            removed_last_interval: false,
         };
         let Some(acct) = self.accounts.get_mut(&id) else {
             self.accounts.insert(id, fresh(now));
@@ -603,7 +608,9 @@ impl Checker {
             let heuristic =
                 acct.last_advance_removal == Some(false) && acct.last_advance_from_unknown;
             let routine_ok = marked == ["routine_removal"]
-                && (acct.last_advance_removal != Some(false) || heuristic);
+                && (acct.last_advance_removal != Some(false)
+                    || heuristic
+                    || acct.removed_last_interval);
             if !routine_ok {
                 return fail(
                     poll,
@@ -721,6 +728,7 @@ impl Checker {
                 );
             }
         }
+        acct.removed_last_interval = removed_in_interval > 0;
         if advanced {
             acct.last_advance_removal = Some(removal_signal);
             acct.last_advance_at = Some((poll, lo, hi));
