@@ -388,6 +388,13 @@ async fn consume(
 }
 
 pub(crate) async fn all_of(tasks: Vec<JoinHandle<Result<()>>>) -> Result<()> {
+    // A scenario stopped (for --cleanup, or at the end) stops its tasks with
+    // it: a spawned task outlives its parent otherwise, and would write again
+    // after the cleanup deleted its keys.
+    let tasks: Vec<_> = tasks
+        .into_iter()
+        .map(tokio_util::task::AbortOnDropHandle::new)
+        .collect();
     for t in tasks {
         t.await.map_err(|e| anyhow!("task panicked: {e}"))??;
     }
