@@ -18,8 +18,14 @@ local sloRules = import 'rules/redis-streams-slo.rules.json';
 local isAlert(rule) = std.objectHas(rule, 'alert');
 
 // The groups of `file` keeping only the rules `keep` accepts, without the groups left empty.
-local only(file, keep) = [
-  group { rules: std.filter(keep, group.rules) }
+// The rules of each group that `keep` keeps; a group split between alerts and recording rules
+// gets `suffix` on the part it hands out, so that the two parts never share a name.
+local only(file, keep, suffix) = [
+  group {
+    name: group.name + (if std.length(std.filter(keep, group.rules)) < std.length(group.rules)
+                        then suffix else ''),
+    rules: std.filter(keep, group.rules),
+  }
   for group in file.groups
   if std.length(std.filter(keep, group.rules)) > 0
 ];
@@ -37,11 +43,11 @@ local withSelector(matchers, extra) =
   local files = [alertRules] + (if $._config.slo then [sloRules] else []),
 
   prometheusAlerts+:: {
-    groups+: std.flattenArrays([only(f, isAlert) for f in files]),
+    groups+: std.flattenArrays([only(f, isAlert, '') for f in files]),
   },
 
   prometheusRules+:: {
-    groups+: std.flattenArrays([only(f, function(r) !isAlert(r)) for f in files]),
+    groups+: std.flattenArrays([only(f, function(r) !isAlert(r), '-recording') for f in files]),
   },
 
   local variables(dashboard) = dashboard {

@@ -68,6 +68,13 @@ fn shipped(files: &[&str], alerts: bool) -> Json {
                 .collect();
             if !rules.is_empty() {
                 let mut g = group.clone();
+                // A group holding both kinds hands out its recording part under its name with
+                // "-recording", so the two parts never share a name.
+                let mixed = rules.len() < group["rules"].as_array().unwrap().len();
+                if mixed && !alerts {
+                    g["name"] =
+                        Json::String(format!("{}-recording", group["name"].as_str().unwrap()));
+                }
                 g["rules"] = Json::Array(rules);
                 groups.push(g);
             }
