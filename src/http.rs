@@ -512,7 +512,7 @@ const STATUS_LEGEND: [(&str, &str); 7] = [
     ),
     (
         "stopped",
-        "work waits and no consumer has read for a whole status window (or the group has no consumer)",
+        "work waits and no consumer has read for a whole status window (with read_every, for read_every plus the window), or the group has no consumer",
     ),
     (
         "stalled",
@@ -520,7 +520,7 @@ const STATUS_LEGEND: [(&str, &str); 7] = [
     ),
     (
         "lagging",
-        "falling behind: the oldest undelivered entry is older than half of max_delay or, without max_delay, the lag did not fall over the window",
+        "falling behind: the oldest undelivered entry is older than half of max_delay (5 minutes without max_delay), trimming is closing in on unread entries, or, without lag seconds, the lag did not fall over the window",
     ),
     (
         "unknown",
@@ -673,7 +673,7 @@ fn landing(state: &HttpState, config: &Config, query: Option<&str>) -> Response 
     if wanted < pages {
         let _ = write!(page, " <a href=\"/?page={}\">next »</a>", wanted + 1);
     }
-    page.push_str("</p><table><tr><th>target</th><th>stream</th><th>group</th><th>status</th><th>lag</th><th>lag seconds</th><th>pending</th><th>poison</th><th>ghosts</th><th>orphaned</th><th>lost</th><th>dead letters</th></tr>");
+    page.push_str("</p><table><tr><th>target</th><th>stream</th><th>group</th><th>status</th><th>lag</th><th>lag seconds</th><th>pending</th><th>poison</th><th>ghosts</th><th>orphaned</th><th>lost</th><th>dead letters</th><th>read every</th></tr>");
     for (sev, target, stream, group, gs, t, st) in shown {
         let key = (
             crate::snapshot::Name::from(*stream),
@@ -687,7 +687,7 @@ fn landing(state: &HttpState, config: &Config, query: Option<&str>) -> Response 
         };
         let _ = write!(
             page,
-            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             if *sev < 4 { " class=\"bad\"" } else { "" },
             name(target.as_bytes()),
             name(stream),
@@ -702,6 +702,9 @@ fn landing(state: &HttpState, config: &Config, query: Option<&str>) -> Response 
             known(t.consumers.get(&key).map(|c| c.orphaned)),
             known(gs.lost.map(|l| l.trimmed + l.deleted)),
             known(st.dead_letter.map(|d| d.length)),
+            st.settings.read_every.map_or(String::new(), |d| html(
+                &humantime::format_duration(d).to_string()
+            )),
         );
     }
     page.push_str("</table>");
@@ -734,6 +737,9 @@ fn legend(page: &mut String, config: &Config) {
          inactive past consumer_inactive_after. <b>lost</b> entries trimmed or deleted before the \
          group read them, since the exporter started. <b>dead letters</b> entries in the \
          stream's dead-letter stream. <b>-</b>: not known yet (or no dead-letter stream \
-         configured). The page reloads itself every stream poll.</p>",
+         configured). <b>read every</b> the stream's read_every, when set: a batch consumer \
+         reads at least this often, and work waiting between two runs is not stalled or \
+         stopped until read_every plus the window passes without a read. The page reloads \
+         itself every stream poll.</p>",
     );
 }

@@ -395,8 +395,8 @@ async fn landing_page_problems_first_paged_and_escaped() {
 }
 
 /// The landing page has the columns `check` has (poison, ghosts, orphaned,
-/// lost, dead letters), explains the statuses and the `~` marker, and
-/// reloads itself every stream poll.
+/// lost, dead letters) and the stream's `read_every`, explains the statuses
+/// and the `~` marker, and reloads itself every stream poll.
 async fn landing_page_shows_the_checks_a_legend_and_refreshes(kind: Server) {
     let server = RedisServer::start(kind);
     let mut c = server.conn();
@@ -446,7 +446,7 @@ async fn landing_page_shows_the_checks_a_legend_and_refreshes(kind: Server) {
         .query(&mut c)
         .unwrap();
     let config = format!(
-        "{}[[streams]]\nmatch = \"jobs\"\ndead_letter = \"jobs:dlq\"\npoison_delivery_count = 5\nconsumer_inactive_after = \"1s\"\n",
+        "{}[[streams]]\nmatch = \"jobs\"\ndead_letter = \"jobs:dlq\"\npoison_delivery_count = 5\nconsumer_inactive_after = \"1s\"\nread_every = \"4m\"\n",
         fast_config(&server.url())
     );
     let d = Daemon::start(&config).await;
@@ -470,17 +470,17 @@ async fn landing_page_shows_the_checks_a_legend_and_refreshes(kind: Server) {
         .arg(2)
         .query(&mut c)
         .unwrap();
-    // pending, poison, ghosts, orphaned, lost, dead letters.
+    // pending, poison, ghosts, orphaned, lost, dead letters, read every.
     // Losses are counted from Redis 7.0 on (entries-read): unknown before.
     let (workers_want, late_want) = if kind.has_lag() {
         (
-            "<td>3</td><td>1</td><td>1</td><td>3</td><td>0</td><td>2</td></tr>",
-            "<td>0</td><td>0</td><td>0</td><td>0</td><td>3</td><td>-</td></tr>",
+            "<td>3</td><td>1</td><td>1</td><td>3</td><td>0</td><td>2</td><td>4m</td></tr>",
+            "<td>0</td><td>0</td><td>0</td><td>0</td><td>3</td><td>-</td><td></td></tr>",
         )
     } else {
         (
-            "<td>3</td><td>1</td><td>1</td><td>3</td><td>-</td><td>2</td></tr>",
-            "<td>0</td><td>0</td><td>0</td><td>0</td><td>-</td><td>-</td></tr>",
+            "<td>3</td><td>1</td><td>1</td><td>3</td><td>-</td><td>2</td><td>4m</td></tr>",
+            "<td>0</td><td>0</td><td>0</td><td>0</td><td>-</td><td>-</td><td></td></tr>",
         )
     };
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -497,7 +497,7 @@ async fn landing_page_shows_the_checks_a_legend_and_refreshes(kind: Server) {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let header = "<th>pending</th><th>poison</th><th>ghosts</th><th>orphaned</th><th>lost</th><th>dead letters</th></tr>";
+    let header = "<th>pending</th><th>poison</th><th>ghosts</th><th>orphaned</th><th>lost</th><th>dead letters</th><th>read every</th></tr>";
     assert!(page.contains(header), "{page}");
     // Reloads itself every stream poll (200ms here: at least a second).
     assert!(

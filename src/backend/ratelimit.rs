@@ -104,27 +104,50 @@ struct Arbiter {
     shares: Vec<f64>,
     queues: Vec<RankQueue>,
     next_ticket: u64,
+    /// Time spent by waits that ended (served or given up).
+    waited: Duration,
 }
 
 #[derive(Debug, Default)]
 struct RankQueue {
-    waiting: VecDeque<(u64, f64)>,
+    /// Ticket, tokens wanted and when the wait began, in arrival order.
+    waiting: VecDeque<(u64, f64, Instant)>,
     owed: f64,
 }
 
 impl Arbiter {
-    fn enqueue(&mut self, rank: usize, n: f64) -> u64 {
+    fn enqueue(&mut self, rank: usize, n: f64, since: Instant) -> u64 {
         self.next_ticket += 1;
-        self.queues[rank].waiting.push_back((self.next_ticket, n));
+        self.queues[rank]
+            .waiting
+            .push_back((self.next_ticket, n, since));
         self.next_ticket
     }
 
-    fn cancel(&mut self, rank: usize, ticket: u64) {
+    fn cancel(&mut self, rank: usize, ticket: u64, now: Instant) {
         let q = &mut self.queues[rank];
-        q.waiting.retain(|(t, _)| *t != ticket);
-        if q.waiting.is_empty() {
-            q.owed = 0.0;
+        if let Some(i) = q.waiting.iter().position(|(t, ..)| *t == ticket) {
+            if let Some((_, _, since)) = q.waiting.remove(i) {
+                self.waited += now.saturating_duration_since(since);
+            }
         }
+        if self.queues[rank].waiting.is_empty() {
+            self.queues[rank].owed = 0.0;
+        }
+    }
+
+    /// Time spent waiting so far, the waits still under way included: a
+    /// wait of half a minute then shows as half a minute spread over it,
+    /// not as one step when it ends, so a rate over a window shorter than
+    /// the longest wait does not read zero while callers wait.
+    fn waited(&self, now: Instant) -> Duration {
+        self.waited
+            + self
+                .queues
+                .iter()
+                .flat_map(|q| q.waiting.iter())
+                .map(|&(_, _, since)| now.saturating_duration_since(since))
+                .sum::<Duration>()
     }
 
     fn need(&self, n: f64) -> f64 {
@@ -133,7 +156,7 @@ impl Arbiter {
 
     /// The rank and ticket to serve next.
     fn chosen(&self) -> Option<(usize, u64, f64)> {
-        let head = |r: usize| self.queues[r].waiting.front().map(|&(t, n)| (r, t, n));
+        let head = |r: usize| self.queues[r].waiting.front().map(|&(t, n, _)| (r, t, n));
         let ranks = 0..self.queues.len();
         ranks
             .clone()
@@ -144,7 +167,9 @@ impl Arbiter {
 
     fn grant(&mut self, rank: usize, n: f64, now: Instant) {
         self.bucket.take(n, now);
-        self.queues[rank].waiting.pop_front();
+        if let Some((_, _, since)) = self.queues[rank].waiting.pop_front() {
+            self.waited += now.saturating_duration_since(since);
+        }
         // Every waiting rank is owed its share of every grant, its own
         // included, so under contention rank r gets shares[r] of the total.
         for (r, q) in self.queues.iter_mut().enumerate() {
@@ -169,7 +194,6 @@ impl Arbiter {
 pub(crate) struct RateLimiter {
     arbiter: Mutex<Arbiter>,
     changed: Notify,
-    waited_nanos: AtomicU64,
     /// Tokens spent, by rank.
     spent: Vec<AtomicU64>,
 }
@@ -186,7 +210,9 @@ struct Ticket<'a> {
 impl Drop for Ticket<'_> {
     fn drop(&mut self) {
         if !self.served {
-            self.limiter.lock().cancel(self.rank, self.ticket);
+            self.limiter
+                .lock()
+                .cancel(self.rank, self.ticket, Instant::now());
             self.limiter.changed.notify_waiters();
         }
     }
@@ -214,9 +240,9 @@ impl RateLimiter {
                 queues: shares.iter().map(|_| RankQueue::default()).collect(),
                 shares,
                 next_ticket: 0,
+                waited: Duration::ZERO,
             }),
             changed: Notify::new(),
-            waited_nanos: AtomicU64::new(0),
         }
     }
 
@@ -245,7 +271,7 @@ impl RateLimiter {
                 self.spent[rank].fetch_add(n as u64, Ordering::Relaxed);
                 return;
             }
-            (rank, a.enqueue(rank, n))
+            (rank, a.enqueue(rank, n, started))
         };
         let mut guard = Ticket {
             limiter: self,
@@ -270,9 +296,6 @@ impl RateLimiter {
                             guard.served = true;
                             drop(a);
                             self.changed.notify_waiters();
-                            let waited = now.saturating_duration_since(started);
-                            self.waited_nanos
-                                .fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
                             return;
                         }
                         a.bucket.time_until(need)
@@ -296,9 +319,9 @@ impl RateLimiter {
             .map_or(0, |s| s.load(Ordering::Relaxed))
     }
 
-    /// Total time callers waited.
+    /// Total time callers waited, the waits under way included.
     pub(crate) fn waited(&self) -> Duration {
-        Duration::from_nanos(self.waited_nanos.load(Ordering::Relaxed))
+        self.lock().waited(Instant::now())
     }
 }
 
@@ -369,6 +392,38 @@ mod tests {
         let last = log.last().unwrap().0.as_secs_f64();
         assert!((last - 15.8).abs() < 0.01, "finished at {last}");
         assert!(limiter.waited() > Duration::ZERO);
+    }
+
+    /// Under paused time: the time waited grows while a long wait is under
+    /// way (one reservation of 61 tokens at 2/s leaves 30 s of debt, and a
+    /// counter read during the next caller's wait must not stay flat), and a
+    /// wait given up counts the time it waited.
+    #[tokio::test(start_paused = true)]
+    async fn waits_under_way_count_as_they_go() {
+        let limiter = Arc::new(RateLimiter::new(2, 2));
+        limiter.acquire(61).await;
+        assert_eq!(limiter.waited(), Duration::ZERO, "served within the burst");
+        let next = {
+            let limiter = limiter.clone();
+            tokio::spawn(async move { limiter.acquire(1).await })
+        };
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let mid = limiter.waited().as_secs_f64();
+        assert!((mid - 10.0).abs() < 0.01, "waited {mid} s after 10 s");
+        next.await.unwrap();
+        let served = limiter.waited().as_secs_f64();
+        assert!((served - 30.0).abs() < 0.01, "served after {served} s");
+        // The bucket is empty: two tokens take 1 s; this caller gives up
+        // after half of it.
+        let gave_up = tokio::time::timeout(Duration::from_millis(500), limiter.acquire(2)).await;
+        assert!(gave_up.is_err(), "two tokens are not back in 0.5 s");
+        let after = limiter.waited().as_secs_f64();
+        assert!(
+            (after - served - 0.5).abs() < 0.01,
+            "gave up after 0.5 s: {served} then {after}"
+        );
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(limiter.waited().as_secs_f64(), after, "nobody waits");
     }
 
     /// Runs `tasks` callers per rank, each taking `n` tokens in a loop for

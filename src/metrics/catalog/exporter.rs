@@ -67,7 +67,7 @@ metric!(
     "redis_streams_exporter_rate_limited_seconds_total",
     Counter,
     T,
-    "Time spent waiting on the target's rate limits (commands_per_second, pending_entries_per_second).",
+    "Time spent waiting on the target's rate limits (commands_per_second, pending_entries_per_second), waits under way included.",
     Source::TargetHealth(|t| Some(t.stats.rate_limited_seconds))
 );
 metric!(
