@@ -166,7 +166,7 @@ proptest! {
             first_undelivered: Some(StreamId::new(ld_off + 1, 0)),
         });
         for arithmetic in [lag::Arithmetic::Current, lag::Arithmetic::Miscounting] {
-            let reading = lag::Reading { stream: &stream, group: &group, arithmetic, previous: previous.as_ref() };
+            let reading = lag::Reading { stream: &stream, group: &group, arithmetic, previous: previous.as_ref(), advanced_over: None };
             let sample = reading.sample_request(100).map(|count| UndeliveredSample::head(
                 (0..sample_n.min(count as usize)).map(|i| StreamId::new((ld_off + 1 + i as u64).min(last), 0)).collect(),
                 count,

@@ -264,6 +264,9 @@ pub struct Reading<'a> {
     pub arithmetic: Arithmetic,
     /// What the previous poll proved, if there was one.
     pub previous: Option<&'a Trail>,
+    /// Entries present in (previous position, position], when this poll
+    /// counted them ([`Reading::advance_to_count`]).
+    pub advanced_over: Option<u64>,
 }
 
 impl Reading<'_> {
@@ -337,6 +340,20 @@ impl Reading<'_> {
         if !(moved_on && edge_behind && no_deletion_after) {
             return None;
         }
+        // Reads raise entries-read by the entries they deliver, so what was
+        // gone stays gone; a counter set from outside (`XGROUP SETID …
+        // ENTRIESREAD`) may have taken the gone entries into account. The
+        // entries present in the range the group moved over tell.
+        let gone = if gone > 0 && read > read_before {
+            let present = if ld == previous.last_delivered {
+                0
+            } else {
+                self.advanced_over?
+            };
+            (gone + present).checked_sub(read - read_before)?
+        } else {
+            gone
+        };
         let lag = reported.checked_sub(gone)?;
         let method = if gone == 0 {
             LagMethod::Reported
@@ -344,6 +361,26 @@ impl Reading<'_> {
             LagMethod::Rederived
         };
         Some((lag, method))
+    }
+
+    /// The range whose entries the probe must count before Redis's count
+    /// can be re-derived ([`Reading::advanced_over`]): the group read on
+    /// since an earlier poll proved unread entries gone, on a server that
+    /// miscounts. One `XRANGE` a poll, only for such groups.
+    pub fn advance_to_count(&self) -> Option<(StreamId, StreamId)> {
+        let previous = self.previous?;
+        if self.arithmetic == Arithmetic::Current
+            || self.stream.entries_added == Some(self.stream.length)
+            || previous.unread_gone.is_none_or(|g| g == 0)
+        {
+            return None;
+        }
+        let (read, before) = (self.group.entries_read?, previous.entries_read?);
+        let ld = self.group.last_delivered_id;
+        if read <= before || ld <= previous.last_delivered {
+            return None;
+        }
+        Some((previous.last_delivered.successor()?, ld))
     }
 
     /// How many undelivered entries the probe must read for this group, or

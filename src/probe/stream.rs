@@ -218,13 +218,14 @@ async fn poll_streams(
                     })
                     .unzip()
             };
-            let reading = |si: usize, gi: usize| {
+            let reading = |si: usize, gi: usize, advanced: &HashMap<(usize, usize), u64>| {
                 let read = &reads[si].1;
                 lag::Reading {
                     stream: &read.info,
                     group: &read.groups[gi],
                     arithmetic,
                     previous: trails[si][gi].as_ref(),
+                    advanced_over: advanced.get(&(si, gi)).copied(),
                 }
             };
             // Ranges the groups advanced over with entries removed, whose
@@ -268,11 +269,70 @@ async fn poll_streams(
                 }
                 ranges
             };
+            // Ranges groups moved over since an earlier poll proved unread
+            // entries gone (see lag::Reading::advance_to_count).
+            let no_counts = HashMap::new();
+            let advances: Vec<((usize, usize), Command)> = reads
+                .iter()
+                .enumerate()
+                .flat_map(|(si, (name, read))| {
+                    let reading = &reading;
+                    let no_counts = &no_counts;
+                    (0..read.groups.len()).filter_map(move |gi| {
+                        let (from, to) = reading(si, gi, no_counts).advance_to_count()?;
+                        Some((
+                            (si, gi),
+                            Command::Xrange {
+                                key: name.to_vec(),
+                                start: RangeStart::From(from),
+                                end: RangeEnd::To(to),
+                                count: loss::RANGE_COUNT_CAP + 1,
+                            },
+                        ))
+                    })
+                })
+                .collect();
+            let mut counted: HashMap<(usize, usize), loss::RangeCount> = HashMap::new();
+            let mut advanced: HashMap<(usize, usize), u64> = HashMap::new();
+            let mut samples: HashMap<(usize, usize), UndeliveredSample> = HashMap::new();
+            if !ranges.is_empty() || !advances.is_empty() {
+                let (keys, pairs): (Vec<_>, Vec<_>) = ranges.into_iter().unzip();
+                let (advance_keys, advance_cmds): (Vec<_>, Vec<_>) = advances.into_iter().unzip();
+                let mut cmds: Vec<Command> = pairs.into_iter().flatten().collect();
+                cmds.extend(advance_cmds);
+                let replies = ctx.client.execute(&node, &cmds).await?;
+                let mut replies = replies.into_iter();
+                for key in keys {
+                    let (Some(range), Some(pending)) = (replies.next(), replies.next()) else {
+                        break;
+                    };
+                    let count = range_count(ctx, range, pending, problems);
+                    counted.insert(key, count);
+                }
+                for (key, r) in advance_keys.into_iter().zip(replies) {
+                    match r {
+                        Ok(v) => {
+                            problems.answered();
+                            match reply::range_ids(&v) {
+                                Ok(ids) if ids.len() <= loss::RANGE_COUNT_CAP as usize => {
+                                    advanced.insert(key, ids.len() as u64);
+                                }
+                                // Too many to count: the lag is read from the stream instead.
+                                Ok(_) => {}
+                                Err(e) => problems.add(ctx, e),
+                            }
+                        }
+                        Err(e) => problems.refused(&e),
+                    }
+                }
+            }
             let mut wanted = Vec::new();
             let mut xranges = Vec::new();
             for (si, (name, read)) in reads.iter().enumerate() {
                 for (gi, group) in read.groups.iter().enumerate() {
-                    let Some(count) = reading(si, gi).sample_request(limits.lag_exact_count) else {
+                    let Some(count) =
+                        reading(si, gi, &advanced).sample_request(limits.lag_exact_count)
+                    else {
                         continue;
                     };
                     let Some(start) = group.last_delivered_id.successor() else {
@@ -285,21 +345,6 @@ async fn poll_streams(
                         end: as_read(&read.info),
                         count,
                     });
-                }
-            }
-            let mut counted: HashMap<(usize, usize), loss::RangeCount> = HashMap::new();
-            let mut samples: HashMap<(usize, usize), UndeliveredSample> = HashMap::new();
-            if !ranges.is_empty() {
-                let (keys, pairs): (Vec<_>, Vec<_>) = ranges.into_iter().unzip();
-                let cmds: Vec<Command> = pairs.into_iter().flatten().collect();
-                let replies = ctx.client.execute(&node, &cmds).await?;
-                let mut replies = replies.into_iter();
-                for key in keys {
-                    let (Some(range), Some(pending)) = (replies.next(), replies.next()) else {
-                        break;
-                    };
-                    let count = range_count(ctx, range, pending, problems);
-                    counted.insert(key, count);
                 }
             }
             if !xranges.is_empty() {
@@ -365,7 +410,7 @@ async fn poll_streams(
             let mut tails = Vec::new();
             let mut tail_cmds = Vec::new();
             for (&(si, gi), sample) in &samples {
-                if let Some((start, count)) = reading(si, gi).tail_request(sample) {
+                if let Some((start, count)) = reading(si, gi, &advanced).tail_request(sample) {
                     tails.push(((si, gi), count));
                     tail_cmds.push(Command::Xrevrange {
                         key: reads[si].0.to_vec(),
@@ -403,7 +448,7 @@ async fn poll_streams(
             let walks: Vec<((usize, usize), lag::Walk)> = samples
                 .iter()
                 .filter_map(|(&(si, gi), sample)| {
-                    reading(si, gi)
+                    reading(si, gi, &advanced)
                         .walk(sample, &anchors[si])
                         .map(|w| ((si, gi), w))
                 })
@@ -464,12 +509,16 @@ async fn poll_streams(
             ctx.ensure_current(&state, generation)?;
             let per_stream = reads.into_iter().zip(ends).zip(anchors);
             for (si, (((name, read), ends), anchors)) in per_stream.enumerate() {
+                let advanced_over = (0..read.groups.len())
+                    .map(|gi| advanced.get(&(si, gi)).copied())
+                    .collect();
                 let polled = Polled {
                     read,
                     now_ms,
                     arithmetic,
                     ends,
                     anchors,
+                    advanced_over,
                 };
                 let stream = build_stream(
                     ctx,
@@ -504,6 +553,8 @@ struct Polled {
     arithmetic: Arithmetic,
     ends: MsEnds,
     anchors: Vec<lag::Anchor>,
+    /// Per group: the entries in the range it moved over, where counted.
+    advanced_over: Vec<Option<u64>>,
 }
 
 /// Points of a stream's generated-entries curve kept from earlier polls:
@@ -525,6 +576,7 @@ fn build_stream<'s>(
         arithmetic,
         ends,
         anchors,
+        advanced_over,
     } = polled;
     let settings = ctx.config.streams.for_stream(name);
     let time_ids = time_based(&read.info, now_ms);
@@ -573,6 +625,7 @@ fn build_stream<'s>(
             group,
             arithmetic,
             previous: memory.lag_trail.as_ref(),
+            advanced_over: advanced_over.get(gi).copied().flatten(),
         };
         let figure = reading.compute(sample_for(gi), &evidence);
         // Liveness by progress: whatever the consumers' idle and inactive
