@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
+use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
@@ -158,7 +159,7 @@ fn pem_source(
 }
 
 fn parse_certs(pem: &[u8], key: &str) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs: Vec<_> = rustls_pemfile::certs(&mut &pem[..])
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
         .map_err(|e| format!("{key}: not PEM: {e}"))?;
     if certs.is_empty() {
@@ -174,9 +175,10 @@ fn certificate_chain(base: &Path, t: &RawTls) -> Result<Vec<CertificateDer<'stat
 
 fn private_key(base: &Path, t: &RawTls) -> Result<PrivateKeyDer<'static>, String> {
     let (pem, key) = pem_source(base, &t.key, &t.key_file, "key", "key_file")?;
-    rustls_pemfile::private_key(&mut &pem[..])
-        .map_err(|e| format!("{key}: not PEM: {e}"))?
-        .ok_or_else(|| format!("{key}: no private key in it"))
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| match e {
+        pem::Error::NoItemsFound => format!("{key}: no private key in it"),
+        e => format!("{key}: not PEM: {e}"),
+    })
 }
 
 fn version(

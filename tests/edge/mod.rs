@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
@@ -100,15 +101,14 @@ pub fn make_cert(dir: &Path, ca: &str, name: &str, san: &str) {
 }
 
 pub fn certs(path: &Path) -> Vec<CertificateDer<'static>> {
-    rustls_pemfile::certs(&mut std::fs::read(path).unwrap().as_slice())
+    CertificateDer::pem_file_iter(path)
+        .unwrap()
         .collect::<Result<_, _>>()
         .unwrap()
 }
 
 pub fn key(path: &Path) -> PrivateKeyDer<'static> {
-    rustls_pemfile::private_key(&mut std::fs::read(path).unwrap().as_slice())
-        .unwrap()
-        .unwrap()
+    PrivateKeyDer::from_pem_file(path).unwrap()
 }
 
 /// What a TLS client offers.
