@@ -33,8 +33,9 @@ static EXCLUSIVE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 const SCRAPE_LIMIT: Duration = Duration::from_millis(500);
 
 /// Scheduling slack on a loaded two-core machine, added to "one poll plus
-/// the command timeout".
-const SLACK: Duration = Duration::from_millis(700);
+/// the command timeout" (700 ms was once 13 ms short with a build running
+/// beside the tests).
+const SLACK: Duration = Duration::from_millis(1000);
 
 /// What a run of [`Daemon::scrape_until`] saw.
 #[derive(Debug)]
