@@ -137,7 +137,7 @@ impl std::io::Write for ChunkWriter {
 /// Why a target is not ready: the failure of the probe it waits for, or
 /// that the probe has not run yet.
 pub fn not_ready_reason(t: &TargetSnapshot) -> String {
-    use crate::schedule::ProbeKind;
+    use crate::vocab::ProbeKind;
     for kind in [ProbeKind::Discovery, ProbeKind::Stream] {
         match t.probes.get(&kind) {
             Some(p) if p.last_success.is_some() => {}
@@ -472,10 +472,10 @@ mod tests {
     use std::collections::BTreeMap;
     use std::io::{Read, Write};
 
-    use crate::backend::StreamId;
     use crate::config::StreamSettings;
     use crate::metrics::render;
     use crate::snapshot::{Groups, OldestPending, StreamFigures, StreamState};
+    use crate::vocab::StreamId;
 
     fn streams(lengths: &[(&str, u64)]) -> Arc<BTreeMap<crate::snapshot::Name, Arc<StreamState>>> {
         let state = |length| StreamState {

@@ -3,6 +3,9 @@
 //! immutable snapshot, and serves it over HTTP without ever waiting on Redis.
 //!
 //! # Layout
+//! - [`vocab`]: the ground floor, plain data everyone shares (stream IDs,
+//!   decoded replies, probe names, kinds of failure, the client's counters);
+//!   it imports nothing of the project.
 //! - [`config`]: the file and flags, parsed then validated into [`config::Config`].
 //! - [`backend`]: the only module that talks to Redis: allowlisted commands,
 //!   connections, rate limit and priorities, cluster routing, reply
@@ -50,4 +53,5 @@ pub(crate) mod status;
 pub mod telemetry;
 pub(crate) mod text;
 pub(crate) mod trend;
+pub mod vocab;
 pub mod web;

@@ -40,7 +40,7 @@
 //! or recreated under the same name): that is counted too, and its figures
 //! start a new baseline instead of passing for a loss.
 
-use crate::backend::StreamId;
+use crate::vocab::StreamId;
 
 /// Entries lost by one group, by cause, since the exporter started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -23,8 +23,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ProbeRefusal, Target};
 use crate::poller::Poller;
-use crate::schedule::ProbeKind;
 use crate::snapshot::{SnapshotStore, TargetSnapshot};
+use crate::vocab::ProbeKind;
 
 /// Why a probe got no answer from a target. Nothing was dialled.
 #[derive(Debug, thiserror::Error)]

@@ -41,7 +41,7 @@
 
 use std::time::Duration;
 
-use crate::backend::StreamId;
+use crate::vocab::StreamId;
 
 /// The status of a group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -22,8 +22,6 @@ use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::config::LogFormat;
-
 /// The log levels a `--log.level` directive may name.
 pub const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
 
@@ -68,6 +66,15 @@ pub fn check_filter(filter: &str) -> Result<(), String> {
 /// is unset or empty.
 pub fn colour_allowed() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// Installs the global subscriber. `level` is a filter directive; `RUST_LOG`,

@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use redis::Value;
-use redis_streams_exporter::backend::StreamId;
 use redis_streams_exporter::backend::reply::{self, GroupInfo, StreamInfo};
 use redis_streams_exporter::config::{self, StreamSettings};
 use redis_streams_exporter::glob::Glob;
@@ -21,6 +20,7 @@ use redis_streams_exporter::metrics::{BuildInfo, render};
 use redis_streams_exporter::snapshot::{
     ExporterState, GroupFigures, GroupState, Groups, StreamFigures, StreamState, TargetSnapshot,
 };
+use redis_streams_exporter::vocab::StreamId;
 
 const FIELDS: &[&str] = &[
     "length",

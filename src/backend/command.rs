@@ -5,7 +5,7 @@
 //! cannot be issued by mistake. Each command knows its spelling, the key it
 //! touches (for cluster routing) and its `command` label.
 
-use super::id::StreamId;
+use crate::vocab::StreamId;
 
 /// Start of an `XPENDING`/`XRANGE` range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,14 +11,14 @@
 //!   priority ([`PRIORITY`]); `paging`: page sizes that follow the server.
 //! - `command`: the allowlist; [`reply`]: replies decoded into plain data;
 //!   `slot`: cluster key slots and the slot map; `tls`: `rediss://`;
-//!   `error`: what failed, typed; [`id`]: stream IDs.
+//!   `error`: what failed, typed. The types replies decode into live in
+//!   [`crate::vocab`].
 //!
 //! (Named `backend` so that it does not shadow the `redis` crate.)
 
 mod client;
 mod command;
 mod error;
-mod id;
 mod paging;
 mod ratelimit;
 pub mod reply;
@@ -27,10 +27,9 @@ mod tls;
 
 // The public surface is what the binary and the tests use; the rest is the
 // crate's own.
-pub use client::{ClientSetupError, KeyspaceEventsStats, StatsSnapshot, TargetClient};
+pub use client::{ClientSetupError, TargetClient};
 pub(crate) use client::{KeyEvent, NodeAddr, Reply};
 pub use command::CLIENT_NAME;
 pub(crate) use command::{Command, RangeEnd, RangeStart};
-pub(crate) use error::{CommandError, ErrorKind, TargetError};
-pub use id::StreamId;
+pub(crate) use error::{CommandError, TargetError};
 pub(crate) use ratelimit::PRIORITY;

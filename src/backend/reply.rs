@@ -7,7 +7,10 @@
 
 use redis::Value;
 
-use super::id::StreamId;
+use crate::vocab::StreamId;
+pub use crate::vocab::{
+    ConsumerInfo, GroupInfo, Idempotence, PendingEntry, PendingSummary, StreamInfo,
+};
 
 /// A reply did not have the shape we expect.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -150,47 +153,6 @@ fn entry_id(
     id(command, field, first).map(Some)
 }
 
-/// `XINFO STREAM key` (summary form).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StreamInfo {
-    /// XLEN.
-    pub length: u64,
-    /// Number of consumer groups.
-    pub groups: u64,
-    /// Largest ID ever generated (survives deletion of the last entry).
-    pub last_generated_id: StreamId,
-    /// ID of the first entry; `None` when the stream is empty.
-    pub first_entry_id: Option<StreamId>,
-    /// ID of the last entry; `None` when the stream is empty.
-    pub last_entry_id: Option<StreamId>,
-    /// Entries ever added (7.0+).
-    pub entries_added: Option<u64>,
-    /// Largest ID removed by XDEL (7.0+); `0-0` when none.
-    pub max_deleted_entry_id: Option<StreamId>,
-    /// Cached first non-deleted ID (7.0+).
-    pub recorded_first_entry_id: Option<StreamId>,
-    /// Nodes of the stream's radix tree (listpacks), a free size proxy.
-    pub radix_tree_keys: Option<u64>,
-    /// Nodes of the radix tree, inner ones included.
-    pub radix_tree_nodes: Option<u64>,
-    /// Idempotent-producer tracking (Redis 8.6+, `XCFGSET`).
-    pub idempotence: Idempotence,
-}
-
-/// The idempotent-producer fields of `XINFO STREAM` (Redis 8.6+); each is
-/// `None` on servers that do not report it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Idempotence {
-    /// `pids-tracked`: producers whose IDs are remembered.
-    pub producers: Option<u64>,
-    /// `iids-tracked`: idempotency IDs remembered.
-    pub ids: Option<u64>,
-    /// `iids-added`: idempotency IDs ever added.
-    pub ids_added: Option<u64>,
-    /// `iids-duplicates`: adds refused as duplicates.
-    pub duplicates: Option<u64>,
-}
-
 /// Decodes `XINFO STREAM`.
 ///
 /// # Errors
@@ -229,23 +191,6 @@ pub fn stream_info(v: &Value) -> Result<StreamInfo, DecodeError> {
     info.length = length.ok_or_else(|| bad(C, "no length field"))?;
     info.last_generated_id = last_generated.ok_or_else(|| bad(C, "no last-generated-id field"))?;
     Ok(info)
-}
-
-/// One group of `XINFO GROUPS key`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct GroupInfo {
-    /// Group name (binary-safe).
-    pub name: Vec<u8>,
-    /// Consumers in the group.
-    pub consumers: u64,
-    /// PEL size.
-    pub pending: u64,
-    /// Last ID delivered to the group.
-    pub last_delivered_id: StreamId,
-    /// Entries read; `None` when nil (unknown) or before 7.0.
-    pub entries_read: Option<u64>,
-    /// Redis's lag; `None` when nil (unknown) or before 7.0.
-    pub lag: Option<u64>,
 }
 
 /// Decodes `XINFO GROUPS`.
@@ -291,22 +236,6 @@ pub fn groups(v: &Value) -> Result<Vec<GroupInfo>, DecodeError> {
         .collect()
 }
 
-/// One consumer of `XINFO CONSUMERS key group`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ConsumerInfo {
-    /// Consumer name (binary-safe).
-    pub name: Vec<u8>,
-    /// Entries it holds.
-    pub pending: u64,
-    /// Milliseconds since its last read attempt (last success before 7.2).
-    pub idle_ms: u64,
-    /// Milliseconds since its last successful read (7.2+). `None` before
-    /// 7.2 and when Redis reports -1 (never succeeded; see `never_active`).
-    pub inactive_ms: Option<u64>,
-    /// Redis reported `inactive` -1: the consumer never read successfully.
-    pub never_active: bool,
-}
-
 /// Decodes `XINFO CONSUMERS`.
 ///
 /// # Errors
@@ -349,19 +278,6 @@ pub fn consumers(v: &Value) -> Result<Vec<ConsumerInfo>, DecodeError> {
         .collect()
 }
 
-/// `XPENDING key group` (summary form).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PendingSummary {
-    /// PEL size.
-    pub count: u64,
-    /// Smallest pending ID.
-    pub min_id: Option<StreamId>,
-    /// Largest pending ID.
-    pub max_id: Option<StreamId>,
-    /// Pending count per consumer that holds any.
-    pub consumers: Vec<(Vec<u8>, u64)>,
-}
-
 /// Decodes the `XPENDING` summary form.
 ///
 /// # Errors
@@ -402,19 +318,6 @@ pub fn pending_summary(v: &Value) -> Result<PendingSummary, DecodeError> {
         max_id,
         consumers,
     })
-}
-
-/// One row of the extended `XPENDING key group start end count`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PendingEntry {
-    /// Entry ID.
-    pub id: StreamId,
-    /// Owning consumer; empty for entries released by XNACK (Redis 8.8+).
-    pub consumer: Vec<u8>,
-    /// Milliseconds since last delivery.
-    pub idle_ms: u64,
-    /// Times delivered.
-    pub deliveries: u64,
 }
 
 /// Decodes the extended `XPENDING` form.

@@ -37,12 +37,12 @@ use tokio::time::Instant;
 pub use progress::Progress;
 pub use report::{GroupReport, Report, TargetReport};
 
-use crate::backend::StreamId;
 use crate::config::Config;
 use crate::poller::Poller;
 use crate::probe::ProbeKind;
 use crate::snapshot::{Name, SnapshotStore, TargetSnapshot};
 use crate::status::{self, Basis, GroupStatus};
+use crate::vocab::StreamId;
 
 /// Exit code when no problem was found.
 pub const EXIT_OK: u8 = 0;

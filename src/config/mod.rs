@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::glob::Glob;
+use crate::vocab::ProbeKind;
 
 pub use probe::{
     AuthModule, AuthModules, DEFAULT_FIRST_COLLECTION_WAIT, DEFAULT_MAX_PROBED_TARGETS,
@@ -74,14 +75,8 @@ pub struct Config {
     pub auth_modules: AuthModules,
 }
 
-/// Log output format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
+/// Log output format (the logger's own type: config only chooses it).
+pub use crate::telemetry::LogFormat;
 
 /// Logging settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -311,14 +306,9 @@ pub struct Limits {
 }
 
 /// The probes' names, as `[limits] priority` and `min_share` spell them.
-pub const PROBES: [&str; 6] = [
-    "discovery",
-    "info",
-    "stream",
-    "pending_summary",
-    "consumers",
-    "pending_scan",
-];
+pub fn probe_names() -> [&'static str; 6] {
+    ProbeKind::ALL.map(ProbeKind::label)
+}
 
 impl Limits {
     /// The rank of probe `name` (0 is the highest).
@@ -352,26 +342,26 @@ impl Default for Limits {
             // Then the cheap INFO, discovery (new streams), the pending
             // summary, consumers, and the PEL scan, which can wait longest.
             priority: [
-                "stream",
-                "info",
-                "discovery",
-                "pending_summary",
-                "consumers",
-                "pending_scan",
+                ProbeKind::Stream,
+                ProbeKind::Info,
+                ProbeKind::Discovery,
+                ProbeKind::PendingSummary,
+                ProbeKind::Consumers,
+                ProbeKind::PendingScan,
             ]
-            .map(String::from)
+            .map(|k| k.label().to_string())
             .to_vec(),
             min_share: BTreeMap::from(
                 [
                     // 12 % in all: the stream poll of 3,000 streams × 2
                     // groups (6,000 commands) fits its 15 s at 500/s.
-                    ("info", 0.01),
-                    ("discovery", 0.03),
-                    ("pending_summary", 0.03),
-                    ("consumers", 0.03),
-                    ("pending_scan", 0.02),
+                    (ProbeKind::Info, 0.01),
+                    (ProbeKind::Discovery, 0.03),
+                    (ProbeKind::PendingSummary, 0.03),
+                    (ProbeKind::Consumers, 0.03),
+                    (ProbeKind::PendingScan, 0.02),
                 ]
-                .map(|(k, v)| (k.to_string(), v)),
+                .map(|(k, v)| (k.label().to_string(), v)),
             ),
             page_target: Duration::from_millis(1),
             min_page: 10,

@@ -2,7 +2,7 @@
 //! entries were ever added up to an ID, at this poll and at earlier ones.
 
 use super::{Anchor, Arithmetic};
-use crate::backend::reply::{GroupInfo, StreamInfo};
+use crate::vocab::{GroupInfo, StreamInfo};
 
 /// The exact points of a stream's generated-entries curve known at one poll:
 /// its last generated ID (entries-added), its first entry when nothing inside

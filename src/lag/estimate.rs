@@ -39,7 +39,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::backend::StreamId;
+use crate::vocab::StreamId;
 
 /// Entries ever added with an ID at or below `id`: a point where Redis's
 /// counters pin the generated-entries curve exactly.

@@ -57,8 +57,8 @@ pub use anchors::{remember_anchor, stream_anchors};
 pub use estimate::{Anchor, MsEnds, Split, Step, WALK_ROUNDS, Walk};
 pub use walked::{WALKED_KEPT_PER_STREAM, Walked};
 
-use crate::backend::StreamId;
-use crate::backend::reply::{GroupInfo, StreamInfo};
+use crate::vocab::StreamId;
+use crate::vocab::{GroupInfo, StreamInfo};
 
 /// Which lag arithmetic a server runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

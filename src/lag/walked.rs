@@ -13,8 +13,8 @@
 //! on a first poll, the walk counts the IDs generated in a millisecond.
 
 use super::estimate::MsEnds;
-use crate::backend::StreamId;
-use crate::backend::reply::StreamInfo;
+use crate::vocab::StreamId;
+use crate::vocab::StreamInfo;
 
 /// The most facts (read milliseconds and empty ranges) kept for one stream:
 /// about 200 KiB. A stream whose walks learnt more starts over.

@@ -30,11 +30,13 @@ mod walked_tests;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::backend::{ErrorKind, NodeAddr, StreamId, TargetClient, TargetError};
+use crate::backend::{NodeAddr, TargetClient, TargetError};
+
 use crate::config::{Config, Target};
-pub use crate::schedule::ProbeKind;
 use crate::snapshot::{Name, TargetSnapshot};
 use crate::status;
+pub use crate::vocab::ProbeKind;
+use crate::vocab::{ErrorKind, StreamId};
 use crate::{lag, loss, trend};
 
 /// What the poller remembers about a group between polls, beyond the

@@ -4,8 +4,8 @@
 //! it owns, and every owner does write its part (so the check bites).
 //! Dropping what vanished goes through [`super::TargetState`]'s methods.
 
-use crate::schedule::ProbeKind;
 use crate::snapshot::Part;
+use crate::vocab::ProbeKind;
 
 /// The source of a probe, without its tests.
 fn source(kind: ProbeKind) -> String {

@@ -20,8 +20,9 @@ use tokio::time::Instant;
 
 use super::{ProbeContext, ProbeError, ProbeKind, Problems, group_lines};
 use crate::backend::reply::{self, PendingEntry};
-use crate::backend::{Command, RangeEnd, RangeStart, StreamId};
+use crate::backend::{Command, RangeEnd, RangeStart};
 use crate::snapshot::{Name, PelScan, ScanState};
+use crate::vocab::StreamId;
 
 /// A pass over one group's PEL, possibly spanning several runs.
 #[derive(Clone, Debug)]

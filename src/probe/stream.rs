@@ -13,10 +13,11 @@ use std::sync::Arc;
 
 use super::{ProbeContext, ProbeError, ProbeKind, Problems, age_seconds, figures};
 use crate::backend::reply::{self, GroupInfo, StreamInfo};
-use crate::backend::{Command, RangeEnd, RangeStart, StreamId};
+use crate::backend::{Command, RangeEnd, RangeStart};
 use crate::lag::{self, Arithmetic, MsEnds, UndeliveredSample};
 use crate::loss;
 use crate::snapshot::{GroupState, Groups, Name, StreamState};
+use crate::vocab::StreamId;
 use crate::{status, text};
 
 mod dead_letters;

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use super::{TargetState, WALKED_KEPT_PER_TARGET};
-use crate::backend::StreamId;
-use crate::backend::reply::StreamInfo;
 use crate::lag::{MsEnds, WALKED_KEPT_PER_STREAM, Walked};
 use crate::snapshot::Name;
+use crate::vocab::StreamId;
+use crate::vocab::StreamInfo;
 
 fn name(i: usize) -> Name {
     Arc::from(format!("s{i}").as_bytes())

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::backend::StatsSnapshot;
-use crate::schedule::ProbeKind;
+use crate::vocab::ProbeKind;
+use crate::vocab::StatsSnapshot;
 
 mod exporter;
 mod store;

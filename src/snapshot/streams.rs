@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::Name;
-use crate::backend::StreamId;
 use crate::config::StreamSettings;
 use crate::loss::{Lost, Unproven};
 use crate::status::GroupStatus;
+use crate::vocab::StreamId;
 
 /// What `XINFO STREAM` said of a stream, as the snapshot keeps it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

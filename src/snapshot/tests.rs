@@ -1,7 +1,7 @@
 //! Unit tests of the snapshot types.
 
 use super::*;
-use crate::backend::StreamId;
+use crate::vocab::StreamId;
 
 fn group(pending: u64) -> GroupState {
     GroupState {

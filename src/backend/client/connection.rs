@@ -14,8 +14,9 @@ use tokio::time::Instant;
 use super::bounded::BoundedReplies;
 use super::{NodeAddr, TargetClient};
 use crate::backend::command::Command;
-use crate::backend::error::{ErrorKind, TargetError};
+use crate::backend::error::TargetError;
 use crate::config::{Mode, Target};
+use crate::vocab::ErrorKind;
 
 /// A connection slot for one node. The async mutex serialises connecting, so
 /// concurrent probes do not open several connections to a node at once.

@@ -32,14 +32,14 @@ use redis::Value;
 
 use self::topology::Topology;
 use super::command::Command;
-use super::error::{CommandError, ErrorKind, TargetError};
+use super::error::{CommandError, TargetError};
 use super::paging::Pages;
 use super::ratelimit::RateLimiter;
 use super::tls::TlsSetup;
 use crate::config::{Limits, Target};
+use crate::vocab::{ErrorKind, StatsSnapshot};
 
 pub(crate) use self::stats::ClientStats;
-pub use self::stats::{KeyspaceEventsStats, StatsSnapshot};
 pub(crate) use self::subscriber::KeyEvent;
 
 /// `host:port` of one server.

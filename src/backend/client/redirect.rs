@@ -10,7 +10,8 @@ use redis::Value;
 use super::connection::split_addr;
 use super::{NodeAddr, Reply, TargetClient};
 use crate::backend::command::Command;
-use crate::backend::error::{CommandError, ErrorKind, TargetError};
+use crate::backend::error::{CommandError, TargetError};
+use crate::vocab::ErrorKind;
 
 /// How many redirections one command may follow before giving up.
 const MAX_REDIRECTS: usize = 3;

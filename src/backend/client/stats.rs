@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::backend::error::ErrorKind;
+use crate::vocab::{ErrorKind, KeyspaceEventsStats, StatsSnapshot};
 
 /// Counters of what the client did, read into every snapshot.
 #[derive(Debug, Default)]
@@ -15,33 +15,6 @@ pub(crate) struct ClientStats {
     errors: Mutex<BTreeMap<&'static str, u64>>,
     pending_scanned: AtomicU64,
     keyspace_events: Mutex<Option<KeyspaceEventsStats>>,
-}
-
-/// A copy of [`ClientStats`] at one moment.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct StatsSnapshot {
-    /// Commands sent, by label.
-    pub commands: BTreeMap<&'static str, u64>,
-    /// Errors, by kind label.
-    pub errors: BTreeMap<&'static str, u64>,
-    /// Seconds spent waiting on rate limits.
-    pub rate_limited_seconds: f64,
-    /// PEL entries read by the scan.
-    pub pending_scanned: u64,
-    /// Current page sizes, by command label (`scan`, `xpending_range`).
-    pub page_sizes: BTreeMap<&'static str, u32>,
-    /// The keyspace-event subscription; `None` while there is none
-    /// (`keyspace_events = "off"`, or before it starts).
-    pub keyspace_events: Option<KeyspaceEventsStats>,
-}
-
-/// What the keyspace-event subscription of a target counted.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct KeyspaceEventsStats {
-    /// Keyevent messages received.
-    pub received: u64,
-    /// Every node's subscription is up and answering.
-    pub active: bool,
 }
 
 fn bump(map: &Mutex<BTreeMap<&'static str, u64>>, label: &'static str, by: u64) {

@@ -15,8 +15,9 @@ use tokio::net::TcpStream;
 use super::connection::{data_settings, split_addr};
 use super::{NodeAddr, TargetClient};
 use crate::backend::command::Command;
-use crate::backend::error::{ErrorKind, TargetError};
+use crate::backend::error::TargetError;
 use crate::config::Mode;
+use crate::vocab::ErrorKind;
 
 /// One keyevent message: the event's name (`xadd`, `xdel`, `del`, …) and
 /// the key it happened to.

@@ -15,9 +15,10 @@ use super::connection::{Node, split_addr};
 use super::sentinel::{SentinelState, primary_addr};
 use super::{NodeAddr, TargetClient};
 use crate::backend::command::Command;
-use crate::backend::error::{ErrorKind, TargetError};
+use crate::backend::error::TargetError;
 use crate::backend::slot::{SlotMap, key_slot};
 use crate::config::Mode;
+use crate::vocab::ErrorKind;
 
 /// The servers of a target as last known. The variant is chosen from the
 /// mode when the client is built and never changes.

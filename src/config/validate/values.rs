@@ -50,12 +50,13 @@ impl Validator {
         let Some(list) = value else {
             return default.to_vec();
         };
+        let probes = probe_names();
         let mut seen = BTreeSet::new();
         for (i, name) in list.iter().enumerate() {
-            if !PROBES.contains(&name.as_str()) {
+            if !probes.contains(&name.as_str()) {
                 self.problem(
                     format!("limits.priority[{i}]"),
-                    format!("{name:?} is not a probe ({})", PROBES.join(", ")),
+                    format!("{name:?} is not a probe ({})", probes.join(", ")),
                 );
             } else if !seen.insert(name.clone()) {
                 self.problem(
@@ -64,7 +65,7 @@ impl Validator {
                 );
             }
         }
-        let missing: Vec<&str> = PROBES
+        let missing: Vec<&str> = probes
             .iter()
             .copied()
             .filter(|p| !seen.contains(*p))
@@ -89,12 +90,13 @@ impl Validator {
         let Some(map) = value else {
             return default.clone();
         };
+        let probes = probe_names();
         for (name, share) in &map {
             let key = format!("limits.min_share.{name}");
-            if !PROBES.contains(&name.as_str()) {
+            if !probes.contains(&name.as_str()) {
                 self.problem(
                     key,
-                    format!("{name:?} is not a probe ({})", PROBES.join(", ")),
+                    format!("{name:?} is not a probe ({})", probes.join(", ")),
                 );
             } else if !(0.0..=0.5).contains(share) {
                 self.problem(key, format!("must be between 0 and 0.5, not {share}"));

@@ -13,12 +13,12 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::SystemTime;
 
-use crate::backend::StreamId;
 use crate::process::ProcessStats;
 use crate::snapshot::{
     ConsumerState, Consumers, ExporterState, GroupState, PelScan, ProbeStatus, ScanState,
     StreamState, TargetSnapshot,
 };
+use crate::vocab::StreamId;
 
 /// The type of a metric family. The text format (0.0.4) knows the first
 /// three; OpenMetrics also the last three, which the text format writes as

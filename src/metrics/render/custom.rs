@@ -6,11 +6,11 @@ use std::io::Write;
 use std::sync::atomic::Ordering;
 
 use super::{OTHER_CONSUMERS, Renderer, consumer_sample, group_labels, groups_of, outer_join};
-use crate::backend::ErrorKind;
 use crate::metrics::catalog::Custom;
 use crate::metrics::text::{Family, write_value};
 use crate::snapshot::{PelScan, ScanState, TargetSnapshot};
 use crate::status::GroupStatus;
+use crate::vocab::ErrorKind;
 
 fn last_scan(scan: &ScanState) -> Option<&PelScan> {
     scan.last.as_deref()

@@ -12,19 +12,19 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use super::{BuildInfo, render, render_probe_answer};
-use crate::backend::StreamId;
-use crate::backend::{KeyspaceEventsStats, StatsSnapshot};
 use crate::config::StreamSettings;
 use crate::loss::Lost;
 use crate::metrics::catalog::METRICS;
 use crate::process::ProcessStats;
-use crate::schedule::ProbeKind;
 use crate::snapshot::{
     ConsumerState, Consumers, DeadLetter, ExporterState, GroupFigures, GroupState, Groups, Name,
     OldestPending, PelScan, ProbeStatus, ScanState, ServerInfo, StreamFigures, StreamState,
     TargetSnapshot,
 };
 use crate::status::{Basis, GroupStatus};
+use crate::vocab::ProbeKind;
+use crate::vocab::StreamId;
+use crate::vocab::{KeyspaceEventsStats, StatsSnapshot};
 
 /// A fixed instant: 2026-12-01T00:00:00Z.
 const NOW_S: u64 = 1_796_083_200;

@@ -8,10 +8,11 @@ use std::sync::Arc;
 
 use super::decode::time_of;
 use crate::backend::reply;
-use crate::backend::{Command, ErrorKind, RangeEnd, RangeStart};
+use crate::backend::{Command, RangeEnd, RangeStart};
 use crate::probe::{ProbeContext, ProbeError, Problems, age_seconds};
 use crate::snapshot::{DeadLetter, Name, StreamState};
 use crate::text;
+use crate::vocab::ErrorKind;
 
 /// Reads the dead-letter streams of every stream that has one configured.
 pub(super) async fn dead_letters(

@@ -1,0 +1,106 @@
+//! Replies of the stream commands, decoded into plain data (the decoders
+//! are the Redis client's, in `backend::reply`): what the probes, the lag
+//! arithmetic and the snapshot share. A field Redis sends as nil, or does
+//! not send at all (older servers), is `None`: unknown stays unknown.
+
+use super::StreamId;
+
+/// `XINFO STREAM key` (summary form).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamInfo {
+    /// XLEN.
+    pub length: u64,
+    /// Number of consumer groups.
+    pub groups: u64,
+    /// Largest ID ever generated (survives deletion of the last entry).
+    pub last_generated_id: StreamId,
+    /// ID of the first entry; `None` when the stream is empty.
+    pub first_entry_id: Option<StreamId>,
+    /// ID of the last entry; `None` when the stream is empty.
+    pub last_entry_id: Option<StreamId>,
+    /// Entries ever added (7.0+).
+    pub entries_added: Option<u64>,
+    /// Largest ID removed by XDEL (7.0+); `0-0` when none.
+    pub max_deleted_entry_id: Option<StreamId>,
+    /// Cached first non-deleted ID (7.0+).
+    pub recorded_first_entry_id: Option<StreamId>,
+    /// Nodes of the stream's radix tree (listpacks), a free size proxy.
+    pub radix_tree_keys: Option<u64>,
+    /// Nodes of the radix tree, inner ones included.
+    pub radix_tree_nodes: Option<u64>,
+    /// Idempotent-producer tracking (Redis 8.6+, `XCFGSET`).
+    pub idempotence: Idempotence,
+}
+
+/// The idempotent-producer fields of `XINFO STREAM` (Redis 8.6+); each is
+/// `None` on servers that do not report it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Idempotence {
+    /// `pids-tracked`: producers whose IDs are remembered.
+    pub producers: Option<u64>,
+    /// `iids-tracked`: idempotency IDs remembered.
+    pub ids: Option<u64>,
+    /// `iids-added`: idempotency IDs ever added.
+    pub ids_added: Option<u64>,
+    /// `iids-duplicates`: adds refused as duplicates.
+    pub duplicates: Option<u64>,
+}
+
+/// One group of `XINFO GROUPS key`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupInfo {
+    /// Group name (binary-safe).
+    pub name: Vec<u8>,
+    /// Consumers in the group.
+    pub consumers: u64,
+    /// PEL size.
+    pub pending: u64,
+    /// Last ID delivered to the group.
+    pub last_delivered_id: StreamId,
+    /// Entries read; `None` when nil (unknown) or before 7.0.
+    pub entries_read: Option<u64>,
+    /// Redis's lag; `None` when nil (unknown) or before 7.0.
+    pub lag: Option<u64>,
+}
+
+/// One consumer of `XINFO CONSUMERS key group`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConsumerInfo {
+    /// Consumer name (binary-safe).
+    pub name: Vec<u8>,
+    /// Entries it holds.
+    pub pending: u64,
+    /// Milliseconds since its last read attempt (last success before 7.2).
+    pub idle_ms: u64,
+    /// Milliseconds since its last successful read (7.2+). `None` before
+    /// 7.2 and when Redis reports -1 (never succeeded; see `never_active`).
+    pub inactive_ms: Option<u64>,
+    /// Redis reported `inactive` -1: the consumer never read successfully.
+    pub never_active: bool,
+}
+
+/// `XPENDING key group` (summary form).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PendingSummary {
+    /// PEL size.
+    pub count: u64,
+    /// Smallest pending ID.
+    pub min_id: Option<StreamId>,
+    /// Largest pending ID.
+    pub max_id: Option<StreamId>,
+    /// Pending count per consumer that holds any.
+    pub consumers: Vec<(Vec<u8>, u64)>,
+}
+
+/// One row of the extended `XPENDING key group start end count`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingEntry {
+    /// Entry ID.
+    pub id: StreamId,
+    /// Owning consumer; empty for entries released by XNACK (Redis 8.8+).
+    pub consumer: Vec<u8>,
+    /// Milliseconds since last delivery.
+    pub idle_ms: u64,
+    /// Times delivered.
+    pub deliveries: u64,
+}

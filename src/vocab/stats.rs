@@ -1,0 +1,31 @@
+//! What a target's client counted (commands, errors, waits, page sizes,
+//! keyspace events), copied into every snapshot.
+
+use std::collections::BTreeMap;
+
+/// A copy of the client's counters at one moment.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StatsSnapshot {
+    /// Commands sent, by label.
+    pub commands: BTreeMap<&'static str, u64>,
+    /// Errors, by kind label.
+    pub errors: BTreeMap<&'static str, u64>,
+    /// Seconds spent waiting on rate limits.
+    pub rate_limited_seconds: f64,
+    /// PEL entries read by the scan.
+    pub pending_scanned: u64,
+    /// Current page sizes, by command label (`scan`, `xpending_range`).
+    pub page_sizes: BTreeMap<&'static str, u32>,
+    /// The keyspace-event subscription; `None` while there is none
+    /// (`keyspace_events = "off"`, or before it starts).
+    pub keyspace_events: Option<KeyspaceEventsStats>,
+}
+
+/// What the keyspace-event subscription of a target counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyspaceEventsStats {
+    /// Keyevent messages received.
+    pub received: u64,
+    /// Every node's subscription is up and answering.
+    pub active: bool,
+}
