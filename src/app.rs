@@ -19,7 +19,7 @@ use tokio_util::task::TaskTracker;
 use crate::config::{self, CliOverrides, Config, Target};
 use crate::exposition::Exposition;
 use crate::http::{self, HttpState, ReloadRequest};
-use crate::multitarget::ProbedTargets;
+use crate::multitarget::MultiTargets;
 use crate::poller::Poller;
 use crate::snapshot::SnapshotStore;
 
@@ -60,7 +60,7 @@ struct Supervisor {
     shutdown: CancellationToken,
     /// Where pollers run (the daemon waits for them at shutdown).
     tasks: TaskTracker,
-    probes: Arc<ProbedTargets>,
+    probes: Arc<MultiTargets>,
 }
 
 impl Supervisor {
@@ -231,7 +231,7 @@ pub async fn run(
     let shared = Arc::new(RwLock::new(config.clone()));
     let stop_all = CancellationToken::new();
     let tasks = TaskTracker::new();
-    let probes = ProbedTargets::start(
+    let probes = MultiTargets::start(
         shared.clone(),
         store.clone(),
         stop_all.clone(),

@@ -28,7 +28,7 @@ use crate::metrics::openmetrics::{
     EOF, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, keep_families, prefers_openmetrics,
     selected_families, to_openmetrics,
 };
-use crate::multitarget::{ProbeError, ProbedTargets};
+use crate::multitarget::{MultiTargetError, MultiTargets};
 use crate::snapshot::{SnapshotStore, TargetSnapshot};
 use crate::status::GroupStatus;
 use crate::web::{Admission, Live, WebConfig};
@@ -47,7 +47,7 @@ pub struct HttpState {
     /// Where reload requests go.
     pub reload: mpsc::Sender<ReloadRequest>,
     /// The targets `/probe` polls.
-    pub probes: Arc<ProbedTargets>,
+    pub probes: Arc<MultiTargets>,
     exposition: Arc<Exposition>,
 }
 
@@ -61,7 +61,7 @@ impl HttpState {
         reload: mpsc::Sender<ReloadRequest>,
         exposition: Arc<Exposition>,
     ) -> Arc<Self> {
-        let probes = ProbedTargets::start(
+        let probes = MultiTargets::start(
             config.clone(),
             store.clone(),
             tokio_util::sync::CancellationToken::new(),
@@ -76,7 +76,7 @@ impl HttpState {
         store: Arc<SnapshotStore>,
         config: Arc<RwLock<Arc<Config>>>,
         reload: mpsc::Sender<ReloadRequest>,
-        probes: Arc<ProbedTargets>,
+        probes: Arc<MultiTargets>,
         exposition: Arc<Exposition>,
     ) -> Arc<Self> {
         Arc::new(HttpState {
@@ -280,10 +280,12 @@ async fn probe(state: &HttpState, config: &Config, uri: &Uri, headers: &HeaderMa
         Ok(answer) => answer,
         Err(e) => {
             let status = match &e {
-                ProbeError::Refused(crate::config::ProbeRefusal::Disabled) => StatusCode::FORBIDDEN,
-                ProbeError::Refused(_) => StatusCode::BAD_REQUEST,
-                ProbeError::OverCap { .. } => StatusCode::SERVICE_UNAVAILABLE,
-                ProbeError::Client(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                MultiTargetError::Refused(crate::config::MultiTargetRefusal::Disabled) => {
+                    StatusCode::FORBIDDEN
+                }
+                MultiTargetError::Refused(_) => StatusCode::BAD_REQUEST,
+                MultiTargetError::OverCap { .. } => StatusCode::SERVICE_UNAVAILABLE,
+                MultiTargetError::Client(_) => StatusCode::INTERNAL_SERVER_ERROR,
             };
             tracing::debug!(status = status.as_u16(), reason = %e, "probe refused");
             return (status, format!("{e}\n")).into_response();

@@ -21,17 +21,17 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::{Config, ProbeRefusal, Target};
+use crate::config::{Config, MultiTargetRefusal, Target};
 use crate::poller::Poller;
 use crate::snapshot::{SnapshotStore, TargetSnapshot};
 use crate::vocab::ProbeKind;
 
 /// Why a probe got no answer from a target. Nothing was dialled.
 #[derive(Debug, thiserror::Error)]
-pub enum ProbeError {
-    /// The request itself is refused (see [`ProbeRefusal`]).
+pub enum MultiTargetError {
+    /// The request itself is refused (see [`MultiTargetRefusal`]).
     #[error("{0}")]
-    Refused(ProbeRefusal),
+    Refused(MultiTargetRefusal),
     /// `[probe] max_targets` targets are polled already.
     #[error(
         "{max} targets are probed already ([probe] max_targets); {url} was not dialled. Probed targets are dropped after [probe] target_ttl without a probe"
@@ -47,13 +47,13 @@ pub enum ProbeError {
     Client(#[from] crate::backend::ClientSetupError),
 }
 
-impl ProbeError {
+impl MultiTargetError {
     /// The `result` label of `redis_streams_exporter_probe_requests_total`.
     pub fn label(&self) -> &'static str {
         match self {
-            ProbeError::Refused(r) => r.label(),
-            ProbeError::OverCap { .. } => "over_cap",
-            ProbeError::Client(_) => "error",
+            MultiTargetError::Refused(r) => r.label(),
+            MultiTargetError::OverCap { .. } => "over_cap",
+            MultiTargetError::Client(_) => "error",
         }
     }
 }
@@ -87,7 +87,7 @@ struct Entry {
 
 /// Every probed target, by canonical URL.
 #[derive(Debug)]
-pub struct ProbedTargets {
+pub struct MultiTargets {
     config: Arc<RwLock<Arc<Config>>>,
     /// The daemon's store: only its exporter-wide counters are touched.
     exporter: Arc<SnapshotStore>,
@@ -108,7 +108,7 @@ impl std::fmt::Debug for Entry {
     }
 }
 
-impl ProbedTargets {
+impl MultiTargets {
     /// The registry, and its task that drops expired targets; both stop
     /// with `shutdown`. Its tasks (that one and every probed target's
     /// poller) are spawned on `tasks`, which the daemon waits for.
@@ -117,8 +117,8 @@ impl ProbedTargets {
         exporter: Arc<SnapshotStore>,
         shutdown: CancellationToken,
         tasks: TaskTracker,
-    ) -> Arc<ProbedTargets> {
-        let this = Arc::new(ProbedTargets {
+    ) -> Arc<MultiTargets> {
+        let this = Arc::new(MultiTargets {
             config,
             exporter,
             entries: Mutex::new(BTreeMap::new()),
@@ -164,7 +164,7 @@ impl ProbedTargets {
         url: Option<&str>,
         auth_module: Option<&str>,
         wait: Duration,
-    ) -> Result<ProbeAnswer, ProbeError> {
+    ) -> Result<ProbeAnswer, MultiTargetError> {
         let result = self.lease(url, auth_module);
         let counters = &self.exporter.exporter.probes;
         counters.request(match &result {
@@ -206,11 +206,11 @@ impl ProbedTargets {
         &self,
         url: Option<&str>,
         auth_module: Option<&str>,
-    ) -> Result<(Arc<SnapshotStore>, Option<Entry>), ProbeError> {
+    ) -> Result<(Arc<SnapshotStore>, Option<Entry>), MultiTargetError> {
         let config = self.current();
         let (canonical, target) = config
             .probe_target(url, auth_module)
-            .map_err(ProbeError::Refused)?;
+            .map_err(MultiTargetError::Refused)?;
         let auth_module = auth_module.filter(|m| !m.is_empty()).map(str::to_string);
         let mut entries = self.lock();
         if let Some(entry) = entries.get_mut(&canonical) {
@@ -226,7 +226,7 @@ impl ProbedTargets {
                     "probe refused: [probe] max_targets targets are probed already; further refusals are counted in redis_streams_exporter_probe_requests_total{{result=\"over_cap\"}}"
                 );
             }
-            return Err(ProbeError::OverCap {
+            return Err(MultiTargetError::OverCap {
                 max: config.probe.max_targets,
                 url: canonical,
             });
@@ -259,7 +259,7 @@ impl ProbedTargets {
         config: &Arc<Config>,
         target: Arc<Target>,
         auth_module: Option<String>,
-    ) -> Result<Entry, ProbeError> {
+    ) -> Result<Entry, MultiTargetError> {
         let store = Arc::new(SnapshotStore::default());
         let poller = Poller::new(config.clone(), target.clone(), store.clone())?;
         // Listed (not ready) at once, so a probe racing the first poll finds it.
@@ -448,7 +448,7 @@ fn first_collection_done(s: &TargetSnapshot) -> bool {
 
 /// Drops expired targets, checking ten times per `target_ttl` (at most every
 /// 10 s, at least every 100 ms), until `shutdown`.
-async fn expire(registry: Weak<ProbedTargets>, shutdown: CancellationToken) {
+async fn expire(registry: Weak<MultiTargets>, shutdown: CancellationToken) {
     loop {
         let Some(this) = registry.upgrade() else {
             return;

@@ -8,7 +8,7 @@
 //! validation cannot be skipped. Defaults live here as constants and are
 //! mirrored, key by key, in `config/example.toml`.
 
-mod probe;
+mod multitarget;
 mod raw;
 mod tls;
 mod validate;
@@ -23,9 +23,9 @@ use std::time::Duration;
 use crate::glob::Glob;
 use crate::vocab::ProbeKind;
 
-pub use probe::{
+pub use multitarget::{
     AuthModule, AuthModules, DEFAULT_FIRST_COLLECTION_WAIT, DEFAULT_MAX_PROBED_TARGETS,
-    DEFAULT_TARGET_TTL, MAX_PROBE_URL_LEN, ProbeRefusal, ProbeSettings,
+    DEFAULT_TARGET_TTL, MAX_PROBE_URL_LEN, MultiTargetRefusal, MultiTargetSettings,
 };
 pub use tls::{ClientIdentity, PemFile, RedisTls};
 pub use validate::{CliOverrides, from_str};
@@ -70,7 +70,7 @@ pub struct Config {
     /// Per-stream settings.
     pub streams: StreamRules,
     /// `/probe`: which targets it may poll, for how long, how many.
-    pub probe: ProbeSettings,
+    pub probe: MultiTargetSettings,
     /// Credentials and TLS for probed targets, by name.
     pub auth_modules: AuthModules,
 }

@@ -34,7 +34,7 @@ pub struct RawConfig {
     #[serde(default)]
     pub streams: Vec<RawStreamRule>,
     #[serde(default)]
-    pub probe: RawProbe,
+    pub probe: RawMultiTarget,
     #[serde(default)]
     pub auth_modules: BTreeMap<String, RawAuthModule>,
 }
@@ -170,7 +170,7 @@ pub struct RawStreamRule {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawProbe {
+pub struct RawMultiTarget {
     #[serde(default)]
     pub allowed_targets: Vec<String>,
     pub target_ttl: Option<String>,

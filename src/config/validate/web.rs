@@ -2,12 +2,12 @@
 //! `tls_*` keys they share with targets.
 
 use super::Validator;
-use crate::config::raw::{RawAuthModule, RawProbe};
+use crate::config::raw::{RawAuthModule, RawMultiTarget};
 use crate::config::tls::TlsKeys;
 use crate::config::*;
 
 impl Validator {
-    pub(super) fn probe(&mut self, raw: RawProbe) -> ProbeSettings {
+    pub(super) fn probe(&mut self, raw: RawMultiTarget) -> MultiTargetSettings {
         let mut allowed_targets = Vec::new();
         for (i, g) in raw.allowed_targets.into_iter().enumerate() {
             let key = format!("probe.allowed_targets[{i}]");
@@ -27,8 +27,8 @@ impl Validator {
                 allowed_targets.push(Glob::new(g));
             }
         }
-        let d = ProbeSettings::default();
-        ProbeSettings {
+        let d = MultiTargetSettings::default();
+        MultiTargetSettings {
             allowed_targets,
             target_ttl: self.interval("probe.target_ttl", raw.target_ttl, d.target_ttl),
             max_targets: self.positive(

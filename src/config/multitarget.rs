@@ -27,7 +27,7 @@ pub const MAX_PROBE_URL_LEN: usize = 1024;
 
 /// `[probe]`: the multi-target endpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProbeSettings {
+pub struct MultiTargetSettings {
     /// Globs over the canonical URL (`redis://host:port`, `/db` when not 0);
     /// empty: `/probe` is off.
     pub allowed_targets: Vec<Glob>,
@@ -39,9 +39,9 @@ pub struct ProbeSettings {
     pub first_collection_wait: Duration,
 }
 
-impl Default for ProbeSettings {
+impl Default for MultiTargetSettings {
     fn default() -> Self {
-        ProbeSettings {
+        MultiTargetSettings {
             allowed_targets: Vec::new(),
             target_ttl: DEFAULT_TARGET_TTL,
             max_targets: DEFAULT_MAX_PROBED_TARGETS,
@@ -68,7 +68,7 @@ pub type AuthModules = BTreeMap<String, Arc<AuthModule>>;
 
 /// Why a probe is refused. Nothing has been dialled.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ProbeRefusal {
+pub enum MultiTargetRefusal {
     /// `[probe] allowed_targets` is empty.
     Disabled,
     /// No `target` parameter.
@@ -85,41 +85,43 @@ pub enum ProbeRefusal {
     TlsNeedsRediss(String),
 }
 
-impl ProbeRefusal {
+impl MultiTargetRefusal {
     /// A short label for the refusal counter.
     pub fn label(&self) -> &'static str {
         match self {
-            ProbeRefusal::Disabled => "disabled",
-            ProbeRefusal::MissingTarget | ProbeRefusal::BadUrl(_) => "bad_target",
-            ProbeRefusal::Credentials => "credentials_in_url",
-            ProbeRefusal::NotAllowed(_) => "not_allowed",
-            ProbeRefusal::UnknownAuthModule(_) | ProbeRefusal::TlsNeedsRediss(_) => "auth_module",
+            MultiTargetRefusal::Disabled => "disabled",
+            MultiTargetRefusal::MissingTarget | MultiTargetRefusal::BadUrl(_) => "bad_target",
+            MultiTargetRefusal::Credentials => "credentials_in_url",
+            MultiTargetRefusal::NotAllowed(_) => "not_allowed",
+            MultiTargetRefusal::UnknownAuthModule(_) | MultiTargetRefusal::TlsNeedsRediss(_) => {
+                "auth_module"
+            }
         }
     }
 }
 
-impl fmt::Display for ProbeRefusal {
+impl fmt::Display for MultiTargetRefusal {
     /// Never repeats the URL as given (it may hold a password).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ProbeRefusal::Disabled => f.write_str(
+            MultiTargetRefusal::Disabled => f.write_str(
                 "/probe is off: [probe] allowed_targets is empty in the exporter's configuration",
             ),
-            ProbeRefusal::MissingTarget => {
+            MultiTargetRefusal::MissingTarget => {
                 f.write_str("the target parameter is required (a redis:// or rediss:// URL)")
             }
-            ProbeRefusal::BadUrl(why) => write!(f, "target: {why}"),
-            ProbeRefusal::Credentials => f.write_str(
+            MultiTargetRefusal::BadUrl(why) => write!(f, "target: {why}"),
+            MultiTargetRefusal::Credentials => f.write_str(
                 "target: a URL with a user or password is refused; credentials come only from [auth_modules.<name>], named by the auth_module parameter",
             ),
-            ProbeRefusal::NotAllowed(url) => write!(
+            MultiTargetRefusal::NotAllowed(url) => write!(
                 f,
                 "target {url} matches no glob of [probe] allowed_targets; it was not dialled"
             ),
-            ProbeRefusal::UnknownAuthModule(name) => {
+            MultiTargetRefusal::UnknownAuthModule(name) => {
                 write!(f, "auth_module {name:?} is not configured")
             }
-            ProbeRefusal::TlsNeedsRediss(name) => write!(
+            MultiTargetRefusal::TlsNeedsRediss(name) => write!(
                 f,
                 "auth_module {name:?} has TLS settings; probe a rediss:// URL with it"
             ),
@@ -253,27 +255,28 @@ impl Config {
         &self,
         url: Option<&str>,
         auth_module: Option<&str>,
-    ) -> Result<(String, Target), ProbeRefusal> {
+    ) -> Result<(String, Target), MultiTargetRefusal> {
         if self.probe.allowed_targets.is_empty() {
-            return Err(ProbeRefusal::Disabled);
+            return Err(MultiTargetRefusal::Disabled);
         }
         let url = url
             .filter(|u| !u.is_empty())
-            .ok_or(ProbeRefusal::MissingTarget)?;
+            .ok_or(MultiTargetRefusal::MissingTarget)?;
         if url.len() > MAX_PROBE_URL_LEN {
-            return Err(ProbeRefusal::BadUrl(format!(
+            return Err(MultiTargetRefusal::BadUrl(format!(
                 "longer than {MAX_PROBE_URL_LEN} bytes"
             )));
         }
         if url.contains('@') {
-            return Err(ProbeRefusal::Credentials);
+            return Err(MultiTargetRefusal::Credentials);
         }
         if url.contains(['?', '#']) {
-            return Err(ProbeRefusal::BadUrl(
+            return Err(MultiTargetRefusal::BadUrl(
                 "a query or fragment is not accepted".into(),
             ));
         }
-        let (mut endpoint, _, _) = super::validate::parse_url(url).map_err(ProbeRefusal::BadUrl)?;
+        let (mut endpoint, _, _) =
+            super::validate::parse_url(url).map_err(MultiTargetRefusal::BadUrl)?;
         // Only what a DNS name or an IP address is made of: the URL ends up
         // in log lines and answers, and comes from whoever can probe.
         let host_ok = endpoint
@@ -281,11 +284,11 @@ impl Config {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':'));
         if !host_ok {
-            return Err(ProbeRefusal::BadUrl(
+            return Err(MultiTargetRefusal::BadUrl(
                 "the host has characters no host name or IP address has".into(),
             ));
         }
-        endpoint.host = canonical_host(&endpoint.host).map_err(ProbeRefusal::BadUrl)?;
+        endpoint.host = canonical_host(&endpoint.host).map_err(MultiTargetRefusal::BadUrl)?;
         let canonical = endpoint.canonical_url();
         if !self
             .probe
@@ -293,7 +296,7 @@ impl Config {
             .iter()
             .any(|g| g.matches(canonical.as_bytes()))
         {
-            return Err(ProbeRefusal::NotAllowed(canonical));
+            return Err(MultiTargetRefusal::NotAllowed(canonical));
         }
         let module = match auth_module.filter(|m| !m.is_empty()) {
             None => Arc::new(AuthModule::default()),
@@ -301,10 +304,10 @@ impl Config {
                 .auth_modules
                 .get(name)
                 .cloned()
-                .ok_or_else(|| ProbeRefusal::UnknownAuthModule(name.to_string()))?,
+                .ok_or_else(|| MultiTargetRefusal::UnknownAuthModule(name.to_string()))?,
         };
         if module.tls.is_configured() && !endpoint.tls {
-            return Err(ProbeRefusal::TlsNeedsRediss(
+            return Err(MultiTargetRefusal::TlsNeedsRediss(
                 auth_module.unwrap_or_default().to_string(),
             ));
         }
@@ -342,7 +345,7 @@ mod tests {
         let c = config("");
         assert_eq!(
             c.probe_target(Some("redis://10.0.0.1:6379"), None),
-            Err(ProbeRefusal::Disabled)
+            Err(MultiTargetRefusal::Disabled)
         );
     }
 
@@ -369,7 +372,7 @@ mod tests {
             assert!(
                 matches!(
                     c.probe_target(Some(refused), None),
-                    Err(ProbeRefusal::NotAllowed(_))
+                    Err(MultiTargetRefusal::NotAllowed(_))
                 ),
                 "{refused}"
             );
@@ -422,7 +425,7 @@ mod tests {
             assert!(
                 matches!(
                     c.probe_target(Some(outside), None),
-                    Err(ProbeRefusal::BadUrl(_) | ProbeRefusal::NotAllowed(_))
+                    Err(MultiTargetRefusal::BadUrl(_) | MultiTargetRefusal::NotAllowed(_))
                 ),
                 "{outside}: {:?}",
                 c.probe_target(Some(outside), None)
@@ -434,7 +437,7 @@ mod tests {
         // Another address in a short form does not pass the glob.
         assert!(matches!(
             c.probe_target(Some("redis://127.65536"), None),
-            Err(ProbeRefusal::NotAllowed(u)) if u == "redis://127.1.0.0:6379"
+            Err(MultiTargetRefusal::NotAllowed(u)) if u == "redis://127.1.0.0:6379"
         ));
         assert_eq!(
             canonical_host("[::1]".trim_matches(['[', ']'])).unwrap(),
@@ -465,16 +468,16 @@ mod tests {
             "redis://user@10.0.0.1:6379",
         ] {
             let refusal = c.probe_target(Some(url), None).unwrap_err();
-            assert_eq!(refusal, ProbeRefusal::Credentials);
+            assert_eq!(refusal, MultiTargetRefusal::Credentials);
             assert!(!refusal.to_string().contains("secret"));
         }
         assert!(matches!(
             c.probe_target(Some("redis://10.0.0.1:6379?protocol=resp3"), None),
-            Err(ProbeRefusal::BadUrl(_))
+            Err(MultiTargetRefusal::BadUrl(_))
         ));
         assert!(matches!(
             c.probe_target(Some("http://10.0.0.1:6379"), None),
-            Err(ProbeRefusal::BadUrl(_))
+            Err(MultiTargetRefusal::BadUrl(_))
         ));
         for forged in [
             "redis://host\nINFO forged line:6379",
@@ -484,15 +487,18 @@ mod tests {
             assert!(
                 matches!(
                     c.probe_target(Some(forged), None),
-                    Err(ProbeRefusal::BadUrl(_))
+                    Err(MultiTargetRefusal::BadUrl(_))
                 ),
                 "{forged:?}"
             );
         }
-        assert_eq!(c.probe_target(None, None), Err(ProbeRefusal::MissingTarget));
+        assert_eq!(
+            c.probe_target(None, None),
+            Err(MultiTargetRefusal::MissingTarget)
+        );
         assert_eq!(
             c.probe_target(Some(""), None),
-            Err(ProbeRefusal::MissingTarget)
+            Err(MultiTargetRefusal::MissingTarget)
         );
     }
 
@@ -515,7 +521,7 @@ mod tests {
         assert_eq!(t.keyspace_events, KeyspaceEvents::Auto);
         assert_eq!(
             c.probe_target(Some("redis://10.0.0.1:6380"), Some("tls")),
-            Err(ProbeRefusal::TlsNeedsRediss("tls".into()))
+            Err(MultiTargetRefusal::TlsNeedsRediss("tls".into()))
         );
         let (_, t) = c
             .probe_target(Some("redis://10.0.0.1:6380"), Some("plain"))
@@ -524,7 +530,7 @@ mod tests {
         assert_eq!(t.keyspace_events, KeyspaceEvents::Off);
         assert_eq!(
             c.probe_target(Some("redis://10.0.0.1:6380"), Some("nope")),
-            Err(ProbeRefusal::UnknownAuthModule("nope".into()))
+            Err(MultiTargetRefusal::UnknownAuthModule("nope".into()))
         );
     }
 }

@@ -1,0 +1,183 @@
+//! Helpers the per-group probes share: which groups are known, what each
+//! group's `XINFO GROUPS` line says it costs, ages, and the batched
+//! per-group round trips.
+
+use super::{ProbeContext, ProbeError, Problems, TargetState, consumers};
+use crate::config::Config;
+use crate::snapshot::Name;
+use crate::vocab::ProbeKind;
+
+/// `(stream, group)` pairs currently in the snapshot.
+pub fn known_groups(state: &TargetState) -> Vec<(Name, Name)> {
+    state
+        .snapshot
+        .streams
+        .iter()
+        .flat_map(|(s, st)| st.groups.keys().map(move |g| (s.clone(), g.clone())))
+        .collect()
+}
+
+/// What the stream poll's `XINFO GROUPS` line said about a group: the per-
+/// group probes ask Redis only where it shows something to learn, and
+/// record what it already tells (an empty PEL, no consumers) as known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupLine {
+    /// Entries in the group's PEL.
+    pub pending: u64,
+    /// Consumers in the group.
+    pub consumers: u64,
+    /// Entries pending or not yet delivered (a lag that is not known to be 0
+    /// counts as work: unknown is not none).
+    pub work: bool,
+}
+
+/// What the per-group probes ask of a target's groups in steady state, at
+/// the configured intervals: groups with work are asked every run, idle
+/// groups with consumers have their consumers read one run in
+/// [`consumers::IDLE_EVERY`], and the rest cost nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GroupCost {
+    /// Groups asked every run: pending entries, or consumers and undelivered
+    /// entries.
+    pub with_work: usize,
+    /// Groups with consumers and nothing to do.
+    pub idle_with_consumers: usize,
+    /// Groups that need no per-group command: nothing pending and no
+    /// consumers (undelivered entries or not).
+    pub nothing_to_ask: usize,
+    /// Per-group commands per second (with the `TIME` of each batch).
+    pub per_second: f64,
+    /// What asking every group on every run would cost.
+    pub every_group_per_second: f64,
+}
+
+impl GroupCost {
+    /// The cost of `lines` under `config`'s schedule and limits. A PEL scan
+    /// is counted at one page per `pending_page` entries; the poison check
+    /// of stuck groups' oldest entries is not counted (at most one more
+    /// `XPENDING` per group with pending entries).
+    pub fn of(lines: &[GroupLine], config: &Config) -> GroupCost {
+        let per_batch = config.limits.pipeline_size.saturating_sub(1).max(1) as f64;
+        let page = f64::from(config.limits.pending_page.max(1));
+        // Commands of a pipelined per-group run of `n` commands.
+        let batched = |n: f64| {
+            if n > 0.0 {
+                n + (n / per_batch).ceil()
+            } else {
+                0.0
+            }
+        };
+        let every = |kind: ProbeKind| ProbeKind::interval(kind, config).as_secs_f64().max(1e-3);
+        let mut cost = GroupCost::default();
+        let (mut summaries, mut consumer_reads, mut pages) = (0.0, 0.0, 0.0);
+        let (mut all_pages, groups) = (0.0, lines.len() as f64);
+        for line in lines {
+            let scan_pages = (line.pending as f64 / page).ceil().max(1.0);
+            all_pages += scan_pages;
+            if line.pending > 0 {
+                summaries += 1.0;
+                pages += scan_pages;
+            }
+            match (line.consumers > 0, line.work) {
+                (true, true) => {
+                    cost.with_work += 1;
+                    consumer_reads += 1.0;
+                }
+                (true, false) => {
+                    cost.idle_with_consumers += 1;
+                    consumer_reads += 1.0 / consumers::IDLE_EVERY as f64;
+                }
+                // A PEL without consumers (they were deleted): its pages.
+                (false, _) if line.pending > 0 => cost.with_work += 1,
+                (false, _) => cost.nothing_to_ask += 1,
+            }
+        }
+        cost.per_second = batched(summaries) / every(ProbeKind::PendingSummary)
+            + batched(consumer_reads) / every(ProbeKind::Consumers)
+            + pages / every(ProbeKind::PendingScan);
+        cost.every_group_per_second = batched(groups) / every(ProbeKind::PendingSummary)
+            + batched(groups) / every(ProbeKind::Consumers)
+            + all_pages / every(ProbeKind::PendingScan);
+        cost
+    }
+}
+
+/// Every group in the snapshot with its [`GroupLine`].
+pub fn group_lines(state: &TargetState) -> Vec<((Name, Name), GroupLine)> {
+    state
+        .snapshot
+        .streams
+        .iter()
+        .flat_map(|(s, st)| {
+            st.groups.iter().map(move |(g, gs)| {
+                let line = GroupLine {
+                    pending: gs.info.pending,
+                    consumers: gs.info.consumers,
+                    work: gs.info.pending > 0 || gs.lag != Some(0),
+                };
+                ((s.clone(), g.clone()), line)
+            })
+        })
+        .collect()
+}
+
+/// Seconds between `now_ms` and `then_ms`, clamped at 0 (IDs can run ahead
+/// of the clock).
+pub fn age_seconds(now_ms: u64, then_ms: u64) -> f64 {
+    now_ms.saturating_sub(then_ms) as f64 / 1000.0
+}
+
+/// Sends one command per `(stream, group)` pair, pipelined per node in
+/// batches that start with `TIME`, decodes each reply with `decode`, and
+/// hands each batch's server time and decoded replies to `apply`. A group
+/// that vanished since the stream poll (`NOGROUP`) is skipped: the next
+/// stream poll removes it; undecodable replies go to `problems`.
+///
+/// # Errors
+/// When the target cannot be reached.
+pub(crate) async fn per_group<T>(
+    ctx: &ProbeContext,
+    pairs: &[(Name, Name)],
+    make: impl Fn(&Name, &Name) -> crate::backend::Command,
+    decode: impl Fn(&redis::Value) -> Result<T, crate::backend::reply::DecodeError>,
+    problems: &mut Problems,
+    mut apply: impl FnMut(Option<u64>, Vec<(&Name, &Name, T)>),
+) -> Result<(), ProbeError> {
+    use crate::backend::{Command, reply};
+    let generation = ctx.generation();
+    let by_node = ctx
+        .client
+        .partition(pairs.iter().map(|(s, _)| &**s))
+        .await?;
+    let per_batch = ctx.config.limits.pipeline_size.saturating_sub(1).max(1);
+    for (node, mine) in by_node {
+        for batch in mine.chunks(per_batch) {
+            let batch: Vec<&(Name, Name)> = batch.iter().map(|&i| &pairs[i]).collect();
+            let mut cmds = Vec::with_capacity(batch.len() + 1);
+            cmds.push(Command::Time);
+            cmds.extend(batch.iter().map(|(s, g)| make(s, g)));
+            let mut replies = ctx.client.execute(&node, &cmds).await?;
+            let time = replies.remove(0);
+            let now_ms = time.ok().and_then(|v| reply::time_ms(&v).ok());
+            let mut decoded = Vec::with_capacity(batch.len());
+            for ((s, g), r) in batch.iter().map(|p| (&p.0, &p.1)).zip(replies) {
+                match r {
+                    Ok(v) => {
+                        problems.answered();
+                        match decode(&v) {
+                            Ok(item) => decoded.push((s, g, item)),
+                            Err(e) => problems.add(ctx, e),
+                        }
+                    }
+                    Err(e) => {
+                        problems.refused(&e);
+                        tracing::debug!(redis_target = %ctx.target.name, error = %e, "command refused")
+                    }
+                }
+            }
+            ctx.ensure_current(&ctx.state(), generation)?;
+            apply(now_ms, decoded);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,360 @@
+//! What a target's poller keeps between probe runs: the working snapshot,
+//! each group's memory (status window, trends, loss ledgers, lag trails),
+//! and the slow probes' results parked while the target is down.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::{BudgetNotice, consumers, discovery, pending_scan, status_log};
+use crate::backend::NodeAddr;
+use crate::config::{Config, Target};
+use crate::snapshot::{Name, TargetSnapshot};
+use crate::status;
+use crate::vocab::{ProbeKind, StreamId};
+use crate::{lag, loss, trend};
+
+/// What the poller remembers about a group between polls, beyond the
+/// snapshot: the status window and the probes' working state.
+#[derive(Debug, Default)]
+pub struct GroupMemory {
+    /// The status window over recent stream polls.
+    pub window: status::Window,
+    /// Server time of the latest successful read by any consumer.
+    pub last_read_at_ms: Option<u64>,
+    /// Server time of the latest stream poll that found the group's
+    /// position or entries-read advanced.
+    pub last_progress_at_ms: Option<u64>,
+    /// Smallest pending ID from the latest pending summary.
+    pub oldest_pending_id: Option<StreamId>,
+    /// What the consumers probe last read of the group, to tell whether an
+    /// idle group has anything new to show.
+    pub consumers_read: Option<consumers::LastRead>,
+    /// The PEL scan pass in progress.
+    pub scan_pass: Option<Box<pending_scan::Pass>>,
+    /// What the last stream poll proved about the group's lag.
+    pub lag_trail: Option<lag::Trail>,
+    /// The recent polls, for the ETAs.
+    pub trend: trend::Trend,
+    /// Rewinds seen when the trend was last reset.
+    pub rewinds_seen: u64,
+}
+
+/// The most facts the estimator's walks keep for a target's next polls, all
+/// its streams together: about 3 MiB.
+pub const WALKED_KEPT_PER_TARGET: usize = 16 * lag::WALKED_KEPT_PER_STREAM;
+
+/// The mutable state of one target, owned by its poller.
+#[derive(Debug, Default)]
+pub struct TargetState {
+    /// The working copy of the snapshot.
+    pub snapshot: TargetSnapshot,
+    /// Streams to watch, from discovery.
+    pub watched: Vec<Name>,
+    /// Per-group memory, by (stream, group).
+    pub groups: BTreeMap<(Name, Name), GroupMemory>,
+    /// Per-group loss and rewind records. Unlike the rest of the memory they
+    /// survive the target going down: counters must not restart at every
+    /// blip, and `data_loss` holds for `data_loss_hold`.
+    pub ledgers: BTreeMap<(Name, Name), loss::Ledger>,
+    /// Per-stream points of the generated-entries curve from earlier polls,
+    /// for the lag estimator.
+    pub anchors: BTreeMap<Name, Vec<lag::Anchor>>,
+    /// Per-stream milliseconds the estimator's walks read, for the next
+    /// poll's walks to go on from ([`lag::Walked`]).
+    pub(crate) walked: BTreeMap<Name, lag::Walked>,
+    /// The facts `walked` holds in all.
+    pub(crate) walked_facts: usize,
+    /// What the last successful discovery found.
+    pub discovery: Option<discovery::DiscoveryReport>,
+    /// Failed runs in a row, per probe (discovery's backoff).
+    pub failures_in_a_row: BTreeMap<ProbeKind, u32>,
+    /// Runs of the consumers probe so far: idle groups are read on every
+    /// [`consumers::IDLE_EVERY`]th, each on its own turn.
+    pub consumers_runs: u64,
+    /// Commands of a probe's last run that its next runs will not repeat,
+    /// for the poller's figure of what the probe needs.
+    pub one_off_commands: BTreeMap<ProbeKind, u64>,
+    /// What the budget log line last said ([`BudgetNotice`]).
+    pub budget_notice: Option<BudgetNotice>,
+    /// Why the target went down, while it is down (logged once).
+    pub last_down_reason: Option<String>,
+    /// Streams already reported as having non-time IDs (logged once).
+    pub non_time_logged: std::collections::BTreeSet<Name>,
+    /// Evidence kept through an outage (see [`Parked`]).
+    pub parked: Option<Parked>,
+    /// Groups whose last PEL scan or consumers run found something (poison,
+    /// ghosts, orphaned entries): scanned first after an outage.
+    pub findings: std::collections::BTreeSet<(Name, Name)>,
+    /// Bumped whenever the data is dropped. A probe run that began before
+    /// must not apply what it read: it may have read a server that died
+    /// (and restarted, or failed over) in the middle of the run.
+    pub generation: u64,
+    /// Groups added to `groups` or `ledgers` since the two were last packed
+    /// ([`TargetState::pack_group_maps`]).
+    pub groups_added_since_packed: usize,
+    /// The lag arithmetic of each node's server, from its own version (see
+    /// [`lag::Arithmetic::of`]); a node not yet known is read as
+    /// miscounting.
+    pub arithmetic_by_node: BTreeMap<NodeAddr, lag::Arithmetic>,
+    /// The `run_id` of the server the ledgers were kept against.
+    pub ledgers_run_id: Option<String>,
+    /// The target went down since the ledgers were last fed: until the
+    /// server is known again, nobody knows whether it is the same one.
+    pub ledgers_unverified: bool,
+    /// The status changes the current stream poll logged.
+    pub(crate) status_changes: status_log::StatusChanges,
+    /// Streams watched on a keyspace event since discovery last ran, and
+    /// when: a discovery whose walk began before then keeps them.
+    pub watched_by_event: BTreeMap<Name, tokio::time::Instant>,
+}
+
+impl TargetState {
+    /// Watches `stream`, which a keyspace event showed to exist, without
+    /// waiting for discovery, when discovery would watch it: the target's
+    /// patterns match it (checked by the caller), no `exclude_streams`
+    /// drops it and `max_streams` leaves room. True when it is watched.
+    pub fn watch_now(&mut self, config: &Config, target: &Target, stream: Name) -> bool {
+        if self.watched.contains(&stream) {
+            return true;
+        }
+        let settings = config.streams.for_stream(&stream);
+        if !target.watches_stream(&settings, &stream) || self.watched.len() >= target.max_streams {
+            return false;
+        }
+        self.watched_by_event
+            .insert(stream.clone(), tokio::time::Instant::now());
+        self.watched.push(stream);
+        self.snapshot.streams_watched = Some(self.watched.len() as u64);
+        true
+    }
+
+    /// Drops everything read from Redis, after the target went down: no
+    /// stale value may be served as fresh.
+    pub fn forget_data(&mut self) {
+        // The slow probes' evidence (PEL scans, consumers, poison) would take
+        // minutes to come back; keep it, tied to the server it came from.
+        if let Some(run_id) = self
+            .snapshot
+            .server
+            .as_ref()
+            .map(|s| s.run_id.clone())
+            .filter(|r| !r.is_empty())
+        {
+            if self.parked.is_none() {
+                self.parked = Some(Parked {
+                    run_id,
+                    scans: self.snapshot.scans.clone(),
+                    consumers: self.snapshot.consumers.clone(),
+                    head_poison: self.snapshot.head_poison.clone(),
+                });
+            }
+        }
+        self.generation += 1;
+        self.snapshot.up = false;
+        self.snapshot.server = None;
+        self.snapshot.streams = Arc::default();
+        self.snapshot.prune_groups();
+        self.groups.clear();
+        self.anchors.clear();
+        self.walked.clear();
+        self.walked_facts = 0;
+        // The ledgers are kept: the same server, back, is compared with the
+        // last poll before the outage, so a loss during it is counted.
+        self.ledgers_unverified = !self.ledgers.is_empty();
+    }
+
+    /// Once the server is known after an outage (or at the first start):
+    /// the same server (same `run_id`) keeps every ledger and baseline;
+    /// another one (a restart, a failover), or one whose `run_id` cannot be
+    /// read, starts a new baseline (the counts are kept).
+    pub fn verify_ledgers(&mut self) {
+        let run_id = self
+            .snapshot
+            .server
+            .as_ref()
+            .map(|s| s.run_id.clone())
+            .filter(|r| !r.is_empty());
+        let another = match (&run_id, &self.ledgers_run_id) {
+            (Some(now), Some(before)) => now != before,
+            // Kept against a server never identified, or unidentifiable now.
+            _ => self.ledgers_unverified,
+        };
+        if another {
+            for ledger in self.ledgers.values_mut() {
+                ledger.reconnected();
+            }
+        }
+        self.ledgers_unverified = false;
+        if run_id.is_some() {
+            self.ledgers_run_id = run_id;
+        }
+    }
+
+    /// The ledger of a group, when this poll may feed it (not while the
+    /// server is unverified after an outage).
+    pub fn ledger_to_feed(&self, key: &(Name, Name)) -> Option<&loss::Ledger> {
+        if self.ledgers_unverified {
+            return None;
+        }
+        self.ledgers.get(key)
+    }
+
+    /// A stream's walked milliseconds, taken for this poll's walks.
+    pub fn take_walked(&mut self, stream: &Name) -> Option<lag::Walked> {
+        let walked = self.walked.remove(stream)?;
+        self.walked_facts -= walked.facts();
+        Some(walked)
+    }
+
+    /// Keeps a stream's walked milliseconds for its next poll, while the
+    /// target's streams hold at most [`WALKED_KEPT_PER_TARGET`] facts in all
+    /// (beyond, that stream's walks start over next time).
+    pub fn remember_walked(&mut self, stream: &Name, walked: Option<lag::Walked>) {
+        drop(self.take_walked(stream));
+        if let Some(walked) = walked {
+            if self.walked_facts + walked.facts() <= WALKED_KEPT_PER_TARGET {
+                self.walked_facts += walked.facts();
+                self.walked.insert(stream.clone(), walked);
+            }
+        }
+    }
+
+    /// Drops memory and per-group results of groups the stream poll no
+    /// longer knows.
+    pub fn prune_memory(&mut self) {
+        self.snapshot.prune_groups();
+        let streams = &self.snapshot.streams;
+        let known =
+            |(s, g): &(Name, Name)| streams.get(s).is_some_and(|st| st.groups.contains_key(g));
+        self.groups.retain(|k, _| known(k));
+        self.anchors.retain(|s, _| streams.contains_key(s));
+        self.walked.retain(|s, _| streams.contains_key(s));
+        self.walked_facts = self.walked.values().map(lag::Walked::facts).sum();
+        if !streams.is_empty() {
+            self.findings.retain(known);
+        }
+    }
+
+    /// Once the server is known again after an outage: the same server
+    /// (same run id) gets its parked evidence back, with its original
+    /// timestamps, for the groups the stream poll knows and no fresher
+    /// result covers; another server (a failover, a restart) does not.
+    /// Until both the server and the groups are known, it waits.
+    pub fn settle_parked(&mut self) {
+        let Some(server) = self.snapshot.server.as_ref() else {
+            return;
+        };
+        if self.snapshot.streams.is_empty() && !server.run_id.is_empty() {
+            return;
+        }
+        let Some(parked) = self.parked.take() else {
+            return;
+        };
+        if parked.run_id != server.run_id {
+            return;
+        }
+        let snapshot = &mut self.snapshot;
+        let streams = snapshot.streams.clone();
+        let known =
+            |(s, g): &(Name, Name)| streams.get(s).is_some_and(|st| st.groups.contains_key(g));
+        restore(&mut snapshot.scans, &parked.scans, known);
+        restore(&mut snapshot.consumers, &parked.consumers, known);
+        restore(&mut snapshot.head_poison, &parked.head_poison, known);
+    }
+
+    /// Drops the streams discovery no longer watches from the stream
+    /// poll's map (discovery decides what is watched; the stream poll owns
+    /// what is known of each stream).
+    pub fn forget_unwatched_streams(&mut self, watched: &std::collections::BTreeSet<&Name>) {
+        crate::snapshot::retain_keys(&mut self.snapshot.streams, |name| watched.contains(name));
+    }
+
+    /// Stops watching streams the stream poll found deleted, until
+    /// discovery finds them again, and keeps discovery's count in step.
+    pub fn forget_vanished_streams(&mut self, vanished: &[Name]) {
+        let gone: std::collections::BTreeSet<&Name> = vanished.iter().collect();
+        self.watched.retain(|n| !gone.contains(n));
+        self.snapshot.streams_watched = Some(self.watched.len() as u64);
+    }
+
+    /// The memory and the loss ledger of a group, both made on its first
+    /// poll.
+    pub fn group_entries(&mut self, key: &(Name, Name)) -> (&mut GroupMemory, &mut loss::Ledger) {
+        let mut added = false;
+        let memory = get_or_make(&mut self.groups, key, &mut added);
+        let ledger = get_or_make(&mut self.ledgers, key, &mut added);
+        self.groups_added_since_packed += usize::from(added);
+        (memory, ledger)
+    }
+
+    /// Rebuilds the per-group maps once groups added since they were last
+    /// packed make up more than an eighth of them (the first stream poll
+    /// adds them all). A B-tree filled one key at a time in key order, as a
+    /// stream poll does, leaves every node it splits half empty; one built
+    /// from its sorted entries fills them. At 10,000 streams × 2 groups
+    /// that is about 7 MB of the exporter's memory, for a copy that costs a
+    /// few milliseconds and happens again only after that much growth.
+    pub fn pack_group_maps(&mut self) {
+        if self.groups_added_since_packed * 8 <= self.groups.len().max(self.ledgers.len()) {
+            return;
+        }
+        self.groups = std::mem::take(&mut self.groups).into_iter().collect();
+        self.ledgers = std::mem::take(&mut self.ledgers).into_iter().collect();
+        self.groups_added_since_packed = 0;
+    }
+
+    /// Drops the loss records of groups the last stream poll did not see.
+    /// Only a completed stream poll may do this: after an outage the stream
+    /// map is empty until the next one, and the records must outlive it.
+    pub fn prune_ledgers(&mut self) {
+        let streams = &self.snapshot.streams;
+        self.ledgers
+            .retain(|(s, g), _| streams.get(s).is_some_and(|st| st.groups.contains_key(g)));
+    }
+}
+
+/// The value of a group's key, made by `Default` when absent (then `made`
+/// is set).
+fn get_or_make<'m, V: Default>(
+    map: &'m mut BTreeMap<(Name, Name), V>,
+    key: &(Name, Name),
+    made: &mut bool,
+) -> &'m mut V {
+    map.entry(key.clone()).or_insert_with(|| {
+        *made = true;
+        V::default()
+    })
+}
+
+/// The per-group results of the slow probes, kept while the target is
+/// down, with the run id of the server they came from.
+#[derive(Debug, Clone)]
+pub struct Parked {
+    /// The server's run id when they were read.
+    pub run_id: String,
+    /// PEL scans.
+    pub scans: Arc<BTreeMap<(Name, Name), crate::snapshot::ScanState>>,
+    /// Consumers.
+    pub consumers: Arc<BTreeMap<(Name, Name), Arc<crate::snapshot::Consumers>>>,
+    /// Poison among the oldest entries.
+    pub head_poison: Arc<BTreeMap<(Name, Name), u64>>,
+}
+
+/// Puts back into `map` the entries of `parked` whose key passes `keep` and
+/// that `map` does not have.
+fn restore<V: Clone>(
+    map: &mut Arc<BTreeMap<(Name, Name), V>>,
+    parked: &BTreeMap<(Name, Name), V>,
+    keep: impl Fn(&(Name, Name)) -> bool,
+) {
+    let missing: Vec<(&(Name, Name), &V)> = parked
+        .iter()
+        .filter(|(k, _)| keep(k) && !map.contains_key(*k))
+        .collect();
+    if !missing.is_empty() {
+        let map = Arc::make_mut(map);
+        for (k, v) in missing {
+            map.insert(k.clone(), v.clone());
+        }
+    }
+}
