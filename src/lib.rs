@@ -52,6 +52,7 @@ pub mod snapshot;
 pub(crate) mod status;
 pub mod telemetry;
 pub(crate) mod text;
+pub(crate) mod tls_signatures;
 pub(crate) mod trend;
 pub mod vocab;
 pub mod web;
