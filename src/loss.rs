@@ -65,8 +65,7 @@ pub struct Unproven {
     /// a window shorter than a poll, remove what it reads.
     pub routine_removal: u64,
     /// The range held more entries than one poll counts
-    /// ([`RANGE_COUNT_CAP`]), its count failed, or a trim passed the
-    /// group's position after it read (the range is gone whole).
+    /// ([`RANGE_COUNT_CAP`]), or its count failed.
     pub not_counted: u64,
 }
 
@@ -260,13 +259,7 @@ impl Ledger {
     /// over; `None` when this poll needs no count.
     pub fn range_to_count(&self, o: &Observation) -> Option<(StreamId, StreamId)> {
         let last = self.last?;
-        // A trim that passed the group's position after it read: the range
-        // is gone whole, what the group read in it and what it skipped
-        // alike, so its survivors prove nothing (the unread entries past the
-        // position are in the counters).
-        let edge_passed = o.first_entry.is_none_or(|f| f > o.last_delivered);
         let provable = !last.rewound_by(o)
-            && !edge_passed
             && o.last_delivered > last.last_delivered
             && last.entries_read.is_some()
             && o.entries_read.is_some()

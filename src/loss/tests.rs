@@ -175,27 +175,6 @@ fn a_range_too_long_to_count_is_unproven() {
     assert_eq!(l.unproven().not_counted, 1);
 }
 
-/// The demo's trim-catchup (Redis 7.0): the group read entries 3–16, then a
-/// burst of 60 (17–76) was trimmed to the last 20 before it read any of it.
-/// The trim took the 14 read entries and 40 unread ones; the group's
-/// position (16) is now before the first entry (57). The counters show the
-/// 40; the range it advanced over is gone whole and proves nothing (it was
-/// counted as 14 more lost).
-#[test]
-fn a_trim_past_the_position_does_not_count_what_was_read() {
-    let mut l = Ledger::default();
-    l.observe(&obs(1, 1, 1, 1, Some(0)), None);
-    l.observe(&obs(2, 2, 2, 1, Some(0)), None);
-    let o = obs(3, 16, 16, 57, Some(40));
-    assert_eq!(l.range_to_count(&o), None, "no range to count");
-    l.observe(&o, None);
-    assert_eq!(l.lost(), lost(40, 0));
-    assert_eq!(l.unproven().not_counted, 1);
-    // Caught up one poll later: nothing more.
-    step(&mut l, obs(4, 80, 80, 57, Some(0)), |_, _| 0);
-    assert_eq!(l.lost(), lost(40, 0));
-}
-
 /// Before Redis 7.0 entries-read does not exist: nothing is counted, the
 /// counter is absent, and a trim past the group is said unproven.
 #[test]

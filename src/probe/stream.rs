@@ -252,7 +252,12 @@ async fn poll_streams(
                         ranges.push((
                             (si, gi),
                             [
-                                count_range(name, from, to),
+                                Command::Xrange {
+                                    key: name.to_vec(),
+                                    start: RangeStart::From(from),
+                                    end: RangeEnd::To(to),
+                                    count: loss::RANGE_COUNT_CAP + 1,
+                                },
                                 Command::XpendingRange {
                                     key: name.to_vec(),
                                     group: group.name.clone(),
@@ -276,7 +281,15 @@ async fn poll_streams(
                     let no_counts = &no_counts;
                     (0..read.groups.len()).filter_map(move |gi| {
                         let (from, to) = reading(si, gi, no_counts).advance_to_count()?;
-                        Some(((si, gi), count_range(name, from, to)))
+                        Some((
+                            (si, gi),
+                            Command::Xrange {
+                                key: name.to_vec(),
+                                start: RangeStart::From(from),
+                                end: RangeEnd::To(to),
+                                count: loss::RANGE_COUNT_CAP + 1,
+                            },
+                        ))
                     })
                 })
                 .collect();
@@ -842,17 +855,6 @@ fn as_read(info: &StreamInfo) -> RangeEnd {
 pub(super) fn walk_budget(commands_per_second: u32, interval: std::time::Duration) -> usize {
     let allowed = (f64::from(commands_per_second) * interval.as_secs_f64()) as usize;
     (allowed / 10).max(200).min(allowed)
-}
-
-/// The entries of `[from, to]`, one more than a count may hold (so that a
-/// range too long to count says so).
-fn count_range(key: &Name, from: StreamId, to: StreamId) -> Command {
-    Command::Xrange {
-        key: key.to_vec(),
-        start: RangeStart::From(from),
-        end: RangeEnd::To(to),
-        count: loss::RANGE_COUNT_CAP + 1,
-    }
 }
 
 /// The command that reads one step of an estimator's walk.

@@ -259,7 +259,7 @@ metric!(
     "redis_streams_group_loss_unproven_total",
     Counter,
     TSGREASON,
-    "Stream polls after which entries were missing from the range this group advanced over, but their loss could not be proven, as observed since the exporter started. reason=no_entries_read: entries-read was unknown at one of the two polls (always before Redis 7.0); reason=routine_removal: the group's previous advance removed entries too (its consumers delete what they read, or the stream's window turns over within one poll); reason=not_counted: the range held more entries than one poll counts, or a trim passed the group's position after it read (the whole range is gone, what it read and what it skipped alike). A series appears with its first interval. Cached by the poller.",
+    "Stream polls after which entries were missing from the range this group advanced over, but their loss could not be proven, as observed since the exporter started. reason=no_entries_read: entries-read was unknown at one of the two polls (always before Redis 7.0); reason=routine_removal: the group's previous advance removed entries too (its consumers delete what they read, or the stream's window turns over within one poll); reason=not_counted: the range held more entries than one poll counts. A series appears with its first interval. Cached by the poller.",
     Source::Custom(Custom::LossUnproven)
 );
 metric!(
