@@ -7,7 +7,7 @@
 //! - Build date: `SOURCE_DATE_EPOCH` (reproducible builds) when set, else the time this script
 //!   ran. A malformed `SOURCE_DATE_EPOCH` fails the build, as reproducible-builds.org asks.
 //!
-//! The functions below are pure so that `tests/build_info.rs` can include this file and test
+//! The functions below are pure so that `tests/daemon/build_info.rs` can include this file and test
 //! them with a fake environment.
 
 use std::process::Command;

@@ -1,10 +1,10 @@
 // redis-streams-exporter monitoring mixin, in the thin form: the alert and recording rules are those
 // of alerts/*.rules.yml and the dashboards the JSON files of dashboards/, imported as they are, so
-// promtool tests the same rules this mixin hands out (tests/mixin.rs renders it with jsonnet and
+// promtool tests the same rules this mixin hands out (tests/assets/mixin.rs renders it with jsonnet and
 // compares). The rules come through rules/*.rules.json, JSON copies of the YAML files: the
 // std.parseYaml of jsonnet 0.18 (Debian 12's) fails on every multi-line string, and the rules'
-// expressions are multi-line. tests/mixin.rs fails when a copy differs from its YAML file
-// (RSE_UPDATE_GOLDEN=1 cargo test --test mixin rewrites them). docs/mixin.md shows how to use it.
+// expressions are multi-line. tests/assets/mixin.rs fails when a copy differs from its YAML file
+// (RSE_UPDATE_GOLDEN=1 cargo test --test assets mixin:: rewrites them). docs/mixin.md shows how to use it.
 //
 // _config:
 //   jobSelector, instanceSelector: label matchers (e.g. 'job="redis-streams"') that narrow the jobs

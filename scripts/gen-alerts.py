@@ -12,7 +12,7 @@ internal fork of alerts/runbook.md), write it elsewhere and load that copy in Pr
 
 With no option it rewrites alerts/redis-streams.rules.yml in place (run it after adding an alert or
 changing RUNBOOK_BASE, then scripts/gen-kubernetes.py, which embeds the rules). With --check it writes
-nothing and exits 1 when a runbook_url is missing or differs (tests/monitoring_assets.rs runs that).
+nothing and exits 1 when a runbook_url is missing or differs (tests/assets/monitoring_assets.rs runs that).
 
 Standard library only. The file is edited line by line, so its comments and layout stay as they are.
 """

@@ -11,7 +11,7 @@
 
 Run it after changing a rule file or a dashboard:  python3 scripts/gen-kubernetes.py
 With --check it writes nothing and exits 1 when a generated file is missing, stale or left over
-(tests/kubernetes.rs runs that, and also compares the parsed contents with the sources).
+(tests/assets/kubernetes.rs runs that, and also compares the parsed contents with the sources).
 
 Standard library only. The sources are embedded as text, indented, so the rules keep their
 comments and the dashboards their exact JSON: the PrometheusRule's spec is the rule file's

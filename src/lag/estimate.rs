@@ -33,7 +33,7 @@
 //! by the entries added within one stream poll; without them (the first
 //! polls after a start) an unseen burst can move the estimate by up to its
 //! size. The caller clamps the result into
-//! the bounds Redis's counters prove. `tests/motion.rs` measures steady,
+//! the bounds Redis's counters prove. `tests/servers/motion.rs` measures steady,
 //! bursty and mixed producers on every server, and a sparse mixed one whose
 //! gaps outlast the walks' default cap.
 

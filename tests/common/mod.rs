@@ -1,6 +1,7 @@
 //! Test fixtures: real servers on free loopback ports and what each one
 //! can do, the exporter's probes run in-process, one test per server, and a
-//! small exposition parser (the whole daemon in-process: `daemon.rs`).
+//! small exposition parser. The whole daemon in-process is `daemon.rs`; the
+//! exporter binary as a process is `exporter.rs`; certificates are `pki.rs`.
 //!
 //! A missing server binary fails the test with instructions; it never skips.
 #![allow(dead_code)]
@@ -8,8 +9,11 @@
 
 pub mod cluster;
 pub mod daemon;
+pub mod exporter;
+pub mod pki;
 pub mod proxy;
 pub mod stall;
+pub mod tls_client;
 
 #[allow(unused_imports)] // Each test binary uses only part of the fixtures.
 pub use daemon::{Daemon, wait_metrics};
@@ -32,7 +36,7 @@ use redis_streams_exporter::snapshot::SnapshotStore;
 /// Tests never assume one server's behaviour: they ask the capability
 /// methods below. Each claim was measured on the binaries the suite runs
 /// (Redis 6.2.14, 7.0.15, 8.6.3, Valkey 9.1.2) and is re-checked on every
-/// run by `tests/server_capabilities.rs`.
+/// run by `tests/servers/server_capabilities.rs`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Server {
     /// Debian's redis-server 7.0.

@@ -16,20 +16,29 @@ pub struct Proc {
 
 impl Proc {
     pub fn start(name: &str, program: &Path, args: &[String], logs: &Path) -> Proc {
+        Proc::spawn(name, Command::new(program).args(args), logs)
+    }
+
+    /// Starts `cmd` (its program, arguments and environment set) with its output in
+    /// `logs/NAME.log`.
+    pub fn spawn(name: &str, cmd: &mut Command, logs: &Path) -> Proc {
         let log = logs.join(format!("{name}.log"));
         let file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(program)
-            .args(args)
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())
             .stderr(file)
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {name} ({}): {e}", program.display()));
+            .unwrap_or_else(|e| panic!("cannot start {name} ({:?}): {e}", cmd.get_program()));
         Proc {
             name: name.to_string(),
             child,
             log,
         }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn alive(&mut self) -> bool {

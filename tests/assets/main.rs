@@ -1,0 +1,16 @@
+//! What ships beside the binary, tested as code: alert rules, dashboards, the mixin, the
+//! Kubernetes manifests and chart, and the README.
+//!
+//! One test binary of the suite (docs/development.md); each module was a binary of its own.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failed test.
+
+#[macro_use]
+#[path = "../common/mod.rs"]
+mod common;
+
+mod alerts_agree;
+mod front_door;
+mod kubernetes;
+mod mixin;
+mod monitoring_assets;

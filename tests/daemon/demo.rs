@@ -1,0 +1,199 @@
+//! The demo without cargo, and the simulator's `--cleanup`.
+//!
+//! `scripts/demo.sh --bin-dir` runs the binaries it is given, with no cargo
+//! on `PATH`, and its exporter serves the simulator's streams. `--cleanup`:
+//! when the simulator stops, after `--duration` or on SIGINT, every key its
+//! scenarios created is gone and nothing else is touched; without it the
+//! streams stay. Against a real redis-server 7.0.
+
+use crate::common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{RedisServer, Server};
+
+const SIMULATOR: &str = env!("CARGO_BIN_EXE_redis-streams-simulator");
+
+/// The scenarios run here and the keys they make with prefix `t:` and
+/// `--streams 5`: a stream each, healthy's and dead-letter's `:dlq`
+/// streams, many-streams' five.
+const SCENARIOS: [&str; 3] = ["healthy", "dead-letter", "many-streams"];
+
+fn keys(server: &RedisServer, pattern: &str) -> Vec<String> {
+    let mut c = server.conn();
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg(pattern).query(&mut c).unwrap();
+    keys.sort();
+    keys
+}
+
+fn simulator(server: &RedisServer, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(SIMULATOR);
+    cmd.args(["--url", &server.url(), "--prefix", "t:", "--streams", "5"])
+        .args(extra)
+        .args(SCENARIOS)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+#[test]
+fn cleanup_removes_what_the_scenarios_created() {
+    let server = RedisServer::start(Server::Redis70);
+    server.cmd(&["SET", "t:not-ours", "1"]);
+
+    // Without --cleanup the streams stay behind.
+    let out = simulator(&server, &["--duration", "3s"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let left = keys(&server, "t:*");
+    for key in ["t:healthy", "t:deadletter", "t:0", "t:4", "t:not-ours"] {
+        assert!(left.iter().any(|k| k == key), "{key} missing from {left:?}");
+    }
+
+    // With it, after --duration: only the key it did not create is left.
+    let out = simulator(&server, &["--duration", "3s", "--cleanup"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout.contains("cleanup deleted"), "{stdout}");
+    assert_eq!(keys(&server, "t:*"), ["t:not-ours"]);
+
+    // On SIGINT, once the scenarios have written.
+    let child = simulator(&server, &["--cleanup"]).spawn().unwrap();
+    let start = Instant::now();
+    while keys(&server, "t:deadletter:dlq").is_empty() || keys(&server, "t:4").is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the scenarios wrote nothing: {:?}",
+            keys(&server, "t:*")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("signal received"),
+        "{out:?}"
+    );
+    assert_eq!(keys(&server, "t:*"), ["t:not-ours"]);
+}
+
+#[test]
+fn help_says_what_cleanup_does() {
+    let out = Command::new(SIMULATOR).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{help}");
+    assert!(
+        help.contains("--cleanup") && help.contains("delete every stream and key"),
+        "{help}"
+    );
+}
+
+/// The demo started from the directory of the test's own binaries, with a
+/// `PATH` that holds no cargo: it must not build, and its exporter must serve
+/// the healthy scenario's stream.
+#[test]
+fn demo_runs_installed_binaries_without_cargo() {
+    let bin_dir = Path::new(SIMULATOR).parent().unwrap();
+    let tools = tempfile::tempdir().unwrap();
+    let path = path_without_cargo(tools.path());
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut demo = Command::new("bash")
+        .arg(format!("{root}/scripts/demo.sh"))
+        .args([
+            "--bin-dir",
+            bin_dir.to_str().unwrap(),
+            "--scenarios",
+            "healthy",
+        ])
+        .env("PATH", &path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = demo.id();
+    let mut lines = BufReader::new(demo.stdout.take().unwrap()).lines();
+    let mut printed = Vec::new();
+    let metrics = loop {
+        let Some(Ok(line)) = lines.next() else {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+            let out = demo.wait_with_output().unwrap();
+            panic!("the demo stopped before it ran: {printed:?} {out:?}");
+        };
+        printed.push(line.clone());
+        if let Some(rest) = line.split("metrics: ").nth(1) {
+            break rest.trim().to_string();
+        }
+    };
+    assert!(
+        !printed.iter().any(|l| l.contains("cargo build")),
+        "{printed:?}"
+    );
+    let start = Instant::now();
+    let want = "redis_streams_stream_length{target=\"demo\",stream=\"demo:healthy\"}";
+    loop {
+        let body = http_get(&metrics).unwrap_or_default();
+        if body.contains(want) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{want} not served by {metrics}:\n{body}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Ctrl-C stops everything it started.
+    Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    let status = demo.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    assert!(http_get(&metrics).is_none(), "the exporter still answers");
+}
+
+/// The body of `GET url` (`http://host:port/path`), or `None` when nothing
+/// answers.
+fn http_get(url: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://")?;
+    let (addr, path) = rest.split_once('/')?;
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(
+        s,
+        "GET /{path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// A `PATH` of one directory holding a link to every program of this
+/// process's `PATH` but cargo, so that the demo finds everything else.
+fn path_without_cargo(dir: &Path) -> std::ffi::OsString {
+    let path = std::env::var_os("PATH").unwrap();
+    for place in std::env::split_paths(&path) {
+        let Ok(entries) = std::fs::read_dir(&place) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let link = dir.join(&name);
+            if name != "cargo" && !link.exists() {
+                let _ = std::os::unix::fs::symlink(entry.path(), &link);
+            }
+        }
+    }
+    assert!(!dir.join("cargo").exists());
+    dir.as_os_str().to_owned()
+}

@@ -1,0 +1,20 @@
+//! The daemon and its commands as an operator runs them: configuration checks, `check`, logs,
+//! reload, signals, build metadata, bad input, and the demo.
+//!
+//! One test binary of the suite (docs/development.md); each module was a binary of its own.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failed test.
+
+#[macro_use]
+#[path = "../common/mod.rs"]
+mod common;
+
+mod bad_input;
+mod build_info;
+mod check_command;
+mod config_checks;
+mod config_files;
+mod demo;
+mod logs;
+mod reload;
+mod signals;

@@ -1,0 +1,21 @@
+//! End to end, on loopback with real servers: the whole monitoring chain (simulator, Redis,
+//! exporters, Prometheus with the shipped rules, Alertmanager with the example's routes) and the
+//! multi-target `/probe` pattern behind a real Prometheus.
+//!
+//! One test binary of the suite (docs/development.md).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failed test.
+
+#[macro_use]
+#[path = "../common/mod.rs"]
+mod common;
+
+mod alerts;
+mod dashboards;
+mod expect;
+mod fake_redis;
+mod multi_target;
+mod procs;
+mod scaling;
+mod trim_story;
+mod webhook;

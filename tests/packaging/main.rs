@@ -1,0 +1,12 @@
+//! Packaging: the Dockerfile, the systemd unit, the Debian package.
+//!
+//! One test binary of the suite (docs/development.md); each module was a binary of its own.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failed test.
+
+#[macro_use]
+#[path = "../common/mod.rs"]
+mod common;
+
+mod debian_package;
+mod packaging;

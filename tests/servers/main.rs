@@ -1,0 +1,26 @@
+//! Tests against real servers with the exporter's probes in-process: the figures against the
+//! truth, in motion and between polls, the differential oracle, cost, cardinality, keyspace
+//! events, clusters and Sentinel.
+//!
+//! One test binary of the suite (docs/development.md); each module was a binary of its own.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failed test.
+
+#[macro_use]
+#[path = "../common/mod.rs"]
+mod common;
+
+mod between_polls;
+mod cardinality;
+mod cluster;
+mod core_values;
+mod cost;
+mod fuzz;
+mod keyspace_events;
+mod many_targets;
+mod motion;
+mod oracle;
+mod read_only;
+mod sentinel;
+mod server_capabilities;
+mod truth;

@@ -1,0 +1,307 @@
+//! A differential oracle: seeded random operations on a real server (Redis
+//! 6.2, 7.0, 8.6 and Valkey 9), a model that computes the truth from them,
+//! and the exporter's figures compared with that truth at every poll.
+//!
+//! How to run it, what it compares and what it cannot: `docs/oracle.md`.
+//! `RSE_ORACLE_SEEDS=N` runs N seeds from `RSE_ORACLE_SEED_BASE` (default
+//! 1000) instead of the fixed CI seeds; `RSE_ORACLE_POLLS` sets the polls
+//! per seed; `RSE_ORACLE_SEED=s` replays one seed; `RSE_ORACLE_SHRINK_SECS`
+//! bounds the shrinking of a failure (default 60); `RSE_ORACLE_STRICT=all`
+//! (or a list of their names) fails on the exporter's known discrepancies
+//! too (docs/oracle.md).
+
+mod check;
+use crate::common;
+mod model;
+mod ops;
+mod rng;
+
+use std::time::{Duration, Instant};
+
+use check::{Checker, Failure, Stats};
+use common::{Harness, Server};
+use ops::{Driver, Step};
+use redis_streams_exporter::config::{self, CliOverrides};
+use redis_streams_exporter::probe::ProbeKind;
+
+/// The seeds CI runs on every server, and their polls: 1–12, and those that
+/// found a fixed discrepancy (docs/oracle.md, "Found and fixed").
+const CI_SEEDS: [u64; 13] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 2020];
+const CI_POLLS: usize = 40;
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().map(|v| {
+        v.parse()
+            .unwrap_or_else(|_| panic!("{name}={v}: not a number"))
+    })
+}
+
+fn exporter_config(port: u16) -> redis_streams_exporter::config::Config {
+    let text = format!(
+        "[[targets]]\nname = \"t\"\nurl = \"redis://127.0.0.1:{port}\"\npatterns = [\"*\"]\n\
+         [schedule]\ndiscovery = \"100ms\"\nstream = \"100ms\"\npending_summary = \"100ms\"\n\
+         consumers = \"100ms\"\npending_scan = \"100ms\"\ninfo = \"100ms\"\n\
+         [limits]\ncommands_per_second = 1000000\ncommand_timeout = \"{}ms\"\n\
+         [status]\nwindow = 3\n",
+        ops::COMMAND_TIMEOUT.as_millis()
+    );
+    config::from_str("oracle.toml", &text, &CliOverrides::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The outcome of one run of steps.
+struct Run {
+    failure: Option<Failure>,
+    stats: Stats,
+    transcript: Vec<String>,
+    applied: std::collections::BTreeMap<&'static str, u64>,
+}
+
+/// One poll of the exporter: the probes a fast schedule would have run.
+/// True when the stream poll succeeded.
+async fn poll(h: &Harness, d: &mut Driver) -> bool {
+    let cont = d.stop_during_poll.take().map(|pause| {
+        let pid = d.pid();
+        stop(pid, "-STOP");
+        std::thread::spawn(move || {
+            std::thread::sleep(pause);
+            stop(pid, "-CONT");
+        })
+    });
+    for kind in [
+        ProbeKind::Discovery,
+        ProbeKind::Info,
+        ProbeKind::Stream,
+        ProbeKind::PendingSummary,
+        ProbeKind::Consumers,
+    ] {
+        h.probe(kind).await;
+    }
+    if let Some(t) = cont {
+        t.join().unwrap();
+    }
+    let m = h.metrics();
+    ["discovery", "stream", "consumers"].iter().all(|p| {
+        m.get(
+            "redis_streams_exporter_probe_success",
+            &[("target", "t"), ("probe", p)],
+        ) == Some(1.0)
+    })
+}
+
+fn stop(pid: u32, signal: &str) {
+    let ok = std::process::Command::new("kill")
+        .arg(signal)
+        .arg(pid.to_string())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {signal} {pid}");
+}
+
+/// Applies `steps` on a new server, checking every poll; stops at the first
+/// failure.
+async fn run(kind: Server, steps: &[Step]) -> Run {
+    let mut d = Driver::new(kind);
+    let h = Harness::new(exporter_config(d.port));
+    let strict = std::env::var("RSE_ORACLE_STRICT")
+        .map(|v| v.split(',').map(String::from).collect())
+        .unwrap_or_default();
+    let mut checker = Checker::new(kind, strict);
+    let mut failure = None;
+    let mut polls = 0;
+    for step in steps {
+        match step {
+            Step::Op(op) => d.apply(op),
+            Step::Poll => {
+                polls += 1;
+                d.transcript.push(format!("-- poll {polls}"));
+                let mut ok = poll(&h, &mut d).await;
+                // A failed poll (the server stopped, restarting) is no poll:
+                // the next successful one closes the interval.
+                let mut tries = 0;
+                while !ok && tries < 20 {
+                    checker.stats.failed_polls += 1;
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    ok = poll(&h, &mut d).await;
+                }
+                if !ok {
+                    failure = Some(Failure {
+                        poll: polls,
+                        check: "poll".into(),
+                        detail: "the exporter did not poll successfully in 20 tries".into(),
+                    });
+                    break;
+                }
+                let raw = match check::verify_model(&mut d, polls) {
+                    Ok(raw) => raw,
+                    Err(f) => {
+                        failure = Some(f);
+                        break;
+                    }
+                };
+                let events = std::mem::take(&mut d.events);
+                if let Err(f) = checker.check(polls, &d.model, &h.metrics(), &raw, &events) {
+                    failure = Some(f);
+                    break;
+                }
+            }
+        }
+    }
+    Run {
+        failure,
+        stats: checker.stats,
+        transcript: d.transcript,
+        applied: d.applied,
+    }
+}
+
+/// Delta debugging over the operations (polls stay): drops chunks of
+/// operations while the same check still fails, until no single operation
+/// can go or the time is up.
+async fn shrink(kind: Server, steps: Vec<Step>, check: &str, limit: Duration) -> (Vec<Step>, Run) {
+    let started = Instant::now();
+    let mut best = steps;
+    // Nothing after the failing poll matters.
+    let mut best_run = run(kind, &best).await;
+    if let Some(f) = &best_run.failure {
+        let mut polls = 0;
+        let cut = best
+            .iter()
+            .position(|s| {
+                if *s == Step::Poll {
+                    polls += 1;
+                }
+                polls == f.poll
+            })
+            .map_or(best.len(), |i| i + 1);
+        best.truncate(cut);
+    }
+    let mut chunk = best.len() / 2;
+    while chunk >= 1 && started.elapsed() < limit {
+        let mut i = 0;
+        let mut progressed = false;
+        while i < best.len() && started.elapsed() < limit {
+            let end = (i + chunk).min(best.len());
+            if best[i..end].iter().all(|s| *s == Step::Poll) {
+                i = end;
+                continue;
+            }
+            let candidate: Vec<Step> = best[..i]
+                .iter()
+                .chain(best[end..].iter())
+                .cloned()
+                .collect();
+            let r = run(kind, &candidate).await;
+            if r.failure.as_ref().is_some_and(|f| f.check == check) {
+                best = candidate;
+                best_run = r;
+                progressed = true;
+            } else {
+                i = end;
+            }
+        }
+        if !progressed {
+            chunk /= 2;
+        }
+    }
+    // Polls with no operation before them are dropped last.
+    let mut i = 1;
+    while i < best.len() && started.elapsed() < limit {
+        if best[i] == Step::Poll && best[i - 1] == Step::Poll {
+            let mut candidate = best.clone();
+            candidate.remove(i);
+            let r = run(kind, &candidate).await;
+            if r.failure.as_ref().is_some_and(|f| f.check == check) {
+                best = candidate;
+                best_run = r;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    (best, best_run)
+}
+
+fn seeds() -> (Vec<u64>, usize) {
+    let polls = env_u64("RSE_ORACLE_POLLS").map_or(CI_POLLS, |p| p as usize);
+    if let Some(seed) = env_u64("RSE_ORACLE_SEED") {
+        return (vec![seed], polls);
+    }
+    match env_u64("RSE_ORACLE_SEEDS") {
+        Some(n) => {
+            let base = env_u64("RSE_ORACLE_SEED_BASE").unwrap_or(1000);
+            ((base..base + n).collect(), polls)
+        }
+        None => (CI_SEEDS.to_vec(), polls),
+    }
+}
+
+async fn oracle(kind: Server) {
+    let (seeds, polls) = seeds();
+    let shrink_limit = Duration::from_secs(env_u64("RSE_ORACLE_SHRINK_SECS").unwrap_or(60));
+    let mut failures = Vec::new();
+    for seed in seeds {
+        let steps = generate_steps(seed, kind, polls);
+        let ops = steps.iter().filter(|s| matches!(s, Step::Op(_))).count();
+        let r = run(kind, &steps).await;
+        let s = &r.stats;
+        println!(
+            "ORACLE | {kind:?} | seed {seed} | {} polls ({} failed) | {ops} operations {:?} | provable intervals {} with {} unread losses | unprovable intervals with losses {} ({} entries) | read-then-removed intervals {} | marked unproven where provable {} (first advance {}, previous advance misread {}) | lag exact {} estimated {} (abs error {}) | {}",
+            s.polls,
+            s.failed_polls,
+            r.applied,
+            s.provable_intervals,
+            s.provable_losses,
+            s.unprovable_intervals_with_loss,
+            s.unprovable_losses,
+            s.read_then_removed.len(),
+            s.marked_unproven,
+            s.first_advance_unproven.len(),
+            s.misread_routine.len(),
+            s.lag_exact,
+            s.lag_estimated,
+            s.lag_estimate_abs_error,
+            r.failure
+                .as_ref()
+                .map_or("ok".to_string(), |f| format!("FAIL {}", f.check))
+        );
+        for line in &s.read_then_removed {
+            println!("ORACLE | {kind:?} | seed {seed} | read then removed in one interval: {line}");
+        }
+        for line in &s.misread_routine {
+            println!("ORACLE | {kind:?} | seed {seed} | previous advance misread: {line}");
+        }
+        for line in &s.first_advance_unproven {
+            println!("ORACLE | {kind:?} | seed {seed} | first advance unproven: {line}");
+        }
+        if let Some(f) = r.failure {
+            let (small, small_run) = shrink(kind, steps, &f.check, shrink_limit).await;
+            let f2 = small_run.failure.clone().unwrap_or(f.clone());
+            let replay: Vec<String> = small.iter().map(ToString::to_string).collect();
+            failures.push(format!(
+                "{kind:?} seed {seed}: poll {} check {}: {}\n  shrunk to {} steps (poll {}: {}):\n    {}\n  commands of the shrunk replay:\n    {}",
+                f.poll,
+                f.check,
+                f.detail,
+                small.len(),
+                f2.poll,
+                f2.detail,
+                replay.join("\n    "),
+                small_run.transcript.join("\n    ")
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "oracle failures:\n{}",
+        failures.join("\n\n")
+    );
+}
+
+fn generate_steps(seed: u64, kind: Server, polls: usize) -> Vec<Step> {
+    ops::generate(seed, kind, polls)
+}
+
+per_server!(oracle);
