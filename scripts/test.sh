@@ -13,7 +13,7 @@
 #   - jsonnet (Debian package; tests/assets/mixin.rs renders mixin/mixin.libsonnet)
 #   - PyPI prometheus_client (its strict OpenMetrics parser judges what the
 #     exporter serves in OpenMetrics), pip-installed into .cache/python
-# Then: cargo fmt --check, clippy with -D warnings, and every test.
+# Then: cargo fmt --check, clippy with -D warnings, cargo doc with warnings denied, and every test.
 # With --prepare it stops after the prerequisites (to set up a worktree).
 # Some tests install their own tools into .cache/ when missing: tests/packaging/debian_package.rs cargo-deb
 # (cargo install, about 1.5 min; it also installs and purges the package with dpkg, so it needs
@@ -120,6 +120,10 @@ fi
 
 cargo fmt --all --check
 cargo clippy --all-targets --locked -- -D warnings
+# The maintainers' documentation, private items included (links between modules resolve there),
+# builds without a warning: a broken link or a stale name fails the run.
+RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links" \
+  cargo doc --no-deps --document-private-items --locked
 # The whole output is kept in target/test-output.log. CI shows only the head and the tail of a long
 # run, so on failure every panic message is printed again at the very end.
 log="$root/target/test-output.log"

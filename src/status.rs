@@ -2,7 +2,7 @@
 //! stream polls, Burrow-style but without its false alarms on quiet streams.
 //!
 //! Pure: the poller pushes each poll's [`Sample`] into the group's
-//! [`Window`], and [`evaluate`] judges the window and the latest sample.
+//! [`Window`], and [`judge`] judges the window and the latest sample.
 //! Rules in order:
 //! 1. `data_loss`: entries were removed before the group read them: the
 //!    group is behind a trim that took unread entries, or a loss was counted

@@ -3,8 +3,8 @@
 //!
 //! The probe asks [`Reading::sample_request`] whether it must read the first
 //! undelivered entries (`XRANGE key <successor of last-delivered-id> + COUNT
-//! k`), then, when the count cannot be had otherwise, [`Reading::probes`] for
-//! the milliseconds the estimator needs, and calls [`Reading::compute`] with
+//! k`), then, when the count cannot be had otherwise, [`Reading::tail_request`]
+//! and [`Reading::walk`] for the milliseconds the estimator needs, and calls [`Reading::compute`] with
 //! everything it has. The result says which number to export, whether it is
 //! Redis's own count or ours (`lag_estimated`), the entries removed before
 //! the group read them, and which entry is the oldest undelivered one (for

@@ -1,4 +1,4 @@
-//! Metrics: the [`catalog`] of every name the exporter emits, [`render`],
+//! Metrics: the [`catalog`] of every name the exporter emits, [`render()`],
 //! which writes a set of snapshots in the Prometheus text format, and
 //! [`openmetrics`], which turns that into OpenMetrics and filters families.
 //! This is the only module that knows metric names.

@@ -154,7 +154,7 @@ pub struct ScanState {
 }
 
 /// What the stream poll knows about one group. The per-group probes keep
-/// their results in maps of their own in [`TargetSnapshot`], so each probe
+/// their results in maps of their own in [`TargetSnapshot`](super::TargetSnapshot), so each probe
 /// replaces only what it owns and never copies the others' data.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GroupState {

@@ -11,12 +11,11 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustls::client::danger::HandshakeSignatureValid;
+use rustls::DistinguishedName;
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 use serde::Deserialize;
 
 /// `tls_server_config` as written.
@@ -350,7 +349,11 @@ fn client_verifier(
     let Some(inner) = verifier else {
         return Err("tls_server_config.client_allowed_sans: needs a client_auth_type that asks for client certificates".into());
     };
-    Ok(Some(Arc::new(AllowedSans::new(inner, sans)?)))
+    Ok(Some(Arc::new(AllowedSans::new(
+        inner,
+        sans,
+        provider.signature_verification_algorithms,
+    )?)))
 }
 
 /// `RequestClientCert` and `RequireAnyClientCert`: any certificate is taken
@@ -390,12 +393,18 @@ impl ClientCertVerifier for AnyClientCert {
 #[derive(Debug)]
 struct AllowedSans {
     inner: Arc<dyn ClientCertVerifier>,
+    /// The provider's, as the inner verifier's: the handshake is checked the same way.
+    algorithms: WebPkiSupportedAlgorithms,
     names: BTreeSet<String>,
     ips: Vec<IpAddr>,
 }
 
 impl AllowedSans {
-    fn new(inner: Arc<dyn ClientCertVerifier>, sans: &[String]) -> Result<Self, String> {
+    fn new(
+        inner: Arc<dyn ClientCertVerifier>,
+        sans: &[String],
+        algorithms: WebPkiSupportedAlgorithms,
+    ) -> Result<Self, String> {
         let mut names = BTreeSet::new();
         let mut ips = Vec::new();
         for san in sans {
@@ -409,7 +418,12 @@ impl AllowedSans {
                 names.insert(san.clone());
             }
         }
-        Ok(AllowedSans { inner, names, ips })
+        Ok(AllowedSans {
+            inner,
+            algorithms,
+            names,
+            ips,
+        })
     }
 
     fn allows(&self, end_entity: &CertificateDer<'_>) -> bool {
@@ -452,27 +466,7 @@ impl ClientCertVerifier for AllowedSans {
         }
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
+    crate::tls_signatures::handshake_signatures!(algorithms);
 }
 
 #[cfg(test)]
@@ -553,9 +547,10 @@ mod tests {
 
     #[test]
     fn sans_sort_ips_from_names_and_refuse_emails() {
+        let algorithms = rustls::crypto::ring::default_provider().signature_verification_algorithms;
         let inner: Arc<dyn ClientCertVerifier> = Arc::new(AnyClientCert {
             mandatory: true,
-            algorithms: rustls::crypto::ring::default_provider().signature_verification_algorithms,
+            algorithms,
         });
         let s = AllowedSans::new(
             inner.clone(),
@@ -564,11 +559,12 @@ mod tests {
                 "prometheus.example".into(),
                 "spiffe://x/y".into(),
             ],
+            algorithms,
         )
         .unwrap();
         assert_eq!(s.ips, ["10.0.0.1".parse::<IpAddr>().unwrap()]);
         assert!(s.names.contains("spiffe://x/y") && s.names.contains("prometheus.example"));
-        let err = AllowedSans::new(inner, &["ops@example.com".into()]).unwrap_err();
+        let err = AllowedSans::new(inner, &["ops@example.com".into()], algorithms).unwrap_err();
         assert!(
             err.starts_with("tls_server_config.client_allowed_sans: \"ops@example.com\""),
             "{err}"

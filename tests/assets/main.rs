@@ -1,7 +1,7 @@
 //! What ships beside the binary, tested as code: alert rules, dashboards, the mixin, the
 //! Kubernetes manifests and chart, and the README.
 //!
-//! One test binary of the suite (docs/development.md); each module was a binary of its own.
+//! One test binary of the suite (docs/development.md).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failed test.
 

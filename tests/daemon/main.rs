@@ -1,7 +1,7 @@
 //! The daemon and its commands as an operator runs them: configuration checks, `check`, logs,
 //! reload, signals, build metadata, bad input, and the demo.
 //!
-//! One test binary of the suite (docs/development.md); each module was a binary of its own.
+//! One test binary of the suite (docs/development.md).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failed test.
 

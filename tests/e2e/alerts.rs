@@ -15,20 +15,24 @@
 //! configuration file: default target names, the per-host pattern), in another scrape job. Then
 //! Prometheus loads `alerts/redis-streams.rules.yml` and Alertmanager
 //! `alerts/alertmanager.example.yml` (its routes, grouping and inhibitions; its receivers replaced
-//! by this test's webhook), both scaled in time (see `e2e/scaling.rs`). It checks that:
+//! by this test's webhook), both scaled in time (see `e2e/scaling.rs`). The chain runs once; five
+//! named cases judge it:
 //!
-//! 1. every fault raises in Prometheus the alerts `e2e/expect.rs` says it must on that server, and
-//!    nothing it does not allow; the healthy stream raises nothing;
-//! 2. every fault is notified (pager or ticket) with the alert it must be, and costs no more
-//!    notifications than it may: one per faulty group (one fault, one page);
-//! 3. stopping one of the two default-named exporters' Redis pages `RedisStreamsTargetDown` for that
-//!    server only, and the other server's alerts stay notified and unmuted;
-//! 4. every query of every panel of every dashboard in `dashboards/`, and every template variable
-//!    query, returns data from the live Prometheus;
-//! 5. on every server of the matrix, the `trim-overtake` scenario pages
-//!    `RedisStreamsTrimOvertakingGroup` on the trim-overtake ETA while the group is still far from
-//!    the trimming edge, then shows a drain ETA and loses the overtake ETA and the alert once the
-//!    group speeds up (`e2e/trim_story.rs`).
+//! 1. `every_fault_raises_its_alerts_and_no_other`: every fault raises in Prometheus the alerts
+//!    `e2e/expect.rs` says it must on that server, and nothing it does not allow; the healthy
+//!    stream raises nothing;
+//! 2. `every_fault_is_notified_within_its_budget`: every fault is notified (pager or ticket) with
+//!    the alert it must be, and costs no more notifications than it may: one per faulty group (one
+//!    fault, one page);
+//! 3. `a_down_target_pages_for_itself_only`: stopping one of the two default-named exporters' Redis
+//!    pages `RedisStreamsTargetDown` for that server only, and the other server's alerts stay
+//!    notified and unmuted;
+//! 4. `every_dashboard_query_has_data`: every query of every panel of every dashboard in
+//!    `dashboards/`, and every template variable query, returns data from the live Prometheus;
+//! 5. `trim_overtake_pages_early_and_clears`: on every server of the matrix, the `trim-overtake`
+//!    scenario pages `RedisStreamsTrimOvertakingGroup` on the trim-overtake ETA while the group is
+//!    still far from the trimming edge, then shows a drain ETA and loses the overtake ETA and the
+//!    alert once the group speeds up (`e2e/trim_story.rs`).
 //!
 //! It prints, per fault and server, the alerts that fired, the notifications sent and the time to
 //! the first one and to the first page. `RSE_E2E_RULES` and `RSE_E2E_ALERTMANAGER` run it with
@@ -63,6 +67,7 @@ use crate::{dashboards, expect, fake_redis, procs, scaling, trim_story, webhook}
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::{ALL_SERVERS, RedisServer, Server, free_port, which};
@@ -80,6 +85,9 @@ const ALERTMANAGER_EXAMPLE: &str = "alerts/alertmanager.example.yml";
 const JOB: &str = "redis-streams-exporter";
 /// The scrape job of the two default-named exporters: any name works.
 const PAIR_JOB: &str = "hosts";
+
+/// Each alert rule's severity and `for:` duration, by alert name.
+type RuleFacts = BTreeMap<String, (String, String)>;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -222,18 +230,105 @@ fn secs(d: Duration) -> String {
 }
 
 // ------------------------------------------------------------------------------------------------
-// The test
+// The cases: one run of the whole chain, judged by five named tests
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn faults_page_once_on_every_server_and_dashboards_have_data() {
+/// What the run found wrong, by the case that judges it. Each test asserts its own list, so a
+/// failure names the case; the chain runs once for all of them.
+#[derive(Debug, Default)]
+struct Findings {
+    /// Alerts that did not fire, fired unexpectedly, or belong to no fault.
+    alerts: Vec<String>,
+    /// Notifications missing, beyond a fault's budget, of no fault, malformed, or with another
+    /// severity than their rule's.
+    notifications: Vec<String>,
+    /// The default-named pair: stopping one Redis pages TargetDown for it alone.
+    target_down: Vec<String>,
+    /// Dashboard and template-variable queries without data.
+    dashboards: Vec<String>,
+    /// The trim-overtake story on each server of the matrix.
+    trim_story: Vec<String>,
+}
+
+/// The findings of the one run of the chain, started by whichever case asks first (the others
+/// wait). A run that panics fails every case with its message, and is not run again.
+fn findings() -> &'static Findings {
+    static RUN: OnceLock<Result<Findings, String>> = OnceLock::new();
+    let outcome = RUN.get_or_init(|| {
+        let _turn = crate::ONE_STACK_AT_A_TIME.blocking_lock();
+        std::panic::catch_unwind(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(run())
+        })
+        .map_err(|panic| {
+            panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "a panic without a message".to_string())
+        })
+    });
+    match outcome {
+        Ok(findings) => findings,
+        Err(message) => panic!("the end-to-end run failed before it could be judged: {message}"),
+    }
+}
+
+fn assert_none(case: &str, problems: &[String]) {
+    assert!(
+        problems.is_empty(),
+        "{case}: {} problems:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+/// Every fault raises in Prometheus the alerts `e2e/expect.rs` says it must on that server, and
+/// nothing it does not allow; the healthy stream raises nothing.
+#[test]
+fn every_fault_raises_its_alerts_and_no_other() {
+    assert_none("alerts", &findings().alerts);
+}
+
+/// Every fault is notified (pager or ticket) with the alert it must be, and costs no more
+/// notifications than it may: one fault, one page.
+#[test]
+fn every_fault_is_notified_within_its_budget() {
+    assert_none("notifications", &findings().notifications);
+}
+
+/// Stopping the Redis of one default-named exporter pages TargetDown for that server only; the
+/// other server's stopped group still pages and stays unmuted.
+#[test]
+fn a_down_target_pages_for_itself_only() {
+    assert_none("target down", &findings().target_down);
+}
+
+/// Every query of every panel of every dashboard, and every template variable query, returns
+/// data from the live Prometheus.
+#[test]
+fn every_dashboard_query_has_data() {
+    assert_none("dashboards", &findings().dashboards);
+}
+
+/// On every server, `trim-overtake` pages on the overtake ETA while the group is still far from
+/// the edge, then shows a drain ETA and loses the ETA and the alert once the group speeds up.
+#[test]
+fn trim_overtake_pages_early_and_clears() {
+    assert_none("trim story", &findings().trim_story);
+}
+
+// ------------------------------------------------------------------------------------------------
+// The run
+
+/// Starts the chain, waits for the alerts while injecting the infrastructure faults, then judges
+/// what Prometheus, Alertmanager and the webhook saw. Every process is stopped before it returns.
+async fn run() -> Findings {
     let test_started = Instant::now();
-    let prometheus_bin = which("prometheus");
-    let alertmanager_bin = which("prometheus-alertmanager");
-    let exporter_bin = PathBuf::from(env!("CARGO_BIN_EXE_redis-streams-exporter"));
-    let simulator_bin = PathBuf::from(env!("CARGO_BIN_EXE_redis-streams-simulator"));
     let dir = tempfile::tempdir().unwrap();
-    let logs = dir.path().join("logs");
-    std::fs::create_dir_all(&logs).unwrap();
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
@@ -243,31 +338,225 @@ async fn faults_page_once_on_every_server_and_dashboards_have_data() {
     println!("e2e: rules {rules_path}, Alertmanager configuration {am_path}");
     let facts = rule_facts(&rules_text);
 
-    // Servers: the matrix, a Valkey for the eviction policy, a Redis to kill, two Redis for the
-    // default-named exporters, and the fake proxy.
-    let matrix: Vec<(Server, RedisServer)> = ALL_SERVERS
-        .iter()
-        .map(|&kind| (kind, RedisServer::start(kind)))
-        .collect();
-    for (kind, _) in &matrix {
-        println!("e2e: {kind:?} is version {}", kind.version());
-    }
-    let redis70 = &matrix
-        .iter()
-        .find(|(k, _)| *k == Server::Redis70)
-        .unwrap()
-        .1;
-    let evict = RedisServer::start(Server::Valkey9);
-    let mut doomed = RedisServer::start(Server::Redis70);
-    let mut pair_a = RedisServer::start(Server::Redis70);
-    let pair_b = RedisServer::start(Server::Redis70);
-    let proxy = fake_redis::start().await;
-    let hook = webhook::start().await;
+    let mut stack = Stack::start(dir.path(), &http, &am_example, &rules_text).await;
+    println!(
+        "e2e: servers and exporters up after {:.0}s; scenarios started",
+        test_started.elapsed().as_secs_f64()
+    );
+    let seen = watch(&mut stack, &http).await;
+    let mut findings = judge(&stack, &seen, &facts);
 
-    // Alertmanager with the example's routes, grouping and inhibitions.
+    println!(
+        "\nDashboards: {} panel and variable queries checked, {} without data.",
+        seen.dashboards_checked,
+        seen.dashboards_empty.len()
+    );
+    println!(
+        "Alerts: {} fired ({} faults) within {:.0} s; {} notifications; total wall time {:.0} s.",
+        seen.fired.len(),
+        stack.faults.len(),
+        seen.alerts_done.as_secs_f64(),
+        seen.inbox.len(),
+        test_started.elapsed().as_secs_f64()
+    );
+    println!(
+        "for: durations (test): {}",
+        facts
+            .iter()
+            .map(|(n, (_, f))| format!(
+                "{} {f} ({})",
+                n.trim_start_matches("RedisStreams"),
+                scaled(f)
+            ))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let failing = [
+        &findings.alerts,
+        &findings.notifications,
+        &findings.target_down,
+        &findings.trim_story,
+    ];
+    if failing.iter().any(|p| !p.is_empty()) {
+        for p in stack.exporters.iter().take(3) {
+            println!("--- end of {} ---\n{}", p.name, p.tail(10));
+        }
+    }
+    println!(
+        "The fake proxy answered {} commands.",
+        stack
+            .proxy
+            .commands
+            .load(std::sync::atomic::Ordering::Relaxed)
+    );
+    let malformed = stack.hook.malformed.lock().unwrap().clone();
+    if !malformed.is_empty() {
+        findings
+            .notifications
+            .push(format!("malformed webhook notifications: {malformed:?}"));
+    }
+    findings.dashboards = seen.dashboards_empty.clone();
+    // Stop every process before judging ends (Drop would too, in any order).
+    stack.stop();
+    findings
+}
+
+/// Every process and server of the run, and what the faults must raise.
+struct Stack {
+    matrix: Vec<(Server, RedisServer)>,
+    doomed: RedisServer,
+    pair_a: RedisServer,
+    // Kept alive for the whole run: the evictable Valkey and pair-b's Redis.
+    _evict: RedisServer,
+    _pair_b: RedisServer,
+    proxy: fake_redis::FakeRedis,
+    hook: webhook::Webhook,
+    alertmanager: Proc,
+    am: String,
+    exporters: Vec<Proc>,
+    ports: [u16; 6],
+    prometheus: Proc,
+    prom: String,
+    simulators: Vec<Proc>,
+    exporters_started: Instant,
+    scenarios_started: Instant,
+    faults: Vec<Fault>,
+    pair_a_instance: String,
+    pair_b_instance: String,
+    pair_a_target: String,
+    pair_b_target: String,
+}
+
+impl Stack {
+    /// Servers, Alertmanager, the exporters, Prometheus, then the scenarios.
+    async fn start(dir: &Path, http: &reqwest::Client, am_example: &str, rules: &str) -> Stack {
+        let logs = dir.join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        // Servers: the matrix, a Valkey for the eviction policy, a Redis to kill, two Redis for
+        // the default-named exporters, and the fake proxy.
+        let matrix: Vec<(Server, RedisServer)> = ALL_SERVERS
+            .iter()
+            .map(|&kind| (kind, RedisServer::start(kind)))
+            .collect();
+        for (kind, _) in &matrix {
+            println!("e2e: {kind:?} is version {}", kind.version());
+        }
+        let evict = RedisServer::start(Server::Valkey9);
+        let doomed = RedisServer::start(Server::Redis70);
+        let pair_a = RedisServer::start(Server::Redis70);
+        let pair_b = RedisServer::start(Server::Redis70);
+        let proxy = fake_redis::start().await;
+        let hook = webhook::start().await;
+        let (alertmanager, am_port) =
+            start_alertmanager(dir, &logs, http, am_example, hook.port).await;
+
+        let ports: [u16; 6] = std::array::from_fn(|_| free_port());
+        let redis70 = &matrix
+            .iter()
+            .find(|(k, _)| *k == Server::Redis70)
+            .unwrap()
+            .1;
+        let exporters_started = Instant::now();
+        let mut exporters = start_exporters(
+            dir,
+            &logs,
+            &ports,
+            &matrix,
+            [redis70, &evict, &doomed, &pair_a, &pair_b],
+            proxy.port,
+        );
+        for (p, port) in exporters.iter_mut().zip(ports) {
+            wait_http_ok(
+                http,
+                &format!("http://127.0.0.1:{port}/healthz"),
+                p,
+                Duration::from_secs(30),
+            )
+            .await;
+        }
+        let (prometheus, prom) = start_prometheus(dir, &logs, http, rules, am_port, &ports).await;
+
+        // The starved target must have finished a first stream poll before its 30 streams
+        // appear: the exporter reports a target down until its first stream poll completes
+        // (module docs).
+        wait_metric(
+            http,
+            ports[1],
+            "redis_streams_exporter_target_up{target=\"starved\"} 1",
+            &mut exporters[1],
+        )
+        .await;
+
+        let scenarios_started = Instant::now();
+        let simulators = start_scenarios(&logs, &matrix, redis70, &evict, &pair_a, &pair_b);
+        let instance = |i: usize| format!("127.0.0.1:{}", ports[i]);
+        let (main, shortlived) = (instance(0), instance(3));
+        let (pair_a_instance, pair_b_instance) = (instance(4), instance(5));
+        // Default target names: the address, as the exporter sees it in its URL.
+        let pair_a_target = format!("127.0.0.1:{}", pair_a.port);
+        let pair_b_target = format!("127.0.0.1:{}", pair_b.port);
+        let mut faults: Vec<Fault> = Vec::new();
+        for (kind, _) in &matrix {
+            faults.extend(expect::matrix(*kind, &main));
+        }
+        faults.extend(expect::infrastructure(&main, &shortlived));
+        faults.extend(expect::tight(&instance(1), &instance(2)));
+        faults.extend(expect::pair(
+            PAIR_JOB,
+            (&pair_a_instance, &pair_a_target),
+            (&pair_b_instance, &pair_b_target),
+        ));
+        Stack {
+            matrix,
+            doomed,
+            pair_a,
+            _evict: evict,
+            _pair_b: pair_b,
+            proxy,
+            hook,
+            alertmanager,
+            am: format!("http://127.0.0.1:{am_port}"),
+            exporters,
+            ports,
+            prometheus,
+            prom,
+            simulators,
+            exporters_started,
+            scenarios_started,
+            faults,
+            pair_a_instance,
+            pair_b_instance,
+            pair_a_target,
+            pair_b_target,
+        }
+    }
+
+    fn instance(&self, i: usize) -> String {
+        format!("127.0.0.1:{}", self.ports[i])
+    }
+
+    /// Stops the simulators first (they write to the servers), then the exporters, Prometheus
+    /// and Alertmanager.
+    fn stop(&mut self) {
+        self.simulators.clear();
+        self.exporters.clear();
+        self.prometheus.stop();
+        self.alertmanager.stop();
+    }
+}
+
+/// Alertmanager with the example's routes, grouping and inhibitions, its receivers replaced by
+/// the webhook; checked by amtool first. Returns it and its port.
+async fn start_alertmanager(
+    dir: &Path,
+    logs: &Path,
+    http: &reqwest::Client,
+    am_example: &str,
+    hook_port: u16,
+) -> (Proc, u16) {
     let am_port = free_port();
-    let am_config = dir.path().join("alertmanager.yml");
-    std::fs::write(&am_config, test_alertmanager(&am_example, hook.port)).unwrap();
+    let am_config = dir.join("alertmanager.yml");
+    std::fs::write(&am_config, test_alertmanager(am_example, hook_port)).unwrap();
     let check = Command::new(which("amtool"))
         .arg("check-config")
         .arg(&am_config)
@@ -281,29 +570,41 @@ async fn faults_page_once_on_every_server_and_dashboards_have_data() {
     );
     let mut alertmanager = Proc::start(
         "alertmanager",
-        &alertmanager_bin,
+        &which("prometheus-alertmanager"),
         &[
             format!("--config.file={}", am_config.display()),
-            format!("--storage.path={}", dir.path().join("am-data").display()),
+            format!("--storage.path={}", dir.join("am-data").display()),
             format!("--web.listen-address=127.0.0.1:{am_port}"),
             "--cluster.listen-address=".to_string(),
             "--log.level=warn".to_string(),
         ],
-        &logs,
+        logs,
     );
-    let am = format!("http://127.0.0.1:{am_port}");
     wait_http_ok(
-        &http,
-        &format!("{am}/-/ready"),
+        http,
+        &format!("http://127.0.0.1:{am_port}/-/ready"),
         &mut alertmanager,
         Duration::from_secs(30),
     )
     .await;
+    (alertmanager, am_port)
+}
 
-    // Exporters.
-    let ports: [u16; 6] = std::array::from_fn(|_| free_port());
+/// The exporters of the module docs, on `ports` in this order: main, starved, slowscan,
+/// shortlived, pair-a, pair-b. `others` are Redis 7.0 of the matrix, the evictable Valkey, the
+/// doomed Redis and the pair's two.
+fn start_exporters(
+    dir: &Path,
+    logs: &Path,
+    ports: &[u16; 6],
+    matrix: &[(Server, RedisServer)],
+    others: [&RedisServer; 5],
+    proxy_port: u16,
+) -> Vec<Proc> {
+    let [redis70, evict, doomed, pair_a, pair_b] = others;
+    let exporter_bin = PathBuf::from(env!("CARGO_BIN_EXE_redis-streams-exporter"));
     let mut matrix_targets = String::new();
-    for (kind, server) in &matrix {
+    for (kind, server) in matrix {
         matrix_targets.push_str(&format!(
             "[[targets]]\nname = \"{}\"\nurl = \"{}\"\npatterns = [\"e2e:*\"]\n\n",
             expect::target_name(*kind),
@@ -339,7 +640,7 @@ streams = ["{proxy_stream}"]
                     main = redis70.url(),
                     evict = evict.url(),
                     doomed = doomed.url(),
-                    proxy = proxy.port,
+                    proxy = proxy_port,
                     proxy_stream = fake_redis::STREAM,
                 ),
                 "ghost_checks_per_scan = 5",
@@ -384,20 +685,19 @@ streams = ["{proxy_stream}"]
             ),
         ),
     ];
-    let exporters_started = Instant::now();
     let mut exporters: Vec<Proc> = Vec::new();
     for (name, config) in &configs {
-        let path = dir.path().join(format!("{name}.toml"));
+        let path = dir.join(format!("{name}.toml"));
         std::fs::write(&path, config).unwrap();
         exporters.push(Proc::start(
             name,
             &exporter_bin,
             &["--config".to_string(), path.display().to_string()],
-            &logs,
+            logs,
         ));
     }
     // The per-host pattern: no configuration file, only the Redis URL (and a free port).
-    for (name, server, port) in [("pair-a", &pair_a, ports[4]), ("pair-b", &pair_b, ports[5])] {
+    for (name, server, port) in [("pair-a", pair_a, ports[4]), ("pair-b", pair_b, ports[5])] {
         exporters.push(Proc::start(
             &format!("exporter-{name}"),
             &exporter_bin,
@@ -405,25 +705,27 @@ streams = ["{proxy_stream}"]
                 format!("--redis.url={}", server.url()),
                 format!("--web.listen-address=127.0.0.1:{port}"),
             ],
-            &logs,
+            logs,
         ));
     }
-    for (p, port) in exporters.iter_mut().zip(ports) {
-        wait_http_ok(
-            &http,
-            &format!("http://127.0.0.1:{port}/healthz"),
-            p,
-            Duration::from_secs(30),
-        )
-        .await;
-    }
+    exporters
+}
 
-    // Prometheus with the time-scaled rules.
+/// Prometheus with the time-scaled rules, scraping the first four exporters in one job and the
+/// default-named pair in another; checked by promtool first. Returns it and its base URL.
+async fn start_prometheus(
+    dir: &Path,
+    logs: &Path,
+    http: &reqwest::Client,
+    rules: &str,
+    am_port: u16,
+    ports: &[u16; 6],
+) -> (Proc, String) {
     let prom_port = free_port();
     let prom = format!("http://127.0.0.1:{prom_port}");
-    let rules_copy = dir.path().join("redis-streams.rules.yml");
-    std::fs::write(&rules_copy, test_rules(&rules_text)).unwrap();
-    let prom_config = dir.path().join("prometheus.yml");
+    let rules_copy = dir.join("redis-streams.rules.yml");
+    std::fs::write(&rules_copy, test_rules(rules)).unwrap();
+    let prom_config = dir.join("prometheus.yml");
     std::fs::write(
         &prom_config,
         prometheus_config(
@@ -446,43 +748,40 @@ streams = ["{proxy_stream}"]
     );
     let mut prometheus = Proc::start(
         "prometheus",
-        &prometheus_bin,
+        &which("prometheus"),
         &[
             format!("--config.file={}", prom_config.display()),
-            format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("prom-data").display()
-            ),
+            format!("--storage.tsdb.path={}", dir.join("prom-data").display()),
             format!("--web.listen-address=127.0.0.1:{prom_port}"),
             "--log.level=warn".to_string(),
         ],
-        &logs,
+        logs,
     );
     wait_http_ok(
-        &http,
+        http,
         &format!("{prom}/-/ready"),
         &mut prometheus,
         Duration::from_secs(60),
     )
     .await;
+    (prometheus, prom)
+}
 
-    // The starved target must have finished a first stream poll before its 30 streams appear:
-    // the exporter reports a target down until its first stream poll completes (module docs).
-    wait_metric(
-        &http,
-        ports[1],
-        "redis_streams_exporter_target_up{target=\"starved\"} 1",
-        &mut exporters[1],
-    )
-    .await;
-
-    // The scenarios.
+/// The simulators: every scenario on each server of the matrix, and the infrastructure ones.
+fn start_scenarios(
+    logs: &Path,
+    matrix: &[(Server, RedisServer)],
+    redis70: &RedisServer,
+    evict: &RedisServer,
+    pair_a: &RedisServer,
+    pair_b: &RedisServer,
+) -> Vec<Proc> {
+    let simulator_bin = PathBuf::from(env!("CARGO_BIN_EXE_redis-streams-simulator"));
     let sim = |name: &str, url: &str, args: &[&str]| {
         let mut all = vec!["--url".to_string(), url.to_string()];
         all.extend(args.iter().map(|a| a.to_string()));
-        Proc::start(name, &simulator_bin, &all, &logs)
+        Proc::start(name, &simulator_bin, &all, logs)
     };
-    let scenarios_started = Instant::now();
     let mut simulators: Vec<Proc> = matrix
         .iter()
         .map(|(kind, server)| {
@@ -525,113 +824,111 @@ streams = ["{proxy_stream}"]
             &["--prefix", "q:", "stopped"],
         ),
     ]);
-    let instance = |i: usize| format!("127.0.0.1:{}", ports[i]);
-    let (main, shortlived) = (instance(0), instance(3));
-    let (pair_a_instance, pair_b_instance) = (instance(4), instance(5));
-    // Default target names: the address, as the exporter sees it in its URL.
-    let pair_a_target = format!("127.0.0.1:{}", pair_a.port);
-    let pair_b_target = format!("127.0.0.1:{}", pair_b.port);
-    println!(
-        "e2e: servers and exporters up after {:.0}s; scenarios started",
-        test_started.elapsed().as_secs_f64()
-    );
+    simulators
+}
 
-    let mut faults: Vec<Fault> = Vec::new();
-    for (kind, _) in &matrix {
-        faults.extend(expect::matrix(*kind, &main));
-    }
-    faults.extend(expect::infrastructure(&main, &shortlived));
-    faults.extend(expect::tight(&instance(1), &instance(2)));
-    faults.extend(expect::pair(
-        PAIR_JOB,
-        (&pair_a_instance, &pair_a_target),
-        (&pair_b_instance, &pair_b_target),
-    ));
+// ------------------------------------------------------------------------------------------------
+// Watching and judging
 
-    // Wait for the alerts, injecting the infrastructure faults once Prometheus has seen the
-    // victims healthy, and recording when each alert first fired in Prometheus.
-    let mut exporter_killed: Option<Instant> = None;
-    let mut redis_killed: Option<Instant> = None;
-    let mut pair_killed: Option<Instant> = None;
+/// What the run saw: alerts as they first fired in Prometheus, the notifications, when each
+/// infrastructure fault was injected, and the final views of Alertmanager, Prometheus and the
+/// dashboards.
+struct Seen {
+    fired: BTreeMap<String, (Labels, Instant)>,
+    inbox: Vec<webhook::Notification>,
+    exporter_killed: Option<Instant>,
+    redis_killed: Option<Instant>,
+    pair_killed: Option<Instant>,
+    alerts_done: Duration,
+    story: trim_story::Story,
+    /// pair-b's alerts in Alertmanager: (alert, state).
+    pair_b_states: Vec<(String, String)>,
+    /// "instance: target" of each default-named exporter, from Prometheus.
+    pair_targets: Vec<String>,
+    dashboards_checked: usize,
+    dashboards_empty: Vec<String>,
+}
+
+/// Waits for the alerts, injecting the infrastructure faults once Prometheus has seen the
+/// victims healthy, and records when each alert first fired in Prometheus; then takes the final
+/// views.
+async fn watch(stack: &mut Stack, http: &reqwest::Client) -> Seen {
+    let started = stack.scenarios_started;
+    let (prom, shortlived) = (stack.prom.clone(), stack.instance(3));
     let mut fired: BTreeMap<String, (Labels, Instant)> = BTreeMap::new();
+    let (mut exporter_killed, mut redis_killed, mut pair_killed) = (None, None, None);
     let mut complete_at: Option<Instant> = None;
-    let matrix_names: Vec<&str> = matrix
+    let matrix_names: Vec<&str> = stack
+        .matrix
         .iter()
         .map(|(k, _)| expect::target_name(*k))
         .collect();
-    let mut story = trim_story::Story::new(&main, &matrix_names);
+    let mut story = trim_story::Story::new(&stack.instance(0), &matrix_names);
+    let since_start = || format!("t+{:.0}s", started.elapsed().as_secs_f64());
     loop {
+        let seen_or_late = |query: String, late: u64| {
+            let http = http.clone();
+            let prom = prom.clone();
+            async move {
+                has_data(&http, &prom, &query).await
+                    || started.elapsed() > Duration::from_secs(late)
+            }
+        };
         if exporter_killed.is_none()
-            && (has_data(
-                &http,
-                &prom,
-                &format!("up{{instance=\"{shortlived}\"}} == 1"),
-            )
-            .await
-                || scenarios_started.elapsed() > Duration::from_secs(30))
+            && seen_or_late(format!("up{{instance=\"{shortlived}\"}} == 1"), 30).await
         {
-            exporters[3].stop();
+            stack.exporters[3].stop();
             exporter_killed = Some(Instant::now());
-            println!(
-                "e2e: t+{:.0}s killed exporter-shortlived",
-                scenarios_started.elapsed().as_secs_f64()
-            );
+            println!("e2e: {} killed exporter-shortlived", since_start());
         }
         if redis_killed.is_none()
-            && (has_data(
-                &http,
-                &prom,
-                "redis_streams_exporter_target_up{target=\"down\"} == 1",
+            && seen_or_late(
+                "redis_streams_exporter_target_up{target=\"down\"} == 1".to_string(),
+                30,
             )
             .await
-                || scenarios_started.elapsed() > Duration::from_secs(30))
         {
-            doomed.kill();
+            stack.doomed.kill();
             redis_killed = Some(Instant::now());
             println!(
-                "e2e: t+{:.0}s killed the redis-server of target down",
-                scenarios_started.elapsed().as_secs_f64()
+                "e2e: {} killed the redis-server of target down",
+                since_start()
             );
         }
-        let inbox = hook.inbox.lock().unwrap().clone();
+        let inbox = stack.hook.inbox.lock().unwrap().clone();
         if pair_killed.is_none()
-            && (has_data(
-                &http,
-                &prom,
-                &format!("count(redis_streams_exporter_target_up{{job=\"{PAIR_JOB}\"}} == 1) == 2"),
+            && seen_or_late(
+                format!("count(redis_streams_exporter_target_up{{job=\"{PAIR_JOB}\"}} == 1) == 2"),
+                20,
             )
             .await
-                || scenarios_started.elapsed() > Duration::from_secs(20))
         {
-            pair_a.kill();
+            stack.pair_a.kill();
             pair_killed = Some(Instant::now());
             println!(
-                "e2e: t+{:.0}s stopped the Redis of pair-a ({pair_a_target})",
-                scenarios_started.elapsed().as_secs_f64()
+                "e2e: {} stopped the Redis of pair-a ({})",
+                since_start(),
+                stack.pair_a_target
             );
         }
-        if let Ok(series) = query(&http, &prom, "ALERTS{alertstate=\"firing\"}").await {
+        if let Ok(series) = query(http, &prom, "ALERTS{alertstate=\"firing\"}").await {
             for s in series {
                 let labels = labels_of(&s["metric"]);
                 if let std::collections::btree_map::Entry::Vacant(slot) = fired.entry(key(&labels))
                 {
-                    println!(
-                        "e2e: t+{:>3.0}s fired {}",
-                        scenarios_started.elapsed().as_secs_f64(),
-                        short(&labels)
-                    );
+                    println!("e2e: {:>6} fired {}", since_start(), short(&labels));
                     slot.insert((labels, Instant::now()));
                 }
             }
         }
-        story.observe(&http, &prom).await;
+        story.observe(http, &prom).await;
         let all_fired = story.done()
-            && faults.iter().all(|f| {
+            && stack.faults.iter().all(|f| {
                 f.must_fire
                     .iter()
                     .all(|w| fired.values().any(|(l, _)| f.owns(l) && w.accepts(l)))
             });
-        let all_notified = faults.iter().all(|f| {
+        let all_notified = stack.faults.iter().all(|f| {
             f.notified.iter().all(|w| {
                 inbox.iter().any(|n| {
                     n.firing()
@@ -642,59 +939,21 @@ streams = ["{proxy_stream}"]
         if all_fired && all_notified && complete_at.is_none() {
             complete_at = Some(Instant::now());
             println!(
-                "e2e: t+{:.0}s every expected alert fired and was notified; counting for {SETTLE:?} more",
-                scenarios_started.elapsed().as_secs_f64()
+                "e2e: {} every expected alert fired and was notified; counting for {SETTLE:?} more",
+                since_start()
             );
         }
-        if complete_at.is_some_and(|t| t.elapsed() > SETTLE)
-            || scenarios_started.elapsed() > ALERT_DEADLINE
-        {
+        if complete_at.is_some_and(|t| t.elapsed() > SETTLE) || started.elapsed() > ALERT_DEADLINE {
             break;
         }
-        {
-            let mut alive: Vec<&mut Proc> = vec![&mut alertmanager, &mut prometheus];
-            for (i, e) in exporters.iter_mut().enumerate() {
-                if i != 3 {
-                    alive.push(e);
-                }
-            }
-            for s in simulators.iter_mut() {
-                // The pair-a simulator loses its Redis on purpose.
-                if s.name != "simulator-pair-a" || pair_killed.is_none() {
-                    alive.push(s);
-                }
-            }
-            assert_alive(&mut alive);
-        }
+        assert_running(stack, pair_killed.is_some());
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    let alerts_done = scenarios_started.elapsed();
-    let inbox = hook.inbox.lock().unwrap().clone();
-
-    // Alertmanager's view of the healthy default-named exporter's alerts: active, not muted.
-    let am_alerts: Vec<serde_json::Value> = http
-        .get(format!("{am}/api/v2/alerts"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap_or_default();
-    let pair_b_states: Vec<(String, String)> = am_alerts
-        .iter()
-        .filter(|a| a["labels"]["instance"] == pair_b_instance.as_str())
-        .map(|a| {
-            (
-                short(&labels_of(&a["labels"])),
-                a["status"]["state"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-            )
-        })
-        .collect();
-    let pair_targets: Vec<String> = query(
-        &http,
+    let alerts_done = started.elapsed();
+    let inbox = stack.hook.inbox.lock().unwrap().clone();
+    let pair_b_states = alertmanager_states(http, &stack.am, &stack.pair_b_instance).await;
+    let pair_targets = query(
+        http,
         &prom,
         &format!("redis_streams_exporter_build_info{{job=\"{PAIR_JOB}\"}} * on(job, instance) group_right() max by (job, instance, target) (redis_streams_exporter_probe_success)"),
     )
@@ -710,27 +969,133 @@ streams = ["{proxy_stream}"]
         )
     })
     .collect();
+    let (dashboards_checked, dashboards_empty) = dashboards::check_dashboards(http, &prom).await;
+    Seen {
+        fired,
+        inbox,
+        exporter_killed,
+        redis_killed,
+        pair_killed,
+        alerts_done,
+        story,
+        pair_b_states,
+        pair_targets,
+        dashboards_checked,
+        dashboards_empty,
+    }
+}
 
-    // Every dashboard query against the live Prometheus.
-    let (checked, empty) = dashboards::check_dashboards(&http, &prom).await;
+/// Fails the run with the end of its log when a process that should run has exited (the
+/// short-lived exporter and, once its Redis is stopped, pair-a's simulator excepted).
+fn assert_running(stack: &mut Stack, pair_killed: bool) {
+    let mut alive: Vec<&mut Proc> = vec![&mut stack.alertmanager, &mut stack.prometheus];
+    for (i, e) in stack.exporters.iter_mut().enumerate() {
+        if i != 3 {
+            alive.push(e);
+        }
+    }
+    for s in stack.simulators.iter_mut() {
+        // The pair-a simulator loses its Redis on purpose.
+        if s.name != "simulator-pair-a" || !pair_killed {
+            alive.push(s);
+        }
+    }
+    assert_alive(&mut alive);
+}
 
-    // ---- Report and checks.
+/// Alertmanager's view of one instance's alerts: (alert, state), to see them active, not muted.
+async fn alertmanager_states(
+    http: &reqwest::Client,
+    am: &str,
+    instance: &str,
+) -> Vec<(String, String)> {
+    let alerts: Vec<serde_json::Value> = http
+        .get(format!("{am}/api/v2/alerts"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap_or_default();
+    alerts
+        .iter()
+        .filter(|a| a["labels"]["instance"] == instance)
+        .map(|a| {
+            (
+                short(&labels_of(&a["labels"])),
+                a["status"]["state"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Prints the report (per fault and server: alerts, notifications, times) and files every
+/// problem under the case that judges it.
+fn judge(stack: &Stack, seen: &Seen, facts: &RuleFacts) -> Findings {
+    let mut findings = Findings::default();
+    judge_faults(stack, seen, &mut findings);
+    println!(
+        "\nThe trim-overtake scenario ({}), seconds after the scenarios started:\n{}",
+        trim_story::STREAM,
+        seen.story.table(stack.scenarios_started)
+    );
+    findings.trim_story = seen.story.problems();
+    for (l, _) in seen.fired.values() {
+        if owner(&stack.faults, l).is_none() {
+            findings
+                .alerts
+                .push(format!("alert of no fault: {}", short(l)));
+        }
+    }
+    let mut wrong_severity = BTreeSet::new();
+    for n in &seen.inbox {
+        for a in n.firing() {
+            if owner(&stack.faults, &a.labels).is_none() {
+                findings.notifications.push(format!(
+                    "notification of no fault: {} to {}",
+                    short(&a.labels),
+                    n.receiver
+                ));
+            }
+            if facts
+                .get(a.name())
+                .is_none_or(|(severity, _)| a.label("severity") != severity)
+            {
+                wrong_severity.insert(short(&a.labels));
+            }
+        }
+    }
+    if !wrong_severity.is_empty() {
+        findings.notifications.push(format!(
+            "alerts with a severity other than their rule's: {wrong_severity:?}"
+        ));
+    }
+    findings.target_down = judge_pair(stack, seen);
+    findings
+}
+
+/// Per fault: the alerts it must raise and may raise, the notifications it must cause and may
+/// cost; prints the table of the report.
+fn judge_faults(stack: &Stack, seen: &Seen, findings: &mut Findings) {
     let since_of = |s: Since| match s {
-        Since::Scenarios => Some(scenarios_started),
-        Since::Exporters => Some(exporters_started),
-        Since::ExporterKilled => exporter_killed,
-        Since::RedisKilled => redis_killed,
-        Since::PairKilled => pair_killed,
+        Since::Scenarios => Some(stack.scenarios_started),
+        Since::Exporters => Some(stack.exporters_started),
+        Since::ExporterKilled => seen.exporter_killed,
+        Since::RedisKilled => seen.redis_killed,
+        Since::PairKilled => seen.pair_killed,
     };
-    let mut problems: Vec<String> = Vec::new();
     println!(
         "\n| scenario | server | alerts fired in Prometheus (s after the fault) | notifications (pages + tickets) | first notification | first page |"
     );
     println!("|---|---|---|---|---|---|");
     let (mut total_pages, mut total_tickets) = (0, 0);
-    for f in &faults {
-        let since = since_of(f.since).unwrap_or(scenarios_started);
-        let mine: Vec<&(Labels, Instant)> = fired.values().filter(|(l, _)| f.owns(l)).collect();
+    for f in &stack.faults {
+        let since = since_of(f.since).unwrap_or(stack.scenarios_started);
+        let mine: Vec<&(Labels, Instant)> =
+            seen.fired.values().filter(|(l, _)| f.owns(l)).collect();
         let mut names: BTreeMap<String, Duration> = BTreeMap::new();
         for (l, at) in &mine {
             let name = l.get("alertname").cloned().unwrap_or_default();
@@ -741,16 +1106,10 @@ streams = ["{proxy_stream}"]
                 .or_insert(d);
         }
         // A notification counts when it carries any of this fault's alerts.
-        let notes: Vec<&webhook::Notification> = inbox
+        let notes: Vec<&webhook::Notification> = seen
+            .inbox
             .iter()
-            .filter(|n| {
-                let set: BTreeSet<String> = n
-                    .firing()
-                    .filter(|a| f.owns(&a.labels))
-                    .map(|a| key(&a.labels))
-                    .collect();
-                !set.is_empty()
-            })
+            .filter(|n| n.firing().any(|a| f.owns(&a.labels)))
             .collect();
         let pages = notes.iter().filter(|n| n.receiver == "pager").count();
         let tickets = notes.len() - pages;
@@ -786,7 +1145,16 @@ streams = ["{proxy_stream}"]
         let place = format!("{} on {}", f.scenario, f.server);
         for w in &f.must_fire {
             if !mine.iter().any(|(l, _)| w.accepts(l)) {
-                problems.push(format!("{place}: {} {:?} did not fire", w.alert, w.labels));
+                findings
+                    .alerts
+                    .push(format!("{place}: {} {:?} did not fire", w.alert, w.labels));
+            }
+        }
+        for (l, _) in &mine {
+            if !f.allows(l) {
+                findings
+                    .alerts
+                    .push(format!("{place}: unexpected alert {}", short(l)));
             }
         }
         for w in &f.notified {
@@ -794,19 +1162,14 @@ streams = ["{proxy_stream}"]
                 n.firing()
                     .any(|a| f.owns(&a.labels) && w.accepts(&a.labels))
             }) {
-                problems.push(format!(
+                findings.notifications.push(format!(
                     "{place}: {} {:?} was not notified",
                     w.alert, w.labels
                 ));
             }
         }
-        for (l, _) in &mine {
-            if !f.allows(l) {
-                problems.push(format!("{place}: unexpected alert {}", short(l)));
-            }
-        }
         if notes.len() > f.max_notifications {
-            problems.push(format!(
+            findings.notifications.push(format!(
                 "{place}: {} notifications, at most {} allowed: {:?}",
                 notes.len(),
                 f.max_notifications,
@@ -826,50 +1189,22 @@ streams = ["{proxy_stream}"]
     }
     println!(
         "\nTotal: {total_pages} pages and {total_tickets} tickets for {} faults.",
-        faults.len()
+        stack.faults.len()
     );
-    println!(
-        "\nThe trim-overtake scenario ({}), seconds after the scenarios started:\n{}",
-        trim_story::STREAM,
-        story.table(scenarios_started)
-    );
-    problems.extend(story.problems());
-    for (l, _) in fired.values() {
-        if owner(&faults, l).is_none() {
-            problems.push(format!("alert of no fault: {}", short(l)));
-        }
-    }
-    let mut wrong_severity = BTreeSet::new();
-    for n in &inbox {
-        for a in n.firing() {
-            if owner(&faults, &a.labels).is_none() {
-                problems.push(format!(
-                    "notification of no fault: {} to {}",
-                    short(&a.labels),
-                    n.receiver
-                ));
-            }
-            if facts
-                .get(a.name())
-                .is_none_or(|(severity, _)| a.label("severity") != severity)
-            {
-                wrong_severity.insert(short(&a.labels));
-            }
-        }
-    }
-    if !wrong_severity.is_empty() {
-        problems.push(format!(
-            "alerts with a severity other than their rule's: {wrong_severity:?}"
-        ));
-    }
+}
 
-    // The two default-named exporters.
-    println!("\nDefault-named exporters: {pair_targets:?}");
+/// The two default-named exporters: each names its target; stopping pair-a's Redis pages
+/// TargetDown for pair-a only, while pair-b's stopped group pages after it and stays active.
+fn judge_pair(stack: &Stack, seen: &Seen) -> Vec<String> {
+    let mut problems = Vec::new();
+    let (a_instance, b_instance) = (&stack.pair_a_instance, &stack.pair_b_instance);
+    println!("\nDefault-named exporters: {:?}", seen.pair_targets);
     for (instance, target) in [
-        (&pair_a_instance, &pair_a_target),
-        (&pair_b_instance, &pair_b_target),
+        (a_instance, &stack.pair_a_target),
+        (b_instance, &stack.pair_b_target),
     ] {
-        if !pair_targets
+        if !seen
+            .pair_targets
             .iter()
             .any(|t| *t == format!("{instance}: target {target}"))
         {
@@ -878,7 +1213,8 @@ streams = ["{proxy_stream}"]
             ));
         }
     }
-    let target_down: Vec<String> = inbox
+    let target_down: Vec<String> = seen
+        .inbox
         .iter()
         .flat_map(|n| {
             n.firing()
@@ -890,9 +1226,9 @@ streams = ["{proxy_stream}"]
         .collect();
     println!("  TargetDown notified: {target_down:?}");
     if target_down.is_empty()
-        || target_down.iter().any(|t| {
-            !t.contains(&format!("instance={pair_a_instance}")) || !t.ends_with("to pager")
-        })
+        || target_down
+            .iter()
+            .any(|t| !t.contains(&format!("instance={a_instance}")) || !t.ends_with("to pager"))
     {
         problems.push(format!(
             "stopping pair-a's Redis must page TargetDown for pair-a only: {target_down:?}"
@@ -900,30 +1236,36 @@ streams = ["{proxy_stream}"]
     }
     // pair-b's stopped group reached the pager while pair-a's TargetDown was firing, and stays
     // active (not muted) in Alertmanager.
-    let a_down_fired = fired
+    let a_down_fired = seen
+        .fired
         .values()
         .filter(|(l, _)| {
             l.get("alertname").map(String::as_str) == Some("RedisStreamsTargetDown")
-                && l.get("instance") == Some(&pair_a_instance)
+                && l.get("instance") == Some(a_instance)
         })
         .map(|(_, at)| *at)
         .min();
-    let b_paged = inbox
+    let b_paged = seen
+        .inbox
         .iter()
         .filter(|n| n.receiver == "pager")
         .filter(|n| {
             n.firing().any(|a| {
-                a.name() == "RedisStreamsGroupStopped" && a.label("instance") == pair_b_instance
+                a.name() == "RedisStreamsGroupStopped" && a.label("instance") == b_instance
             })
         })
         .map(|n| n.at)
         .min();
+    let started = stack.scenarios_started;
     println!(
         "  pair-a's TargetDown fired at t+{}, pair-b's stopped group paged at t+{}",
-        a_down_fired.map_or("-".to_string(), |t| secs(t - scenarios_started)),
-        b_paged.map_or("-".to_string(), |t| secs(t - scenarios_started))
+        a_down_fired.map_or("-".to_string(), |t| secs(t - started)),
+        b_paged.map_or("-".to_string(), |t| secs(t - started))
     );
-    println!("  pair-b's alerts in Alertmanager: {pair_b_states:?}");
+    println!(
+        "  pair-b's alerts in Alertmanager: {:?}",
+        seen.pair_b_states
+    );
     match (a_down_fired, b_paged) {
         (Some(down), Some(paged)) if paged > down => {}
         _ => problems.push(
@@ -931,69 +1273,15 @@ streams = ["{proxy_stream}"]
                 .to_string(),
         ),
     }
-    if !pair_b_states
+    if !seen
+        .pair_b_states
         .iter()
         .any(|(alert, state)| alert.starts_with("RedisStreamsGroupStopped") && state == "active")
     {
         problems.push(format!(
-            "pair-b's stopped group must stay active (not suppressed) while pair-a's Redis is down: {pair_b_states:?}"
+            "pair-b's stopped group must stay active (not suppressed) while pair-a's Redis is down: {:?}",
+            seen.pair_b_states
         ));
     }
-
-    println!(
-        "\nDashboards: {checked} panel and variable queries checked, {} without data.",
-        empty.len()
-    );
-    println!(
-        "Alerts: {} fired ({} faults) within {:.0} s; {} notifications; total wall time {:.0} s.",
-        fired.len(),
-        faults.len(),
-        alerts_done.as_secs_f64(),
-        inbox.len(),
-        test_started.elapsed().as_secs_f64()
-    );
-    println!(
-        "for: durations (test): {}",
-        facts
-            .iter()
-            .map(|(n, (_, f))| format!(
-                "{} {f} ({})",
-                n.trim_start_matches("RedisStreams"),
-                scaled(f)
-            ))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    if !problems.is_empty() {
-        for p in exporters.iter().take(3) {
-            println!("--- end of {} ---\n{}", p.name, p.tail(10));
-        }
-    }
-    let malformed = hook.malformed.lock().unwrap().clone();
-    println!(
-        "The fake proxy answered {} commands.",
-        proxy.commands.load(std::sync::atomic::Ordering::Relaxed)
-    );
-
-    // Clean up before asserting (Drop would too, in any order).
-    simulators.clear();
-    drop(exporters);
-    drop(prometheus);
-    drop(alertmanager);
-
-    assert!(
-        problems.is_empty(),
-        "{} problems:\n{}",
-        problems.len(),
-        problems.join("\n")
-    );
-    assert!(
-        malformed.is_empty(),
-        "malformed webhook notifications: {malformed:?}"
-    );
-    assert!(
-        empty.is_empty(),
-        "dashboard queries without data:\n{}",
-        empty.join("\n")
-    );
+    problems
 }

@@ -19,3 +19,7 @@ mod procs;
 mod scaling;
 mod trim_story;
 mod webhook;
+
+/// The chain and the multi-target pair each run a Prometheus and several exporters against
+/// scaled `for:` durations; one at a time, so neither's timing depends on the other's load.
+static ONE_STACK_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

@@ -141,6 +141,7 @@ fn value(series: &Json) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_shards_two_servers_over_two_replicas_and_sees_each_stream_once() {
+    let _turn = crate::ONE_STACK_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let logs = dir.path();
     let auth = ["--requirepass", PASSWORD];

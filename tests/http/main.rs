@@ -1,7 +1,7 @@
 //! The HTTP edge: endpoints, `/probe`, OpenMetrics as Prometheus reads it, the web config
 //! (TLS, basic auth), limits that hold whatever clients do, and TLS to Redis.
 //!
-//! One test binary of the suite (docs/development.md); each module was a binary of its own.
+//! One test binary of the suite (docs/development.md).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failed test.
 

@@ -1,7 +1,8 @@
 //! Faults between the exporter and Redis (a TCP proxy of our own, stopped and restarted
-//! servers) and what survives an outage.
+//! servers), dead and hung targets beside healthy ones, and what survives an outage. These
+//! tests measure timing, so nothing CPU-heavy shares their binary.
 //!
-//! One test binary of the suite (docs/development.md); each module was a binary of its own.
+//! One test binary of the suite (docs/development.md).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failed test.
 
@@ -10,4 +11,5 @@
 mod common;
 
 mod faults;
+mod many_targets;
 mod outage;

@@ -1,6 +1,6 @@
 //! Packaging: the Dockerfile, the systemd unit, the Debian package.
 //!
-//! One test binary of the suite (docs/development.md); each module was a binary of its own.
+//! One test binary of the suite (docs/development.md).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failed test.
 

@@ -2,7 +2,7 @@
 //! truth, in motion and between polls, the differential oracle, cost, cardinality, keyspace
 //! events, clusters and Sentinel.
 //!
-//! One test binary of the suite (docs/development.md); each module was a binary of its own.
+//! One test binary of the suite (docs/development.md).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a panic is a failed test.
 
@@ -17,7 +17,6 @@ mod core_values;
 mod cost;
 mod fuzz;
 mod keyspace_events;
-mod many_targets;
 mod motion;
 mod oracle;
 mod read_only;

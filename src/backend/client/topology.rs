@@ -294,7 +294,7 @@ pub(super) fn unreachable_topology<T>() -> Result<T, TargetError> {
 
 impl TargetClient {
     /// The current primary according to the sentinels (the first that
-    /// answers), re-asked every [`SENTINEL_REFRESH`], after any failed round
+    /// answers), re-asked every `SENTINEL_REFRESH` (10 s), after any failed round
     /// trip and on every discovery run.
     pub(super) async fn sentinel_primary(&self) -> Result<Arc<Node>, TargetError> {
         if let Topology::Sentinel(state) = &*self.topo() {

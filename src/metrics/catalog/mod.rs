@@ -254,6 +254,8 @@ fn probe_on(e: &ExporterState, value: u64) -> Option<f64> {
 macro_rules! metric {
     ($id:ident, $name:literal, $kind:ident $({ $($field:tt)* })?, $labels:expr, $help:literal, $source:expr) => {
         #[doc = $help]
+        // The help is Prometheus HELP text, not Markdown: `[probe] target_ttl` names a section.
+        #[allow(rustdoc::broken_intra_doc_links)]
         pub const $id: MetricDef = MetricDef {
             name: $name,
             kind: MetricType::$kind $({ $($field)* })?,
