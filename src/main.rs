@@ -14,7 +14,7 @@ use clap::{CommandFactory, Parser};
 // set drops by about a third.
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-use redis_streams_exporter::cli::{Cli, Command, Output};
+use redis_streams_exporter::cli::{CheckArgs, Cli, Command, Output};
 use redis_streams_exporter::{app, check, config, telemetry};
 
 /// The configuration's file for messages, `<flags>` without one.
@@ -28,19 +28,7 @@ fn config_file(config: &config::Config) -> String {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if matches!(cli.command, Some(Command::Check(_))) {
-        let web = cli.web_flags();
-        if !web.is_empty() {
-            // A usage error: clap prints it and exits 2.
-            Cli::command()
-                .error(
-                    clap::error::ErrorKind::ArgumentConflict,
-                    format!(
-                        "{} only apply to the daemon; `check` serves nothing",
-                        web.join(", ")
-                    ),
-                )
-                .exit();
-        }
+        refuse_web_flags(&cli);
     }
     let overrides = cli.overrides();
     let config = match config::load(cli.config.as_deref(), &overrides) {
@@ -51,34 +39,7 @@ fn main() -> ExitCode {
         }
     };
     if cli.check_config {
-        if let Some(web) = &config.web.config_file {
-            if let Err(e) = redis_streams_exporter::web::load(web) {
-                eprintln!("invalid web configuration:\n{e}");
-                return ExitCode::from(2);
-            }
-        }
-        // What the daemon builds before its first connection (TLS settings
-        // against the system's trust store), without connecting.
-        for target in &config.targets {
-            if let Err(e) =
-                redis_streams_exporter::backend::TargetClient::new(target.clone(), &config.limits)
-            {
-                eprintln!("invalid configuration:\n{}: {e}", config_file(&config));
-                return ExitCode::from(2);
-            }
-        }
-        if config.probe.allowed_targets.is_empty() {
-            println!("configuration is valid: {} target(s)", config.targets.len());
-        } else {
-            println!(
-                "configuration is valid: {} target(s), /probe on ({} allowed glob(s), {} auth module(s), at most {} probed targets)",
-                config.targets.len(),
-                config.probe.allowed_targets.len(),
-                config.auth_modules.len(),
-                config.probe.max_targets
-            );
-        }
-        return ExitCode::SUCCESS;
+        return check_config(&config);
     }
     match &cli.command {
         // The report is the output; logs stay on stderr and quiet.
@@ -99,63 +60,119 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async move {
         match cli.command {
-            Some(Command::Check(args)) => {
-                if config.targets.is_empty() {
-                    eprintln!(
-                        "invalid configuration:\n{}: targets: check needs [[targets]] (targets that /probe polls are given by Prometheus, not by the file)",
-                        config_file(&config)
-                    );
-                    return ExitCode::from(check::EXIT_USAGE);
-                }
-                let options = check::Options { watch: args.watch };
-                let progress = check::Progress::stderr();
-                let file = config_file(&config);
-                match check::run(Arc::new(config), options, &progress).await {
-                    Ok(report) => {
-                        match args.output {
-                            Output::Table => print!("{}", report.table(args.all)),
-                            Output::Json => print!("{}", report.json()),
-                        }
-                        ExitCode::from(report.exit_code())
-                    }
-                    Err(e) => {
-                        eprintln!("invalid configuration:\n{file}: {e}");
-                        ExitCode::from(check::EXIT_USAGE)
-                    }
-                }
-            }
-            None => {
-                let address = config.web.listen_address.clone();
-                let listener = match tokio::net::TcpListener::bind(&address).await {
-                    Ok(l) => l,
-                    Err(e) => {
-                        eprintln!(
-                            "invalid configuration:\n{}: web.listen_address: cannot listen on {address}: {e}",
-                            config_file(&config)
-                        );
-                        return ExitCode::from(2);
-                    }
-                };
-                match app::run(config, overrides, listener, app::shutdown_signal()).await {
-                    Ok(()) => ExitCode::SUCCESS,
-                    Err(e @ app::AppError::Web(_)) => {
-                        eprintln!("invalid web configuration:\n{e}");
-                        ExitCode::from(2)
-                    }
-                    // A target's TLS settings, which the configuration
-                    // checks could not fully vet: the same exit status as
-                    // any other configuration error, so systemd's
-                    // RestartPreventExitStatus=2 does not restart in a loop.
-                    Err(e @ app::AppError::Client(_)) => {
-                        eprintln!("invalid configuration:\n{e}");
-                        ExitCode::from(2)
-                    }
-                    Err(e) => {
-                        eprintln!("{e}");
-                        ExitCode::FAILURE
-                    }
-                }
-            }
+            Some(Command::Check(args)) => run_check(config, args).await,
+            None => run_daemon(config, overrides).await,
         }
     })
+}
+
+/// `check` serves nothing, so the daemon's web flags are a usage error
+/// there (clap prints it and exits 2) rather than silently ignored.
+fn refuse_web_flags(cli: &Cli) {
+    let web = cli.web_flags();
+    if !web.is_empty() {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::ArgumentConflict,
+                format!(
+                    "{} only apply to the daemon; `check` serves nothing",
+                    web.join(", ")
+                ),
+            )
+            .exit();
+    }
+}
+
+/// `--check-config`: the web configuration and what the daemon builds
+/// before its first connection, checked without connecting.
+fn check_config(config: &config::Config) -> ExitCode {
+    if let Some(web) = &config.web.config_file {
+        if let Err(e) = redis_streams_exporter::web::load(web) {
+            eprintln!("invalid web configuration:\n{e}");
+            return ExitCode::from(2);
+        }
+    }
+    // What the daemon builds before its first connection (TLS settings
+    // against the system's trust store), without connecting.
+    for target in &config.targets {
+        if let Err(e) =
+            redis_streams_exporter::backend::TargetClient::new(target.clone(), &config.limits)
+        {
+            eprintln!("invalid configuration:\n{}: {e}", config_file(config));
+            return ExitCode::from(2);
+        }
+    }
+    if config.probe.allowed_targets.is_empty() {
+        println!("configuration is valid: {} target(s)", config.targets.len());
+    } else {
+        println!(
+            "configuration is valid: {} target(s), /probe on ({} allowed glob(s), {} auth module(s), at most {} probed targets)",
+            config.targets.len(),
+            config.probe.allowed_targets.len(),
+            config.auth_modules.len(),
+            config.probe.max_targets
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+/// The `check` subcommand: its report on stdout, its exit code.
+async fn run_check(config: config::Config, args: CheckArgs) -> ExitCode {
+    if config.targets.is_empty() {
+        eprintln!(
+            "invalid configuration:\n{}: targets: check needs [[targets]] (targets that /probe polls are given by Prometheus, not by the file)",
+            config_file(&config)
+        );
+        return ExitCode::from(check::EXIT_USAGE);
+    }
+    let options = check::Options { watch: args.watch };
+    let progress = check::Progress::stderr();
+    let file = config_file(&config);
+    match check::run(Arc::new(config), options, &progress).await {
+        Ok(report) => {
+            match args.output {
+                Output::Table => print!("{}", report.table(args.all)),
+                Output::Json => print!("{}", report.json()),
+            }
+            ExitCode::from(report.exit_code())
+        }
+        Err(e) => {
+            eprintln!("invalid configuration:\n{file}: {e}");
+            ExitCode::from(check::EXIT_USAGE)
+        }
+    }
+}
+
+/// The daemon: listens, then runs until a shutdown signal; a configuration
+/// it could not fully vet before exits 2, like any invalid configuration.
+async fn run_daemon(config: config::Config, overrides: config::CliOverrides) -> ExitCode {
+    let address = config.web.listen_address.clone();
+    let listener = match tokio::net::TcpListener::bind(&address).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!(
+                "invalid configuration:\n{}: web.listen_address: cannot listen on {address}: {e}",
+                config_file(&config)
+            );
+            return ExitCode::from(2);
+        }
+    };
+    match app::run(config, overrides, listener, app::shutdown_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e @ app::AppError::Web(_)) => {
+            eprintln!("invalid web configuration:\n{e}");
+            ExitCode::from(2)
+        }
+        // A target's TLS settings, which the configuration checks could not
+        // fully vet: the same exit status as any other configuration error,
+        // so systemd's RestartPreventExitStatus=2 does not restart in a loop.
+        Err(e @ app::AppError::Client(_)) => {
+            eprintln!("invalid configuration:\n{e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -2,18 +2,18 @@
 //! URLs, range checks and secret resolution, collecting every problem with
 //! its key path instead of stopping at the first.
 //!
-//! This file walks the whole file; the checks live by subject: `targets`
-//! (targets, their URLs and secrets, stream rules), `web` (listener,
-//! `[probe]` and auth modules) and `values` (durations, ranges, priorities).
+//! This file walks the whole file, section by section, and checks the
+//! sections that are only values (`[log]`, `[schedule]`, `[limits]`,
+//! `[metrics]`, `[status]`); the rest lives by subject: `targets` (targets,
+//! their URLs and secrets, stream rules), `web` (`[web]`, `[probe]` and auth
+//! modules) and `values` (durations, ranges, priorities, buckets).
 
 mod suggest;
 mod targets;
 mod values;
 mod web;
 
-use std::collections::BTreeSet;
-
-use super::raw::{RawConfig, RawStreamSettings, RawTarget};
+use super::raw::{RawConfig, RawLimits, RawLog, RawMetrics, RawSchedule, RawStatus};
 use super::*;
 
 pub(super) use targets::parse_url;
@@ -102,71 +102,43 @@ impl Validator {
         });
     }
 
+    /// The whole file, section by section in the file's order, so that
+    /// problems are listed in the order a reader meets their keys.
     fn config(&mut self, raw: RawConfig, cli: &CliOverrides) -> Config {
-        let web = Web {
-            listen_address: self
-                .listen_address(cli.listen_address.clone().or(raw.web.listen_address)),
-            telemetry_path: self
-                .telemetry_path(cli.telemetry_path.clone().or(raw.web.telemetry_path)),
-            config_file: cli
-                .web_config_file
-                .clone()
-                .or(raw.web.config_file.map(PathBuf::from)),
-            config_file_check_interval: self.interval(
-                "web.config_file_check_interval",
-                raw.web.config_file_check_interval,
-                DEFAULT_WEB_CONFIG_CHECK_INTERVAL,
-            ),
-            enable_lifecycle: cli.enable_lifecycle,
-            limits: HttpLimits {
-                max_connections: self.positive(
-                    "web.max_connections",
-                    cli.max_connections.or(raw.web.max_connections),
-                    DEFAULT_MAX_CONNECTIONS,
-                    1_000_000,
-                ) as usize,
-                max_tls_handshakes: self.positive(
-                    "web.max_tls_handshakes",
-                    raw.web.max_tls_handshakes,
-                    DEFAULT_MAX_TLS_HANDSHAKES,
-                    1_000_000,
-                ) as usize,
-                tls_handshake_timeout: self.interval(
-                    "web.tls_handshake_timeout",
-                    raw.web.tls_handshake_timeout,
-                    DEFAULT_TLS_HANDSHAKE_TIMEOUT,
-                ),
-                header_read_timeout: self.interval(
-                    "web.header_read_timeout",
-                    raw.web.header_read_timeout,
-                    DEFAULT_HEADER_READ_TIMEOUT,
-                ),
-                idle_timeout: self.interval(
-                    "web.idle_timeout",
-                    raw.web.idle_timeout,
-                    DEFAULT_IDLE_TIMEOUT,
-                ),
-                // Below 1 KiB even a browser's request line and Host header
-                // may not fit.
-                max_header_bytes: self.ranged(
-                    "web.max_header_bytes",
-                    raw.web.max_header_bytes,
-                    DEFAULT_MAX_HEADER_BYTES,
-                    1024,
-                    // hyper's read buffer (about 400 KiB) caps it anyway.
-                    256 * 1024,
-                ) as usize,
-                max_body_bytes: self.ranged(
-                    "web.max_body_bytes",
-                    raw.web.max_body_bytes,
-                    DEFAULT_MAX_BODY_BYTES,
-                    0,
-                    16 * 1024 * 1024,
-                ) as usize,
-            },
-        };
+        let web = self.web(raw.web, cli);
+        let log = self.log(raw.log, cli);
+        // A /probe-only exporter (allowed_targets set, no [[targets]]) polls
+        // nothing of its own; --redis.url still adds its target.
+        let probe_only = !raw.probe.allowed_targets.is_empty() && cli.redis_url.is_none();
+        let targets = self.targets(raw.targets, probe_only, cli);
+        let schedule = self.schedule(raw.schedule);
+        let limits = self.limits(raw.limits);
+        let metrics = self.metrics(raw.metrics);
+        let (status_window, data_loss_hold) = self.status(raw.status);
+        let streams = self.stream_rules(raw.stream_defaults, raw.streams);
+        let probe = self.probe(raw.probe);
+        let auth_modules = self.auth_modules(raw.auth_modules);
+        Config {
+            source: None,
+            web,
+            log,
+            targets,
+            schedule,
+            limits,
+            metrics,
+            status_window,
+            data_loss_hold,
+            streams,
+            probe,
+            auth_modules,
+        }
+    }
+
+    /// `[log]`, the flags first: its format and its level filter, which
+    /// must parse now rather than when logging starts.
+    fn log(&mut self, raw: RawLog, cli: &CliOverrides) -> Log {
         let log = Log {
-            format: match cli.log_format.clone().or(raw.log.format).as_deref() {
+            format: match cli.log_format.clone().or(raw.format).as_deref() {
                 None | Some("text") => LogFormat::Text,
                 Some("json") => LogFormat::Json,
                 Some(other) => {
@@ -180,59 +152,19 @@ impl Validator {
             level: cli
                 .log_level
                 .clone()
-                .or(raw.log.level)
+                .or(raw.level)
                 .unwrap_or_else(|| "info".into()),
         };
         if let Err(e) = crate::telemetry::check_filter(&log.level) {
             self.problem("log.level", e);
         }
+        log
+    }
 
-        // A /probe-only exporter (allowed_targets set, no [[targets]]) polls
-        // nothing of its own; --redis.url still adds its target.
-        let probe_only = !raw.probe.allowed_targets.is_empty() && cli.redis_url.is_none();
-        let targets = if raw.targets.is_empty() && probe_only {
-            Vec::new()
-        } else if raw.targets.is_empty() {
-            let url = cli
-                .redis_url
-                .clone()
-                .unwrap_or_else(|| DEFAULT_REDIS_URL.to_string());
-            // Unnamed: named after its address, so that two exporters of two
-            // servers never share a target name.
-            let default = RawTarget {
-                name: None,
-                url: Some(url),
-                password_env: std::env::var_os("REDIS_PASSWORD").map(|_| "REDIS_PASSWORD".into()),
-                patterns: vec!["*".into()],
-                ..RawTarget::default()
-            };
-            vec![Arc::new(self.target("targets[0]", default))]
-        } else {
-            if cli.redis_url.is_some() {
-                self.problem(
-                    "targets",
-                    "--redis.url only applies when the file configures no targets",
-                );
-            }
-            raw.targets
-                .into_iter()
-                .enumerate()
-                .map(|(i, t)| Arc::new(self.target(&format!("targets[{i}]"), t)))
-                .collect()
-        };
-        let mut names = BTreeSet::new();
-        for (i, t) in targets.iter().enumerate() {
-            if !names.insert(t.name.clone()) {
-                self.problem(
-                    format!("targets[{i}].name"),
-                    format!("duplicate target name {:?}", t.name),
-                );
-            }
-        }
-
+    /// `[schedule]`: every probe's interval, each positive.
+    fn schedule(&mut self, s: RawSchedule) -> Schedule {
         let defaults = Schedule::default();
-        let s = raw.schedule;
-        let schedule = Schedule {
+        Schedule {
             discovery: self.interval("schedule.discovery", s.discovery, defaults.discovery),
             info: self.interval("schedule.info", s.info, defaults.info),
             stream: self.interval("schedule.stream", s.stream, defaults.stream),
@@ -247,11 +179,14 @@ impl Validator {
                 s.pending_scan,
                 defaults.pending_scan,
             ),
-        };
+        }
+    }
 
+    /// `[limits]`: the command budget, page sizes and the probes' shares
+    /// of the budget, each within the range the client can honour.
+    fn limits(&mut self, l: RawLimits) -> Limits {
         let d = Limits::default();
-        let l = raw.limits;
-        let limits = Limits {
+        Limits {
             commands_per_second: self.positive(
                 "limits.commands_per_second",
                 l.commands_per_second,
@@ -299,11 +234,14 @@ impl Validator {
             page_target: self.interval("limits.page_target", l.page_target, d.page_target),
             min_page: self.positive("limits.min_page", l.min_page, d.min_page.into(), 100_000)
                 as u32,
-        };
+        }
+    }
 
+    /// `[metrics]`: caps on series and label sizes, and the histograms'
+    /// buckets.
+    fn metrics(&mut self, m: RawMetrics) -> MetricsSettings {
         let dm = MetricsSettings::default();
-        let m = raw.metrics;
-        let metrics = MetricsSettings {
+        MetricsSettings {
             max_consumers_per_group: self.ranged(
                 "metrics.max_consumers_per_group",
                 m.max_consumers_per_group,
@@ -320,44 +258,21 @@ impl Validator {
             ) as usize,
             pending_idle_buckets: match m.pending_idle_buckets {
                 None => dm.pending_idle_buckets,
-                Some(list) => {
-                    let secs: Vec<f64> = list
-                        .iter()
-                        .enumerate()
-                        .filter_map(|(i, b)| {
-                            self.duration(&format!("metrics.pending_idle_buckets[{i}]"), b)
-                        })
-                        .map(|d| d.as_secs_f64())
-                        .collect();
-                    self.ascending("metrics.pending_idle_buckets", &secs);
-                    secs
-                }
+                Some(list) => self.duration_buckets("metrics.pending_idle_buckets", &list),
             },
             delivery_count_buckets: match m.delivery_count_buckets {
                 None => dm.delivery_count_buckets,
-                Some(list) => {
-                    let counts: Vec<u64> = list
-                        .iter()
-                        .enumerate()
-                        .map(|(i, &c)| {
-                            self.positive(
-                                &format!("metrics.delivery_count_buckets[{i}]"),
-                                Some(c),
-                                1,
-                                u64::MAX,
-                            )
-                        })
-                        .collect();
-                    let as_f: Vec<f64> = counts.iter().map(|&c| c as f64).collect();
-                    self.ascending("metrics.delivery_count_buckets", &as_f);
-                    counts
-                }
+                Some(list) => self.count_buckets("metrics.delivery_count_buckets", &list),
             },
-        };
+        }
+    }
 
+    /// `[status]`: the window of polls a status rests on (at least two, to
+    /// see a change) and how long `data_loss` holds after a loss.
+    fn status(&mut self, raw: RawStatus) -> (usize, Duration) {
         let status_window = self.positive(
             "status.window",
-            raw.status.window,
+            raw.window,
             DEFAULT_STATUS_WINDOW as u64,
             1000,
         ) as usize;
@@ -366,76 +281,10 @@ impl Validator {
         }
         let data_loss_hold = self.interval(
             "status.data_loss_hold",
-            raw.status.data_loss_hold,
+            raw.data_loss_hold,
             DEFAULT_DATA_LOSS_HOLD,
         );
-
-        let base = Arc::new(self.stream_settings(
-            "stream_defaults",
-            &StreamSettings::default(),
-            raw.stream_defaults,
-        ));
-        let rules = raw
-            .streams
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let key = format!("streams[{i}]");
-                let pattern = match r.pattern {
-                    Some(p) if !p.is_empty() => Glob::new(p),
-                    _ => {
-                        self.problem(
-                            format!("{key}.match"),
-                            "is required (a stream name or glob pattern)",
-                        );
-                        Glob::new("")
-                    }
-                };
-                let settings = self.stream_settings(
-                    &key,
-                    &base,
-                    RawStreamSettings {
-                        max_delay: r.max_delay,
-                        read_every: r.read_every,
-                        dead_letter: r.dead_letter,
-                        poison_delivery_count: r.poison_delivery_count,
-                        consumer_inactive_after: r.consumer_inactive_after,
-                        exclude_streams: r.exclude_streams,
-                        include_groups: r.include_groups,
-                        exclude_groups: r.exclude_groups,
-                    },
-                );
-                (pattern, Arc::new(settings))
-            })
-            .collect();
-
-        let probe = self.probe(raw.probe);
-        let auth_modules = raw
-            .auth_modules
-            .into_iter()
-            .map(|(name, m)| {
-                let module = self.auth_module(&format!("auth_modules.{name}"), m);
-                (name, Arc::new(module))
-            })
-            .collect();
-
-        Config {
-            source: None,
-            web,
-            log,
-            targets,
-            schedule,
-            limits,
-            metrics,
-            status_window,
-            data_loss_hold,
-            streams: StreamRules {
-                defaults: base,
-                rules,
-            },
-            probe,
-            auth_modules,
-        }
+        (status_window, data_loss_hold)
     }
 }
 

@@ -1,13 +1,113 @@
-//! Targets: their URL (parsed with the `url` crate), mode, credentials and
-//! secrets, and what they watch; and the stream rules.
+//! Targets (`[[targets]]`, or the default one): their URL (parsed with the
+//! `url` crate), mode, credentials and secrets, and what they watch; and the
+//! stream rules (`[stream_defaults]`, `[[streams]]`).
 
-use super::Validator;
-use crate::config::raw::{RawStreamSettings, RawTarget};
+use std::collections::BTreeSet;
+
+use super::{CliOverrides, Validator};
+use crate::config::raw::{RawStreamRule, RawStreamSettings, RawTarget};
 use crate::config::tls::TlsKeys;
 use crate::config::*;
 
 impl Validator {
-    pub(super) fn stream_settings(
+    /// `[[targets]]`, or the one default target (`--redis.url`, else
+    /// localhost) when the file names none and the exporter is not
+    /// `/probe`-only; target names must be unique.
+    pub(super) fn targets(
+        &mut self,
+        raw: Vec<RawTarget>,
+        probe_only: bool,
+        cli: &CliOverrides,
+    ) -> Vec<Arc<Target>> {
+        let targets = if raw.is_empty() && probe_only {
+            Vec::new()
+        } else if raw.is_empty() {
+            let url = cli
+                .redis_url
+                .clone()
+                .unwrap_or_else(|| DEFAULT_REDIS_URL.to_string());
+            // Unnamed: named after its address, so that two exporters of two
+            // servers never share a target name.
+            let default = RawTarget {
+                name: None,
+                url: Some(url),
+                password_env: std::env::var_os("REDIS_PASSWORD").map(|_| "REDIS_PASSWORD".into()),
+                patterns: vec!["*".into()],
+                ..RawTarget::default()
+            };
+            vec![Arc::new(self.target("targets[0]", default))]
+        } else {
+            if cli.redis_url.is_some() {
+                self.problem(
+                    "targets",
+                    "--redis.url only applies when the file configures no targets",
+                );
+            }
+            raw.into_iter()
+                .enumerate()
+                .map(|(i, t)| Arc::new(self.target(&format!("targets[{i}]"), t)))
+                .collect()
+        };
+        let mut names = BTreeSet::new();
+        for (i, t) in targets.iter().enumerate() {
+            if !names.insert(t.name.clone()) {
+                self.problem(
+                    format!("targets[{i}].name"),
+                    format!("duplicate target name {:?}", t.name),
+                );
+            }
+        }
+        targets
+    }
+
+    /// `[stream_defaults]` and the `[[streams]]` rules, each rule's settings
+    /// falling back to the defaults.
+    pub(super) fn stream_rules(
+        &mut self,
+        defaults: RawStreamSettings,
+        raw: Vec<RawStreamRule>,
+    ) -> StreamRules {
+        let base =
+            Arc::new(self.stream_settings("stream_defaults", &StreamSettings::default(), defaults));
+        let rules = raw
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let key = format!("streams[{i}]");
+                let pattern = match r.pattern {
+                    Some(p) if !p.is_empty() => Glob::new(p),
+                    _ => {
+                        self.problem(
+                            format!("{key}.match"),
+                            "is required (a stream name or glob pattern)",
+                        );
+                        Glob::new("")
+                    }
+                };
+                let settings = self.stream_settings(
+                    &key,
+                    &base,
+                    RawStreamSettings {
+                        max_delay: r.max_delay,
+                        read_every: r.read_every,
+                        dead_letter: r.dead_letter,
+                        poison_delivery_count: r.poison_delivery_count,
+                        consumer_inactive_after: r.consumer_inactive_after,
+                        exclude_streams: r.exclude_streams,
+                        include_groups: r.include_groups,
+                        exclude_groups: r.exclude_groups,
+                    },
+                );
+                (pattern, Arc::new(settings))
+            })
+            .collect();
+        StreamRules {
+            defaults: base,
+            rules,
+        }
+    }
+
+    fn stream_settings(
         &mut self,
         key: &str,
         base: &StreamSettings,
@@ -96,7 +196,9 @@ impl Validator {
         globs
     }
 
-    pub(super) fn target(&mut self, key: &str, raw: RawTarget) -> Target {
+    /// One target: where it is (its URL), how to reach it (mode,
+    /// credentials, TLS) and what it watches.
+    fn target(&mut self, key: &str, raw: RawTarget) -> Target {
         let url_text = raw.url.unwrap_or_else(|| DEFAULT_REDIS_URL.to_string());
         let (endpoint, url_user, url_password) = match parse_url(&url_text) {
             Ok(parsed) => parsed,
@@ -127,7 +229,69 @@ impl Validator {
             .secret(key, "password", raw.password_env, raw.password_file)
             .or(url_password);
         let username = raw.username.or(url_user);
-        let mode = match raw.mode.as_deref().unwrap_or("standalone") {
+        let mode = self.mode(
+            key,
+            &endpoint,
+            ModeKeys {
+                mode: raw.mode,
+                cluster_nodes: raw.cluster_nodes,
+                sentinels: raw.sentinels,
+                master_name: raw.master_name,
+                sentinel_username: raw.sentinel_username,
+                sentinel_password_env: raw.sentinel_password_env,
+                sentinel_password_file: raw.sentinel_password_file,
+            },
+        );
+        let tls = self.tls(
+            key,
+            TlsKeys {
+                ca_file: raw.tls_ca_file,
+                cert_file: raw.tls_cert_file,
+                key_file: raw.tls_key_file,
+                server_name: raw.tls_server_name,
+                insecure_skip_verify: raw.tls_insecure_skip_verify,
+            },
+        );
+        if tls.is_configured() && !endpoint.tls {
+            self.problem(format!("{key}.url"), "the tls_* keys need a rediss:// URL");
+        }
+        let (streams, patterns) = self.watched_streams(key, raw.streams, raw.patterns);
+        let exclude_streams = self.globs(&format!("{key}.exclude_streams"), raw.exclude_streams);
+        let groups = NameFilter {
+            include: self.globs(&format!("{key}.include_groups"), raw.include_groups),
+            exclude: self.globs(&format!("{key}.exclude_groups"), raw.exclude_groups),
+        };
+        Target {
+            name,
+            endpoint,
+            username,
+            password,
+            mode,
+            tls,
+            streams,
+            patterns,
+            exclude_streams,
+            groups,
+            max_streams: self.positive(
+                &format!("{key}.max_streams"),
+                raw.max_streams,
+                DEFAULT_MAX_STREAMS as u64,
+                10_000_000,
+            ) as usize,
+            scan_count: self.positive(
+                &format!("{key}.scan_count"),
+                raw.scan_count,
+                DEFAULT_SCAN_COUNT.into(),
+                1_000_000,
+            ) as u32,
+            keyspace_events: self.keyspace_events(key, raw.keyspace_events),
+        }
+    }
+
+    /// `<key>.mode` and the keys only one mode takes: a cluster's seeds, a
+    /// sentinel deployment's sentinels, master and credentials.
+    fn mode(&mut self, key: &str, endpoint: &Endpoint, raw: ModeKeys) -> Mode {
+        match raw.mode.as_deref().unwrap_or("standalone") {
             "standalone" => {
                 for (field, present) in [
                     ("cluster_nodes", raw.cluster_nodes.is_some()),
@@ -182,22 +346,19 @@ impl Validator {
                 );
                 Mode::Standalone
             }
-        };
-        let tls = self.tls(
-            key,
-            TlsKeys {
-                ca_file: raw.tls_ca_file,
-                cert_file: raw.tls_cert_file,
-                key_file: raw.tls_key_file,
-                server_name: raw.tls_server_name,
-                insecure_skip_verify: raw.tls_insecure_skip_verify,
-            },
-        );
-        if tls.is_configured() && !endpoint.tls {
-            self.problem(format!("{key}.url"), "the tls_* keys need a rediss:// URL");
         }
+    }
+
+    /// The exact stream names and the patterns a target watches, none of
+    /// them empty; a target that names neither discovers every stream.
+    fn watched_streams(
+        &mut self,
+        key: &str,
+        raw_streams: Vec<String>,
+        raw_patterns: Vec<String>,
+    ) -> (Vec<Vec<u8>>, Vec<Glob>) {
         let mut streams = Vec::new();
-        for (i, s) in raw.streams.into_iter().enumerate() {
+        for (i, s) in raw_streams.into_iter().enumerate() {
             if s.is_empty() {
                 self.problem(format!("{key}.streams[{i}]"), "must not be empty");
             } else {
@@ -206,10 +367,10 @@ impl Validator {
         }
         let mut patterns = Vec::new();
         // A target that names nothing to watch discovers every stream.
-        let raw_patterns = if raw.patterns.is_empty() && streams.is_empty() {
+        let raw_patterns = if raw_patterns.is_empty() && streams.is_empty() {
             vec!["*".to_string()]
         } else {
-            raw.patterns
+            raw_patterns
         };
         for (i, p) in raw_patterns.into_iter().enumerate() {
             if p.is_empty() {
@@ -218,36 +379,7 @@ impl Validator {
                 patterns.push(Glob::new(p));
             }
         }
-        let exclude_streams = self.globs(&format!("{key}.exclude_streams"), raw.exclude_streams);
-        let groups = NameFilter {
-            include: self.globs(&format!("{key}.include_groups"), raw.include_groups),
-            exclude: self.globs(&format!("{key}.exclude_groups"), raw.exclude_groups),
-        };
-        Target {
-            name,
-            endpoint,
-            username,
-            password,
-            mode,
-            tls,
-            streams,
-            patterns,
-            exclude_streams,
-            groups,
-            max_streams: self.positive(
-                &format!("{key}.max_streams"),
-                raw.max_streams,
-                DEFAULT_MAX_STREAMS as u64,
-                10_000_000,
-            ) as usize,
-            scan_count: self.positive(
-                &format!("{key}.scan_count"),
-                raw.scan_count,
-                DEFAULT_SCAN_COUNT.into(),
-                1_000_000,
-            ) as u32,
-            keyspace_events: self.keyspace_events(key, raw.keyspace_events),
-        }
+        (streams, patterns)
     }
 
     /// `<key>.keyspace_events`: `"auto"` (the default) or `"off"`.
@@ -313,6 +445,17 @@ impl Validator {
             (None, None) => None,
         }
     }
+}
+
+/// A target's `mode` and the keys that only one mode takes, as written.
+struct ModeKeys {
+    mode: Option<String>,
+    cluster_nodes: Option<Vec<String>>,
+    sentinels: Option<Vec<String>>,
+    master_name: Option<String>,
+    sentinel_username: Option<String>,
+    sentinel_password_env: Option<String>,
+    sentinel_password_file: Option<String>,
 }
 
 /// A target URL's endpoint, user and password.

@@ -147,4 +147,29 @@ impl Validator {
             self.problem(key, "buckets must be strictly ascending");
         }
     }
+
+    /// Buckets written as durations, in seconds: each one a duration, all
+    /// of them ascending.
+    pub(super) fn duration_buckets(&mut self, key: &str, list: &[String]) -> Vec<f64> {
+        let secs: Vec<f64> = list
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| self.duration(&format!("{key}[{i}]"), b))
+            .map(|d| d.as_secs_f64())
+            .collect();
+        self.ascending(key, &secs);
+        secs
+    }
+
+    /// Buckets that count: each one positive, all of them ascending.
+    pub(super) fn count_buckets(&mut self, key: &str, list: &[i64]) -> Vec<u64> {
+        let counts: Vec<u64> = list
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| self.positive(&format!("{key}[{i}]"), Some(c), 1, u64::MAX))
+            .collect();
+        let as_f: Vec<f64> = counts.iter().map(|&c| c as f64).collect();
+        self.ascending(key, &as_f);
+        counts
+    }
 }

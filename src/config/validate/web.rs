@@ -1,12 +1,78 @@
-//! The listener's address and path, `[probe]` and `[auth_modules]`, and the
-//! `tls_*` keys they share with targets.
+//! `[web]` (the listener's address and path, the HTTP connections' caps and
+//! timeouts), `[probe]` and `[auth_modules]`, and the `tls_*` keys they share
+//! with targets.
 
-use super::Validator;
-use crate::config::raw::{RawAuthModule, RawMultiTarget};
+use super::{CliOverrides, Validator};
+use crate::config::raw::{RawAuthModule, RawMultiTarget, RawWeb};
 use crate::config::tls::TlsKeys;
 use crate::config::*;
 
 impl Validator {
+    /// `[web]`, the flags first: the listener, the web config file and the
+    /// HTTP connections' caps and timeouts.
+    pub(super) fn web(&mut self, raw: RawWeb, cli: &CliOverrides) -> Web {
+        Web {
+            listen_address: self.listen_address(cli.listen_address.clone().or(raw.listen_address)),
+            telemetry_path: self.telemetry_path(cli.telemetry_path.clone().or(raw.telemetry_path)),
+            config_file: cli
+                .web_config_file
+                .clone()
+                .or(raw.config_file.map(PathBuf::from)),
+            config_file_check_interval: self.interval(
+                "web.config_file_check_interval",
+                raw.config_file_check_interval,
+                DEFAULT_WEB_CONFIG_CHECK_INTERVAL,
+            ),
+            enable_lifecycle: cli.enable_lifecycle,
+            limits: HttpLimits {
+                max_connections: self.positive(
+                    "web.max_connections",
+                    cli.max_connections.or(raw.max_connections),
+                    DEFAULT_MAX_CONNECTIONS,
+                    1_000_000,
+                ) as usize,
+                max_tls_handshakes: self.positive(
+                    "web.max_tls_handshakes",
+                    raw.max_tls_handshakes,
+                    DEFAULT_MAX_TLS_HANDSHAKES,
+                    1_000_000,
+                ) as usize,
+                tls_handshake_timeout: self.interval(
+                    "web.tls_handshake_timeout",
+                    raw.tls_handshake_timeout,
+                    DEFAULT_TLS_HANDSHAKE_TIMEOUT,
+                ),
+                header_read_timeout: self.interval(
+                    "web.header_read_timeout",
+                    raw.header_read_timeout,
+                    DEFAULT_HEADER_READ_TIMEOUT,
+                ),
+                idle_timeout: self.interval(
+                    "web.idle_timeout",
+                    raw.idle_timeout,
+                    DEFAULT_IDLE_TIMEOUT,
+                ),
+                // Below 1 KiB even a browser's request line and Host header
+                // may not fit.
+                max_header_bytes: self.ranged(
+                    "web.max_header_bytes",
+                    raw.max_header_bytes,
+                    DEFAULT_MAX_HEADER_BYTES,
+                    1024,
+                    // hyper's read buffer (about 400 KiB) caps it anyway.
+                    256 * 1024,
+                ) as usize,
+                max_body_bytes: self.ranged(
+                    "web.max_body_bytes",
+                    raw.max_body_bytes,
+                    DEFAULT_MAX_BODY_BYTES,
+                    0,
+                    16 * 1024 * 1024,
+                ) as usize,
+            },
+        }
+    }
+
     pub(super) fn probe(&mut self, raw: RawMultiTarget) -> MultiTargetSettings {
         let mut allowed_targets = Vec::new();
         for (i, g) in raw.allowed_targets.into_iter().enumerate() {
@@ -46,7 +112,17 @@ impl Validator {
         }
     }
 
-    pub(super) fn auth_module(&mut self, key: &str, raw: RawAuthModule) -> AuthModule {
+    /// `[auth_modules.<name>]`, each checked under its own key.
+    pub(super) fn auth_modules(&mut self, raw: BTreeMap<String, RawAuthModule>) -> AuthModules {
+        raw.into_iter()
+            .map(|(name, m)| {
+                let module = self.auth_module(&format!("auth_modules.{name}"), m);
+                (name, Arc::new(module))
+            })
+            .collect()
+    }
+
+    fn auth_module(&mut self, key: &str, raw: RawAuthModule) -> AuthModule {
         if key.len() == "auth_modules.".len() {
             self.problem(key, "an auth module needs a name");
         }
