@@ -60,7 +60,7 @@ struct Supervisor {
     shutdown: CancellationToken,
     /// Where pollers run (the daemon waits for them at shutdown).
     tasks: TaskTracker,
-    probes: Arc<MultiTargets>,
+    multi_targets: Arc<MultiTargets>,
 }
 
 impl Supervisor {
@@ -166,7 +166,7 @@ impl Supervisor {
                     )
                 });
                 if applied.is_ok() {
-                    self.probes.reconcile(&next).await;
+                    self.multi_targets.reconcile(&next).await;
                 }
                 applied
             }
@@ -231,7 +231,7 @@ pub async fn run(
     let shared = Arc::new(RwLock::new(config.clone()));
     let stop_all = CancellationToken::new();
     let tasks = TaskTracker::new();
-    let probes = MultiTargets::start(
+    let multi_targets = MultiTargets::start(
         shared.clone(),
         store.clone(),
         stop_all.clone(),
@@ -244,7 +244,7 @@ pub async fn run(
         running: BTreeMap::new(),
         shutdown: stop_all.clone(),
         tasks: tasks.clone(),
-        probes: probes.clone(),
+        multi_targets: multi_targets.clone(),
     };
     if let Err(e) = supervisor.apply(config, None).await {
         wind_down(&stop_all, &tasks).await;
@@ -270,7 +270,7 @@ pub async fn run(
         }
     });
 
-    let state = HttpState::with_probes(store, shared, reload_tx, probes, exposition);
+    let state = HttpState::with_multi_targets(store, shared, reload_tx, multi_targets, exposition);
     let app = http::router(state, web.clone());
     let stop_http = CancellationToken::new();
     tasks.spawn({

@@ -47,36 +47,36 @@ pub struct HttpState {
     /// Where reload requests go.
     pub reload: mpsc::Sender<ReloadRequest>,
     /// The targets `/probe` polls.
-    pub probes: Arc<MultiTargets>,
+    pub multi_targets: Arc<MultiTargets>,
     exposition: Arc<Exposition>,
 }
 
 impl HttpState {
     /// Shared state for the router, serving what `exposition` renders.
     /// `/probe` gets a registry of its own, whose tasks nobody stops (see
-    /// [`Self::with_probes`] to share the daemon's).
+    /// [`Self::with_multi_targets`] to share the daemon's).
     pub fn new(
         store: Arc<SnapshotStore>,
         config: Arc<RwLock<Arc<Config>>>,
         reload: mpsc::Sender<ReloadRequest>,
         exposition: Arc<Exposition>,
     ) -> Arc<Self> {
-        let probes = MultiTargets::start(
+        let multi_targets = MultiTargets::start(
             config.clone(),
             store.clone(),
             tokio_util::sync::CancellationToken::new(),
             tokio_util::task::TaskTracker::new(),
         );
-        Self::with_probes(store, config, reload, probes, exposition)
+        Self::with_multi_targets(store, config, reload, multi_targets, exposition)
     }
 
     /// Shared state with the daemon's `/probe` registry and renderer (both
     /// started, and stopped, by [`crate::app::run`]).
-    pub fn with_probes(
+    pub fn with_multi_targets(
         store: Arc<SnapshotStore>,
         config: Arc<RwLock<Arc<Config>>>,
         reload: mpsc::Sender<ReloadRequest>,
-        probes: Arc<MultiTargets>,
+        multi_targets: Arc<MultiTargets>,
         exposition: Arc<Exposition>,
     ) -> Arc<Self> {
         Arc::new(HttpState {
@@ -84,7 +84,7 @@ impl HttpState {
             store,
             config,
             reload,
-            probes,
+            multi_targets,
         })
     }
 
@@ -273,10 +273,10 @@ async fn probe(state: &HttpState, config: &Config, uri: &Uri, headers: &HeaderMa
         .and_then(|v| v.parse::<f64>().ok())
         .filter(|s| s.is_finite() && *s > 0.0)
         .map(|s| std::time::Duration::from_secs_f64(s).saturating_sub(SCRAPE_TIMEOUT_MARGIN));
-    let wait = scrape_timeout.map_or(config.probe.first_collection_wait, |t| {
-        t.min(config.probe.first_collection_wait)
+    let wait = scrape_timeout.map_or(config.multi_target.first_collection_wait, |t| {
+        t.min(config.multi_target.first_collection_wait)
     });
-    let answer = match state.probes.probe(target, auth_module, wait).await {
+    let answer = match state.multi_targets.probe(target, auth_module, wait).await {
         Ok(answer) => answer,
         Err(e) => {
             let status = match &e {

@@ -102,15 +102,15 @@ fn check_config(config: &config::Config) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    if config.probe.allowed_targets.is_empty() {
+    if config.multi_target.allowed_targets.is_empty() {
         println!("configuration is valid: {} target(s)", config.targets.len());
     } else {
         println!(
             "configuration is valid: {} target(s), /probe on ({} allowed glob(s), {} auth module(s), at most {} probed targets)",
             config.targets.len(),
-            config.probe.allowed_targets.len(),
+            config.multi_target.allowed_targets.len(),
             config.auth_modules.len(),
-            config.probe.max_targets
+            config.multi_target.max_targets
         );
     }
     ExitCode::SUCCESS

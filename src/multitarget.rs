@@ -166,7 +166,7 @@ impl MultiTargets {
         wait: Duration,
     ) -> Result<ProbeAnswer, MultiTargetError> {
         let result = self.lease(url, auth_module);
-        let counters = &self.exporter.exporter.probes;
+        let counters = &self.exporter.exporter.multi_target;
         counters.request(match &result {
             Ok(_) => "ok",
             Err(e) => e.label(),
@@ -218,16 +218,16 @@ impl MultiTargets {
                 entry.last_probe = Instant::now();
                 return Ok((entry.store.clone(), None));
             }
-        } else if entries.len() >= config.probe.max_targets {
+        } else if entries.len() >= config.multi_target.max_targets {
             if !self.cap_logged.swap(true, Ordering::Relaxed) {
                 tracing::warn!(
-                    max_targets = config.probe.max_targets,
+                    max_targets = config.multi_target.max_targets,
                     refused = %canonical,
                     "probe refused: [probe] max_targets targets are probed already; further refusals are counted in redis_streams_exporter_probe_requests_total{{result=\"over_cap\"}}"
                 );
             }
             return Err(MultiTargetError::OverCap {
-                max: config.probe.max_targets,
+                max: config.multi_target.max_targets,
                 url: canonical,
             });
         }
@@ -308,23 +308,23 @@ impl MultiTargets {
     }
 
     fn set_count(&self, count: usize) {
-        let probes = &self.exporter.exporter.probes;
-        probes.targets.store(count as u64, Ordering::Relaxed);
-        if count < self.current().probe.max_targets {
+        let counters = &self.exporter.exporter.multi_target;
+        counters.targets.store(count as u64, Ordering::Relaxed);
+        if count < self.current().multi_target.max_targets {
             self.cap_logged.store(false, Ordering::Relaxed);
         }
         self.exporter.touch();
     }
 
     fn publish_counts(&self, config: &Config) {
-        let max = if config.probe.allowed_targets.is_empty() {
+        let max = if config.multi_target.allowed_targets.is_empty() {
             0
         } else {
-            config.probe.max_targets as u64
+            config.multi_target.max_targets as u64
         };
         self.exporter
             .exporter
-            .probes
+            .multi_target
             .max_targets
             .store(max, Ordering::Relaxed);
         self.set_count(self.len());
@@ -393,7 +393,7 @@ impl MultiTargets {
 
     /// Drops the targets whose lease ran out; returns how many.
     async fn expire_now(&self) -> usize {
-        let ttl = self.current().probe.target_ttl;
+        let ttl = self.current().multi_target.target_ttl;
         let expired: Vec<(String, Entry)> = {
             let mut entries = self.lock();
             let now = Instant::now();
@@ -416,7 +416,7 @@ impl MultiTargets {
         if n > 0 {
             self.exporter
                 .exporter
-                .probes
+                .multi_target
                 .expired
                 .fetch_add(n as u64, Ordering::Relaxed);
             self.set_count(self.len());
@@ -454,7 +454,7 @@ async fn expire(registry: Weak<MultiTargets>, shutdown: CancellationToken) {
             return;
         };
         this.expire_now().await;
-        let period = (this.current().probe.target_ttl / 10)
+        let period = (this.current().multi_target.target_ttl / 10)
             .clamp(Duration::from_millis(100), Duration::from_secs(10));
         drop(this);
         tokio::select! {

@@ -70,7 +70,7 @@ pub struct Config {
     /// Per-stream settings.
     pub streams: StreamRules,
     /// `/probe`: which targets it may poll, for how long, how many.
-    pub probe: MultiTargetSettings,
+    pub multi_target: MultiTargetSettings,
     /// Credentials and TLS for probed targets, by name.
     pub auth_modules: AuthModules,
 }
@@ -552,7 +552,7 @@ impl Config {
             web: _,
             log: _,
             targets: _,
-            probe: _,
+            multi_target: _,
             auth_modules: _,
             schedule,
             limits,

@@ -256,7 +256,7 @@ impl Config {
         url: Option<&str>,
         auth_module: Option<&str>,
     ) -> Result<(String, Target), MultiTargetRefusal> {
-        if self.probe.allowed_targets.is_empty() {
+        if self.multi_target.allowed_targets.is_empty() {
             return Err(MultiTargetRefusal::Disabled);
         }
         let url = url
@@ -291,7 +291,7 @@ impl Config {
         endpoint.host = canonical_host(&endpoint.host).map_err(MultiTargetRefusal::BadUrl)?;
         let canonical = endpoint.canonical_url();
         if !self
-            .probe
+            .multi_target
             .allowed_targets
             .iter()
             .any(|g| g.matches(canonical.as_bytes()))

@@ -19,12 +19,12 @@ pub struct ExporterState {
     /// `metrics.max_label_value_bytes` of the configuration in force.
     pub label_limit: AtomicUsize,
     /// What `/probe` is doing.
-    pub probes: ProbeCounters,
+    pub multi_target: MultiTargetCounters,
 }
 
 /// `/probe` at a glance, for `/metrics`.
 #[derive(Debug, Default)]
-pub struct ProbeCounters {
+pub struct MultiTargetCounters {
     /// Targets polled for `/probe` now.
     pub targets: AtomicU64,
     /// `[probe] max_targets`.
@@ -35,7 +35,7 @@ pub struct ProbeCounters {
     pub requests: std::sync::Mutex<BTreeMap<&'static str, u64>>,
 }
 
-impl ProbeCounters {
+impl MultiTargetCounters {
     /// Counts one request.
     pub fn request(&self, result: &'static str) {
         *self
@@ -46,8 +46,8 @@ impl ProbeCounters {
             .or_insert(0) += 1;
     }
 
-    fn copy(&self) -> ProbeCounters {
-        ProbeCounters {
+    fn copy(&self) -> MultiTargetCounters {
+        MultiTargetCounters {
             targets: AtomicU64::new(self.targets.load(Ordering::Relaxed)),
             max_targets: AtomicU64::new(self.max_targets.load(Ordering::Relaxed)),
             expired: AtomicU64::new(self.expired.load(Ordering::Relaxed)),
@@ -70,7 +70,7 @@ impl ExporterState {
             last_reload_ok: AtomicBool::new(self.last_reload_ok.load(Ordering::Relaxed)),
             process: self.process,
             label_limit: AtomicUsize::new(self.label_limit.load(Ordering::Relaxed)),
-            probes: self.probes.copy(),
+            multi_target: self.multi_target.copy(),
         }
     }
 }
@@ -83,7 +83,7 @@ impl Default for ExporterState {
             last_reload_ok: AtomicBool::new(true),
             process: None,
             label_limit: AtomicUsize::new(crate::config::DEFAULT_MAX_LABEL_VALUE_BYTES),
-            probes: ProbeCounters::default(),
+            multi_target: MultiTargetCounters::default(),
         }
     }
 }

@@ -18,7 +18,7 @@ mod exporter;
 mod store;
 mod streams;
 
-pub use exporter::{ExporterState, ProbeCounters};
+pub use exporter::{ExporterState, MultiTargetCounters};
 pub use store::{Owner, SnapshotStore};
 pub use streams::{
     ConsumerState, Consumers, DeadLetter, GroupFigures, GroupState, Groups, OldestPending, PelScan,

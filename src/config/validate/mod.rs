@@ -116,7 +116,7 @@ impl Validator {
         let metrics = self.metrics(raw.metrics);
         let (status_window, data_loss_hold) = self.status(raw.status);
         let streams = self.stream_rules(raw.stream_defaults, raw.streams);
-        let probe = self.probe(raw.probe);
+        let multi_target = self.multi_target(raw.probe);
         let auth_modules = self.auth_modules(raw.auth_modules);
         Config {
             source: None,
@@ -129,7 +129,7 @@ impl Validator {
             status_window,
             data_loss_hold,
             streams,
-            probe,
+            multi_target,
             auth_modules,
         }
     }

@@ -73,7 +73,7 @@ impl Validator {
         }
     }
 
-    pub(super) fn probe(&mut self, raw: RawMultiTarget) -> MultiTargetSettings {
+    pub(super) fn multi_target(&mut self, raw: RawMultiTarget) -> MultiTargetSettings {
         let mut allowed_targets = Vec::new();
         for (i, g) in raw.allowed_targets.into_iter().enumerate() {
             let key = format!("probe.allowed_targets[{i}]");

@@ -228,7 +228,7 @@ metric!(
     Gauge,
     &[],
     "Targets polled because /probe asked for them (each until [probe] target_ttl passes without a probe).",
-    Source::Exporter(|e| probe_on(e, e.probes.targets.load(Relaxed)))
+    Source::Exporter(|e| probe_on(e, e.multi_target.targets.load(Relaxed)))
 );
 metric!(
     EXPORTER_PROBED_TARGETS_MAX,
@@ -236,7 +236,7 @@ metric!(
     Gauge,
     &[],
     "[probe] max_targets: a probe of one target more is refused (503) and counted as over_cap.",
-    Source::Exporter(|e| probe_on(e, e.probes.max_targets.load(Relaxed)))
+    Source::Exporter(|e| probe_on(e, e.multi_target.max_targets.load(Relaxed)))
 );
 metric!(
     EXPORTER_PROBED_TARGETS_EXPIRED,
@@ -244,7 +244,7 @@ metric!(
     Counter,
     &[],
     "Probed targets dropped after [probe] target_ttl without a probe (poller stopped, series gone).",
-    Source::Exporter(|e| probe_on(e, e.probes.expired.load(Relaxed)))
+    Source::Exporter(|e| probe_on(e, e.multi_target.expired.load(Relaxed)))
 );
 metric!(
     EXPORTER_PROBE_REQUESTS,

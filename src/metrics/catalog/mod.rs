@@ -248,7 +248,7 @@ fn max_idle_seconds(scan: &PelScan) -> Option<f64> {
 
 /// `value`, while `/probe` is on (its cap is then at least 1).
 fn probe_on(e: &ExporterState, value: u64) -> Option<f64> {
-    (e.probes.max_targets.load(Relaxed) > 0).then_some(value as f64)
+    (e.multi_target.max_targets.load(Relaxed) > 0).then_some(value as f64)
 }
 
 macro_rules! metric {

@@ -60,10 +60,10 @@ impl Renderer<'_> {
             }
             Custom::LabelsShortened => f.sample(&[], self.shortened.get() as f64),
             Custom::ProbeRequests => {
-                let probes = &self.exporter.probes;
+                let counters = &self.exporter.multi_target;
                 // Only when /probe is on (its cap is then at least 1).
-                if probes.max_targets.load(Ordering::Relaxed) > 0 {
-                    let requests = probes.requests.lock().unwrap_or_else(|p| p.into_inner());
+                if counters.max_targets.load(Ordering::Relaxed) > 0 {
+                    let requests = counters.requests.lock().unwrap_or_else(|p| p.into_inner());
                     for (result, n) in requests.iter() {
                         f.sample(&[("result", result.as_bytes())], *n as f64);
                     }

@@ -290,11 +290,11 @@ pub(super) fn exporter() -> ExporterState {
     e.reloads.store(3, Ordering::Relaxed);
     e.reload_failures.store(1, Ordering::Relaxed);
     e.last_reload_ok.store(false, Ordering::Relaxed);
-    e.probes.targets.store(1, Ordering::Relaxed);
-    e.probes.max_targets.store(100, Ordering::Relaxed);
-    e.probes.expired.store(2, Ordering::Relaxed);
-    e.probes.request("ok");
-    e.probes.request("not_allowed");
+    e.multi_target.targets.store(1, Ordering::Relaxed);
+    e.multi_target.max_targets.store(100, Ordering::Relaxed);
+    e.multi_target.expired.store(2, Ordering::Relaxed);
+    e.multi_target.request("ok");
+    e.multi_target.request("not_allowed");
     e
 }
 
