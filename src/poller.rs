@@ -302,9 +302,37 @@ impl Poller {
     pub async fn run_probe(&self, kind: ProbeKind) -> Next {
         #[cfg(test)]
         test_hook::before_run(&self.ctx.target.name, kind);
+        let run = self.timed_run(kind).await;
+        let (snapshot, next) = {
+            let mut state = self.ctx.state();
+            let next = self.record(&mut state, &run);
+            if kind == ProbeKind::Discovery {
+                self.after_discovery(&state, &run, next);
+            }
+            self.follow_reachability(&mut state, &run);
+            self.notice_budget(&mut state);
+            let succeeded = |k: ProbeKind| {
+                state
+                    .snapshot
+                    .probes
+                    .get(&k)
+                    .is_some_and(|p| p.last_success.is_some())
+            };
+            let ready = succeeded(ProbeKind::Discovery) && succeeded(ProbeKind::Stream);
+            state.snapshot.ready = ready;
+            state.snapshot.stats = self.ctx.client.stats_snapshot();
+            (Arc::new(state.snapshot.clone()), next)
+        };
+        self.store.publish(self.owner(), snapshot);
+        next
+    }
+
+    /// Runs `kind` with its commands at its rank of the budget (a stream
+    /// poll the target interrupted runs again at once), and counts what it
+    /// spent.
+    async fn timed_run(&self, kind: ProbeKind) -> Run {
         let started = Instant::now();
-        let limits = &self.ctx.config.limits;
-        let rank = limits.rank(kind.label());
+        let rank = self.ctx.config.limits.rank(kind.label());
         let spent_before = self.ctx.client.commands_spent(rank);
         // Its commands wait for the budget at its rank.
         let run = || PRIORITY.scope(rank, probe::run(kind, &self.ctx));
@@ -322,178 +350,198 @@ impl Poller {
                 target: self.ctx.target.name.clone(),
             });
         }
-        let duration = started.elapsed();
-        let name = &self.ctx.target.name;
+        Run {
+            kind,
+            result,
+            started,
+            duration: started.elapsed(),
+            commands,
+        }
+    }
+
+    /// Records a run in its probe's status and failures in a row, logs a
+    /// change between success and failure (a failure when it starts, not on
+    /// every run of a long outage), and says when the probe runs next.
+    fn record(&self, state: &mut TargetState, run: &Run) -> Next {
+        let (kind, name, duration) = (run.kind, &self.ctx.target.name, run.duration);
         let period = kind.interval(&self.ctx.config);
-        let (snapshot, next) = {
-            let mut state = self.ctx.state();
-            let was = state
-                .snapshot
-                .probes
-                .get(&kind)
-                .cloned()
-                .unwrap_or_default();
-            let failures_in_a_row = if result.is_ok() {
-                0
-            } else {
-                state.failures_in_a_row.get(&kind).copied().unwrap_or(0) + 1
-            };
-            state.failures_in_a_row.insert(kind, failures_in_a_row);
-            let next = match kind {
-                ProbeKind::Discovery => Next::After(schedule::discovery_next(
-                    schedule::DiscoveryRun {
-                        ok: result.is_ok(),
-                        failures_in_a_row,
-                        keys_walked: state.discovery.and_then(|d| d.keys_walked),
-                    },
-                    period,
-                )),
-                _ => Next::Grid,
-            };
-            let one_off = state.one_off_commands.remove(&kind).unwrap_or(0);
-            let status = state.snapshot.probes.entry(kind).or_default();
-            status.duration = duration;
-            status.success = result.is_ok();
-            status.commands = commands;
-            status.one_off = one_off;
-            status.achieved_interval = status
-                .started_at
-                .map(|before| started.saturating_duration_since(before));
-            status.started_at = Some(started);
-            status.interval = Some(match next {
-                Next::After(d) => d,
-                Next::Grid => period,
-            });
-            match &result {
-                Ok(()) => {
-                    status.last_success = Some(SystemTime::now());
-                    status.last_error = None;
-                    if !was.success {
-                        tracing::debug!(redis_target = %name, probe = kind.label(), ?duration, "probe succeeded");
-                    }
-                }
-                Err(e) => {
-                    status.last_error = Some(e.to_string().into());
-                    // Log a failure when it starts, not on every run of a long outage.
-                    if was.success || was.last_success.is_none() && was.duration.is_zero() {
-                        tracing::warn!(redis_target = %name, probe = kind.label(), error = %e, "probe failed");
-                    } else {
-                        tracing::debug!(redis_target = %name, probe = kind.label(), error = %e, "probe still failing");
-                    }
-                }
-            }
-            if kind == ProbeKind::Discovery {
-                if let (Ok(()), Some(report)) = (&result, state.discovery) {
-                    let next_in = match next {
-                        Next::After(d) => d,
-                        Next::Grid => period,
-                    };
-                    // A run that changed nothing is routine (every 10 s by
-                    // default): at debug.
-                    if report.added > 0 || report.removed > 0 {
-                        tracing::info!(
-                            redis_target = %name,
-                            watched = report.watched,
-                            added = report.added,
-                            removed = report.removed,
-                            keys_walked = report.keys_walked,
-                            ?duration,
-                            next_in = ?next_in,
-                            "discovery"
-                        );
-                    } else {
-                        tracing::debug!(
-                            redis_target = %name,
-                            watched = report.watched,
-                            keys_walked = report.keys_walked,
-                            ?duration,
-                            next_in = ?next_in,
-                            "discovery changed nothing"
-                        );
-                    }
-                    if report.added > 0 {
-                        // New streams are read now, not a stream interval later.
-                        self.wake(ProbeKind::Stream);
-                    }
-                }
-            }
-            // Up or down follows the last round trip, whatever probe made it
-            // (a probe with nothing to ask proves nothing either way). Data
-            // read before a fall is dropped with it, so after a recovery the
-            // stream series come back with the next stream poll, never stale.
-            let down = matches!(&result, Err(e) if e.target_down())
-                || self.ctx.client.reachable() == Some(false);
-            if down {
-                if state.snapshot.up || state.last_down_reason.is_none() {
-                    let reason = match &result {
-                        Err(e) => e.to_string(),
-                        Ok(()) => "unreachable".to_string(),
-                    };
-                    tracing::warn!(redis_target = %name, %reason, "target down; its data series are withdrawn");
-                    state.last_down_reason = Some(reason);
-                }
-                state.forget_data();
-            } else if self.ctx.client.reachable() == Some(true) {
-                if !state.snapshot.up {
-                    tracing::info!(redis_target = %name, "target up");
-                    if state.last_down_reason.take().is_some() {
-                        // Back after an outage: refresh what the slow
-                        // probes show now rather than one interval later
-                        // (the PEL scan starts with the groups that had
-                        // findings).
-                        for k in ProbeKind::ALL.into_iter().filter(|k| *k != kind) {
-                            self.wake(k);
-                        }
-                    }
-                }
-                state.snapshot.up = true;
-            }
-            // A budget too small for every probe's cadence stretches the
-            // lower ones: say so when it changes, with the figure that would
-            // cover it (again when the need outgrows that figure).
-            let needed: f64 = state
-                .snapshot
-                .probes
-                .values()
-                .filter_map(|p| p.commands_needed_per_second())
-                .sum();
-            let budget = f64::from(limits.commands_per_second);
-            let notice = (state.snapshot.probes.len() == ProbeKind::ALL.len())
-                .then(|| BudgetNotice::next(state.budget_notice, needed, budget))
-                .flatten();
-            if let Some(notice) = notice {
-                match notice {
-                    BudgetNotice::Short { advised } => tracing::warn!(
-                        redis_target = %name,
-                        needed = advised,
-                        commands_per_second = limits.commands_per_second,
-                        "the command budget cannot keep every probe's interval; the lower-priority ones stretch (limits.commands_per_second = {advised} would cover them)"
-                    ),
-                    BudgetNotice::Covers if state.budget_notice.is_some() => tracing::info!(
-                        redis_target = %name,
-                        needed = needed.ceil(),
-                        commands_per_second = limits.commands_per_second,
-                        "the command budget covers every probe's interval again"
-                    ),
-                    // The first verdict, and a quiet one.
-                    BudgetNotice::Covers => {}
-                }
-                state.budget_notice = Some(notice);
-            }
-            let succeeded = |k: ProbeKind| {
-                state
-                    .snapshot
-                    .probes
-                    .get(&k)
-                    .is_some_and(|p| p.last_success.is_some())
-            };
-            let ready = succeeded(ProbeKind::Discovery) && succeeded(ProbeKind::Stream);
-            state.snapshot.ready = ready;
-            state.snapshot.stats = self.ctx.client.stats_snapshot();
-            (Arc::new(state.snapshot.clone()), next)
+        let was = state
+            .snapshot
+            .probes
+            .get(&kind)
+            .cloned()
+            .unwrap_or_default();
+        let failures_in_a_row = if run.result.is_ok() {
+            0
+        } else {
+            state.failures_in_a_row.get(&kind).copied().unwrap_or(0) + 1
         };
-        self.store.publish(self.owner(), snapshot);
+        state.failures_in_a_row.insert(kind, failures_in_a_row);
+        let next = match kind {
+            ProbeKind::Discovery => Next::After(schedule::discovery_next(
+                schedule::DiscoveryRun {
+                    ok: run.result.is_ok(),
+                    failures_in_a_row,
+                    keys_walked: state.discovery.and_then(|d| d.keys_walked),
+                },
+                period,
+            )),
+            _ => Next::Grid,
+        };
+        let one_off = state.one_off_commands.remove(&kind).unwrap_or(0);
+        let status = state.snapshot.probes.entry(kind).or_default();
+        status.duration = duration;
+        status.success = run.result.is_ok();
+        status.commands = run.commands;
+        status.one_off = one_off;
+        status.achieved_interval = status
+            .started_at
+            .map(|before| run.started.saturating_duration_since(before));
+        status.started_at = Some(run.started);
+        status.interval = Some(wait_after(next, period));
+        match &run.result {
+            Ok(()) => {
+                status.last_success = Some(SystemTime::now());
+                status.last_error = None;
+                if !was.success {
+                    tracing::debug!(redis_target = %name, probe = kind.label(), ?duration, "probe succeeded");
+                }
+            }
+            Err(e) => {
+                status.last_error = Some(e.to_string().into());
+                if was.success || was.last_success.is_none() && was.duration.is_zero() {
+                    tracing::warn!(redis_target = %name, probe = kind.label(), error = %e, "probe failed");
+                } else {
+                    tracing::debug!(redis_target = %name, probe = kind.label(), error = %e, "probe still failing");
+                }
+            }
+        }
         next
+    }
+
+    /// Logs a successful discovery, and has new streams read now, not a
+    /// stream interval later.
+    fn after_discovery(&self, state: &TargetState, run: &Run, next: Next) {
+        let (Ok(()), Some(report)) = (&run.result, state.discovery) else {
+            return;
+        };
+        let (name, duration) = (&self.ctx.target.name, run.duration);
+        let next_in = wait_after(next, ProbeKind::Discovery.interval(&self.ctx.config));
+        // A run that changed nothing is routine (every 10 s by default): at
+        // debug.
+        if report.added > 0 || report.removed > 0 {
+            tracing::info!(
+                redis_target = %name,
+                watched = report.watched,
+                added = report.added,
+                removed = report.removed,
+                keys_walked = report.keys_walked,
+                ?duration,
+                next_in = ?next_in,
+                "discovery"
+            );
+        } else {
+            tracing::debug!(
+                redis_target = %name,
+                watched = report.watched,
+                keys_walked = report.keys_walked,
+                ?duration,
+                next_in = ?next_in,
+                "discovery changed nothing"
+            );
+        }
+        if report.added > 0 {
+            self.wake(ProbeKind::Stream);
+        }
+    }
+
+    /// Up or down follows the last round trip, whatever probe made it (a
+    /// probe with nothing to ask proves nothing either way). Data read
+    /// before a fall is dropped with it, so after a recovery the stream
+    /// series come back with the next stream poll, never stale.
+    fn follow_reachability(&self, state: &mut TargetState, run: &Run) {
+        let name = &self.ctx.target.name;
+        let down = matches!(&run.result, Err(e) if e.target_down())
+            || self.ctx.client.reachable() == Some(false);
+        if down {
+            if state.snapshot.up || state.last_down_reason.is_none() {
+                let reason = match &run.result {
+                    Err(e) => e.to_string(),
+                    Ok(()) => "unreachable".to_string(),
+                };
+                tracing::warn!(redis_target = %name, %reason, "target down; its data series are withdrawn");
+                state.last_down_reason = Some(reason);
+            }
+            state.forget_data();
+        } else if self.ctx.client.reachable() == Some(true) {
+            if !state.snapshot.up {
+                tracing::info!(redis_target = %name, "target up");
+                if state.last_down_reason.take().is_some() {
+                    // Back after an outage: refresh what the slow probes
+                    // show now rather than one interval later (the PEL scan
+                    // starts with the groups that had findings).
+                    for k in ProbeKind::ALL.into_iter().filter(|k| *k != run.kind) {
+                        self.wake(k);
+                    }
+                }
+            }
+            state.snapshot.up = true;
+        }
+    }
+
+    /// A budget too small for every probe's cadence stretches the lower
+    /// ones: says so when it changes, with the figure that would cover it
+    /// (again when the need outgrows that figure).
+    fn notice_budget(&self, state: &mut TargetState) {
+        let (name, limits) = (&self.ctx.target.name, &self.ctx.config.limits);
+        let needed: f64 = state
+            .snapshot
+            .probes
+            .values()
+            .filter_map(|p| p.commands_needed_per_second())
+            .sum();
+        let budget = f64::from(limits.commands_per_second);
+        let notice = (state.snapshot.probes.len() == ProbeKind::ALL.len())
+            .then(|| BudgetNotice::next(state.budget_notice, needed, budget))
+            .flatten();
+        let Some(notice) = notice else {
+            return;
+        };
+        match notice {
+            BudgetNotice::Short { advised } => tracing::warn!(
+                redis_target = %name,
+                needed = advised,
+                commands_per_second = limits.commands_per_second,
+                "the command budget cannot keep every probe's interval; the lower-priority ones stretch (limits.commands_per_second = {advised} would cover them)"
+            ),
+            BudgetNotice::Covers if state.budget_notice.is_some() => tracing::info!(
+                redis_target = %name,
+                needed = needed.ceil(),
+                commands_per_second = limits.commands_per_second,
+                "the command budget covers every probe's interval again"
+            ),
+            // The first verdict, and a quiet one.
+            BudgetNotice::Covers => {}
+        }
+        state.budget_notice = Some(notice);
+    }
+}
+
+/// One run of a probe, as its outcome is recorded.
+struct Run {
+    kind: ProbeKind,
+    result: Result<(), ProbeError>,
+    started: Instant,
+    duration: Duration,
+    /// Commands it spent (both attempts, when a stream poll was retried).
+    commands: u64,
+}
+
+/// How long after a run the next one comes, as its probe's status shows it.
+fn wait_after(next: Next, period: Duration) -> Duration {
+    match next {
+        Next::After(d) => d,
+        Next::Grid => period,
     }
 }
 

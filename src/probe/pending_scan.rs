@@ -13,6 +13,8 @@
 //! resumed in the next, and its progress is exported instead of results that
 //! pretend it finished.
 
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -20,7 +22,7 @@ use tokio::time::Instant;
 
 use super::{ProbeContext, ProbeError, ProbeKind, Problems, group_lines};
 use crate::backend::reply::{self, PendingEntry};
-use crate::backend::{Command, RangeEnd, RangeStart};
+use crate::backend::{Command, NodeAddr, RangeEnd, RangeStart, Reply};
 use crate::snapshot::{Name, PelScan, ScanState};
 use crate::vocab::StreamId;
 
@@ -224,200 +226,74 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         generation,
         work: Vec::new(),
     };
-    taken.work = {
-        let mut state = ctx.state();
-        let (mut pairs, empty): (Vec<_>, Vec<_>) = group_lines(&state)
-            .into_iter()
-            .partition(|(_, line)| line.pending > 0);
-        // The stream poll saw these PELs empty: the pass over them is known
-        // without a page (no entries, so no buckets, poison or ghosts), and
-        // a pass begun before they emptied means nothing any more.
-        let known_empty = Accumulator::default();
-        for ((stream, group), _) in empty {
-            if let Some(memory) = state.groups.get_mut(&(stream.clone(), group.clone())) {
-                memory.scan_pass = None;
-            }
-            let result = known_empty.finish(0, &idle_bounds, &delivery_bounds, SystemTime::now());
-            set_progress(&mut state, &stream, &group, Some(result), 1.0);
-        }
-        // Groups with findings first: after an outage (or any slow pass)
-        // their poison, ghost and orphan figures come back soonest.
-        pairs.sort_by_key(|(k, _)| !state.findings.contains(k));
-        pairs
-            .into_iter()
-            .map(|((stream, group), line)| {
-                let pel_size = line.pending;
-                let pass = state
-                    .groups
-                    .get_mut(&(stream.clone(), group.clone()))
-                    .and_then(|m| m.scan_pass.take());
-                Work {
-                    stream,
-                    group,
-                    pel_size,
-                    pass,
-                    done: false,
-                }
-            })
-            .collect()
-    };
-    let work = &mut taken.work;
+    taken.work = take_work(ctx, &idle_bounds, &delivery_bounds);
     let by_node = ctx
         .client
-        .partition(work.iter().map(|w| &*w.stream))
+        .partition(taken.work.iter().map(|w| &*w.stream))
         .await?;
-    let per_round = ctx.config.limits.pipeline_size.max(1);
-    let mut outcome = Ok(());
-    'nodes: for (node, mine) in by_node {
-        loop {
-            let active: Vec<usize> = mine
-                .iter()
-                .copied()
-                .filter(|&i| !work[i].done)
-                .take(per_round)
-                .collect();
-            if active.is_empty() {
-                break;
-            }
-            if Instant::now() >= deadline {
-                break 'nodes;
-            }
-            // The page size follows the server (see backend::paging); read
-            // each round, so a page shrunk by one slow moment grows back
-            // within the pass.
-            let page = ctx.client.xpending_page();
-            // Pay the entries budget for what each page will most likely
-            // return (the rest of the PEL as the stream poll last saw it, up
-            // to a page), and pay any excess once the pages are in: small PELs
-            // do not cost a whole page each.
-            let expected: Vec<u32> = active
-                .iter()
-                .map(|&i| {
-                    let (pel_size, read) = work[i]
-                        .pass
-                        .as_ref()
-                        .map_or((work[i].pel_size, 0), |p| (p.pel_size, p.acc.entries));
-                    pel_size.saturating_sub(read).clamp(1, u64::from(page)) as u32
-                })
-                .collect();
-            ctx.client
-                .acquire_pending_entries(expected.iter().sum())
-                .await;
-            let cmds: Vec<Command> = active
-                .iter()
-                .map(|&i| Command::XpendingRange {
-                    key: work[i].stream.to_vec(),
-                    group: work[i].group.to_vec(),
-                    start: work[i]
-                        .pass
-                        .as_ref()
-                        .and_then(|p| p.next)
-                        .map_or(RangeStart::Min, RangeStart::From),
-                    count: page,
-                })
-                .collect();
-            let replies = match ctx.client.execute(&node, &cmds).await {
-                Ok(r) => r,
-                Err(e) => {
-                    outcome = Err(e.into());
-                    break 'nodes;
-                }
-            };
-            // Pages from a server that went away mid-run must not be mixed
-            // with the next one's; the passes are dropped with the run.
-            if let Err(e) = ctx.ensure_current(&ctx.state(), generation) {
-                outcome = Err(e);
-                break 'nodes;
-            }
-            let mut finished = Vec::new();
-            let mut excess = 0u32;
-            for ((&i, r), expected) in active.iter().zip(replies).zip(&expected) {
-                let entries = match r {
-                    Ok(v) => match reply::pending_entries(&v).inspect(|_| problems.answered()) {
-                        Ok(e) => e,
-                        Err(e) => {
-                            problems.add(ctx, e);
-                            work[i].done = true;
-                            continue;
-                        }
-                    },
-                    Err(e) => {
-                        // The group vanished mid-scan, or the server refused:
-                        // drop the pass.
-                        problems.refused(&e);
-                        work[i].done = true;
-                        continue;
-                    }
-                };
-                ctx.client.stats().pending_scanned(entries.len() as u64);
-                excess += (entries.len() as u32).saturating_sub(*expected);
-                let rules_owned = rules_for(ctx, &work[i]);
-                let Some((idle_bounds, delivery_bounds, poison, first, max_deleted)) = rules_owned
-                else {
-                    work[i].done = true;
-                    continue;
-                };
-                let rules = Rules {
-                    idle_bounds: &idle_bounds,
-                    delivery_bounds: &delivery_bounds,
-                    poison_delivery_count: poison,
-                    first_entry_id: first,
-                    max_deleted_entry_id: max_deleted,
-                    ghost_budget: ctx.config.limits.ghost_checks_per_scan,
-                };
-                let pel_size = work[i].pel_size;
-                let pass = work[i].pass.get_or_insert_with(|| {
-                    Box::new(Pass {
-                        next: None,
-                        pel_size,
-                        acc: Accumulator::default(),
-                    })
-                });
-                pass.acc.add(&entries, &rules);
-                let complete = entries.len() < page as usize;
-                match entries.last().and_then(|e| e.id.successor()) {
-                    Some(next) if !complete => pass.next = Some(next),
-                    _ => finished.push(i),
-                }
-            }
-            if excess > 0 {
-                ctx.client.acquire_pending_entries(excess).await;
-            }
-            for i in finished {
-                // The finished pass is freed now, not at the end of a run
-                // that may cover 20,000 groups.
-                let Some(pass) = work[i].pass.take() else {
-                    continue;
-                };
-                work[i].done = true;
-                let confirmed = match check_ghosts(ctx, &node, &work[i].stream, &pass.acc).await {
-                    Ok(n) => n,
-                    Err(e) => {
-                        outcome = Err(e);
-                        break 'nodes;
-                    }
-                };
-                let result =
-                    pass.acc
-                        .finish(confirmed, &idle_bounds, &delivery_bounds, SystemTime::now());
-                let mut state = ctx.state();
-                if let Err(e) = ctx.ensure_current(&state, generation) {
-                    outcome = Err(e);
-                    break 'nodes;
-                }
-                set_progress(
-                    &mut state,
-                    &work[i].stream,
-                    &work[i].group,
-                    Some(result),
-                    1.0,
-                );
-            }
+    let mut scan = Scan {
+        ctx,
+        generation,
+        deadline,
+        idle_bounds,
+        delivery_bounds,
+        work: &mut taken.work,
+        problems: &mut problems,
+    };
+    let outcome = scan.nodes(by_node).await;
+    carry_over(ctx, generation, std::mem::take(&mut taken.work))?;
+    outcome?;
+    problems.finish(ProbeKind::PendingScan)
+}
+
+/// The groups this run scans, with the passes earlier runs left them,
+/// groups with findings first. The groups whose PEL the stream poll saw
+/// empty get their results now, without a page.
+fn take_work(
+    ctx: &ProbeContext,
+    idle_bounds: &Arc<[f64]>,
+    delivery_bounds: &Arc<[u64]>,
+) -> Vec<Work> {
+    let mut state = ctx.state();
+    let (mut pairs, empty): (Vec<_>, Vec<_>) = group_lines(&state)
+        .into_iter()
+        .partition(|(_, line)| line.pending > 0);
+    // The stream poll saw these PELs empty: the pass over them is known
+    // without a page (no entries, so no buckets, poison or ghosts), and
+    // a pass begun before they emptied means nothing any more.
+    let known_empty = Accumulator::default();
+    for ((stream, group), _) in empty {
+        if let Some(memory) = state.groups.get_mut(&(stream.clone(), group.clone())) {
+            memory.scan_pass = None;
         }
+        let result = known_empty.finish(0, idle_bounds, delivery_bounds, SystemTime::now());
+        set_progress(&mut state, &stream, &group, Some(result), 1.0);
     }
-    // Unfinished passes carry over to the next run and report progress,
-    // unless the target went down meanwhile.
-    let work = std::mem::take(&mut taken.work);
+    // Groups with findings first: after an outage (or any slow pass)
+    // their poison, ghost and orphan figures come back soonest.
+    pairs.sort_by_key(|(k, _)| !state.findings.contains(k));
+    pairs
+        .into_iter()
+        .map(|((stream, group), line)| {
+            let pel_size = line.pending;
+            let pass = state
+                .groups
+                .get_mut(&(stream.clone(), group.clone()))
+                .and_then(|m| m.scan_pass.take());
+            Work {
+                stream,
+                group,
+                pel_size,
+                pass,
+                done: false,
+            }
+        })
+        .collect()
+}
+
+/// Unfinished passes carry over to the next run and report progress,
+/// unless the target went down meanwhile.
+fn carry_over(ctx: &ProbeContext, generation: u64, work: Vec<Work>) -> Result<(), ProbeError> {
     let mut state = ctx.state();
     ctx.ensure_current(&state, generation)?;
     for w in work.into_iter().filter(|w| !w.done) {
@@ -430,9 +306,214 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         }
         set_progress(&mut state, &w.stream, &w.group, None, progress);
     }
-    drop(state);
-    outcome?;
-    problems.finish(ProbeKind::PendingScan)
+    Ok(())
+}
+
+/// One run's paging through the PELs of its groups.
+struct Scan<'a> {
+    ctx: &'a ProbeContext,
+    generation: u64,
+    /// No round starts after it: the rest waits for the next run.
+    deadline: Instant,
+    idle_bounds: Arc<[f64]>,
+    delivery_bounds: Arc<[u64]>,
+    work: &'a mut [Work],
+    problems: &'a mut Problems,
+}
+
+impl Scan<'_> {
+    /// Scans node after node, until every pass is done or the interval is
+    /// used up. An error ends the scan: what it read so far is kept.
+    async fn nodes(&mut self, by_node: BTreeMap<NodeAddr, Vec<usize>>) -> Result<(), ProbeError> {
+        for (node, mine) in by_node {
+            if self.node(&node, &mine).await?.is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Scans the groups `mine` of one node, a pipeline of them at a time,
+    /// until their passes are done ([`ControlFlow::Continue`]) or the
+    /// interval is used up ([`ControlFlow::Break`]).
+    async fn node(
+        &mut self,
+        node: &NodeAddr,
+        mine: &[usize],
+    ) -> Result<ControlFlow<()>, ProbeError> {
+        let per_round = self.ctx.config.limits.pipeline_size.max(1);
+        loop {
+            let active: Vec<usize> = mine
+                .iter()
+                .copied()
+                .filter(|&i| !self.work[i].done)
+                .take(per_round)
+                .collect();
+            if active.is_empty() {
+                return Ok(ControlFlow::Continue(()));
+            }
+            if Instant::now() >= self.deadline {
+                return Ok(ControlFlow::Break(()));
+            }
+            self.round(node, &active).await?;
+        }
+    }
+
+    /// One round: the next page of each active group's PEL in one
+    /// pipeline, paid for from the entries budget and added to the passes;
+    /// the passes it completes are finished.
+    async fn round(&mut self, node: &NodeAddr, active: &[usize]) -> Result<(), ProbeError> {
+        let ctx = self.ctx;
+        // The page size follows the server (see backend::paging); read
+        // each round, so a page shrunk by one slow moment grows back
+        // within the pass.
+        let page = ctx.client.xpending_page();
+        let expected = self.expected(active, page);
+        ctx.client
+            .acquire_pending_entries(expected.iter().sum())
+            .await;
+        let cmds = self.page_commands(active, page);
+        let replies = ctx.client.execute(node, &cmds).await?;
+        // Pages from a server that went away mid-run must not be mixed
+        // with the next one's; the passes are dropped with the run.
+        ctx.ensure_current(&ctx.state(), self.generation)?;
+        let mut finished = Vec::new();
+        let mut excess = 0u32;
+        for ((&i, r), expected) in active.iter().zip(replies).zip(&expected) {
+            let Some(entries) = self.page_of(i, r) else {
+                continue;
+            };
+            ctx.client.stats().pending_scanned(entries.len() as u64);
+            excess += (entries.len() as u32).saturating_sub(*expected);
+            if self.add_page(i, &entries, page) {
+                finished.push(i);
+            }
+        }
+        if excess > 0 {
+            ctx.client.acquire_pending_entries(excess).await;
+        }
+        for i in finished {
+            self.finish(node, i).await?;
+        }
+        Ok(())
+    }
+
+    /// What each active group's page will most likely return: the rest of
+    /// the PEL as the stream poll last saw it, up to a page. The entries
+    /// budget is paid for that before the pages, and for any excess once
+    /// they are in, so small PELs do not cost a whole page each.
+    fn expected(&self, active: &[usize], page: u32) -> Vec<u32> {
+        active
+            .iter()
+            .map(|&i| {
+                let (pel_size, read) = self.work[i]
+                    .pass
+                    .as_ref()
+                    .map_or((self.work[i].pel_size, 0), |p| (p.pel_size, p.acc.entries));
+                pel_size.saturating_sub(read).clamp(1, u64::from(page)) as u32
+            })
+            .collect()
+    }
+
+    /// The `XPENDING` of each active group's next page, just after the
+    /// last ID of its previous one.
+    fn page_commands(&self, active: &[usize], page: u32) -> Vec<Command> {
+        active
+            .iter()
+            .map(|&i| Command::XpendingRange {
+                key: self.work[i].stream.to_vec(),
+                group: self.work[i].group.to_vec(),
+                start: self.work[i]
+                    .pass
+                    .as_ref()
+                    .and_then(|p| p.next)
+                    .map_or(RangeStart::Min, RangeStart::From),
+                count: page,
+            })
+            .collect()
+    }
+
+    /// The entries of group `i`'s page. A reply that is refused or does not
+    /// decode drops the group's pass: the group vanished mid-scan, or the
+    /// server refused.
+    fn page_of(&mut self, i: usize, r: Reply) -> Option<Vec<PendingEntry>> {
+        let problems = &mut *self.problems;
+        match r {
+            Ok(v) => match reply::pending_entries(&v).inspect(|_| problems.answered()) {
+                Ok(e) => Some(e),
+                Err(e) => {
+                    problems.add(self.ctx, e);
+                    self.work[i].done = true;
+                    None
+                }
+            },
+            Err(e) => {
+                problems.refused(&e);
+                self.work[i].done = true;
+                None
+            }
+        }
+    }
+
+    /// Adds a page to group `i`'s pass (begun with its first page); true
+    /// when the page completes the pass. A group whose stream left the
+    /// snapshot is dropped.
+    fn add_page(&mut self, i: usize, entries: &[PendingEntry], page: u32) -> bool {
+        let Some((idle_bounds, delivery_bounds, poison, first, max_deleted)) =
+            rules_for(self.ctx, &self.work[i])
+        else {
+            self.work[i].done = true;
+            return false;
+        };
+        let rules = Rules {
+            idle_bounds: &idle_bounds,
+            delivery_bounds: &delivery_bounds,
+            poison_delivery_count: poison,
+            first_entry_id: first,
+            max_deleted_entry_id: max_deleted,
+            ghost_budget: self.ctx.config.limits.ghost_checks_per_scan,
+        };
+        let pel_size = self.work[i].pel_size;
+        let pass = self.work[i].pass.get_or_insert_with(|| {
+            Box::new(Pass {
+                next: None,
+                pel_size,
+                acc: Accumulator::default(),
+            })
+        });
+        pass.acc.add(entries, &rules);
+        let complete = entries.len() < page as usize;
+        match entries.last().and_then(|e| e.id.successor()) {
+            Some(next) if !complete => {
+                pass.next = Some(next);
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// Finishes group `i`'s complete pass: its possible ghosts checked, its
+    /// results in the snapshot. The pass is freed now, not at the end of a
+    /// run that may cover 20,000 groups.
+    async fn finish(&mut self, node: &NodeAddr, i: usize) -> Result<(), ProbeError> {
+        let ctx = self.ctx;
+        let Some(pass) = self.work[i].pass.take() else {
+            return Ok(());
+        };
+        self.work[i].done = true;
+        let confirmed = check_ghosts(ctx, node, &self.work[i].stream, &pass.acc).await?;
+        let result = pass.acc.finish(
+            confirmed,
+            &self.idle_bounds,
+            &self.delivery_bounds,
+            SystemTime::now(),
+        );
+        let mut state = ctx.state();
+        ctx.ensure_current(&state, self.generation)?;
+        let w = &self.work[i];
+        set_progress(&mut state, &w.stream, &w.group, Some(result), 1.0);
+        Ok(())
+    }
 }
 
 type RulesOwned = (Vec<f64>, Vec<u64>, u64, Option<StreamId>, Option<StreamId>);
@@ -455,7 +536,7 @@ fn rules_for(ctx: &ProbeContext, w: &Work) -> Option<RulesOwned> {
 /// returns how many have no body.
 async fn check_ghosts(
     ctx: &ProbeContext,
-    node: &crate::backend::NodeAddr,
+    node: &NodeAddr,
     stream: &Name,
     acc: &Accumulator,
 ) -> Result<u64, ProbeError> {

@@ -1,0 +1,619 @@
+//! The stream probe's round trips for one batch of streams on one node:
+//! `TIME` and both `XINFO` of every stream in one pipeline; then, each only
+//! when some group needs it, the ranges the loss ledgers and the groups'
+//! advances ask counted (`XRANGE`, `XPENDING`), the first undelivered
+//! entries (`XRANGE`, with `XINFO GROUPS` again), the last entries
+//! (`XREVRANGE`), and the walk over single milliseconds. What the batch
+//! learnt is handed back per stream ([`Polled`]) for the probe to fold into
+//! the snapshot.
+
+use std::collections::{HashMap, HashSet};
+
+use super::decode::{Read, decode_stream, time_of};
+use crate::backend::reply::{self, GroupInfo, StreamInfo};
+use crate::backend::{Command, NodeAddr, RangeEnd, RangeStart, Reply};
+use crate::lag::{self, Arithmetic, MsEnds, UndeliveredSample};
+use crate::loss;
+use crate::probe::{ProbeContext, ProbeError, Problems};
+use crate::snapshot::Name;
+use crate::vocab::StreamId;
+
+/// A watched group of the batch: its stream's place among the streams read,
+/// and its own among that stream's watched groups.
+type At = (usize, usize);
+
+/// One stream as this poll read it, with what the round trips after XINFO
+/// learnt of each watched group (in the order of `read.groups`).
+pub(super) struct Polled {
+    pub(super) read: Read,
+    pub(super) now_ms: Option<u64>,
+    pub(super) arithmetic: Arithmetic,
+    pub(super) ends: MsEnds,
+    pub(super) anchors: Vec<lag::Anchor>,
+    /// Per group: the entries in the range it moved over, where counted.
+    pub(super) advanced_over: Vec<Option<u64>>,
+    /// Per group: its first (and last) undelivered entries, where read.
+    pub(super) samples: Vec<Option<UndeliveredSample>>,
+    /// Per group: what the range its ledger asked for holds, where counted.
+    pub(super) counted: Vec<Option<loss::RangeCount>>,
+}
+
+/// One batch of streams on one node, as far as this poll has read it.
+pub(super) struct Batch<'a> {
+    ctx: &'a ProbeContext,
+    node: &'a NodeAddr,
+    /// The node's own arithmetic: a cluster in a rolling upgrade runs two
+    /// versions.
+    arithmetic: Arithmetic,
+    now_ms: Option<u64>,
+    /// The streams whose XINFO could be read.
+    reads: Vec<(Name, Read)>,
+    /// Per stream and group: what the previous poll proved.
+    trails: Vec<Vec<Option<lag::Trail>>>,
+    /// Per stream: points of its generated-entries curve.
+    anchors: Vec<Vec<lag::Anchor>>,
+    counted: HashMap<At, loss::RangeCount>,
+    advanced: HashMap<At, u64>,
+    samples: HashMap<At, UndeliveredSample>,
+    /// Per stream: the milliseconds the walks read.
+    ends: Vec<MsEnds>,
+}
+
+impl<'a> Batch<'a> {
+    /// First round trip: `TIME` and both `XINFO` of every stream in one
+    /// pipeline, so a stream's figures are never read in two round trips
+    /// with writes in between. Streams that cannot be read are left out
+    /// (and added to `vanished` when they are gone).
+    pub(super) async fn read(
+        ctx: &'a ProbeContext,
+        node: &'a NodeAddr,
+        arithmetic: Arithmetic,
+        names: &[&Name],
+        problems: &mut Problems,
+        vanished: &mut Vec<Name>,
+    ) -> Result<Batch<'a>, ProbeError> {
+        let mut cmds = Vec::with_capacity(1 + names.len() * 2);
+        cmds.push(Command::Time);
+        for key in names {
+            cmds.push(Command::XinfoStream { key: key.to_vec() });
+            cmds.push(Command::XinfoGroups { key: key.to_vec() });
+        }
+        let replies = ctx.client.execute_in_one_trip(node, &cmds).await?;
+        let now_ms = time_of(ctx, &replies[0], problems);
+        let mut reads: Vec<(Name, Read)> = Vec::with_capacity(names.len());
+        for (i, key) in names.iter().enumerate() {
+            if let Some(read) = decode_stream(
+                ctx,
+                key,
+                &replies[1 + 2 * i],
+                &replies[2 + 2 * i],
+                problems,
+                vanished,
+            ) {
+                reads.push(((*key).clone(), read));
+            }
+        }
+        let (trails, anchors) = recall(ctx, &reads, arithmetic);
+        Ok(Batch {
+            ctx,
+            node,
+            arithmetic,
+            now_ms,
+            ends: vec![MsEnds::default(); reads.len()],
+            reads,
+            trails,
+            anchors,
+            counted: HashMap::new(),
+            advanced: HashMap::new(),
+            samples: HashMap::new(),
+        })
+    }
+
+    /// One group as the lag arithmetic reads it; the entries counted over
+    /// its advance join once [`Self::count_ranges`] has them.
+    fn reading(&self, (si, gi): At) -> lag::Reading<'_> {
+        let read = &self.reads[si].1;
+        lag::Reading {
+            stream: &read.info,
+            group: &read.groups[gi],
+            arithmetic: self.arithmetic,
+            previous: self.trails[si][gi].as_ref(),
+            advanced_over: self.advanced.get(&(si, gi)).copied(),
+        }
+    }
+
+    /// Second round trip, when a group needs it: the ranges the loss
+    /// ledgers and the groups' advances ask counted, in one pipeline.
+    pub(super) async fn count_ranges(&mut self, problems: &mut Problems) -> Result<(), ProbeError> {
+        let ranges = self.ledger_ranges();
+        let advances = self.advances();
+        if ranges.is_empty() && advances.is_empty() {
+            return Ok(());
+        }
+        let (keys, pairs): (Vec<_>, Vec<_>) = ranges.into_iter().unzip();
+        let (advance_keys, advance_cmds): (Vec<_>, Vec<_>) = advances.into_iter().unzip();
+        let mut cmds: Vec<Command> = pairs.into_iter().flatten().collect();
+        cmds.extend(advance_cmds);
+        let replies = self.ctx.client.execute(self.node, &cmds).await?;
+        let mut replies = replies.into_iter();
+        for key in keys {
+            let (Some(range), Some(pending)) = (replies.next(), replies.next()) else {
+                break;
+            };
+            let count = range_count(self.ctx, range, pending, problems);
+            self.counted.insert(key, count);
+        }
+        for (key, r) in advance_keys.into_iter().zip(replies) {
+            let Some(ids) = range_ids(self.ctx, r, problems) else {
+                continue;
+            };
+            // Too many to count: the lag is read from the stream instead.
+            if ids.len() <= loss::RANGE_COUNT_CAP as usize {
+                self.advanced.insert(key, ids.len() as u64);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ranges the groups advanced over with entries removed, whose
+    /// survivors prove a loss (see crate::loss): the entries of the range
+    /// that exist, and the group's pending ones there (all pending IDs are
+    /// at or before its position): a pending entry that no longer exists
+    /// was delivered before it was removed.
+    fn ledger_ranges(&self) -> Vec<(At, [Command; 2])> {
+        let state = self.ctx.state();
+        let mut ranges = Vec::new();
+        for (si, (name, read)) in self.reads.iter().enumerate() {
+            for (gi, group) in read.groups.iter().enumerate() {
+                let key = (name.clone(), Name::from(group.name.as_slice()));
+                let Some(ledger) = state.ledger_to_feed(&key) else {
+                    continue;
+                };
+                let Some((from, to)) =
+                    ledger.range_to_count(&observation(&read.info, group, self.now_ms, None))
+                else {
+                    continue;
+                };
+                let pending = Command::XpendingRange {
+                    key: name.to_vec(),
+                    group: group.name.clone(),
+                    start: RangeStart::From(from),
+                    count: loss::RANGE_COUNT_CAP + 1,
+                };
+                ranges.push(((si, gi), [count_range(name, from, to), pending]));
+            }
+        }
+        ranges
+    }
+
+    /// Ranges groups moved over since an earlier poll proved unread
+    /// entries gone (see lag::Reading::advance_to_count). Planned before
+    /// any is counted, so no reading carries a count yet.
+    fn advances(&self) -> Vec<(At, Command)> {
+        let mut advances = Vec::new();
+        for (si, (name, read)) in self.reads.iter().enumerate() {
+            for gi in 0..read.groups.len() {
+                if let Some((from, to)) = self.reading((si, gi)).advance_to_count() {
+                    advances.push(((si, gi), count_range(name, from, to)));
+                }
+            }
+        }
+        advances
+    }
+
+    /// Third round trip, for groups whose lag or lag age does not follow
+    /// from XINFO: their first undelivered entries, bounded.
+    pub(super) async fn sample_heads(
+        &mut self,
+        exact_limit: u32,
+        problems: &mut Problems,
+    ) -> Result<(), ProbeError> {
+        let (wanted, xranges) = self.head_requests(exact_limit);
+        if xranges.is_empty() {
+            return Ok(());
+        }
+        // With the counts, XINFO GROUPS again for the streams whose lag is
+        // counted: a count is only as good as the group's position it
+        // starts from, and a group that read on between the two round trips
+        // (its consumers may delete what they read) makes it no proof of
+        // what was lost.
+        let recheck = streams_to_recheck(&wanted);
+        let mut cmds = xranges;
+        cmds.extend(recheck.iter().map(|&si| Command::XinfoGroups {
+            key: self.reads[si].0.to_vec(),
+        }));
+        let mut replies = self.ctx.client.execute(self.node, &cmds).await?;
+        let rechecked = replies.split_off(wanted.len());
+        let moved = self.moved(&recheck, rechecked, problems);
+        for ((at, count), r) in wanted.into_iter().zip(replies) {
+            if let Some(ids) = range_ids(self.ctx, r, problems) {
+                let mut sample = UndeliveredSample::head(ids, count);
+                sample.group_moved = count > 1 && moved.contains(&at);
+                self.samples.insert(at, sample);
+            }
+        }
+        Ok(())
+    }
+
+    /// The groups whose first undelivered entries are wanted, how many of
+    /// each, and the `XRANGE` that reads them, up to the end XINFO saw.
+    fn head_requests(&self, exact_limit: u32) -> (Vec<(At, u32)>, Vec<Command>) {
+        let mut wanted = Vec::new();
+        let mut xranges = Vec::new();
+        for (si, (name, read)) in self.reads.iter().enumerate() {
+            for (gi, group) in read.groups.iter().enumerate() {
+                let Some(count) = self.reading((si, gi)).sample_request(exact_limit) else {
+                    continue;
+                };
+                let Some(start) = group.last_delivered_id.successor() else {
+                    continue;
+                };
+                wanted.push(((si, gi), count));
+                xranges.push(Command::Xrange {
+                    key: name.to_vec(),
+                    start: RangeStart::From(start),
+                    end: as_read(&read.info),
+                    count,
+                });
+            }
+        }
+        (wanted, xranges)
+    }
+
+    /// The groups the second `XINFO GROUPS` did not find where the first
+    /// left them (or could not tell): their counts prove no loss.
+    fn moved(
+        &self,
+        recheck: &[usize],
+        rechecked: Vec<Reply>,
+        problems: &mut Problems,
+    ) -> HashSet<At> {
+        let mut moved = HashSet::new();
+        for (&si, r) in recheck.iter().zip(rechecked) {
+            let now = match r {
+                Ok(v) => reply::groups(&v).ok(),
+                Err(e) => {
+                    problems.refused(&e);
+                    None
+                }
+            };
+            for (gi, before) in self.reads[si].1.groups.iter().enumerate() {
+                let same = now.as_ref().is_some_and(|groups| {
+                    groups.iter().any(|g| {
+                        g.name == before.name
+                            && g.last_delivered_id == before.last_delivered_id
+                            && g.entries_read == before.entries_read
+                    })
+                });
+                if !same {
+                    moved.insert((si, gi));
+                }
+            }
+        }
+        moved
+    }
+
+    /// Fourth round trip, only for lags to estimate: the last entries,
+    /// which count small lags exactly and narrow larger ones.
+    pub(super) async fn read_tails(&mut self, problems: &mut Problems) -> Result<(), ProbeError> {
+        let mut tails = Vec::new();
+        let mut tail_cmds = Vec::new();
+        for (&at, sample) in &self.samples {
+            if let Some((start, count)) = self.reading(at).tail_request(sample) {
+                let (name, read) = &self.reads[at.0];
+                tails.push((at, count));
+                tail_cmds.push(Command::Xrevrange {
+                    key: name.to_vec(),
+                    end: as_read(&read.info),
+                    start: RangeStart::From(start),
+                    count,
+                });
+            }
+        }
+        if tail_cmds.is_empty() {
+            return Ok(());
+        }
+        let replies = self.ctx.client.execute(self.node, &tail_cmds).await?;
+        for ((at, count), r) in tails.into_iter().zip(replies) {
+            if let Some(mut ids) = range_ids(self.ctx, r, problems)
+                && let Some(sample) = self.samples.get_mut(&at)
+            {
+                ids.reverse();
+                sample.tail = ids;
+                sample.tail_count = count;
+            }
+        }
+        Ok(())
+    }
+
+    /// Then, for lags still to estimate, a walk over the milliseconds
+    /// around each group's position: one round trip per step, every
+    /// group's step in it, as long as `budget` (the poll's, shared by its
+    /// batches) covers the steps.
+    pub(super) async fn walk(
+        &mut self,
+        budget: &mut usize,
+        problems: &mut Problems,
+    ) -> Result<(), ProbeError> {
+        let walks = self.walks();
+        if !walks.is_empty() {
+            self.recall_walked(&walks);
+        }
+        for _ in 0..lag::WALK_ROUNDS {
+            let steps = self.next_steps(&walks, budget);
+            if steps.is_empty() {
+                break;
+            }
+            let cmds: Vec<Command> = steps
+                .iter()
+                .map(|&(si, step)| walk_command(&self.reads[si].0, step))
+                .collect();
+            let replies = self.ctx.client.execute(self.node, &cmds).await?;
+            let mut found: Vec<Vec<(lag::Step, Option<StreamId>)>> =
+                vec![Vec::new(); self.reads.len()];
+            for ((si, step), r) in steps.into_iter().zip(replies) {
+                if let Some(ids) = range_ids(self.ctx, r, problems) {
+                    found[si].push((step, ids.first().copied()));
+                }
+            }
+            for (si, found) in found.iter().enumerate() {
+                lag::Walk::apply(found, &mut self.ends[si]);
+            }
+        }
+        Ok(())
+    }
+
+    /// The walks the samples leave to do.
+    fn walks(&self) -> Vec<(At, lag::Walk)> {
+        self.samples
+            .iter()
+            .filter_map(|(&at, sample)| {
+                self.reading(at)
+                    .walk(sample, &self.anchors[at.0])
+                    .map(|w| (at, w))
+            })
+            .collect()
+    }
+
+    /// What earlier polls' walks read of these streams is skipped, so the
+    /// walks go on where the cap stopped them.
+    fn recall_walked(&mut self, walks: &[(At, lag::Walk)]) {
+        let mut state = self.ctx.state();
+        for ((si, _), _) in walks {
+            if let Some(walked) = state.take_walked(&self.reads[*si].0) {
+                self.ends[*si] = walked.recall(&self.reads[*si].1.info);
+            }
+        }
+    }
+
+    /// One round's steps. Walks of one stream share what they learn, so a
+    /// step that two groups' walks both want is read once; a walk whose
+    /// steps the budget cannot cover takes none.
+    fn next_steps(&self, walks: &[(At, lag::Walk)], budget: &mut usize) -> Vec<(usize, lag::Step)> {
+        let mut steps: Vec<(usize, lag::Step)> = Vec::new();
+        for ((si, _), walk) in walks {
+            let mine: Vec<lag::Step> = walk
+                .steps(&self.ends[*si])
+                .into_iter()
+                .filter(|st| !steps.contains(&(*si, *st)))
+                .collect();
+            if *budget < mine.len() {
+                continue;
+            }
+            *budget -= mine.len();
+            steps.extend(mine.into_iter().map(|st| (*si, st)));
+        }
+        steps
+    }
+
+    /// What the batch read, stream by stream, for the probe to fold in.
+    pub(super) fn into_polled(self) -> Vec<(Name, Polled)> {
+        let Batch {
+            now_ms,
+            arithmetic,
+            reads,
+            anchors,
+            ends,
+            counted,
+            advanced,
+            mut samples,
+            ..
+        } = self;
+        let per_stream = reads.into_iter().zip(ends).zip(anchors);
+        per_stream
+            .enumerate()
+            .map(|(si, (((name, read), ends), anchors))| {
+                let groups = 0..read.groups.len();
+                let polled = Polled {
+                    advanced_over: groups
+                        .clone()
+                        .map(|gi| advanced.get(&(si, gi)).copied())
+                        .collect(),
+                    samples: groups.clone().map(|gi| samples.remove(&(si, gi))).collect(),
+                    counted: groups.map(|gi| counted.get(&(si, gi)).copied()).collect(),
+                    read,
+                    now_ms,
+                    arithmetic,
+                    ends,
+                    anchors,
+                };
+                (name, polled)
+            })
+            .collect()
+    }
+}
+
+/// What earlier polls left of the batch's streams: each watched group's lag
+/// trail, and each stream's generated-entries curve, drawn through every
+/// group's position (the unwatched ones are points too).
+fn recall(
+    ctx: &ProbeContext,
+    reads: &[(Name, Read)],
+    arithmetic: Arithmetic,
+) -> (Vec<Vec<Option<lag::Trail>>>, Vec<Vec<lag::Anchor>>) {
+    let state = ctx.state();
+    reads
+        .iter()
+        .map(|(name, read)| {
+            let trails = read
+                .groups
+                .iter()
+                .map(|g| {
+                    state
+                        .groups
+                        .get(&(name.clone(), Name::from(g.name.as_slice())))
+                        .and_then(|m| m.lag_trail)
+                })
+                .collect();
+            let earlier = state.anchors.get(name).map_or(&[][..], |h| h.as_slice());
+            let anchors = if read.unwatched.is_empty() {
+                lag::stream_anchors(&read.info, &read.groups, arithmetic, earlier)
+            } else {
+                let all: Vec<GroupInfo> =
+                    read.groups.iter().chain(&read.unwatched).cloned().collect();
+                lag::stream_anchors(&read.info, &all, arithmetic, earlier)
+            };
+            (trails, anchors)
+        })
+        .unzip()
+}
+
+/// The streams whose groups' counts go past one entry, once each.
+fn streams_to_recheck(wanted: &[(At, u32)]) -> Vec<usize> {
+    let mut recheck: Vec<usize> = wanted
+        .iter()
+        .filter(|&&(_, count)| count > 1)
+        .map(|&((si, _), _)| si)
+        .collect();
+    recheck.sort_unstable();
+    recheck.dedup();
+    recheck
+}
+
+/// The IDs of an `XRANGE` or `XREVRANGE` reply; a refusal, or a reply that
+/// does not decode, is counted as a problem and reads as none.
+fn range_ids(ctx: &ProbeContext, r: Reply, problems: &mut Problems) -> Option<Vec<StreamId>> {
+    match r {
+        Ok(v) => {
+            problems.answered();
+            match reply::range_ids(&v) {
+                Ok(ids) => Some(ids),
+                Err(e) => {
+                    problems.add(ctx, e);
+                    None
+                }
+            }
+        }
+        Err(e) => {
+            problems.refused(&e);
+            None
+        }
+    }
+}
+
+/// The `XRANGE` that counts a range's entries: one past the cap, so a
+/// range too long to count is known as one.
+fn count_range(key: &Name, from: StreamId, to: StreamId) -> Command {
+    Command::Xrange {
+        key: key.to_vec(),
+        start: RangeStart::From(from),
+        end: RangeEnd::To(to),
+        count: loss::RANGE_COUNT_CAP + 1,
+    }
+}
+
+/// What the `XRANGE` and `XPENDING` of a range a group advanced over say:
+/// its entries that exist, and its pending entries that do not.
+fn range_count(
+    ctx: &ProbeContext,
+    range: Reply,
+    pending: Reply,
+    problems: &mut Problems,
+) -> loss::RangeCount {
+    let cap = loss::RANGE_COUNT_CAP as usize;
+    let mut decoded = |r: Reply, ids: fn(&_) -> _| match r {
+        Ok(v) => {
+            problems.answered();
+            match ids(&v) {
+                Ok(ids) => Some(ids),
+                Err(e) => {
+                    problems.add(ctx, e);
+                    None
+                }
+            }
+        }
+        Err(e) => {
+            problems.refused(&e);
+            None
+        }
+    };
+    let present: Option<Vec<StreamId>> = decoded(range, reply::range_ids);
+    let pending: Option<Vec<StreamId>> = decoded(pending, |v| {
+        reply::pending_entries(v).map(|entries| entries.into_iter().map(|e| e.id).collect())
+    });
+    match (present, pending) {
+        (Some(present), Some(pending)) if present.len() <= cap && pending.len() <= cap => {
+            let delivered_gone = pending
+                .iter()
+                .filter(|id| present.binary_search(id).is_err())
+                .count();
+            loss::RangeCount::Survivors {
+                present: present.len() as u64,
+                delivered_gone: delivered_gone as u64,
+            }
+        }
+        _ => loss::RangeCount::NotCounted,
+    }
+}
+
+/// What the loss ledger needs of one group's poll.
+pub(super) fn observation(
+    info: &StreamInfo,
+    group: &GroupInfo,
+    at_ms: Option<u64>,
+    unread_gone: Option<u64>,
+) -> loss::Observation {
+    loss::Observation {
+        at_ms,
+        last_delivered: group.last_delivered_id,
+        entries_read: group.entries_read,
+        first_entry: info.first_entry_id,
+        max_deleted: info.max_deleted_entry_id,
+        removed: info
+            .entries_added
+            .and_then(|added| added.checked_sub(info.length)),
+        unread_gone,
+    }
+}
+
+/// The end of the stream as XINFO read it. Entries counted after XINFO, in
+/// a later round trip, must stop there: entries added meanwhile would make
+/// the count larger than the lag Redis's counters describe, and a loss
+/// figure (entries-added − entries-read − lag) that dips for one poll would
+/// pass for a loss at the next.
+fn as_read(info: &StreamInfo) -> RangeEnd {
+    RangeEnd::To(info.last_entry_id.unwrap_or(info.last_generated_id))
+}
+
+/// The command that reads one step of an estimator's walk.
+fn walk_command(key: &Name, step: lag::Step) -> Command {
+    let (from, to) = match step {
+        lag::Step::Last { from, to } | lag::Step::First { from, to } => {
+            (StreamId::new(from, 0), StreamId::new(to, u64::MAX))
+        }
+    };
+    match step {
+        lag::Step::Last { .. } => Command::Xrevrange {
+            key: key.to_vec(),
+            end: RangeEnd::To(to),
+            start: RangeStart::From(from),
+            count: 1,
+        },
+        lag::Step::First { .. } => Command::Xrange {
+            key: key.to_vec(),
+            start: RangeStart::From(from),
+            end: RangeEnd::To(to),
+            count: 1,
+        },
+    }
+}
