@@ -18,7 +18,13 @@
 //! 2. **From Redis's counters at each poll.** Every increase of the unread
 //!    entries gone (entries-added − entries-read − lag, exact figures only,
 //!    see [`crate::lag`]): older servers keep a gap out of entries-read for
-//!    good, so it shows there.
+//!    good, so it shows there. An increase is never more than the entries
+//!    removed from the stream since the figure it rose from. A fall is the
+//!    new baseline at once when the group's entries-read rose by as much
+//!    (a counter set with `XGROUP SETID … ENTRIESREAD`, or re-estimated past
+//!    a gap, took the gone entries in), and otherwise only once the next
+//!    poll confirms it (a figure read while the stream changed dips for one
+//!    poll): a loss right after a true fall counts from the fallen figure.
 //!
 //! The counters cannot tell an entry removed before the group read it from
 //! one the group read and its consumers (or a short `MAXLEN`) removed right
@@ -132,6 +138,50 @@ struct Seen {
     first_entry: Option<StreamId>,
 }
 
+/// The counters' unread entries gone at one poll, with what it rests on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Figure {
+    /// Entries-added − entries-read − lag.
+    gone: u64,
+    /// The group's entries-read then.
+    entries_read: Option<u64>,
+    /// Entries removed from the stream in all then.
+    removed: Option<u64>,
+}
+
+impl Figure {
+    fn of(gone: u64, o: &Observation) -> Figure {
+        Figure {
+            gone,
+            entries_read: o.entries_read,
+            removed: o.removed,
+        }
+    }
+
+    /// True when the group's own counter explains a fall to `gone` by `o`:
+    /// entries-read rose by at least the fall. Reads raise it by what they
+    /// deliver, which leaves the figure as it was; only a counter that took
+    /// gone entries in (set from outside with `XGROUP SETID … ENTRIESREAD`,
+    /// or re-estimated past a gap by Valkey and Redis 8) lowers it. A fall
+    /// the counter cannot explain is a misreading.
+    fn explains_fall(&self, gone: u64, o: &Observation) -> bool {
+        match (self.entries_read, o.entries_read) {
+            (Some(then), Some(now)) => now.saturating_sub(then) >= self.gone.saturating_sub(gone),
+            _ => false,
+        }
+    }
+
+    /// The most unread entries that can have gone since this figure: each
+    /// was removed from the stream since (an entry removed earlier was in
+    /// the figure already). Unbounded when the counters do not say.
+    fn new_removals_by(&self, o: &Observation) -> u64 {
+        match (self.removed, o.removed) {
+            (Some(then), Some(now)) => now.saturating_sub(then),
+            _ => u64::MAX,
+        }
+    }
+}
+
 /// What the group's last advance did to the range it passed over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Advance {
@@ -145,9 +195,9 @@ enum Advance {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Ledger {
     /// Unread entries gone at the last poll that knew it.
-    baseline: Option<u64>,
+    baseline: Option<Figure>,
     /// A lower figure seen once, not yet taken as the new baseline.
-    dipped: Option<u64>,
+    dipped: Option<Figure>,
     /// A lowered baseline and the position it was lowered at: a rise back
     /// to the figure before the dip, with the group still there, is the
     /// rebound of a figure read mid-change, not a loss.
@@ -354,31 +404,43 @@ impl Ledger {
         let Some(gone) = o.unread_gone else {
             return;
         };
-        // A figure below the baseline is taken only when the next poll
-        // confirms it: a figure read while the stream changed under the
-        // poll dips for that poll, and its rebound must not pass for a loss.
-        if let Some(before) = self.baseline.filter(|&b| gone < b) {
-            match self.dipped.replace(gone) {
+        let now = Figure::of(gone, o);
+        if let Some(before) = self.baseline.filter(|b| gone < b.gone) {
+            if before.explains_fall(gone, o) {
+                // The counter took gone entries in: the figure did fall,
+                // and the next loss counts from here.
+                self.dipped = None;
+                self.before_dip = None;
+                self.baseline = Some(now);
+                return;
+            }
+            // A figure below the baseline that the counter does not explain
+            // is taken only when the next poll confirms it: a figure read
+            // while the stream changed under the poll dips for that poll,
+            // and its rebound must not pass for a loss.
+            match self.dipped.replace(now) {
                 // Seen lower twice in a row: the figure did go down, from
                 // the first lower value on.
                 Some(first) => {
-                    self.before_dip = Some((before, o.last_delivered, o.entries_read));
+                    self.before_dip = Some((before.gone, o.last_delivered, o.entries_read));
                     self.baseline = Some(first);
                 }
                 None => return,
             }
         }
         self.dipped = None;
-        if let Some(baseline) = self.baseline.filter(|&b| gone > b) {
+        if let Some(baseline) = self.baseline.filter(|b| gone > b.gone) {
             // Back up to where it stood before a dip, the group not having
             // moved since: the dip was the misreading, not this.
             let floor = match self.before_dip {
                 Some((before, ld, read)) if ld == o.last_delivered && read == o.entries_read => {
-                    before.max(baseline)
+                    before.max(baseline.gone)
                 }
-                _ => baseline,
+                _ => baseline.gone,
             };
-            let more = gone.saturating_sub(floor);
+            // A rise beyond what was removed from the stream since is a
+            // misreading too.
+            let more = gone.saturating_sub(floor).min(baseline.new_removals_by(o));
             if more > 0 {
                 let cause = match previous {
                     Some(p) => p.cause(o),
@@ -387,7 +449,7 @@ impl Ledger {
                 counted.add(cause, more);
             }
         }
-        self.baseline = Some(gone);
+        self.baseline = Some(now);
     }
 
     /// The target came back as another server (a new `run_id`): the next

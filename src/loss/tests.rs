@@ -20,6 +20,15 @@ fn obs(at: u64, ld: u64, read: u64, first: u64, gone: Option<u64>) -> Observatio
     }
 }
 
+/// `o` with `removed` entries removed in all (deletions: the first entry
+/// stays).
+fn removing(o: Observation, removed: u64) -> Observation {
+    Observation {
+        removed: Some(removed),
+        ..o
+    }
+}
+
 /// Observes `o`, counting the range the ledger asks for with `survivors`
 /// (a function of the range's bounds).
 fn step(l: &mut Ledger, o: Observation, survivors: impl Fn(u64, u64) -> u64) {
@@ -205,8 +214,9 @@ fn a_rebound_after_a_dip_is_no_loss_while_the_group_stood_still() {
     l.observe(&obs(3, 10, 10, 1, Some(1)), None);
     l.observe(&obs(4, 10, 10, 1, Some(4)), None);
     assert_eq!(l.lost(), lost(0, 0));
-    // Past the figure before the dip, the rest is a loss.
-    l.observe(&obs(5, 10, 10, 1, Some(6)), None);
+    // Past the figure before the dip, the rest is a loss (two entries
+    // deleted ahead of the group).
+    l.observe(&removing(obs(5, 10, 10, 1, Some(6)), 2), None);
     assert_eq!(l.lost().map(|x| x.deleted), Some(2));
 }
 
@@ -221,8 +231,77 @@ fn a_one_poll_dip_is_no_loss() {
     assert_eq!(l.lost(), lost(0, 0));
     l.observe(&obs(4, 40, 40, 1, Some(0)), None);
     l.observe(&obs(5, 50, 50, 1, Some(0)), None);
-    l.observe(&obs(6, 60, 60, 1, Some(2)), None);
+    l.observe(&removing(obs(6, 60, 60, 1, Some(2)), 2), None);
     assert_eq!(l.lost().map(|x| x.deleted), Some(2));
+}
+
+/// Redis 7.0 keeps a trimmed gap out of entries-read until `XGROUP SETID …
+/// ENTRIESREAD` sets the counter right: the figure falls at once (the
+/// counter rose by the fall), and a trim right after counts from there.
+#[test]
+fn a_loss_right_after_a_counter_set_from_outside_counts_in_full() {
+    let mut l = Ledger::default();
+    l.observe(&obs(1, 3, 3, 1, Some(0)), None);
+    // XTRIM MAXLEN 28 of 49 entries, then a read of 29: 18 unread trimmed,
+    // kept out of entries-read (3 + 29).
+    l.observe(&obs(2, 50, 32, 22, Some(18)), None);
+    assert_eq!(l.lost(), lost(18, 0));
+    // 13 more entries; XGROUP SETID $ ENTRIESREAD 62.
+    l.observe(&obs(3, 62, 62, 22, Some(0)), None);
+    // 378 entries with MAXLEN 142: 236 of them trimmed unread.
+    l.observe(&obs(4, 62, 62, 299, Some(236)), None);
+    assert_eq!(l.lost(), lost(254, 0));
+    // A read of 13 past the gap adds nothing.
+    step(&mut l, obs(5, 311, 75, 299, Some(236)), |from, to| {
+        to + 1 - from.max(299)
+    });
+    assert_eq!(l.lost(), lost(254, 0));
+}
+
+/// Redis 8 re-estimates entries-read when a group reads past a trimmed
+/// gap: the figure falls to 0 at once, and a deletion ahead of the group,
+/// standing still, counts from there (not from the figure before the
+/// fall).
+#[test]
+fn a_loss_right_after_a_re_estimate_counts_in_full() {
+    let mut l = Ledger::default();
+    l.observe(&obs(1, 23, 23, 1, Some(0)), None);
+    l.observe(&obs(2, 23, 23, 1, Some(0)), None);
+    // XTRIM MINID 29: entries 24-28 trimmed unread.
+    l.observe(&obs(3, 23, 23, 29, Some(5)), None);
+    assert_eq!(l.lost(), lost(5, 0));
+    // A read of 7 past the gap: entries-read re-estimated to 35.
+    l.observe(&obs(4, 35, 35, 29, Some(0)), None);
+    l.observe(&obs(5, 42, 42, 29, Some(0)), None);
+    // 7 more entries (43-49); XDEL of 2 read entries and 3 unread.
+    let deleted = |at, ld, read, gone| Observation {
+        max_deleted: Some(id(49)),
+        ..removing(obs(at, ld, read, 29, Some(gone)), 33)
+    };
+    l.observe(&deleted(6, 42, 42, 3), None);
+    assert_eq!(l.lost(), lost(5, 3));
+    // Read past the deletions: counted once.
+    l.observe(&deleted(7, 42, 42, 3), None);
+    let mut o = deleted(8, 63, 63, 0);
+    o.removed = Some(33);
+    let range = l.range_to_count(&o).map(|_| RangeCount::Survivors {
+        present: 18,
+        delivered_gone: 0,
+    });
+    l.observe(&o, range);
+    assert_eq!(l.lost(), lost(5, 3));
+}
+
+/// The figure cannot rise by more than was removed from the stream since:
+/// nothing removed, no loss.
+#[test]
+fn a_rise_with_nothing_removed_is_no_loss() {
+    let mut l = Ledger::default();
+    l.observe(&obs(1, 10, 10, 5, Some(2)), None);
+    l.observe(&obs(2, 10, 10, 5, Some(5)), None);
+    assert_eq!(l.lost(), lost(0, 0));
+    l.observe(&removing(obs(3, 10, 10, 5, Some(7)), 5), None);
+    assert_eq!(l.lost(), lost(0, 1));
 }
 
 #[test]
@@ -238,7 +317,7 @@ fn unknown_figures_keep_the_baseline() {
     let mut l = Ledger::default();
     l.observe(&obs(1, 10, 10, 1, Some(0)), None);
     l.observe(&obs(2, 20, 20, 1, None), None);
-    l.observe(&obs(3, 30, 30, 1, Some(7)), None);
+    l.observe(&removing(obs(3, 30, 30, 1, Some(7)), 7), None);
     assert_eq!(l.lost().map(|x| x.deleted), Some(7));
 }
 
@@ -251,7 +330,7 @@ fn a_deletion_is_a_deletion_even_behind_the_first_entry() {
     l.observe(
         &Observation {
             max_deleted: Some(id(8)),
-            ..obs(2, 0, 0, 1, Some(2))
+            ..removing(obs(2, 0, 0, 1, Some(2)), 2)
         },
         None,
     );
