@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::common::{free_port, which};
@@ -104,7 +105,10 @@ impl Exporter {
     /// An exporter reading the configuration `config` (TOML), written into `dir`, which also
     /// holds its log.
     pub fn with_config(dir: &Path, config: &str) -> ExporterBuilder {
-        let path = dir.join(format!("exporter-{}.toml", free_port()));
+        // Several exporters may share `dir`: each gets a file of its own.
+        static WRITTEN: AtomicUsize = AtomicUsize::new(0);
+        let n = WRITTEN.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!("exporter-{n}.toml"));
         std::fs::write(&path, config).unwrap();
         Exporter::with_config_file(dir, &path)
     }

@@ -225,6 +225,11 @@ fn owner<'a>(faults: &'a [Fault], labels: &Labels) -> Option<&'a Fault> {
     faults.iter().find(|f| f.owns(labels))
 }
 
+/// `127.0.0.1:PORT`: an exporter's `instance` label, a default target name.
+fn loopback(port: u16) -> String {
+    format!("127.0.0.1:{port}")
+}
+
 fn secs(d: Duration) -> String {
     format!("{:.0} s", d.as_secs_f64())
 }
@@ -421,8 +426,6 @@ struct Stack {
     exporters_started: Instant,
     scenarios_started: Instant,
     faults: Vec<Fault>,
-    pair_a_instance: String,
-    pair_b_instance: String,
     pair_a_target: String,
     pair_b_target: String,
 }
@@ -489,12 +492,11 @@ impl Stack {
 
         let scenarios_started = Instant::now();
         let simulators = start_scenarios(&logs, &matrix, redis70, &evict, &pair_a, &pair_b);
-        let instance = |i: usize| format!("127.0.0.1:{}", ports[i]);
+        let instance = |i: usize| loopback(ports[i]);
         let (main, shortlived) = (instance(0), instance(3));
-        let (pair_a_instance, pair_b_instance) = (instance(4), instance(5));
         // Default target names: the address, as the exporter sees it in its URL.
-        let pair_a_target = format!("127.0.0.1:{}", pair_a.port);
-        let pair_b_target = format!("127.0.0.1:{}", pair_b.port);
+        let pair_a_target = loopback(pair_a.port);
+        let pair_b_target = loopback(pair_b.port);
         let mut faults: Vec<Fault> = Vec::new();
         for (kind, _) in &matrix {
             faults.extend(expect::matrix(*kind, &main));
@@ -503,8 +505,8 @@ impl Stack {
         faults.extend(expect::tight(&instance(1), &instance(2)));
         faults.extend(expect::pair(
             PAIR_JOB,
-            (&pair_a_instance, &pair_a_target),
-            (&pair_b_instance, &pair_b_target),
+            (&instance(4), &pair_a_target),
+            (&instance(5), &pair_b_target),
         ));
         Stack {
             matrix,
@@ -524,15 +526,14 @@ impl Stack {
             exporters_started,
             scenarios_started,
             faults,
-            pair_a_instance,
-            pair_b_instance,
             pair_a_target,
             pair_b_target,
         }
     }
 
+    /// The `instance` label Prometheus gives the exporter on `ports[i]`.
     fn instance(&self, i: usize) -> String {
-        format!("127.0.0.1:{}", self.ports[i])
+        loopback(self.ports[i])
     }
 
     /// Stops the simulators first (they write to the servers), then the exporters, Prometheus
@@ -951,7 +952,7 @@ async fn watch(stack: &mut Stack, http: &reqwest::Client) -> Seen {
     }
     let alerts_done = started.elapsed();
     let inbox = stack.hook.inbox.lock().unwrap().clone();
-    let pair_b_states = alertmanager_states(http, &stack.am, &stack.pair_b_instance).await;
+    let pair_b_states = alertmanager_states(http, &stack.am, &stack.instance(5)).await;
     let pair_targets = query(
         http,
         &prom,
@@ -1197,7 +1198,7 @@ fn judge_faults(stack: &Stack, seen: &Seen, findings: &mut Findings) {
 /// TargetDown for pair-a only, while pair-b's stopped group pages after it and stays active.
 fn judge_pair(stack: &Stack, seen: &Seen) -> Vec<String> {
     let mut problems = Vec::new();
-    let (a_instance, b_instance) = (&stack.pair_a_instance, &stack.pair_b_instance);
+    let (a_instance, b_instance) = (&stack.instance(4), &stack.instance(5));
     println!("\nDefault-named exporters: {:?}", seen.pair_targets);
     for (instance, target) in [
         (a_instance, &stack.pair_a_target),
