@@ -1,102 +1,156 @@
 //! Losses and rewinds observed between stream polls: pure bookkeeping over
-//! each poll's figures, with no I/O and no clock (the design and its limits
-//! are in `docs/lag-and-losses.md`).
+//! each poll's figures, with no I/O and no clock. The decision table, and
+//! the server code each row rests on, is in `docs/lag-and-losses.md`.
 //!
-//! A trim or a deletion that eats unread entries is often over within one
-//! poll: the group reads past the gap a few milliseconds later, and nothing
-//! at the next poll shows it. The [`Ledger`] of a group proves such losses
-//! two ways and adds them to counters that never decrease:
+//! A loss is an entry removed (trimmed or deleted) while the group had not
+//! yet read it. The [`Ledger`] of a group counts a loss in
+//! [`Ledger::lost`] only when the server's own figures exclude every
+//! history in which the group read the entry first; what they cannot
+//! decide goes to [`Ledger::possibly_lost`], as an upper bound in entries,
+//! with the reason in [`Ledger::unproven`]. A false page is worse than a
+//! missed one, so every figure below is a bound that holds whatever
+//! happened between two polls.
 //!
-//! 1. **Across the range the group advanced over.** When entries-read is
-//!    known at two consecutive polls, the entries the group passed over are
-//!    its advance of entries-read; those that still exist in (previous
-//!    last-delivered-id, current last-delivered-id] are counted with one
-//!    bounded `XRANGE` ([`Ledger::range_to_count`]). The difference was
-//!    removed before the group read it. Servers that re-estimate
-//!    entries-read when a group reads past a gap (Valkey, Redis 8) put the
-//!    gap into the advance; the arithmetic holds on the re-estimated value.
-//! 2. **From Redis's counters at each poll.** Every increase of the unread
-//!    entries gone (entries-added − entries-read − lag, exact figures only,
-//!    see [`crate::lag`]): older servers keep a gap out of entries-read for
-//!    good, so it shows there. An increase is never more than the entries
-//!    removed from the stream since the figure it rose from. A fall is the
-//!    new baseline at once when the group's entries-read rose by as much
-//!    (a counter set with `XGROUP SETID … ENTRIESREAD`, or re-estimated past
-//!    a gap, took the gone entries in), and otherwise only once the next
-//!    poll confirms it (a figure read while the stream changed dips for one
-//!    poll): a loss right after a true fall counts from the fallen figure.
+//! The proofs rest on a few facts of the server (`t_stream.c`):
 //!
-//! The counters cannot tell an entry removed before the group read it from
-//! one the group read and its consumers (or a short `MAXLEN`) removed right
-//! after. Pending entries of the range whose bodies are gone were delivered
-//! (ghosts), and are not lost. Beyond that, a removal in the advanced range
-//! is counted only when it stands out: the group's previous advance removed
-//! nothing, and nothing was removed from the stream in the interval before.
-//! A stream trimmed or cleaned at every poll (`MAXLEN` on `XADD`, consumers
-//! that `XACKDEL` what they read) removes what its groups have just read as
-//! a matter of course; its removals are counted as unproven instead
-//! ([`Unproven`]), never as 0 in silence.
+//! - **Entries gone ahead of the group.** An entry after the group's
+//!   position that no longer exists was removed before the group read it.
+//!   Their number is entries-added minus the entries added up to the
+//!   group's position (its *rank*, [`Bounds`] from what the poll shows)
+//!   minus the undelivered entries still there. A group seen behind the
+//!   trimming edge, or before a deleted entry, at any poll has lost those
+//!   entries, exactly.
+//! - **Entries-read that keeps gaps out** (Redis 7.0–7.4,
+//!   [`ReadCounter::KeepsGaps`]): a read adds one per entry delivered, so
+//!   entries removed before the group passed them never enter it, and
+//!   entries-added − entries-read − lag rises by exactly the entries lost.
+//!   Only a re-estimate (after a deletion ahead invalidated the counter)
+//!   lowers it, so a rise is always a loss.
+//! - **Entries-read re-estimated** (Redis 8, Valkey 8.1.1+,
+//!   [`ReadCounter::Reestimates`]): a read from behind the first entry
+//!   sets it to the rank of the entry read, the same value a group that
+//!   read everything first ends with. There a removal the group passed
+//!   over within one interval leaves figures that cannot tell the order:
+//!   it is counted as possible, never as lost. Keyspace events make the
+//!   interval short enough that the next poll sees the group behind.
+//!
+//! Each proof is a lower bound of the losses since an earlier poll (its
+//! anchor); the counter is raised to the largest bound minus what was
+//! counted since that anchor. As every bound is at most the truth since its
+//! anchor, the count never exceeds the truth.
 //!
 //! The first figures after the exporter starts are the baseline, so a loss
 //! older than the exporter is not counted again at every restart. A target
-//! that comes back from an outage as the same server (same `run_id`) keeps
-//! its ledgers, so a loss during the outage is counted at the next poll;
-//! another server starts a new baseline ([`Ledger::reconnected`]). A group
-//! whose position or entries-read moves backwards was rewound (XGROUP SETID,
-//! or recreated under the same name): that is counted too, and its figures
-//! start a new baseline instead of passing for a loss.
+//! that comes back as the same server keeps its ledgers; another server
+//! starts a new baseline ([`Ledger::new_baseline`]). A group whose position
+//! or entries-read moves backwards was rewound (XGROUP SETID, or recreated
+//! under the same name): counted, and a new baseline.
 
 use crate::vocab::StreamId;
 
-/// Entries lost by one group, by cause, since the exporter started.
+/// How a server's entries-read counts entries a group never received.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Lost {
-    /// Removed by trimming while the group was behind (or the trimming edge
-    /// passed its position between two polls; a trim that empties the
-    /// stream is a trim).
+pub enum ReadCounter {
+    /// Redis 7.0–7.4 and Valkey before 8.1.1: a read adds one per entry it
+    /// delivers, so a gap the group skipped stays out of entries-read.
+    KeepsGaps,
+    /// Redis 8.0+ and Valkey 8.1.1+: a read from behind the first entry
+    /// (or past a deletion) re-estimates entries-read as the rank of the
+    /// entry read, gap included.
+    Reestimates,
+    /// Not known (no `INFO` yet, or a server of another kind): only what
+    /// holds for both.
+    #[default]
+    Unknown,
+}
+
+impl ReadCounter {
+    /// The counter of a server, from `INFO server` (`redis` or `valkey`
+    /// and the server's own version).
+    pub fn of(server: &str, version: &str) -> ReadCounter {
+        let mut parts = version.split('.').map(|p| p.parse::<u64>().ok());
+        let (major, minor, patch) = (
+            parts.next().flatten(),
+            parts.next().flatten(),
+            parts.next().flatten(),
+        );
+        let Some(major) = major else {
+            return ReadCounter::Unknown;
+        };
+        let at_least = |m: u64, n: u64, p: u64| {
+            (major, minor.unwrap_or(0), patch.unwrap_or(0)) >= (m, n, p)
+        };
+        match server {
+            "redis" if at_least(8, 0, 0) => ReadCounter::Reestimates,
+            "redis" if major == 7 => ReadCounter::KeepsGaps,
+            "valkey" if at_least(8, 1, 1) => ReadCounter::Reestimates,
+            "valkey" if major >= 7 => ReadCounter::KeepsGaps,
+            _ => ReadCounter::Unknown,
+        }
+    }
+}
+
+/// Entries by the cause of their removal.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ByCause {
+    /// Removed by trimming (`XTRIM`, `XADD … MAXLEN|MINID`) while the group
+    /// had not read them (a trim that empties the stream is a trim).
     pub trimmed: u64,
-    /// Removed inside the group's window: XDEL, XDELEX, XACKDEL, DELREF trims.
+    /// Removed by `XDEL`, `XDELEX` or `XACKDEL` while the group had not
+    /// read them.
     pub deleted: u64,
 }
 
-/// Poll intervals in which entries were removed from the range a group
-/// advanced over, but the loss could not be proven, by reason.
+impl ByCause {
+    /// Both causes together.
+    pub fn total(&self) -> u64 {
+        self.trimmed + self.deleted
+    }
+
+    fn add(&mut self, other: ByCause) {
+        self.trimmed += other.trimmed;
+        self.deleted += other.deleted;
+    }
+}
+
+/// Poll intervals in which entries may have been lost beyond what was
+/// proven, by reason.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Unproven {
-    /// Entries-read was unknown at one of the two polls (always before
-    /// Redis 7.0; after an `XGROUP SETID` without `ENTRIESREAD`; while a
-    /// deletion ahead of the group keeps it invalid).
+    /// The group read past entries removed in the same interval, and its
+    /// server's figures are the same whether it read them first.
+    pub order_unknown: u64,
+    /// The group's entries-read was unknown at one of the two polls, so
+    /// the entries removed around it could not all be placed.
     pub no_entries_read: u64,
-    /// The group's previous advance removed entries too: its consumers, or
-    /// a window shorter than a poll, remove what it reads.
-    pub routine_removal: u64,
-    /// The range held more entries than one poll counts
-    /// ([`RANGE_COUNT_CAP`]), or its count failed.
-    pub not_counted: u64,
+    /// The server keeps no entries-added (Redis 6.2): a trim passed the
+    /// group's position, and what it took cannot be counted.
+    pub no_counters: u64,
 }
 
 impl Unproven {
     /// The reasons with their `reason` label values.
     pub fn by_reason(&self) -> [(&'static str, u64); 3] {
         [
+            ("order_unknown", self.order_unknown),
             ("no_entries_read", self.no_entries_read),
-            ("routine_removal", self.routine_removal),
-            ("not_counted", self.not_counted),
+            ("no_counters", self.no_counters),
         ]
     }
 }
 
 /// The most entries a poll counts in the range a group advanced over (one
-/// `XRANGE … COUNT` of this many plus one): a range with more stays
-/// unproven.
+/// `XRANGE … COUNT` of this many plus one); a longer range is bounded
+/// without its count.
 pub const RANGE_COUNT_CAP: u32 = 2_000;
 
-/// What one `XRANGE` found in the range a group advanced over.
+/// What one `XRANGE` and one `XPENDING` found in the range a group advanced
+/// over, both bounded at the position the poll read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RangeCount {
-    /// Entries that still exist there, and the group's pending entries
-    /// there that do not: delivered before they were removed (ghosts), so
-    /// not lost.
+    /// Entries of the range that still exist, and the group's pending
+    /// entries there that do not: delivered before they were removed
+    /// (ghosts), so not lost.
     Survivors {
         /// Entries of the range that still exist.
         present: u64,
@@ -107,112 +161,276 @@ pub enum RangeCount {
     NotCounted,
 }
 
-/// What one stream poll saw of a group.
+/// A closed interval of entry counts; `hi` is `u64::MAX` when unbounded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    /// At least this many.
+    pub lo: u64,
+    /// At most this many.
+    pub hi: u64,
+}
+
+impl Bounds {
+    /// Nothing known.
+    pub const ANY: Bounds = Bounds { lo: 0, hi: u64::MAX };
+
+    /// Exactly `n`.
+    pub fn exact(n: u64) -> Bounds {
+        Bounds { lo: n, hi: n }
+    }
+
+    /// The value, when known exactly.
+    pub fn value(&self) -> Option<u64> {
+        (self.lo == self.hi).then_some(self.lo)
+    }
+
+    /// Both at once; where they disagree (a counter set from outside), the
+    /// span covering both, so that a contradiction never narrows a bound.
+    fn and(self, other: Bounds) -> Bounds {
+        let (lo, hi) = (self.lo.max(other.lo), self.hi.min(other.hi));
+        if lo <= hi {
+            Bounds { lo, hi }
+        } else {
+            Bounds {
+                lo: self.lo.min(other.lo),
+                hi: self.hi.max(other.hi),
+            }
+        }
+    }
+
+    fn at_least(self, lo: u64) -> Bounds {
+        self.and(Bounds { lo, hi: u64::MAX })
+    }
+
+    fn at_most(self, hi: u64) -> Bounds {
+        self.and(Bounds { lo: 0, hi })
+    }
+}
+
+/// The stream's figures at one poll (`XINFO STREAM`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamFigures {
+    /// Entries in the stream.
+    pub length: u64,
+    /// Its first entry, when it has one.
+    pub first_entry: Option<StreamId>,
+    /// The last ID it generated.
+    pub last_generated: StreamId,
+    /// Entries ever added (7.0+).
+    pub entries_added: Option<u64>,
+    /// max-deleted-entry-id (7.0+): the largest ID `XDEL`, `XDELEX` or
+    /// `XACKDEL` removed.
+    pub max_deleted: Option<StreamId>,
+}
+
+impl StreamFigures {
+    /// Entries removed in all (7.0+).
+    fn removed(&self) -> Option<u64> {
+        self.entries_added?.checked_sub(self.length)
+    }
+
+    /// True when no deletion lies at or after the first entry: every entry
+    /// from the first on that was ever added is still there, except entries
+    /// an `ACKED` trim removed after every group had read them.
+    fn no_deletion_past_first(&self) -> bool {
+        self.max_deleted
+            .is_some_and(|md| md.is_zero() || self.first_entry.is_none_or(|f| md < f))
+    }
+
+    /// True when a trim reached past `id`: the first entry lies beyond its
+    /// successor, or the stream was emptied after generating past it.
+    fn trimmed_past(&self, id: StreamId) -> bool {
+        match self.first_entry {
+            Some(first) => id.successor().is_some_and(|s| first > s),
+            None => self.last_generated > id,
+        }
+    }
+
+    /// True when a deletion lies past `id`.
+    fn deleted_past(&self, id: StreamId) -> bool {
+        self.max_deleted.is_some_and(|md| md > id)
+    }
+
+    /// True when these figures cannot follow `before` by adds and
+    /// removals alone: `XSETID` (entries-added, last ID or
+    /// max-deleted-entry-id set from outside), or the key deleted and made
+    /// again. Rank and removal counts do not carry across.
+    fn reset_since(&self, before: &StreamFigures) -> bool {
+        let (Some(added), Some(added_before)) = (self.entries_added, before.entries_added) else {
+            return self.last_generated < before.last_generated;
+        };
+        let removed_more = self.removed() > before.removed();
+        added < added_before
+            || self.last_generated < before.last_generated
+            // Every XADD moves the last ID and adds one; XSETID moves either alone.
+            || (added > added_before) != (self.last_generated > before.last_generated)
+            // A deletion removes what it records.
+            || (self.max_deleted != before.max_deleted && !removed_more)
+    }
+}
+
+/// What one stream poll saw of a group, all of one moment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Observation {
     /// Server time of the poll, in ms, when known.
     pub at_ms: Option<u64>,
+    /// The stream.
+    pub stream: StreamFigures,
     /// The group's last-delivered-id.
     pub last_delivered: StreamId,
     /// Its entries-read, when Redis knows it.
     pub entries_read: Option<u64>,
-    /// The stream's first entry, when it has one.
-    pub first_entry: Option<StreamId>,
-    /// The stream's max-deleted-entry-id (7.0+).
-    pub max_deleted: Option<StreamId>,
-    /// Entries ever added minus the stream's length: entries removed in all
-    /// (7.0+).
-    pub removed: Option<u64>,
-    /// Unread entries gone, when exact.
-    pub unread_gone: Option<u64>,
+    /// Undelivered entries still in the stream, at the moment of the other
+    /// figures: exact where counted or known right, else bounds.
+    pub undelivered: Bounds,
+    /// How the server's entries-read counts.
+    pub counter: ReadCounter,
+    /// The server said the group or the stream was set from outside since
+    /// the last poll (keyspace events `xgroup-setid`, `xgroup-create`,
+    /// `xsetid`): a new baseline.
+    pub set_from_outside: bool,
+}
+
+impl Observation {
+    /// The rank of the group's position (entries ever added up to and
+    /// including it) that this poll's figures allow, given what was known
+    /// of it before.
+    fn rank(&self, known: Bounds) -> Bounds {
+        let s = &self.stream;
+        let ld = self.last_delivered;
+        let Some(added) = s.entries_added else {
+            return Bounds::ANY;
+        };
+        if ld.is_zero() {
+            return Bounds::exact(0);
+        }
+        if ld >= s.last_generated {
+            return Bounds::exact(added);
+        }
+        let mut rank = known.at_most(added.saturating_sub(self.undelivered.lo));
+        match (self.entries_read, self.counter) {
+            (Some(read), ReadCounter::Reestimates) => rank = rank.and(Bounds::exact(read)),
+            // Entries-read counts what was delivered, which is at most the rank.
+            (Some(read), _) => rank = rank.at_least(read),
+            (None, _) => {}
+        }
+        if s.length == 0 {
+            return rank.at_most(added);
+        }
+        if s.no_deletion_past_first() {
+            match s.first_entry {
+                // Every entry from the first on is there or was read by
+                // every group before an ACKED trim took it: the rank is
+                // entries-added minus the undelivered entries.
+                Some(first) if ld >= first => {
+                    let exact = Bounds {
+                        lo: added.saturating_sub(self.undelivered.hi),
+                        hi: added.saturating_sub(self.undelivered.lo),
+                    };
+                    rank = rank.and(exact);
+                }
+                // Everything before the first entry was removed.
+                _ => rank = rank.at_most(added.saturating_sub(s.length)),
+            }
+        }
+        rank
+    }
+
+    /// Entries after the group's position that are gone: removed before it
+    /// read them. Zero when nothing after it can have been removed.
+    fn gone_ahead(&self, rank: Bounds) -> Bounds {
+        let s = &self.stream;
+        let ld = self.last_delivered;
+        if !s.trimmed_past(ld) && !s.deleted_past(ld) {
+            return Bounds::exact(0);
+        }
+        let Some(added) = s.entries_added else {
+            return Bounds::ANY;
+        };
+        Bounds {
+            lo: added
+                .saturating_sub(rank.hi)
+                .saturating_sub(self.undelivered.hi),
+            hi: added
+                .saturating_sub(rank.lo)
+                .saturating_sub(self.undelivered.lo),
+        }
+    }
+
+    /// The counters' figure entries-added − entries-read − lag, when all
+    /// three are exact: on [`ReadCounter::KeepsGaps`] the entries lost since
+    /// entries-read was last set, on [`ReadCounter::Reestimates`] those
+    /// gone ahead.
+    fn counters(&self) -> Option<u64> {
+        self.stream
+            .entries_added?
+            .checked_sub(self.entries_read?)?
+            .checked_sub(self.undelivered.value()?)
+    }
 }
 
 /// What the ledger keeps of the last poll.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Seen {
+    stream: StreamFigures,
     last_delivered: StreamId,
     entries_read: Option<u64>,
-    max_deleted: Option<StreamId>,
-    removed: Option<u64>,
-    unread_gone: Option<u64>,
-    first_entry: Option<StreamId>,
+    undelivered: Bounds,
+    rank: Bounds,
+    gone_ahead: Bounds,
 }
 
-/// The counters' unread entries gone at one poll, with what it rests on.
+impl Seen {
+    /// True when `o` finds the group moved backwards since.
+    fn rewound_by(&self, o: &Observation) -> bool {
+        o.last_delivered < self.last_delivered
+            || matches!((o.entries_read, self.entries_read), (Some(now), Some(then)) if now < then)
+    }
+
+    /// True when the group's position is beyond the last ID generated.
+    fn ahead_of_stream(&self) -> bool {
+        self.last_delivered > self.stream.last_generated
+    }
+
+    /// The highest ID an entry gone ahead of the group can have had.
+    fn gone_ahead_ceiling(&self) -> StreamId {
+        let s = &self.stream;
+        let edge = s.first_entry.unwrap_or(s.last_generated);
+        s.max_deleted.map_or(edge, |md| edge.max(md))
+    }
+}
+
+/// The counters' figure at the last poll that had it, and what the ledger
+/// had counted then.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Figure {
-    /// Entries-added − entries-read − lag.
-    gone: u64,
-    /// The group's entries-read then.
-    entries_read: Option<u64>,
-    /// Entries removed from the stream in all then.
-    removed: Option<u64>,
+struct CountersAnchor {
+    figure: u64,
+    counted: u64,
+    removed: u64,
+    last_delivered: StreamId,
 }
 
-impl Figure {
-    fn of(gone: u64, o: &Observation) -> Figure {
-        Figure {
-            gone,
-            entries_read: o.entries_read,
-            removed: o.removed,
-        }
-    }
-
-    /// True when the group's own counter explains a fall to `gone` by `o`:
-    /// entries-read rose by at least the fall. Reads raise it by what they
-    /// deliver, which leaves the figure as it was; only a counter that took
-    /// gone entries in (set from outside with `XGROUP SETID … ENTRIESREAD`,
-    /// or re-estimated past a gap by Valkey and Redis 8) lowers it. A fall
-    /// the counter cannot explain is a misreading.
-    fn explains_fall(&self, gone: u64, o: &Observation) -> bool {
-        match (self.entries_read, o.entries_read) {
-            (Some(then), Some(now)) => now.saturating_sub(then) >= self.gone.saturating_sub(gone),
-            _ => false,
-        }
-    }
-
-    /// The most unread entries that can have gone since this figure: each
-    /// was removed from the stream since (an entry removed earlier was in
-    /// the figure already). Unbounded when the counters do not say.
-    fn new_removals_by(&self, o: &Observation) -> u64 {
-        match (self.removed, o.removed) {
-            (Some(then), Some(now)) => now.saturating_sub(then),
-            _ => u64::MAX,
-        }
-    }
-}
-
-/// What the group's last advance did to the range it passed over.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Advance {
-    /// Nothing in it was removed.
-    Clean,
-    /// Entries in it were removed.
-    Removal,
+/// What one interval between two polls proved, and what it could not.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Interval {
+    /// Entries proven lost (a lower bound).
+    proven: u64,
+    /// Entries that may have been lost in it (an upper bound), when known.
+    at_most: Option<u64>,
 }
 
 /// The loss and rewind record of one group.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Ledger {
-    /// Unread entries gone at the last poll that knew it.
-    baseline: Option<Figure>,
-    /// A lower figure seen once, not yet taken as the new baseline.
-    dipped: Option<Figure>,
-    /// A lowered baseline and the position it was lowered at: a rise back
-    /// to the figure before the dip, with the group still there, is the
-    /// rebound of a figure read mid-change, not a loss.
-    before_dip: Option<(u64, StreamId, Option<u64>)>,
-    /// The last poll.
+    /// The last poll of the current baseline.
     last: Option<Seen>,
-    /// What the group's last advance did.
-    last_advance: Option<Advance>,
-    /// Entries were removed from the stream between the last two polls
-    /// (trimmed or deleted, anywhere): a stream trimmed or cleaned at every
-    /// poll removes entries its groups have just read as a matter of course.
-    removed_before: bool,
-    /// Losses counted; `None` until a loss could be known once.
-    lost: Option<Lost>,
-    /// Intervals with a removal that could not be proven a loss.
+    /// The last poll whose counters' figure was exact.
+    anchor: Option<CountersAnchor>,
+    /// Losses proven; `None` until the server showed entries-added.
+    lost: Option<ByCause>,
+    /// Losses possible beyond those proven; `None` as `lost`.
+    possibly_lost: Option<ByCause>,
+    /// Intervals with a possible loss, by reason.
     unproven: Unproven,
     /// Rewinds counted.
     rewinds: u64,
@@ -220,255 +438,176 @@ pub struct Ledger {
     last_loss_at_ms: Option<u64>,
 }
 
-impl Seen {
-    fn of(o: &Observation) -> Seen {
-        Seen {
-            last_delivered: o.last_delivered,
-            entries_read: o.entries_read,
-            max_deleted: o.max_deleted,
-            removed: o.removed,
-            unread_gone: o.unread_gone,
-            first_entry: o.first_entry,
-        }
-    }
-
-    /// True when entries were removed from the stream between this poll and
-    /// `o`: more removed in all where the counters say (7.0+), else the first
-    /// entry moved.
-    fn stream_removed_by(&self, o: &Observation) -> bool {
-        match (self.removed, o.removed) {
-            (Some(before), Some(now)) => now > before,
-            _ => o.first_entry != self.first_entry && self.first_entry.is_some(),
-        }
-    }
-
-    /// True when `o` finds the group moved backwards since.
-    fn rewound_by(&self, o: &Observation) -> bool {
-        o.last_delivered < self.last_delivered
-            || matches!((o.entries_read, self.entries_read), (Some(now), Some(then)) if now < then)
-    }
-
-    /// True when entries were removed from the range (this poll's position,
-    /// `o`'s position] the group advanced over. A deletion shows as a
-    /// max-deleted-entry-id past this position. A trim shows as the first
-    /// entry past it (or an emptied stream), and, where the counters allow,
-    /// as more entries removed in all than the group had read: a trim that
-    /// passed this position removed every entry up to it, so only then did
-    /// it reach beyond (IDs are sparse; the first entry alone can move past
-    /// the position without a single entry after it being removed).
-    fn removal_in_range(&self, o: &Observation) -> bool {
-        let ld = self.last_delivered;
-        let deleted = o.max_deleted.is_some_and(|d| d > ld);
-        let first_past = o.first_entry.is_none_or(|f| f > ld);
-        let trimmed = first_past
-            && match (o.removed, self.entries_read) {
-                (Some(removed), Some(read)) => removed > read,
-                _ => o.first_entry.is_none_or(|f| Some(f) > ld.successor()),
-            };
-        deleted || trimmed
-    }
-
-    /// What removed unread entries between this poll and `o`: a deletion
-    /// when max-deleted-entry-id moved past the group's position; else a
-    /// trim when the first entry moved past it or the stream was emptied;
-    /// else a deletion.
-    fn cause(&self, o: &Observation) -> Cause {
-        let ld = self.last_delivered;
-        let deletion = o.max_deleted > self.max_deleted && o.max_deleted.is_some_and(|d| d > ld);
-        let trimmed = o
-            .first_entry
-            .is_none_or(|first| Some(first) > ld.successor());
-        if !deletion && trimmed {
-            Cause::Trimmed
-        } else {
-            Cause::Deleted
-        }
-    }
-}
-
-/// Why entries were lost.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Cause {
-    Trimmed,
-    Deleted,
-}
-
-impl Lost {
-    fn add(&mut self, cause: Cause, n: u64) {
-        match cause {
-            Cause::Trimmed => self.trimmed += n,
-            Cause::Deleted => self.deleted += n,
-        }
-    }
-}
-
 impl Ledger {
-    /// The range whose surviving entries the probe must count (`XRANGE key
-    /// <from> <to> COUNT RANGE_COUNT_CAP + 1`, both ends inclusive) before
-    /// [`Ledger::observe`] can prove a loss in the range the group advanced
-    /// over; `None` when this poll needs no count.
+    /// The range whose survivors the probe should count (`XRANGE key <from>
+    /// <to> COUNT RANGE_COUNT_CAP + 1` and the group's `XPENDING` over the
+    /// same range) to bound a possible loss: the group advanced past a
+    /// deletion, where the figures alone cannot say how many of the entries
+    /// it passed are gone. `None` when this poll needs no count.
     pub fn range_to_count(&self, o: &Observation) -> Option<(StreamId, StreamId)> {
-        let last = self.last?;
-        let provable = !last.rewound_by(o)
+        let last = self.last.as_ref()?;
+        let wanted = !self.starts_over(last, o)
             && o.last_delivered > last.last_delivered
-            && last.entries_read.is_some()
-            && o.entries_read.is_some()
-            && self.last_advance == Some(Advance::Clean)
-            && !self.removed_before
-            && last.removal_in_range(o);
-        provable.then_some((last.last_delivered.successor()?, o.last_delivered))
+            && o.stream.deleted_past(last.last_delivered)
+            && o.stream.removed() > last.stream.removed();
+        wanted.then(|| Some((last.last_delivered.successor()?, o.last_delivered)))?
     }
 
     /// Records one poll; `range` is what the probe counted of
     /// [`Ledger::range_to_count`], when it asked for a count.
     pub fn observe(&mut self, o: &Observation, range: Option<RangeCount>) {
-        let previous = self.last.replace(Seen::of(o));
-        let rewound = previous.is_some_and(|p| p.rewound_by(o));
-        if rewound {
-            self.rewinds += 1;
-            self.baseline = None;
-            self.dipped = None;
-            self.before_dip = None;
-            self.last_advance = None;
+        let previous = self.last.take();
+        // The rank of an ID stays as it was while entries are added after
+        // it; a group ahead of its stream may see entries added below its
+        // position.
+        let known = previous
+            .filter(|p| !self.starts_over(p, o))
+            .filter(|p| p.last_delivered == o.last_delivered && !p.ahead_of_stream())
+            .map_or(Bounds::ANY, |p| p.rank);
+        let mut rank = o.rank(known);
+        if let Some(p) = previous.filter(|p| !self.starts_over(p, o))
+            && o.last_delivered > p.last_delivered
+        {
+            // The entry at the new position was delivered: one more at least.
+            rank = rank.at_least(p.rank.lo.saturating_add(u64::from(!p.ahead_of_stream())));
         }
-        if o.unread_gone.is_some() || o.entries_read.is_some() {
-            self.lost.get_or_insert_with(Lost::default);
+        let seen = Seen {
+            stream: o.stream,
+            last_delivered: o.last_delivered,
+            entries_read: o.entries_read,
+            undelivered: o.undelivered,
+            rank,
+            gone_ahead: o.gone_ahead(rank),
+        };
+        if o.stream.entries_added.is_some() {
+            self.lost.get_or_insert_with(ByCause::default);
+            self.possibly_lost.get_or_insert_with(ByCause::default);
         }
-        let mut counted = Lost::default();
-        let removed_now = previous.is_some_and(|p| p.stream_removed_by(o));
-        if let Some(p) = previous.filter(|p| !rewound && o.last_delivered > p.last_delivered) {
-            self.advanced(&p, o, range, &mut counted);
+        match previous {
+            Some(p) if p.rewound_by(o) => {
+                self.rewinds += 1;
+                self.anchor = None;
+            }
+            Some(p) if self.starts_over(&p, o) => self.anchor = None,
+            Some(p) => self.interval_ended(&p, &seen, o, range),
+            None => {}
         }
-        self.removed_before = removed_now;
-        self.counters(previous.filter(|_| !rewound).as_ref(), o, &mut counted);
-        if counted != Lost::default() {
-            let lost = self.lost.get_or_insert_with(Lost::default);
-            lost.trimmed += counted.trimmed;
-            lost.deleted += counted.deleted;
+        self.last = Some(seen);
+        self.move_anchor(o);
+    }
+
+    /// True when `o` cannot be compared with `p`: the stream or the group
+    /// was set from outside, or the stream was made anew.
+    fn starts_over(&self, p: &Seen, o: &Observation) -> bool {
+        // Entries-read changes only with the position it counts to, unless
+        // the group was set from outside (a SETID to where it stood).
+        let counter_set = o.last_delivered == p.last_delivered && o.entries_read != p.entries_read;
+        o.set_from_outside
+            || counter_set
+            || p.rewound_by(o)
+            || o.stream.reset_since(&p.stream)
+    }
+
+    /// Counts what the interval from `p` to the poll `o` proved and what it
+    /// leaves possible.
+    fn interval_ended(&mut self, p: &Seen, now: &Seen, o: &Observation, range: Option<RangeCount>) {
+        let s = &o.stream;
+        let Some(removed) = s.removed() else {
+            // Redis 6.2: no entries-added, so no count; a trim that passed
+            // the group's position is all that can be said.
+            if s.trimmed_past(p.last_delivered) && s.first_entry != p.stream.first_entry {
+                self.unproven.no_counters += 1;
+            }
+            return;
+        };
+        let removed_since = removed.saturating_sub(p.stream.removed().unwrap_or(removed));
+        let trimmed = s.trimmed_past(p.last_delivered);
+        let deleted = s.deleted_past(p.last_delivered);
+        let counted_before = self.lost.map_or(0, |l| l.total());
+        let mut interval = Interval::default();
+        if (trimmed || deleted) && removed_since > 0 {
+            interval.proven = self
+                .counters_bound(o, removed, counted_before)
+                .max(gone_ahead_bound(p, now, o))
+                .min(removed_since);
+            interval.at_most = Some(
+                at_most(p, now, o, range)
+                    .min(removed_since)
+                    .max(interval.proven),
+            );
+        }
+        let split = |n: u64| split_by_cause(n, trimmed, deleted, p, o);
+        if interval.proven > 0 {
+            self.lost
+                .get_or_insert_with(ByCause::default)
+                .add(split(interval.proven));
             self.last_loss_at_ms = o.at_ms.or(self.last_loss_at_ms);
         }
-    }
-
-    /// The group advanced from `p` to `o`: a loss in the range it passed
-    /// over, proven by the count of survivors, or an unproven interval.
-    fn advanced(
-        &mut self,
-        p: &Seen,
-        o: &Observation,
-        range: Option<RangeCount>,
-        counted: &mut Lost,
-    ) {
-        if !p.removal_in_range(o) {
-            self.last_advance = Some(Advance::Clean);
-            return;
-        }
-        let routine = self.last_advance != Some(Advance::Clean) || self.removed_before;
-        self.last_advance = Some(Advance::Removal);
-        let (Some(read_before), Some(read_now)) = (p.entries_read, o.entries_read) else {
-            self.unproven.no_entries_read += 1;
-            return;
-        };
-        if routine {
-            self.unproven.routine_removal += 1;
-            return;
-        }
-        let Some(RangeCount::Survivors {
-            present,
-            delivered_gone,
-        }) = range
-        else {
-            self.unproven.not_counted += 1;
-            return;
-        };
-        let passed_over = read_now.saturating_sub(read_before);
-        // Unread entries gone that the last poll's counters still showed
-        // (counted then, or part of the baseline) and that the group's
-        // advance now covers: not lost a second time.
-        let absorbed = match (p.unread_gone, o.unread_gone) {
-            (Some(before), Some(now)) => before.saturating_sub(now),
-            (Some(before), None) => before,
-            (None, _) => 0,
-        };
-        let lost = passed_over
-            .saturating_sub(present)
-            .saturating_sub(delivered_gone)
-            .saturating_sub(absorbed);
-        if lost > 0 {
-            counted.add(p.cause(o), lost);
+        let possible = interval
+            .at_most
+            .map_or(0, |hi| hi.saturating_sub(interval.proven));
+        if possible > 0 {
+            self.possibly_lost
+                .get_or_insert_with(ByCause::default)
+                .add(split(possible));
+            if p.entries_read.is_some() && o.entries_read.is_some() {
+                self.unproven.order_unknown += 1;
+            } else {
+                self.unproven.no_entries_read += 1;
+            }
         }
     }
 
-    /// Every increase of the unread entries gone that Redis's counters show
-    /// (exact figures only), against the baseline.
-    fn counters(&mut self, previous: Option<&Seen>, o: &Observation, counted: &mut Lost) {
-        let Some(gone) = o.unread_gone else {
-            return;
+    /// The rise of the counters' figure since the anchor, as far as it is
+    /// not counted yet: on every server a lower bound of the losses since
+    /// (a rise is a gap skipped or a loss ahead; only a re-estimate lowers
+    /// it), never more than the entries removed since.
+    fn counters_bound(&self, o: &Observation, removed: u64, counted_before: u64) -> u64 {
+        let (Some(anchor), Some(figure)) = (self.anchor, o.counters()) else {
+            return 0;
         };
-        let now = Figure::of(gone, o);
-        if let Some(before) = self.baseline.filter(|b| gone < b.gone) {
-            if before.explains_fall(gone, o) {
-                // The counter took gone entries in: the figure did fall,
-                // and the next loss counts from here.
-                self.dipped = None;
-                self.before_dip = None;
-                self.baseline = Some(now);
-                return;
-            }
-            // A figure below the baseline that the counter does not explain
-            // is taken only when the next poll confirms it: a figure read
-            // while the stream changed under the poll dips for that poll,
-            // and its rebound must not pass for a loss.
-            match self.dipped.replace(now) {
-                // Seen lower twice in a row: the figure did go down, from
-                // the first lower value on.
-                Some(first) => {
-                    self.before_dip = Some((before.gone, o.last_delivered, o.entries_read));
-                    self.baseline = Some(first);
-                }
-                None => return,
-            }
+        let s = &o.stream;
+        // Something after the anchor's position must have been removed.
+        if !s.trimmed_past(anchor.last_delivered) && !s.deleted_past(anchor.last_delivered) {
+            return 0;
         }
-        self.dipped = None;
-        if let Some(baseline) = self.baseline.filter(|b| gone > b.gone) {
-            // Back up to where it stood before a dip, the group not having
-            // moved since: the dip was the misreading, not this.
-            let floor = match self.before_dip {
-                Some((before, ld, read)) if ld == o.last_delivered && read == o.entries_read => {
-                    before.max(baseline.gone)
-                }
-                _ => baseline.gone,
-            };
-            // A rise beyond what was removed from the stream since is a
-            // misreading too.
-            let more = gone.saturating_sub(floor).min(baseline.new_removals_by(o));
-            if more > 0 {
-                let cause = match previous {
-                    Some(p) => p.cause(o),
-                    None => Cause::Deleted,
-                };
-                counted.add(cause, more);
-            }
+        let rise = figure
+            .saturating_sub(anchor.figure)
+            .min(removed.saturating_sub(anchor.removed));
+        rise.saturating_sub(counted_before.saturating_sub(anchor.counted))
+    }
+
+    /// Keeps the poll as the counters' anchor when its figure is exact.
+    fn move_anchor(&mut self, o: &Observation) {
+        if let (Some(figure), Some(removed)) = (o.counters(), o.stream.removed()) {
+            self.anchor = Some(CountersAnchor {
+                figure,
+                counted: self.lost.map_or(0, |l| l.total()),
+                removed,
+                last_delivered: o.last_delivered,
+            });
         }
-        self.baseline = Some(now);
     }
 
     /// The target came back as another server (a new `run_id`): the next
     /// figures start a new baseline; the counts are kept.
-    pub fn reconnected(&mut self) {
-        self.baseline = None;
-        self.dipped = None;
-        self.before_dip = None;
+    pub fn new_baseline(&mut self) {
         self.last = None;
-        self.last_advance = None;
-        self.removed_before = false;
+        self.anchor = None;
     }
 
-    /// Losses counted, once a loss could be known at least once.
-    pub fn lost(&self) -> Option<Lost> {
+    /// Losses proven, once the server showed entries-added.
+    pub fn lost(&self) -> Option<ByCause> {
         self.lost
     }
 
-    /// Intervals with a removal that could not be proven a loss.
+    /// Losses possible beyond those proven (an upper bound), once the
+    /// server showed entries-added.
+    pub fn possibly_lost(&self) -> Option<ByCause> {
+        self.possibly_lost
+    }
+
+    /// Intervals with a possible loss, by reason.
     pub fn unproven(&self) -> Unproven {
         self.unproven
     }
@@ -487,6 +626,128 @@ impl Ledger {
     pub fn recent_loss(&self, now_ms: u64, hold_ms: u64) -> bool {
         self.last_loss_at_ms
             .is_some_and(|at| now_ms.saturating_sub(at) < hold_ms)
+    }
+}
+
+/// The entries gone ahead of the group now that were not gone ahead of it
+/// at the last poll: those the last poll saw ahead are all behind the group
+/// now when it passed the highest of them, else at most as many as it saw.
+fn gone_ahead_bound(p: &Seen, now: &Seen, o: &Observation) -> u64 {
+    let still_ahead = if o.last_delivered >= p.gone_ahead_ceiling() {
+        0
+    } else {
+        p.gone_ahead.hi
+    };
+    let fresh = now.gone_ahead.lo.saturating_sub(still_ahead);
+    // A group that did not move passed nothing: every entry removed after
+    // its position is ahead of it, and the change of the undelivered
+    // entries against the entries added counts them whatever its rank.
+    let unmoved = if o.last_delivered == p.last_delivered && !p.ahead_of_stream() {
+        unmoved_removals(p, o).lo
+    } else {
+        0
+    };
+    fresh.max(unmoved)
+}
+
+/// Entries removed after the position of a group that did not move:
+/// entries added minus the growth of the undelivered entries.
+fn unmoved_removals(p: &Seen, o: &Observation) -> Bounds {
+    let added = o
+        .stream
+        .entries_added
+        .unwrap_or(0)
+        .saturating_sub(p.stream.entries_added.unwrap_or(0));
+    Bounds {
+        lo: (added + p.undelivered.lo).saturating_sub(o.undelivered.hi),
+        hi: (added + p.undelivered.hi.min(u64::MAX - added)).saturating_sub(o.undelivered.lo),
+    }
+}
+
+/// The most entries the interval from `p` to `o` can have lost: the
+/// entries removed after the group's previous position, less those
+/// already gone then and those the group had been delivered (ghosts).
+fn at_most(p: &Seen, now: &Seen, o: &Observation, range: Option<RangeCount>) -> u64 {
+    let s = &o.stream;
+    let mut bound = u64::MAX;
+    if o.last_delivered == p.last_delivered && !p.ahead_of_stream() {
+        bound = bound.min(unmoved_removals(p, o).hi);
+    }
+    let ghosts = match range {
+        Some(RangeCount::Survivors { delivered_gone, .. }) => delivered_gone,
+        _ => 0,
+    };
+    if let Some(removed) = s.removed()
+        && s.trimmed_past(p.last_delivered)
+    {
+        // Nothing up to the old position is left: every entry removed
+        // beyond it is removed in all, less the entries up to it.
+        let beyond = removed
+            .saturating_sub(p.rank.lo)
+            .saturating_sub(p.gone_ahead.lo)
+            .saturating_sub(ghosts);
+        bound = bound.min(beyond);
+    }
+    if let Some(RangeCount::Survivors { present, .. }) = range {
+        // Gone in the range the group passed over, and gone ahead of it now,
+        // less what was gone ahead of it before.
+        let passed = now.rank.hi.saturating_sub(p.rank.lo);
+        let gone = passed
+            .saturating_sub(present)
+            .saturating_sub(ghosts)
+            .saturating_add(now.gone_ahead.hi)
+            .saturating_sub(p.gone_ahead.lo);
+        bound = bound.min(gone);
+    }
+    if let (ReadCounter::KeepsGaps, Some(before), Some(figure)) =
+        (o.counter, p_counters(p), o.counters())
+    {
+        // Entries-read valid at both polls and no deletion the group could
+        // have read past: nothing re-estimated it, so the counters' rise is
+        // every loss of the interval.
+        let no_reestimate = s.max_deleted.is_some_and(|md| {
+            md <= p.last_delivered || p.stream.first_entry.is_some_and(|f| md < f)
+        });
+        if no_reestimate {
+            bound = bound.min(figure.saturating_sub(before));
+        }
+    }
+    bound
+}
+
+/// The counters' figure of the last poll, when it was exact.
+fn p_counters(p: &Seen) -> Option<u64> {
+    p.stream
+        .entries_added?
+        .checked_sub(p.entries_read?)?
+        .checked_sub(p.undelivered.value()?)
+}
+
+/// Splits `n` entries by cause: a deletion when only a deletion reached
+/// past the group's previous position, a trim when only a trim did, and
+/// when both did, trimmed up to the entries the trim can have taken.
+fn split_by_cause(n: u64, trimmed: bool, deleted: bool, p: &Seen, o: &Observation) -> ByCause {
+    match (trimmed, deleted) {
+        (true, true) => {
+            let before_first = o
+                .stream
+                .removed()
+                .unwrap_or(n)
+                .saturating_sub(p.rank.lo);
+            let t = n.min(before_first);
+            ByCause {
+                trimmed: t,
+                deleted: n - t,
+            }
+        }
+        (false, true) => ByCause {
+            trimmed: 0,
+            deleted: n,
+        },
+        _ => ByCause {
+            trimmed: n,
+            deleted: 0,
+        },
     }
 }
 

@@ -78,6 +78,9 @@ pub(crate) enum Command {
         group: Vec<u8>,
         /// First ID.
         start: RangeStart,
+        /// Last ID: a count that completes figures read earlier stops where
+        /// they did, so entries delivered since do not enter it.
+        end: RangeEnd,
         /// Entries to return.
         count: u32,
     },
@@ -210,12 +213,13 @@ impl Command {
                 key,
                 group,
                 start,
+                end,
                 count,
             } => redis::cmd("XPENDING")
                 .arg(key.as_slice())
                 .arg(group.as_slice())
                 .arg(start_arg(*start))
-                .arg("+")
+                .arg(end_arg(*end))
                 .arg(*count)
                 .to_owned(),
             Command::Xrange {
@@ -292,6 +296,7 @@ mod tests {
                 key: b"s".to_vec(),
                 group: b"g".to_vec(),
                 start: RangeStart::From(StreamId::new(5, 1)),
+                end: RangeEnd::Max,
                 count: 500
             }),
             ["XPENDING", "s", "g", "5-1", "+", "500"]

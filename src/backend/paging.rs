@@ -242,6 +242,7 @@ mod tests {
             key: b"s".to_vec(),
             group: b"g".to_vec(),
             start: crate::backend::RangeStart::Min,
+            end: crate::backend::RangeEnd::Max,
             count: 400,
         };
         pages.observe_network(MS / 10, now);

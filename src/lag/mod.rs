@@ -171,10 +171,11 @@ pub struct UndeliveredSample {
     pub tail: Vec<StreamId>,
     /// The COUNT asked for the tail; 0 when it was not read.
     pub tail_count: u32,
-    /// The group read on between XINFO and this sample: the count is still
-    /// a lag, but no proof of what was lost (its consumers may have deleted
-    /// what they read meanwhile).
-    pub group_moved: bool,
+    /// The group read on, or entries were removed, between XINFO and this
+    /// sample: the count is still a lag, but not of XINFO's moment, so no
+    /// proof of what was lost (its consumers may have deleted what they
+    /// read meanwhile).
+    pub changed_meanwhile: bool,
 }
 
 impl UndeliveredSample {
@@ -561,7 +562,7 @@ impl Reading<'_> {
         };
         let first_undelivered = sample.and_then(|s| s.ids.first().copied());
         let proof = |s: &UndeliveredSample, lag: u64| {
-            if s.group_moved { None } else { self.gone(lag) }
+            if s.changed_meanwhile { None } else { self.gone(lag) }
         };
         if let Some((lag, method)) = self.trusted_report() {
             // Redis's count, taken with the counters it came with. The

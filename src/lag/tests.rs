@@ -369,7 +369,7 @@ fn a_count_raced_by_the_group_is_no_proof_of_loss() {
     s.max_deleted_entry_id = Some(id(6));
     let g = group(3, None, Some(3));
     let mut sm = sample([4, 7, 8, 9, 10], 100);
-    sm.group_moved = true;
+    sm.changed_meanwhile = true;
     let f = current(&s, &g).compute(Some(&sm), &none());
     assert_eq!(f.lag, Some(5));
     assert_eq!(f.unread_gone, None);

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use super::{ProbeContext, ProbeError, ProbeKind, Problems};
 use crate::backend::{Command, reply};
 use crate::lag::Arithmetic;
+use crate::loss::ReadCounter;
 use crate::snapshot::ServerInfo;
 
 /// Runs the info probe.
@@ -20,6 +21,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let mut problems = Problems::default();
     let mut merged: Option<ServerInfo> = None;
     let mut arithmetic_by_node = BTreeMap::new();
+    let mut counter_by_node = BTreeMap::new();
     for node in ctx.client.nodes().await? {
         let replies = ctx
             .client
@@ -43,6 +45,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         }
         let info = parse(&fields);
         arithmetic_by_node.insert(node.clone(), Arithmetic::of(&info.server, &info.version));
+        counter_by_node.insert(node.clone(), ReadCounter::of(&info.server, &info.version));
         merged = Some(match merged {
             None => info,
             // Cluster: one server kind and policy; memory summed over primaries.
@@ -61,6 +64,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         let mut state = ctx.state();
         state.snapshot.server = merged;
         state.arithmetic_by_node = arithmetic_by_node;
+        state.read_counter_by_node = counter_by_node;
         state.verify_ledgers();
         state.settle_parked();
     }

@@ -428,6 +428,7 @@ impl Scan<'_> {
                     .as_ref()
                     .and_then(|p| p.next)
                     .map_or(RangeStart::Min, RangeStart::From),
+                end: RangeEnd::Max,
                 count: page,
             })
             .collect()

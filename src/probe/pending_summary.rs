@@ -15,7 +15,7 @@
 use super::{ProbeContext, ProbeError, ProbeKind, Problems, group_lines, per_group};
 use std::sync::Arc;
 
-use crate::backend::{Command, RangeStart, reply};
+use crate::backend::{Command, RangeEnd, RangeStart, reply};
 use crate::snapshot::{Name, OldestPending};
 
 /// Oldest pending entries read for the poison check.
@@ -99,6 +99,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             key: s.to_vec(),
             group: g.to_vec(),
             start: RangeStart::Min,
+            end: RangeEnd::Max,
             count: HEAD,
         },
         reply::pending_entries,

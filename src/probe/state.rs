@@ -96,6 +96,9 @@ pub struct TargetState {
     /// [`lag::Arithmetic::of`]); a node not yet known is read as
     /// miscounting.
     pub arithmetic_by_node: BTreeMap<NodeAddr, lag::Arithmetic>,
+    /// How each node's entries-read counts (see [`loss::ReadCounter::of`]);
+    /// a node not yet known is [`loss::ReadCounter::Unknown`].
+    pub read_counter_by_node: BTreeMap<NodeAddr, loss::ReadCounter>,
     /// The `run_id` of the server the ledgers were kept against.
     pub ledgers_run_id: Option<String>,
     /// The target went down since the ledgers were last fed: until the
@@ -181,7 +184,7 @@ impl TargetState {
         };
         if another {
             for ledger in self.ledgers.values_mut() {
-                ledger.reconnected();
+                ledger.new_baseline();
             }
         }
         self.ledgers_unverified = false;

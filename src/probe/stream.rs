@@ -30,7 +30,7 @@ use crate::text;
 mod batch;
 mod dead_letters;
 mod decode;
-use batch::{Batch, Polled, observation};
+use batch::{Batch, Polled, observation, undelivered_bounds};
 use dead_letters::dead_letters;
 
 /// Whether a poll is the probe's scheduled one or an extra poll of a few
@@ -160,7 +160,13 @@ async fn poll_streams(
     vanished: &mut Vec<Name>,
 ) -> Result<BTreeMap<Name, Arc<StreamState>>, ProbeError> {
     let Polling { generation, kind } = polling;
-    let arithmetic_by_node = ctx.state().arithmetic_by_node.clone();
+    let (arithmetic_by_node, counter_by_node) = {
+        let state = ctx.state();
+        (
+            state.arithmetic_by_node.clone(),
+            state.read_counter_by_node.clone(),
+        )
+    };
     let limits = &ctx.config.limits;
     // TIME and both XINFO of every stream of a batch go in one pipeline, so
     // a stream's figures are never read in two round trips with writes in
@@ -175,10 +181,12 @@ async fn poll_streams(
             .get(&node)
             .copied()
             .unwrap_or(Arithmetic::Miscounting);
+        let counter = counter_by_node.get(&node).copied().unwrap_or_default();
         for batch in mine.chunks(per_batch) {
             // The watched names' allocations are kept, not copied per poll.
             let names: Vec<&Name> = batch.iter().map(|&i| &watched[i]).collect();
-            let mut batch = Batch::read(ctx, &node, arithmetic, &names, problems, vanished).await?;
+            let server = (arithmetic, counter);
+            let mut batch = Batch::read(ctx, &node, server, &names, problems, vanished).await?;
             batch.count_ranges(problems).await?;
             batch.sample_heads(limits.lag_exact_count, problems).await?;
             batch.read_tails(problems).await?;
@@ -228,6 +236,8 @@ fn build_stream(
         advanced_over,
         samples,
         counted,
+        changed,
+        counter,
     } = polled;
     let settings = ctx.config.streams.for_stream(name);
     let time_ids = time_based(&read.info, now_ms);
@@ -266,6 +276,7 @@ fn build_stream(
             read_every: settings.read_every,
         },
         hold_ms: ctx.config.data_loss_hold.as_millis() as u64,
+        counter,
         // After an outage the ledgers wait until the server is known to be
         // the same one (see `TargetState::verify_ledgers`): then this poll
         // is compared with the last one before the outage.
@@ -277,6 +288,7 @@ fn build_stream(
             advanced_over: advanced_over.get(gi).copied().flatten(),
             sample: samples.get(gi).and_then(Option::as_ref),
             counted: counted.get(gi).copied().flatten(),
+            changed: changed.get(gi).copied().unwrap_or(true),
         };
         groups.push(fold.group(state, group, found));
     }
@@ -314,6 +326,8 @@ struct GroupFold<'p> {
     hold_ms: u64,
     /// Whether this poll is compared with the ledgers' last one.
     feed_ledger: bool,
+    /// How the node's entries-read counts.
+    counter: loss::ReadCounter,
 }
 
 /// What the round trips after XINFO learnt of one group.
@@ -322,6 +336,8 @@ struct Found<'p> {
     advanced_over: Option<u64>,
     sample: Option<&'p UndeliveredSample>,
     counted: Option<loss::RangeCount>,
+    /// The stream or the group changed between XINFO and these counts.
+    changed: bool,
 }
 
 /// Where a group stands in time, and where it is heading.
@@ -352,10 +368,10 @@ impl GroupFold<'_> {
         let (memory, ledger) = state.group_entries(&key);
         let figure = self.lag_figure(memory, group, &gname, found);
         if self.feed_ledger {
-            ledger.observe(
-                &observation(self.info, group, self.now_ms, figure.unread_gone),
-                found.counted,
-            );
+            let undelivered =
+                undelivered_bounds(self.info, group, &figure, found.sample, found.changed);
+            let seen = observation(self.info, group, self.now_ms, undelivered, self.counter);
+            ledger.observe(&seen, found.counted);
         }
         let outlook = self.outlook(memory, ledger, &figure);
         let judged = self.judge(memory, ledger, group, &figure, &outlook, stuck_evidence);
@@ -366,6 +382,7 @@ impl GroupFold<'_> {
             lag_seconds: outlook.lag_seconds,
             trimmed_undelivered: figure.trimmed_undelivered,
             lost: ledger.lost(),
+            possibly_lost: ledger.possibly_lost(),
             loss_unproven: ledger.unproven(),
             rewinds: ledger.rewinds(),
             retention_margin: outlook.retention_margin,

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 
 use super::Name;
 use crate::config::StreamSettings;
-use crate::loss::{Lost, Unproven};
+use crate::loss::{ByCause, Unproven};
 use crate::status::GroupStatus;
 use crate::vocab::StreamId;
 
@@ -168,11 +168,13 @@ pub struct GroupState {
     pub lag_seconds: Option<f64>,
     /// Entries trimmed before the group read them; `None` when unknowable.
     pub trimmed_undelivered: Option<u64>,
-    /// Entries lost since the exporter started, by cause; `None` until the
-    /// figure could be known (never before 7.0).
-    pub lost: Option<Lost>,
-    /// Poll intervals with entries removed from the range the group
-    /// advanced over that could not be proven lost (see [`crate::loss`]).
+    /// Entries proven lost since the exporter started, by cause; `None`
+    /// until the figure could be known (never before 7.0).
+    pub lost: Option<ByCause>,
+    /// Entries that may have been lost beyond those proven (an upper
+    /// bound), by cause; `None` as `lost`.
+    pub possibly_lost: Option<ByCause>,
+    /// Poll intervals with a possible loss, by reason (see [`crate::loss`]).
     pub loss_unproven: Unproven,
     /// Times the group's position moved backwards.
     pub rewinds: u64,

@@ -127,6 +127,8 @@ pub enum Source {
 pub enum Custom {
     /// Cause `trimmed` and `deleted` of each group's lost entries.
     LostEntries,
+    /// Cause `trimmed` and `deleted` of each group's possibly lost entries.
+    PossiblyLost,
     /// Each group's unproven intervals, by reason, where there were any.
     LossUnproven,
     /// One series per status of each group.
@@ -308,6 +310,7 @@ pub const METRICS: &[MetricDef] = &[
     GROUP_TRIM_OVERTAKE_ETA,
     GROUP_DRAIN_ETA,
     GROUP_LOST_ENTRIES,
+    GROUP_POSSIBLY_LOST,
     GROUP_LOSS_UNPROVEN,
     GROUP_STATUS,
     GROUP_WITHIN_OBJECTIVE,

@@ -251,15 +251,23 @@ metric!(
     "redis_streams_group_lost_entries_total",
     Counter,
     TSGCAUSE,
-    "Entries removed from the stream before this group read them, as observed since the exporter started (never decreases): proven across two polls by the advance of entries-read minus the entries that still exist in the range the group advanced over, and by every increase of entries-added - entries-read - lag (exact figures only). cause=trimmed: a trim passed the group's position (or emptied the stream); cause=deleted: XDEL, XDELEX, XACKDEL or a DELREF trim removed unread entries inside its window. What could not be proven is in redis_streams_group_loss_unproven_total. Absent where it cannot be known (before Redis 7.0, or entries-read never known). Cached by the poller.",
+    "Entries removed from the stream before this group read them, as observed since the exporter started (never decreases), counted only where the server's figures exclude every order in which the group read them first: entries gone after its position at a poll (behind the trimming edge, or before a deleted entry), and on Redis 7.x every rise of entries-added - entries-read - lag. cause=trimmed: XTRIM or XADD MAXLEN/MINID; cause=deleted: XDEL, XDELEX or XACKDEL. What may have been lost beyond this is in redis_streams_group_possibly_lost_entries_total. Absent before Redis 7.0. Cached by the poller.",
     Source::Custom(Custom::LostEntries)
+);
+metric!(
+    GROUP_POSSIBLY_LOST,
+    "redis_streams_group_possibly_lost_entries_total",
+    Counter,
+    TSGCAUSE,
+    "Entries that may have been removed before this group read them beyond those counted in redis_streams_group_lost_entries_total, as observed since the exporter started (never decreases): an upper bound, for intervals in which the group read past entries removed meanwhile and the server's figures cannot tell the order (Redis 8 and Valkey after a trim; every server after a deletion the group read past). Information, not a page. Absent before Redis 7.0. Cached by the poller.",
+    Source::Custom(Custom::PossiblyLost)
 );
 metric!(
     GROUP_LOSS_UNPROVEN,
     "redis_streams_group_loss_unproven_total",
     Counter,
     TSGREASON,
-    "Stream polls after which entries were missing from the range this group advanced over, but their loss could not be proven, as observed since the exporter started. reason=no_entries_read: entries-read was unknown at one of the two polls (always before Redis 7.0); reason=routine_removal: the group's previous advance removed entries too (its consumers delete what they read, or the stream's window turns over within one poll); reason=not_counted: the range held more entries than one poll counts. A series appears with its first interval. Cached by the poller.",
+    "Stream polls after which entries may have been lost beyond those proven, as observed since the exporter started. reason=order_unknown: the group read past entries removed in the same interval and the server's figures are the same whether it read them first; reason=no_entries_read: entries-read was unknown at one of the two polls; reason=no_counters: a trim passed the group's position on a server without entries-added (before Redis 7.0), where nothing can be counted. A series appears with its first interval. Cached by the poller.",
     Source::Custom(Custom::LossUnproven)
 );
 metric!(

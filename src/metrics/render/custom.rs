@@ -20,7 +20,8 @@ impl Renderer<'_> {
     /// Writes the samples of the custom family `custom`.
     pub(super) fn custom<W: Write>(&self, f: &mut Family<'_, W>, custom: Custom) {
         match custom {
-            Custom::LostEntries => self.lost_entries(f),
+            Custom::LostEntries => self.by_cause(f, |gs| gs.lost),
+            Custom::PossiblyLost => self.by_cause(f, |gs| gs.possibly_lost),
             Custom::LossUnproven => self.loss_unproven(f),
             Custom::Status => self.status(f),
             Custom::OldestPendingAge => self.oldest_pending_age(f),
@@ -72,9 +73,14 @@ impl Renderer<'_> {
         }
     }
 
-    fn lost_entries<W: Write>(&self, f: &mut Family<'_, W>) {
+    /// One series per cause of each group's entries counted by `counts`.
+    fn by_cause<W: Write>(
+        &self,
+        f: &mut Family<'_, W>,
+        counts: fn(&crate::snapshot::GroupState) -> Option<crate::loss::ByCause>,
+    ) {
         for (t, s, _, g, gs) in groups_of(&self.up) {
-            let Some(lost) = gs.lost else {
+            let Some(lost) = counts(gs) else {
                 continue;
             };
             let [l1, l2, l3] = group_labels(t, s, g);

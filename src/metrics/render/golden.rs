@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use super::{BuildInfo, render, render_probe_answer};
 use crate::config::StreamSettings;
-use crate::loss::Lost;
+use crate::loss::ByCause;
 use crate::metrics::catalog::METRICS;
 use crate::process::ProcessStats;
 use crate::snapshot::{
@@ -54,13 +54,17 @@ pub(super) fn group(pending: u64, lag: Option<u64>) -> GroupState {
         lag_estimated: false,
         lag_seconds: lag.map(|_| 12.5),
         trimmed_undelivered: Some(0),
-        lost: Some(Lost {
+        lost: Some(ByCause {
             trimmed: 3,
             deleted: 1,
         }),
         rewinds: 0,
+        possibly_lost: Some(ByCause {
+            trimmed: 0,
+            deleted: 7,
+        }),
         loss_unproven: crate::loss::Unproven {
-            routine_removal: 2,
+            order_unknown: 2,
             ..Default::default()
         },
         ahead_of_stream: false,

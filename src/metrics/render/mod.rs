@@ -174,7 +174,10 @@ impl Section {
         match source {
             Source::Stream(_)
             | Source::Group(_)
-            | Source::Custom(Custom::LostEntries | Custom::LossUnproven | Custom::Status) => {
+            | Source::Custom(Custom::LostEntries
+                    | Custom::PossiblyLost
+                    | Custom::LossUnproven
+                    | Custom::Status) => {
                 Section::Streams
             }
             Source::Custom(Custom::OldestPendingAge) => Section::OldestPending,

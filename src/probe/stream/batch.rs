@@ -36,15 +36,21 @@ pub(super) struct Polled {
     pub(super) samples: Vec<Option<UndeliveredSample>>,
     /// Per group: what the range its ledger asked for holds, where counted.
     pub(super) counted: Vec<Option<loss::RangeCount>>,
+    /// Per group: the stream or the group changed between XINFO and the
+    /// counts that complete its figures, which then prove nothing.
+    pub(super) changed: Vec<bool>,
+    /// How the node's entries-read counts (see [`loss::ReadCounter`]).
+    pub(super) counter: loss::ReadCounter,
 }
 
 /// One batch of streams on one node, as far as this poll has read it.
 pub(super) struct Batch<'a> {
     ctx: &'a ProbeContext,
     node: &'a NodeAddr,
-    /// The node's own arithmetic: a cluster in a rolling upgrade runs two
-    /// versions.
+    /// The node's own arithmetic and entries-read: a cluster in a rolling
+    /// upgrade runs two versions.
     arithmetic: Arithmetic,
+    counter: loss::ReadCounter,
     now_ms: Option<u64>,
     /// The streams whose XINFO could be read.
     reads: Vec<(Name, Read)>,
@@ -55,6 +61,9 @@ pub(super) struct Batch<'a> {
     counted: HashMap<At, loss::RangeCount>,
     advanced: HashMap<At, u64>,
     samples: HashMap<At, UndeliveredSample>,
+    /// The groups whose stream or own figures changed between XINFO and
+    /// the counts (see [`Batch::sample_heads`]).
+    changed: HashSet<At>,
     /// Per stream: the milliseconds the walks read.
     ends: Vec<MsEnds>,
 }
@@ -67,7 +76,7 @@ impl<'a> Batch<'a> {
     pub(super) async fn read(
         ctx: &'a ProbeContext,
         node: &'a NodeAddr,
-        arithmetic: Arithmetic,
+        (arithmetic, counter): (Arithmetic, loss::ReadCounter),
         names: &[&Name],
         problems: &mut Problems,
         vanished: &mut Vec<Name>,
@@ -98,6 +107,7 @@ impl<'a> Batch<'a> {
             ctx,
             node,
             arithmetic,
+            counter,
             now_ms,
             ends: vec![MsEnds::default(); reads.len()],
             reads,
@@ -106,6 +116,7 @@ impl<'a> Batch<'a> {
             counted: HashMap::new(),
             advanced: HashMap::new(),
             samples: HashMap::new(),
+            changed: HashSet::new(),
         })
     }
 
@@ -169,15 +180,16 @@ impl<'a> Batch<'a> {
                 let Some(ledger) = state.ledger_to_feed(&key) else {
                     continue;
                 };
-                let Some((from, to)) =
-                    ledger.range_to_count(&observation(&read.info, group, self.now_ms, None))
-                else {
+                let unknown_lag = loss::Bounds::ANY;
+                let o = observation(&read.info, group, self.now_ms, unknown_lag, self.counter);
+                let Some((from, to)) = ledger.range_to_count(&o) else {
                     continue;
                 };
                 let pending = Command::XpendingRange {
                     key: name.to_vec(),
                     group: group.name.clone(),
                     start: RangeStart::From(from),
+                    end: RangeEnd::To(to),
                     count: loss::RANGE_COUNT_CAP + 1,
                 };
                 ranges.push(((si, gi), [count_range(name, from, to), pending]));
@@ -209,30 +221,46 @@ impl<'a> Batch<'a> {
         problems: &mut Problems,
     ) -> Result<(), ProbeError> {
         let (wanted, xranges) = self.head_requests(exact_limit);
-        if xranges.is_empty() {
+        // With the counts, both XINFO again for the streams whose lag is
+        // counted or re-derived from a count: a count completes the figures
+        // XINFO read only if nothing was removed and the group did not move
+        // in between (its consumers may delete what they read); the figures
+        // are the same at both ends only if nothing changed between them.
+        let recheck = self.streams_to_recheck(&wanted);
+        if xranges.is_empty() && recheck.is_empty() {
             return Ok(());
         }
-        // With the counts, XINFO GROUPS again for the streams whose lag is
-        // counted: a count is only as good as the group's position it
-        // starts from, and a group that read on between the two round trips
-        // (its consumers may delete what they read) makes it no proof of
-        // what was lost.
-        let recheck = streams_to_recheck(&wanted);
         let mut cmds = xranges;
-        cmds.extend(recheck.iter().map(|&si| Command::XinfoGroups {
-            key: self.reads[si].0.to_vec(),
-        }));
+        for &si in &recheck {
+            let key = self.reads[si].0.to_vec();
+            cmds.push(Command::XinfoStream { key: key.clone() });
+            cmds.push(Command::XinfoGroups { key });
+        }
         let mut replies = self.ctx.client.execute(self.node, &cmds).await?;
         let rechecked = replies.split_off(wanted.len());
-        let moved = self.moved(&recheck, rechecked, problems);
+        self.changed = self.changed_meanwhile(&recheck, rechecked, problems);
         for ((at, count), r) in wanted.into_iter().zip(replies) {
             if let Some(ids) = range_ids(self.ctx, r, problems) {
                 let mut sample = UndeliveredSample::head(ids, count);
-                sample.group_moved = count > 1 && moved.contains(&at);
+                sample.changed_meanwhile = self.changed.contains(&at);
                 self.samples.insert(at, sample);
             }
         }
         Ok(())
+    }
+
+    /// The streams to read again after the counts, once each: those with a
+    /// head sample of more than one entry, or a range counted for the lag.
+    fn streams_to_recheck(&self, wanted: &[(At, u32)]) -> Vec<usize> {
+        let mut recheck: Vec<usize> = wanted
+            .iter()
+            .filter(|&&(_, count)| count > 1)
+            .map(|&((si, _), _)| si)
+            .chain(self.advanced.keys().map(|&(si, _)| si))
+            .collect();
+        recheck.sort_unstable();
+        recheck.dedup();
+        recheck
     }
 
     /// The groups whose first undelivered entries are wanted, how many of
@@ -260,37 +288,48 @@ impl<'a> Batch<'a> {
         (wanted, xranges)
     }
 
-    /// The groups the second `XINFO GROUPS` did not find where the first
-    /// left them (or could not tell): their counts prove no loss.
-    fn moved(
+    /// The groups whose figures the second reading does not confirm: the
+    /// stream removed entries (or cannot be read), or the group moved.
+    /// Entries added meanwhile change nothing: every count stops where XINFO
+    /// ended.
+    fn changed_meanwhile(
         &self,
         recheck: &[usize],
         rechecked: Vec<Reply>,
         problems: &mut Problems,
     ) -> HashSet<At> {
-        let mut moved = HashSet::new();
-        for (&si, r) in recheck.iter().zip(rechecked) {
-            let now = match r {
-                Ok(v) => reply::groups(&v).ok(),
+        let mut changed = HashSet::new();
+        let mut replies = rechecked.into_iter();
+        for &si in recheck {
+            let (stream, groups) = (replies.next(), replies.next());
+            let mut decoded = |r: Option<Reply>| match r? {
+                Ok(v) => Some(v),
                 Err(e) => {
                     problems.refused(&e);
                     None
                 }
             };
-            for (gi, before) in self.reads[si].1.groups.iter().enumerate() {
-                let same = now.as_ref().is_some_and(|groups| {
-                    groups.iter().any(|g| {
-                        g.name == before.name
-                            && g.last_delivered_id == before.last_delivered_id
-                            && g.entries_read == before.entries_read
-                    })
-                });
+            let (stream, groups) = (decoded(stream), decoded(groups));
+            let before = &self.reads[si].1;
+            let stream_same = stream
+                .and_then(|v| reply::stream_info(&v).ok())
+                .is_some_and(|now| same_removals(&before.info, &now));
+            let groups = groups.and_then(|v| reply::groups(&v).ok());
+            for (gi, was) in before.groups.iter().enumerate() {
+                let same = stream_same
+                    && groups.as_ref().is_some_and(|groups| {
+                        groups.iter().any(|g| {
+                            g.name == was.name
+                                && g.last_delivered_id == was.last_delivered_id
+                                && g.entries_read == was.entries_read
+                        })
+                    });
                 if !same {
-                    moved.insert((si, gi));
+                    changed.insert((si, gi));
                 }
             }
         }
-        moved
+        changed
     }
 
     /// Fourth round trip, only for lags to estimate: the last entries,
@@ -417,6 +456,8 @@ impl<'a> Batch<'a> {
             counted,
             advanced,
             mut samples,
+            changed,
+            counter,
             ..
         } = self;
         let per_stream = reads.into_iter().zip(ends).zip(anchors);
@@ -430,7 +471,12 @@ impl<'a> Batch<'a> {
                         .map(|gi| advanced.get(&(si, gi)).copied())
                         .collect(),
                     samples: groups.clone().map(|gi| samples.remove(&(si, gi))).collect(),
-                    counted: groups.map(|gi| counted.get(&(si, gi)).copied()).collect(),
+                    counted: groups
+                        .clone()
+                        .map(|gi| counted.get(&(si, gi)).copied())
+                        .collect(),
+                    changed: groups.map(|gi| changed.contains(&(si, gi))).collect(),
+                    counter,
                     read,
                     now_ms,
                     arithmetic,
@@ -476,18 +522,6 @@ fn recall(
             (trails, anchors)
         })
         .unzip()
-}
-
-/// The streams whose groups' counts go past one entry, once each.
-fn streams_to_recheck(wanted: &[(At, u32)]) -> Vec<usize> {
-    let mut recheck: Vec<usize> = wanted
-        .iter()
-        .filter(|&&(_, count)| count > 1)
-        .map(|&((si, _), _)| si)
-        .collect();
-    recheck.sort_unstable();
-    recheck.dedup();
-    recheck
 }
 
 /// The IDs of an `XRANGE` or `XREVRANGE` reply; a refusal, or a reply that
@@ -566,24 +600,75 @@ fn range_count(
     }
 }
 
-/// What the loss ledger needs of one group's poll.
+/// What the loss ledger needs of one group's poll; `undelivered` is what
+/// the poll proved of its lag (see [`undelivered_bounds`]).
 pub(super) fn observation(
     info: &StreamInfo,
     group: &GroupInfo,
     at_ms: Option<u64>,
-    unread_gone: Option<u64>,
+    undelivered: loss::Bounds,
+    counter: loss::ReadCounter,
 ) -> loss::Observation {
     loss::Observation {
         at_ms,
+        stream: loss::StreamFigures {
+            length: info.length,
+            first_entry: info.first_entry_id,
+            last_generated: info.last_generated_id,
+            entries_added: info.entries_added,
+            max_deleted: info.max_deleted_entry_id,
+        },
         last_delivered: group.last_delivered_id,
         entries_read: group.entries_read,
-        first_entry: info.first_entry_id,
-        max_deleted: info.max_deleted_entry_id,
-        removed: info
-            .entries_added
-            .and_then(|added| added.checked_sub(info.length)),
-        unread_gone,
+        undelivered,
+        counter,
+        set_from_outside: false,
     }
+}
+
+/// What the poll proved of a group's undelivered entries at the moment
+/// XINFO read the other figures: its lag where exact and not changed since
+/// (`changed`: the stream or the group moved before a count that completes
+/// it); else the bounds the counters and the sample give. A sample starts
+/// after XINFO's position and stops at XINFO's last entry, so each entry it
+/// holds was undelivered then.
+pub(super) fn undelivered_bounds(
+    info: &StreamInfo,
+    group: &GroupInfo,
+    figure: &lag::LagFigure,
+    sample: Option<&UndeliveredSample>,
+    changed: bool,
+) -> loss::Bounds {
+    if let Some(lag) = figure.lag.filter(|_| figure.exact() && !changed) {
+        return loss::Bounds::exact(lag);
+    }
+    let length = info.length;
+    let mut low = sample.map_or(0, |s| s.ids.len() as u64);
+    let mut high = length;
+    if let Some(read) = group.entries_read {
+        // At most the entries ever added after the position (entries-read
+        // never exceeds the entries added up to it), and at least the
+        // entries that cannot be among the first `read`.
+        low = low.max(length - length.min(read));
+        if let Some(after) = info.entries_added.and_then(|a| a.checked_sub(read)) {
+            high = high.min(after);
+        }
+    }
+    loss::Bounds {
+        lo: low.min(high),
+        hi: high,
+    }
+}
+
+/// True when `now` shows the same removals as `before`: nothing trimmed or
+/// deleted, and the stream not set anew (entries added are fine).
+fn same_removals(before: &StreamInfo, now: &StreamInfo) -> bool {
+    let removed = |i: &StreamInfo| i.entries_added.map(|a| a.saturating_sub(i.length));
+    removed(before) == removed(now)
+        && before.first_entry_id == now.first_entry_id
+        && before.max_deleted_entry_id == now.max_deleted_entry_id
+        && before.last_generated_id <= now.last_generated_id
+        && (before.entries_added.is_some() || before.length <= now.length)
 }
 
 /// The end of the stream as XINFO read it. Entries counted after XINFO, in
