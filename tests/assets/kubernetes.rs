@@ -304,11 +304,13 @@ fn every_manifest_builds_with_kustomize_and_is_valid() {
     let base = kustomize_build(&root().join(KUBE));
     let (_podmonitor_dir, with_podmonitor) = overlay_with("podmonitor");
     let (_multi_dir, with_multi_target) = overlay_with("multi-target");
+    let (_policy_dir, with_network_policy) = overlay_with("network-policy");
     let mut report = String::new();
     for (name, objects) in [
         ("deploy/kubernetes", &base),
         ("+ components/podmonitor", &with_podmonitor),
         ("+ components/multi-target", &with_multi_target),
+        ("+ components/network-policy", &with_network_policy),
     ] {
         let kinds: BTreeSet<String> = objects.iter().map(|o| kind_name(o).0).collect();
         match validate(objects) {
@@ -327,10 +329,13 @@ fn every_manifest_builds_with_kustomize_and_is_valid() {
         "ConfigMap",
         "ServiceMonitor",
         "PrometheusRule",
-        "NetworkPolicy",
     ] {
         assert!(kinds.contains(wanted), "no {wanted} in {kinds:?}");
     }
+    // A NetworkPolicy that does not describe the cluster blocks scrapes or polls without a word:
+    // it is a component, to edit first.
+    assert!(find(&base, "NetworkPolicy").is_empty());
+    assert_eq!(find(&with_network_policy, "NetworkPolicy").len(), 1);
     assert!(find(&with_podmonitor, "ServiceMonitor").is_empty());
     assert_eq!(find(&with_podmonitor, "PodMonitor").len(), 1);
     assert_eq!(find(&with_multi_target, "ScrapeConfig").len(), 1);
@@ -341,6 +346,7 @@ fn every_manifest_builds_with_kustomize_and_is_valid() {
         .iter()
         .chain(&with_podmonitor)
         .chain(&with_multi_target)
+        .chain(&with_network_policy)
         .map(kind_name)
         .collect();
     let mut files = Vec::new();
@@ -708,8 +714,10 @@ fn deployment_is_hardened_and_the_objects_are_wired_together() {
     let pm_job = pm["spec"]["jobLabel"].as_str().unwrap();
     assert_eq!(pod_labels[pm_job].as_str(), Some(job));
 
-    // NetworkPolicy: the exporter's pod, ingress on its port only, egress limited.
-    let policy = one(&base, "NetworkPolicy");
+    // NetworkPolicy (a component): the exporter's pod, ingress from Prometheus pods in any
+    // namespace on its port only, egress limited to the configuration's Redis port and DNS.
+    let (_p, with_network_policy) = overlay_with("network-policy");
+    let policy = one(&with_network_policy, "NetworkPolicy");
     assert!(selects(
         &policy["spec"]["podSelector"]["matchLabels"],
         pod_labels
@@ -724,6 +732,16 @@ fn deployment_is_hardened_and_the_objects_are_wired_together() {
     for rule in policy["spec"]["ingress"].as_sequence().unwrap() {
         assert_eq!(rule["ports"][0]["port"].as_str(), Some("metrics"));
     }
+    let peer = &policy["spec"]["ingress"][0]["from"][0];
+    assert_eq!(
+        peer["namespaceSelector"],
+        Yaml::Mapping(Default::default()),
+        "Prometheus runs in another namespace as often as not"
+    );
+    assert_eq!(
+        peer["podSelector"]["matchLabels"]["app.kubernetes.io/name"].as_str(),
+        Some("prometheus")
+    );
     let egress_ports: BTreeSet<u64> = policy["spec"]["egress"]
         .as_sequence()
         .unwrap()
@@ -731,7 +749,12 @@ fn deployment_is_hardened_and_the_objects_are_wired_together() {
         .flat_map(|r| r["ports"].as_sequence().unwrap().iter())
         .map(|p| p["port"].as_u64().unwrap())
         .collect();
-    assert_eq!(egress_ports, BTreeSet::from([53, 6379, 26379]));
+    let url_port = config["targets"][0]["url"]
+        .as_str()
+        .and_then(|u| u.rsplit_once(':'))
+        .and_then(|(_, port)| port.parse::<u64>().ok())
+        .unwrap();
+    assert_eq!(egress_ports, BTreeSet::from([53, url_port]));
 
     // Dashboards for the Grafana sidecar.
     let dashboards = find(&base, "ConfigMap")
@@ -1114,9 +1137,54 @@ fn helm_template(sets: &[&str]) -> Vec<Yaml> {
         .arg(root().join(CHART))
         .args(["--namespace", "monitoring"])
         .args(set_args(sets)));
-    serde_norway::Deserializer::from_str(&out)
+    parse_objects(&out)
+}
+
+fn parse_objects(rendered: &str) -> Vec<Yaml> {
+    serde_norway::Deserializer::from_str(rendered)
         .map(|d| Yaml::deserialize(d).unwrap())
         .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// `helm <command>` (`template` or `lint --strict`) of the chart in namespace monitoring with a
+/// values file holding `values`, then `sets`: what Helm did.
+fn helm_with_values(command: &[&str], values: &str, sets: &[&str]) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("values.yaml");
+    std::fs::write(&file, values).unwrap();
+    let mut cmd = Command::new(helm());
+    cmd.args(command);
+    if command[0] == "template" {
+        cmd.arg("redis-streams-exporter");
+    }
+    output(
+        cmd.arg(root().join(CHART))
+            .args(["--namespace", "monitoring", "--values"])
+            .arg(&file)
+            .args(set_args(sets)),
+    )
+}
+
+/// `helm template` with a values file: the objects (rendering must succeed).
+fn helm_template_values(values: &str, sets: &[&str]) -> Vec<Yaml> {
+    let out = helm_with_values(&["template"], values, sets);
+    assert!(
+        out.status.success(),
+        "helm template failed:\n{}",
+        text(&out)
+    );
+    parse_objects(&String::from_utf8(out.stdout).unwrap())
+}
+
+/// The TCP ports of a NetworkPolicy's egress rules.
+fn egress_ports(policy: &Yaml) -> BTreeSet<u64> {
+    policy["spec"]["egress"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["ports"].as_sequence().unwrap().iter())
+        .map(|p| p["port"].as_u64().unwrap())
         .collect()
 }
 
@@ -1198,13 +1266,34 @@ fn helm_chart_lints_and_every_toggle_renders_valid_objects() {
     let no_slo = kinds(&helm_template(&["prometheusRule.slo=false"]));
     assert_eq!(no_slo.get("PrometheusRule"), Some(&1));
 
-    // The values schema refuses an unknown key and a wrong type.
+    // The values schema refuses an unknown key and a wrong type, in the new values too (and the
+    // NetworkPolicy's former redisPorts, so a values file written for it is told).
     for (bad, needle) in [
         ("serviceMonitor.intervall=30s", "intervall"),
         ("service.port=nine", "port"),
         (
             "multiTarget.targets[0]=redis://user:secret@10.0.0.1:6379",
             "targets",
+        ),
+        ("networkPolicy.redisPorts={6379}", "redisPorts"),
+        (
+            "networkPolicy.prometheus.namespaceSelecter.matchLabels.team=obs",
+            "namespaceSelecter",
+        ),
+        ("networkPolicy.extraRedisPorts={sixty}", "extraRedisPorts"),
+        (
+            "securityContext.readOnlyRootFilesytem=false",
+            "readOnlyRootFilesytem",
+        ),
+        ("podSecurityContext.runAsUser=root", "runAsUser"),
+        ("serviceMonitor.relabelings[0].sourceLabel=x", "sourceLabel"),
+        ("podMonitor.metricRelabelings[0].action=delete", "action"),
+        ("podMonitor.namespace=Not_A_Namespace", "namespace"),
+        ("extraArgs[0]=log.level=debug", "extraArgs"),
+        ("extraVolumeMounts[0].name=tls", "mountPath"),
+        (
+            "redisPassword.existingSecretKy=password",
+            "existingSecretKy",
         ),
     ] {
         let out = output(
@@ -1258,9 +1347,13 @@ fn helm_chart_matches_the_kustomize_base_and_the_shipped_rules_and_dashboards() 
         spec.as_mapping_mut().unwrap().remove(key);
         spec
     };
+    // The NetworkPolicy, off in both by default: the chart's, on, is the component's.
+    let chart_policy = helm_template(&["networkPolicy.enabled=true"]);
+    let (_p, base_policy) = overlay_with("network-policy");
+    let chart_policy = one(&chart_policy, "NetworkPolicy");
     assert_eq!(
-        spec_without(one(&chart, "NetworkPolicy"), "podSelector"),
-        spec_without(one(&base, "NetworkPolicy"), "podSelector")
+        spec_without(chart_policy, "podSelector"),
+        spec_without(one(&base_policy, "NetworkPolicy"), "podSelector")
     );
     let (hm, km) = (one(&chart, "ServiceMonitor"), one(&base, "ServiceMonitor"));
     assert_eq!(hm["spec"]["endpoints"], km["spec"]["endpoints"]);
@@ -1288,7 +1381,7 @@ fn helm_chart_matches_the_kustomize_base_and_the_shipped_rules_and_dashboards() 
         Some("redis-streams-exporter")
     );
     assert!(selects(
-        &one(&chart, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"],
+        &chart_policy["spec"]["podSelector"]["matchLabels"],
         pod_labels
     ));
     let config_map = find(&chart, "ConfigMap")
@@ -1401,4 +1494,422 @@ fn helm_chart_multi_target_mode_allows_its_targets() {
             service["spec"]["ports"][0]["port"].as_u64().unwrap()
         )
     );
+}
+
+/// The NetworkPolicy is off by default. On, it admits Prometheus from the namespaces and pods the
+/// values select, and lets the exporter reach every Redis port its configuration names (a TLS
+/// target on 6380, cluster seeds, sentinels; in /probe mode the ScrapeConfig's targets and the
+/// allowed globs), the extra ports of the values, and DNS, and nothing else.
+#[test]
+fn helm_chart_network_policy_is_off_by_default_and_follows_the_configuration() {
+    for sets in [&[][..], ALL_OFF] {
+        let objects = helm_template(sets);
+        assert!(find(&objects, "NetworkPolicy").is_empty(), "{sets:?}");
+    }
+
+    let config = r#"[web]
+listen_address = ":9763"
+# url = "redis://commented-out.example:1111"
+
+[[targets]]
+name = "orders"
+url = "rediss://redis-tls.my-app.svc:6380"   # TLS
+
+[[targets]]
+name = "cluster"
+url = "redis://redis-cluster.my-app.svc:7000"
+mode = "cluster"
+cluster_nodes = [
+  "redis-cluster-1.my-app.svc:7001",
+  'redis-cluster-2.my-app.svc:7002',
+]
+
+[[targets]]
+name = "sentinel"
+url = "redis://sentinel-0.my-app.svc:26379"
+mode = "sentinel"
+master_name = "mymaster"
+sentinels = ["sentinel-1.my-app.svc:26380"]
+
+[[targets]]
+name = "plain"
+url = "redis://cache.my-app.svc/2"
+"#;
+    let values = format!(
+        "config: |\n{}networkPolicy:\n  enabled: true\n  prometheus:\n    namespaceSelector:\n      matchLabels:\n        kubernetes.io/metadata.name: observability\n    podSelector:\n      matchLabels:\n        app.kubernetes.io/name: prometheus\n        operator.prometheus.io/name: k8s\n  extraIngressFrom:\n    - ipBlock:\n        cidr: 10.20.0.0/16\n  extraRedisPorts: [6390]\n",
+        config
+            .lines()
+            .map(|l| format!("  {l}\n"))
+            .collect::<String>()
+    );
+    let lint = helm_with_values(&["lint", "--strict"], &values, &[]);
+    assert!(lint.status.success(), "{}", text(&lint));
+    let objects = helm_template_values(&values, &[]);
+    if let Err(said) = validate(&objects) {
+        panic!("invalid objects:\n{said}");
+    }
+    let policy = one(&objects, "NetworkPolicy");
+
+    // Ingress: one peer with both selectors (pods of those namespaces), then the extra peer.
+    let from = policy["spec"]["ingress"][0]["from"].as_sequence().unwrap();
+    assert_eq!(from.len(), 2, "{from:?}");
+    assert_eq!(
+        from[0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"].as_str(),
+        Some("observability")
+    );
+    assert_eq!(
+        from[0]["podSelector"]["matchLabels"]["operator.prometheus.io/name"].as_str(),
+        Some("k8s")
+    );
+    assert_eq!(from[1]["ipBlock"]["cidr"].as_str(), Some("10.20.0.0/16"));
+    assert_eq!(
+        policy["spec"]["ingress"][0]["ports"][0]["port"].as_str(),
+        Some("metrics")
+    );
+
+    // Egress: exactly the configuration's ports, the extra one and DNS.
+    let ports = egress_ports(policy);
+    assert_eq!(
+        ports,
+        BTreeSet::from([53, 6379, 6380, 6390, 7000, 7001, 7002, 26379, 26380]),
+        "6379: the plain URL names no port"
+    );
+    assert!(!ports.contains(&1111), "a commented-out URL counts");
+    // What the exporter itself makes of the rendered configuration: every address it dials first
+    // is allowed.
+    let rendered = find(&objects, "ConfigMap")
+        .into_iter()
+        .find_map(|cm| cm["data"]["config.toml"].as_str())
+        .unwrap();
+    assert_eq!(rendered, config);
+    let parsed =
+        redis_streams_exporter::config::from_str("config.toml", rendered, &Default::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(parsed.targets.len(), 4);
+    for target in &parsed.targets {
+        let mut dialled = vec![u64::from(target.endpoint.port)];
+        let others = match &target.mode {
+            redis_streams_exporter::config::Mode::Cluster { seeds } => seeds.clone(),
+            redis_streams_exporter::config::Mode::Sentinel { sentinels, .. } => sentinels.clone(),
+            _ => Vec::new(),
+        };
+        dialled.extend(
+            others
+                .iter()
+                .map(|a| a.rsplit_once(':').unwrap().1.parse::<u64>().unwrap()),
+        );
+        for port in dialled {
+            assert!(
+                ports.contains(&port),
+                "{}: port {port} not allowed",
+                target.name
+            );
+        }
+    }
+    let orders = parsed.targets.iter().find(|t| t.name == "orders").unwrap();
+    assert!(orders.endpoint.tls && orders.endpoint.port == 6380);
+
+    // DNS stays allowed, to kube-system by default.
+    let dns = policy["spec"]["egress"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|r| r["ports"][0]["port"].as_u64() == Some(53))
+        .unwrap();
+    assert_eq!(
+        dns["to"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"].as_str(),
+        Some("kube-system")
+    );
+    let protocols: BTreeSet<&str> = dns["ports"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|p| p["protocol"].as_str().unwrap())
+        .collect();
+    assert_eq!(protocols, BTreeSet::from(["TCP", "UDP"]));
+
+    // /probe mode: the ScrapeConfig's targets and the ports of the allowed globs.
+    let probe = helm_template(&[
+        "networkPolicy.enabled=true",
+        "multiTarget.enabled=true",
+        "multiTarget.targets={rediss://redis-0.redis.my-app.svc:6390}",
+    ]);
+    assert_eq!(
+        egress_ports(one(&probe, "NetworkPolicy")),
+        BTreeSet::from([53, 6379, 6390])
+    );
+    // A URL in extraArgs (--redis.url) counts too.
+    let flagged = helm_template(&[
+        "networkPolicy.enabled=true",
+        "config=[web]\nlisten_address = \":9763\"\n",
+        "extraArgs={--redis.url=rediss://redis.my-app.svc:6443}",
+    ]);
+    assert_eq!(
+        egress_ports(one(&flagged, "NetworkPolicy")),
+        BTreeSet::from([53, 6443])
+    );
+}
+
+/// Every value of a chart one would deploy, set at once: it lints, renders objects the
+/// validators accept, and each value lands where it should, the hardened defaults kept where
+/// the values do not override them.
+#[test]
+fn helm_chart_every_new_value_renders_where_it_should() {
+    let values = r#"
+config: |
+  [web]
+  listen_address = ":9763"
+  [[targets]]
+  name = "orders"
+  url = "rediss://redis-tls.my-app.svc:6380"
+  password_env = "REDIS_PASSWORD"
+  tls_ca_file = "/etc/redis-tls/ca.crt"
+  tls_cert_file = "/etc/redis-tls/tls.crt"
+  tls_key_file = "/etc/redis-tls/tls.key"
+redisPassword:
+  existingSecret: redis-auth
+  existingSecretKey: password
+extraArgs: ["--log.level=debug"]
+extraEnv:
+  - name: TZ
+    value: UTC
+  - name: SENTINEL_PASSWORD
+    valueFrom:
+      secretKeyRef:
+        name: redis-sentinel
+        key: password
+envFrom:
+  - configMapRef:
+      name: exporter-env
+  - prefix: RSE_
+    secretRef:
+      name: exporter-secrets
+      optional: true
+extraVolumes:
+  - name: redis-tls
+    secret:
+      secretName: redis-tls
+      defaultMode: 0440
+extraVolumeMounts:
+  - name: redis-tls
+    mountPath: /etc/redis-tls
+    readOnly: true
+podSecurityContext:
+  runAsUser: 10001
+  fsGroup: 10001
+securityContext:
+  seccompProfile:
+    type: RuntimeDefault
+serviceMonitor:
+  namespace: prometheus
+  relabelings:
+    - targetLabel: cluster
+      replacement: eu-1
+  metricRelabelings:
+    - sourceLabels: [__name__]
+      regex: go_.*
+      action: drop
+podMonitor:
+  enabled: true
+  namespace: prometheus
+  relabelings:
+    - targetLabel: cluster
+      replacement: eu-2
+  metricRelabelings:
+    - sourceLabels: [__name__]
+      regex: process_.*
+      action: drop
+"#;
+    let lint = helm_with_values(&["lint", "--strict"], values, &[]);
+    assert!(lint.status.success(), "{}", text(&lint));
+    assert!(text(&lint).contains("0 chart(s) failed"), "{}", text(&lint));
+    let objects = helm_template_values(values, &[]);
+    match validate(&objects) {
+        Ok(said) => println!("every value set: {:?}\n{said}", kinds(&objects)),
+        Err(said) => panic!("invalid objects:\n{said}"),
+    }
+
+    let deployment = one(&objects, "Deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    let strings = |v: &Yaml| -> Vec<String> {
+        v.as_sequence()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        strings(&c["args"]),
+        [
+            "--config=/etc/redis-streams-exporter/config.toml",
+            "--log.level=debug"
+        ]
+    );
+
+    // The password from the Secret named, not optional; then the extra variables, in order.
+    let env = c["env"].as_sequence().unwrap();
+    let names: Vec<&str> = env.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["REDIS_PASSWORD", "TZ", "SENTINEL_PASSWORD"]);
+    let password = &env[0]["valueFrom"]["secretKeyRef"];
+    assert_eq!(password["name"].as_str(), Some("redis-auth"));
+    assert_eq!(password["key"].as_str(), Some("password"));
+    assert_eq!(password["optional"], Yaml::Bool(false));
+    assert_eq!(env[1]["value"].as_str(), Some("UTC"));
+    assert_eq!(
+        env[2]["valueFrom"]["secretKeyRef"]["name"].as_str(),
+        Some("redis-sentinel")
+    );
+    let env_from = c["envFrom"].as_sequence().unwrap();
+    assert_eq!(env_from.len(), 2);
+    assert_eq!(
+        env_from[0]["configMapRef"]["name"].as_str(),
+        Some("exporter-env")
+    );
+    assert_eq!(env_from[1]["prefix"].as_str(), Some("RSE_"));
+
+    // The extra volume beside the configuration's, mounted where the configuration reads it.
+    let volumes = pod["volumes"].as_sequence().unwrap();
+    assert_eq!(volumes.len(), 2);
+    assert_eq!(volumes[0]["name"].as_str(), Some("config"));
+    assert_eq!(
+        volumes[1]["secret"]["secretName"].as_str(),
+        Some("redis-tls")
+    );
+    assert_eq!(volumes[1]["secret"]["defaultMode"].as_u64(), Some(0o440));
+    let mounts = c["volumeMounts"].as_sequence().unwrap();
+    assert_eq!(mounts.len(), 2);
+    assert_eq!(
+        mounts[0]["mountPath"].as_str(),
+        Some("/etc/redis-streams-exporter")
+    );
+    assert_eq!(mounts[1]["name"], volumes[1]["name"]);
+    let tls_dir = mounts[1]["mountPath"].as_str().unwrap();
+    let config_text = find(&objects, "ConfigMap")
+        .into_iter()
+        .find_map(|cm| cm["data"]["config.toml"].as_str())
+        .unwrap();
+    assert!(config_text.contains(&format!("tls_ca_file = \"{tls_dir}/ca.crt\"")));
+
+    // Security contexts: the values merged into the hardened defaults.
+    let psc = &pod["securityContext"];
+    assert_eq!(psc["runAsUser"].as_u64(), Some(10001));
+    assert_eq!(psc["fsGroup"].as_u64(), Some(10001));
+    assert_eq!(psc["runAsGroup"].as_u64(), Some(65532));
+    assert_eq!(psc["runAsNonRoot"], Yaml::Bool(true));
+    assert_eq!(
+        psc["seccompProfile"]["type"].as_str(),
+        Some("RuntimeDefault")
+    );
+    let sc = &c["securityContext"];
+    assert_eq!(
+        sc["seccompProfile"]["type"].as_str(),
+        Some("RuntimeDefault")
+    );
+    assert_eq!(sc["allowPrivilegeEscalation"], Yaml::Bool(false));
+    assert_eq!(sc["readOnlyRootFilesystem"], Yaml::Bool(true));
+    assert_eq!(sc["privileged"], Yaml::Bool(false));
+    assert_eq!(
+        sc["capabilities"]["drop"],
+        serde_norway::from_str::<Yaml>("[ALL]").unwrap()
+    );
+
+    // The monitors in Prometheus's namespace, still selecting the exporter in the release's, with
+    // their relabellings on the endpoint.
+    for (kind, endpoints, cluster, dropped) in [
+        ("ServiceMonitor", "endpoints", "eu-1", "go_.*"),
+        ("PodMonitor", "podMetricsEndpoints", "eu-2", "process_.*"),
+    ] {
+        let monitor = one(&objects, kind);
+        assert_eq!(
+            monitor["metadata"]["namespace"].as_str(),
+            Some("prometheus")
+        );
+        assert_eq!(
+            monitor["spec"]["namespaceSelector"]["matchNames"],
+            serde_norway::from_str::<Yaml>("[monitoring]").unwrap(),
+            "{kind}"
+        );
+        let endpoint = &monitor["spec"][endpoints][0];
+        assert_eq!(
+            endpoint["relabelings"][0]["replacement"].as_str(),
+            Some(cluster)
+        );
+        assert_eq!(
+            endpoint["metricRelabelings"][0]["regex"].as_str(),
+            Some(dropped)
+        );
+        assert_eq!(
+            endpoint["metricRelabelings"][0]["action"].as_str(),
+            Some("drop")
+        );
+    }
+    // Everything else stays in the release's namespace.
+    for o in &objects {
+        if !["ServiceMonitor", "PodMonitor"].contains(&o["kind"].as_str().unwrap()) {
+            assert_eq!(o["metadata"]["namespace"].as_str(), Some("monitoring"));
+        }
+    }
+    // By default the monitors carry no namespaceSelector (the release's namespace is theirs).
+    let default = helm_template(&["podMonitor.enabled=true"]);
+    for kind in ["ServiceMonitor", "PodMonitor"] {
+        assert!(
+            one(&default, kind)["spec"]["namespaceSelector"].is_null(),
+            "{kind}"
+        );
+    }
+}
+
+/// `redisPassword.existingSecret` names a Secret the chart cannot read (no `lookup`: `helm
+/// template` and GitOps tools render without a cluster), so the key holding the password must be
+/// named: without it rendering fails, saying what to set. A configuration that never reads
+/// REDIS_PASSWORD fails too: the password would never be sent.
+#[test]
+fn helm_chart_existing_secret_needs_its_key_and_a_configuration_that_reads_it() {
+    let without_key = "redisPassword:\n  existingSecret: redis-auth\n";
+    for command in [&["template"][..], &["lint", "--strict"][..]] {
+        let out = helm_with_values(command, without_key, &[]);
+        let said = text(&out);
+        // Helm's lint mode tolerates `fail` (it reports the message as [INFO]); template, install
+        // and upgrade stop on it.
+        if command[0] == "template" {
+            assert!(!out.status.success(), "{command:?}: rendered:\n{said}");
+        }
+        assert!(
+            said.contains(
+                "redisPassword.existingSecret names the Secret \"redis-auth\" but redisPassword.existingSecretKey is empty: set it to the key of \"redis-auth\" that holds the Redis password"
+            ),
+            "{command:?}: {said}"
+        );
+    }
+
+    // The chart's default configuration has password_env commented out.
+    let with_key = "redisPassword:\n  existingSecret: redis-auth\n  existingSecretKey: password\n";
+    let out = helm_with_values(&["template"], with_key, &[]);
+    let said = text(&out);
+    assert!(!out.status.success(), "rendered:\n{said}");
+    assert!(
+        said.contains("which the configuration never reads: add password_env = \"REDIS_PASSWORD\""),
+        "{said}"
+    );
+
+    // Read by a target, or by the default target of a configuration without targets.
+    for config in [
+        "[[targets]]\nurl = \"redis://redis.my-app.svc:6379\"\npassword_env = \"REDIS_PASSWORD\"\n",
+        "[web]\nlisten_address = \":9763\"\n",
+    ] {
+        let values = format!(
+            "{with_key}config: |\n{}",
+            config
+                .lines()
+                .map(|l| format!("  {l}\n"))
+                .collect::<String>()
+        );
+        let objects = helm_template_values(&values, &[]);
+        let reference = &one(&objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
+            [0]["valueFrom"]["secretKeyRef"];
+        assert_eq!(reference["name"].as_str(), Some("redis-auth"), "{config}");
+        assert_eq!(reference["key"].as_str(), Some("password"));
+        assert_eq!(reference["optional"], Yaml::Bool(false));
+    }
 }
