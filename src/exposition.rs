@@ -15,6 +15,7 @@
 //! gzip member. Compressing 54 MB was most of the exporter's CPU at 10,000
 //! streams.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -167,6 +168,28 @@ pub fn down_reason(t: &TargetSnapshot) -> String {
         .unwrap_or_else(|| "no connection yet".to_string())
 }
 
+/// Why a target that is down or not ready is so, from its probes; `None`
+/// when it is up and ready.
+pub fn target_problem(t: &TargetSnapshot) -> Option<String> {
+    if !t.up {
+        return Some(format!("down: {}", down_reason(t)));
+    }
+    (!t.ready).then(|| format!("not ready: {}", not_ready_reason(t)))
+}
+
+/// What `/readyz` says of a target: that its first collection is still
+/// running, or else its problem ([`target_problem`]); `None` when it is up
+/// and ready.
+pub fn readiness_note(t: &TargetSnapshot) -> Option<String> {
+    if !t.first_collection_done() {
+        return Some(format!(
+            "first collection in progress: {}",
+            not_ready_reason(t)
+        ));
+    }
+    target_problem(t)
+}
+
 /// One rendered exposition.
 #[derive(Clone, Debug)]
 pub struct Rendered {
@@ -175,12 +198,13 @@ pub struct Rendered {
     pub gzip: Chunks,
     /// The same in OpenMetrics, gzip-compressed, ending with `# EOF`.
     pub openmetrics_gzip: Chunks,
-    /// Targets in it that are ready (a discovery and a stream poll each
-    /// succeeded): `/readyz` answers from what `/metrics` serves, not from
-    /// what is still being rendered.
-    pub ready_targets: usize,
-    /// The targets in it that are not ready, each with why.
-    pub not_ready: Vec<(Arc<str>, String)>,
+    /// The targets in it whose first collection has an outcome (data, or
+    /// `target_up 0` with why): `/readyz` answers from what `/metrics`
+    /// serves, not from what is still being rendered.
+    pub collected: BTreeSet<Arc<str>>,
+    /// The targets in it that are collecting for the first time, down or
+    /// not ready, each with its [`readiness_note`].
+    pub notes: Vec<(Arc<str>, String)>,
 }
 
 /// The latest rendered exposition and the task that keeps it current.
@@ -250,11 +274,14 @@ impl Exposition {
                 let mut exporter = store.exporter.copy();
                 exporter.process = crate::process::read();
                 let targets = store.targets();
-                let ready_targets = targets.iter().filter(|t| t.ready).count();
-                let not_ready = targets
+                let collected = targets
                     .iter()
-                    .filter(|t| !t.ready)
-                    .map(|t| (t.name.clone(), not_ready_reason(t)))
+                    .filter(|t| t.first_collection_done())
+                    .map(|t| t.name.clone())
+                    .collect();
+                let notes = targets
+                    .iter()
+                    .filter_map(|t| readiness_note(t).map(|note| (t.name.clone(), note)))
                     .collect();
                 let mut sections = std::mem::take(&mut cache);
                 let rendered = tokio::task::spawn_blocking(move || {
@@ -275,8 +302,8 @@ impl Exposition {
                         self.latest.send_replace(Some(Rendered {
                             gzip,
                             openmetrics_gzip,
-                            ready_targets,
-                            not_ready,
+                            collected,
+                            notes,
                         }));
                     }
                     Ok(Err(e)) => tracing::error!(error = %e, "rendering metrics failed"),

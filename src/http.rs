@@ -12,6 +12,7 @@
 //! it, and keep only the families named by `name[]` parameters when there
 //! are some.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use axum::Router;
@@ -49,6 +50,8 @@ pub struct HttpState {
     /// The targets `/probe` polls.
     pub multi_targets: Arc<MultiTargets>,
     exposition: Arc<Exposition>,
+    /// `/readyz` said ready once: it stays so (see [`readyz`]).
+    ready: AtomicBool,
 }
 
 impl HttpState {
@@ -85,6 +88,7 @@ impl HttpState {
             config,
             reload,
             multi_targets,
+            ready: AtomicBool::new(false),
         })
     }
 
@@ -208,26 +212,68 @@ async fn dispatch(
         "/probe" => probe(&state, &config, &uri, &headers).await,
         "/" => landing(&state, &config, uri.query()),
         "/healthz" => (StatusCode::OK, "ok\n").into_response(),
-        _ => {
-            let current = state.exposition.current();
-            let served = current.as_ref().map_or(0, |r| r.ready_targets);
-            if served >= config.targets.len() {
-                (StatusCode::OK, "ready\n").into_response()
-            } else {
-                let mut body = String::from(
-                    "not ready: every target needs a successful discovery and stream poll\n",
-                );
-                for (target, why) in current.iter().flat_map(|r| r.not_ready.iter()) {
-                    body.push_str(&format!(
-                        "{}: {}\n",
-                        crate::text::printable(target.as_bytes()),
-                        why
-                    ));
-                }
-                (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+        _ => readyz(&state, &config),
+    }
+}
+
+/// `GET /readyz`: 200 once the exporter serves what it knows, that is once
+/// the exposition `/metrics` serves holds the outcome of every configured
+/// target's first collection (its data, or `target_up 0` and why), and from
+/// then on for the life of the process. Redis's health is not the
+/// exporter's readiness: it is `redis_streams_exporter_target_up`, so an
+/// outage of Redis neither takes the exporter out of its Service nor
+/// stalls a rollout, and a reload that adds a target does not either. 503
+/// only before that first time. The body lists each target still
+/// collecting for the first time, down or not ready, with why.
+fn readyz(state: &HttpState, config: &Config) -> Response {
+    let current = state.exposition.current();
+    let waiting: Vec<&str> = config
+        .targets
+        .iter()
+        .map(|t| t.name.as_str())
+        .filter(|name| {
+            current
+                .as_ref()
+                .is_none_or(|r| !r.collected.contains(*name))
+        })
+        .collect();
+    let ready = state.ready.load(Ordering::Relaxed) || (current.is_some() && waiting.is_empty());
+    let mut body = if ready {
+        state.ready.store(true, Ordering::Relaxed);
+        String::from("ready\n")
+    } else {
+        String::from(
+            "not ready: the first collection of every target has not ended yet (in data, or in redis_streams_exporter_target_up 0)\n",
+        )
+    };
+    if current.is_none() {
+        body.push_str("the first exposition is being rendered\n");
+    }
+    let notes = current.iter().flat_map(|r| r.notes.iter());
+    for (target, note) in notes.clone() {
+        body.push_str(&format!(
+            "{}: {}\n",
+            crate::text::printable(target.as_bytes()),
+            note
+        ));
+    }
+    if !ready && current.is_some() {
+        // Configured, not yet in what /metrics serves (its poller starting).
+        for name in waiting {
+            if !notes.clone().any(|(target, _)| &**target == name) {
+                body.push_str(&format!(
+                    "{}: first collection not started\n",
+                    crate::text::printable(name.as_bytes())
+                ));
             }
         }
     }
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, body).into_response()
 }
 
 /// Time kept back from Prometheus's scrape timeout, so the answer of a probe
@@ -559,14 +605,6 @@ fn name(bytes: &[u8]) -> String {
     html(&crate::text::shorten(&crate::text::printable(bytes), 120))
 }
 
-/// Why a target that is down or not ready is so, from its probes.
-fn target_problem(t: &TargetSnapshot) -> Option<String> {
-    if !t.up {
-        return Some(format!("down: {}", crate::exposition::down_reason(t)));
-    }
-    (!t.ready).then(|| format!("not ready: {}", crate::exposition::not_ready_reason(t)))
-}
-
 fn landing(state: &HttpState, config: &Config, query: Option<&str>) -> Response {
     use std::fmt::Write as _;
     let build = BuildInfo::CURRENT;
@@ -595,7 +633,7 @@ fn landing(state: &HttpState, config: &Config, query: Option<&str>) -> Response 
         .map(|t| {
             let snap = targets.iter().find(|s| *s.name == *t.name);
             let problem = match snap {
-                Some(s) => target_problem(s),
+                Some(s) => crate::exposition::target_problem(s),
                 None => Some("not started yet".to_string()),
             };
             let row = format!(

@@ -24,7 +24,6 @@ use tokio_util::task::TaskTracker;
 use crate::config::{Config, MultiTargetRefusal, Target};
 use crate::poller::Poller;
 use crate::snapshot::{SnapshotStore, TargetSnapshot};
-use crate::vocab::ProbeKind;
 
 /// Why a probe got no answer from a target. Nothing was dialled.
 #[derive(Debug, thiserror::Error)]
@@ -183,7 +182,7 @@ impl MultiTargets {
                 .into_iter()
                 .next()
                 .unwrap_or_else(|| Arc::new(TargetSnapshot::default()));
-            if first_collection_done(&snapshot) {
+            if snapshot.first_collection_done() {
                 return Ok(ProbeAnswer {
                     snapshot,
                     waited_in_vain: None,
@@ -434,16 +433,6 @@ async fn stop(entry: Entry) {
             tracing::error!(redis_target = %entry.target.name, "probed target's poller panicked");
         }
     }
-}
-
-/// True once the first collection has an outcome: ready, or discovery or
-/// the stream poll failed (an unreachable target answers at once with
-/// `target_up 0`, instead of making every scrape wait).
-fn first_collection_done(s: &TargetSnapshot) -> bool {
-    s.ready
-        || [ProbeKind::Discovery, ProbeKind::Stream]
-            .iter()
-            .any(|k| s.probes.get(k).is_some_and(|p| !p.success))
 }
 
 /// Drops expired targets, checking ten times per `target_ttl` (at most every

@@ -185,6 +185,17 @@ pub struct TargetSnapshot {
 }
 
 impl TargetSnapshot {
+    /// True once the first collection has an outcome: ready, or discovery
+    /// or the stream poll failed (an unreachable target's outcome is
+    /// `target_up 0`). What `/readyz` and a first `/probe` wait for, rather
+    /// than for the target to be healthy.
+    pub fn first_collection_done(&self) -> bool {
+        self.ready
+            || [ProbeKind::Discovery, ProbeKind::Stream]
+                .iter()
+                .any(|k| self.probes.get(k).is_some_and(|p| !p.success))
+    }
+
     /// True when the stream poll knows the group.
     pub fn has_group(&self, stream: &Name, group: &Name) -> bool {
         self.streams

@@ -1,5 +1,6 @@
-//! The daemon in-process on a loopback port: endpoints, gzip, readiness,
-//! a target going down and coming back, graceful shutdown.
+//! The daemon in-process on a loopback port: endpoints, gzip, readiness (the
+//! exporter's, not Redis's: a target down leaves `/readyz` at 200), a target
+//! going down and coming back, graceful shutdown.
 
 use crate::common;
 
@@ -35,6 +36,8 @@ async fn endpoints_gzip_and_readiness() {
         }
     };
     assert!(ready, "never ready");
+    // Healthy and collected: nothing to say of the target.
+    assert_eq!(d.get("/readyz").await.text().await.unwrap(), "ready\n");
     assert_eq!(d.get("/healthz").await.status(), 200);
 
     let r = d.get("/metrics").await;
@@ -110,6 +113,11 @@ async fn target_down_withdraws_data_and_recovers() {
                 None,
                 "stale data served while down"
             );
+            // The exporter still serves: ready, saying the target is down.
+            let r = d.get("/readyz").await;
+            assert_eq!(r.status(), 200);
+            let body = r.text().await.unwrap();
+            assert!(body.starts_with("ready\nt: down: "), "{body}");
             assert!(m.family("redis_streams_group_lag").is_empty());
             assert!(m.family("redis_streams_target_info").is_empty());
             assert!(
@@ -145,6 +153,149 @@ async fn target_down_withdraws_data_and_recovers() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     d.stop().await;
+}
+
+/// Redis unreachable from the start: `/readyz` is 200 once the first collection has failed,
+/// and says why, while `/metrics` says `target_up 0`; a rollout or `helm --wait` is not held back
+/// by Redis's health.
+#[tokio::test]
+async fn readyz_is_ready_while_redis_is_unreachable() {
+    // A loopback port nobody listens on: every connection is refused.
+    let port = free_port();
+    let d = Daemon::start(&fast_config(&format!("redis://127.0.0.1:{port}"))).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let body = loop {
+        let r = d.get("/readyz").await;
+        let status = r.status();
+        let body = r.text().await.unwrap();
+        if status == 200 {
+            break body;
+        }
+        assert_eq!(status, 503, "{body}");
+        assert!(body.starts_with("not ready: "), "{body}");
+        assert!(
+            body.contains("t: first collection in progress: ")
+                || body.contains("t: first collection not started")
+                || body.contains("the first exposition is being rendered"),
+            "{body}"
+        );
+        assert!(Instant::now() < deadline, "never ready: {body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(body.starts_with("ready\nt: down: "), "{body}");
+    assert!(body.contains("failed: "), "{body}");
+    let m = d.metrics().await;
+    assert_eq!(
+        m.get("redis_streams_exporter_target_up", &[("target", "t")]),
+        Some(0.0),
+        "{}",
+        m.text
+    );
+    // And it stays ready, poll after poll.
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(d.get("/readyz").await.status(), 200);
+    }
+    d.stop().await;
+}
+
+/// `/readyz` from the snapshots alone: 503 while a target's first collection runs, 200 once it
+/// has an outcome (a failure counts), and 200 from then on, even when a reload adds a target
+/// whose first collection is still running.
+#[tokio::test]
+async fn readyz_waits_for_first_outcomes_then_stays_ready() {
+    use redis_streams_exporter::http::{HttpState, router};
+    use redis_streams_exporter::snapshot::{ProbeStatus, SnapshotStore, TargetSnapshot};
+    use redis_streams_exporter::vocab::ProbeKind;
+    use std::sync::{Arc, RwLock};
+    use tower::ServiceExt;
+
+    let store = Arc::new(SnapshotStore::default());
+    let owner = store.register("t");
+    store.publish(
+        owner,
+        Arc::new(TargetSnapshot {
+            name: "t".into(),
+            ..TargetSnapshot::default()
+        }),
+    );
+    let one_target = "[[targets]]\nname = \"t\"\nurl = \"redis://127.0.0.1:1\"\n";
+    let config = Arc::new(RwLock::new(Arc::new(
+        config::from_str("t.toml", one_target, &Default::default()).unwrap(),
+    )));
+    let (reload, _rx) = tokio::sync::mpsc::channel(1);
+    let exposition = redis_streams_exporter::exposition::Exposition::start(
+        store.clone(),
+        &tokio_util::task::TaskTracker::new(),
+        tokio_util::sync::CancellationToken::new(),
+    );
+    let state = HttpState::new(store.clone(), config.clone(), reload, exposition);
+    let app = router(state.clone(), None);
+    let readyz = |app: axum::Router| async move {
+        let request = axum::http::Request::get("/readyz")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let response = app.oneshot(request).await.unwrap();
+        let status = response.status().as_u16();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, String::from_utf8(body.to_vec()).unwrap())
+    };
+    let wait_for = |app: axum::Router, status: u16, needle: &'static str| async move {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let (s, body) = readyz(app.clone()).await;
+            if s == status && body.contains(needle) {
+                return body;
+            }
+            assert!(Instant::now() < deadline, "{s}: {body}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+
+    // Nothing ran yet.
+    let body = wait_for(app.clone(), 503, "t: first collection in progress").await;
+    assert!(body.starts_with("not ready: "), "{body}");
+    assert!(body.contains("discovery has not run yet"), "{body}");
+
+    // Discovery failed: an outcome, the target is down, the exporter ready.
+    let failed = ProbeStatus {
+        success: false,
+        last_error: Some("connection refused".into()),
+        ..ProbeStatus::default()
+    };
+    store.publish(
+        owner,
+        Arc::new(TargetSnapshot {
+            name: "t".into(),
+            probes: [(ProbeKind::Discovery, failed)].into_iter().collect(),
+            ..TargetSnapshot::default()
+        }),
+    );
+    let body = wait_for(
+        app.clone(),
+        200,
+        "t: down: discovery failed: connection refused",
+    )
+    .await;
+    assert!(body.starts_with("ready\n"), "{body}");
+
+    // A reload adds a target whose first collection has not begun: still ready.
+    let two_targets =
+        format!("{one_target}[[targets]]\nname = \"u\"\nurl = \"redis://127.0.0.1:2\"\n");
+    *config.write().unwrap() =
+        Arc::new(config::from_str("t.toml", &two_targets, &Default::default()).unwrap());
+    let added = store.register("u");
+    store.publish(
+        added,
+        Arc::new(TargetSnapshot {
+            name: "u".into(),
+            ..TargetSnapshot::default()
+        }),
+    );
+    let body = wait_for(app.clone(), 200, "u: first collection in progress").await;
+    assert!(body.contains("t: down: "), "{body}");
 }
 
 /// Concurrent scrapes of one snapshot share one render; a new snapshot is
