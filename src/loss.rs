@@ -246,6 +246,15 @@ impl StreamFigures {
         }
     }
 
+    /// True when a trim since `before` can have removed entries past `id`:
+    /// it reached past `id`, and the first entry moved (a trim removes the
+    /// first entry first) or the stream, empty, generated more.
+    fn trimmed_past_since(&self, id: StreamId, before: &StreamFigures) -> bool {
+        self.trimmed_past(id)
+            && (self.first_entry != before.first_entry
+                || (self.length == 0 && self.last_generated != before.last_generated))
+    }
+
     /// True when a deletion lies past `id`.
     fn deleted_past(&self, id: StreamId) -> bool {
         self.max_deleted.is_some_and(|md| md > id)
@@ -294,8 +303,29 @@ pub struct Observation {
 impl Observation {
     /// The rank of the group's position (entries ever added up to and
     /// including it) that this poll's figures allow, given what was known
-    /// of it before.
-    fn rank(&self, known: Bounds) -> Bounds {
+    /// of it before; and whether its entries-read is in doubt (it
+    /// contradicted the stream's figures since the last baseline:
+    /// `ENTRIESREAD` or `ENTRIESADDED` set from outside), then not used.
+    fn rank(&self, known: Bounds, doubt: bool) -> (Bounds, bool) {
+        let facts = self.rank_from_positions(known);
+        let Some(read) = self.entries_read.filter(|_| !doubt) else {
+            return (facts, doubt);
+        };
+        let counted = match self.counter {
+            ReadCounter::Reestimates => Bounds::exact(read),
+            // Entries-read counts what was delivered: at most the rank.
+            _ => Bounds { lo: read, hi: u64::MAX },
+        };
+        let (lo, hi) = (facts.lo.max(counted.lo), facts.hi.min(counted.hi));
+        if lo <= hi {
+            (Bounds { lo, hi }, false)
+        } else {
+            (facts, true)
+        }
+    }
+
+    /// The rank as the positions and the lag show it, without entries-read.
+    fn rank_from_positions(&self, known: Bounds) -> Bounds {
         let s = &self.stream;
         let ld = self.last_delivered;
         let Some(added) = s.entries_added else {
@@ -307,33 +337,24 @@ impl Observation {
         if ld >= s.last_generated {
             return Bounds::exact(added);
         }
-        let mut rank = known.at_most(added.saturating_sub(self.undelivered.lo));
-        match (self.entries_read, self.counter) {
-            (Some(read), ReadCounter::Reestimates) => rank = rank.and(Bounds::exact(read)),
-            // Entries-read counts what was delivered, which is at most the rank.
-            (Some(read), _) => rank = rank.at_least(read),
-            (None, _) => {}
-        }
+        let rank = known.at_most(added.saturating_sub(self.undelivered.lo));
         if s.length == 0 {
             return rank.at_most(added);
         }
-        if s.no_deletion_past_first() {
-            match s.first_entry {
-                // Every entry from the first on is there or was read by
-                // every group before an ACKED trim took it: the rank is
-                // entries-added minus the undelivered entries.
-                Some(first) if ld >= first => {
-                    let exact = Bounds {
-                        lo: added.saturating_sub(self.undelivered.hi),
-                        hi: added.saturating_sub(self.undelivered.lo),
-                    };
-                    rank = rank.and(exact);
-                }
-                // Everything before the first entry was removed.
-                _ => rank = rank.at_most(added.saturating_sub(s.length)),
-            }
+        if !s.no_deletion_past_first() {
+            return rank;
         }
-        rank
+        match s.first_entry {
+            // Every entry from the first on is there or was read by every
+            // group before an ACKED trim took it: the rank is entries-added
+            // minus the undelivered entries.
+            Some(first) if ld >= first => rank.and(Bounds {
+                lo: added.saturating_sub(self.undelivered.hi),
+                hi: added.saturating_sub(self.undelivered.lo),
+            }),
+            // Everything before the first entry was removed.
+            _ => rank.at_most(added.saturating_sub(s.length)),
+        }
     }
 
     /// Entries after the group's position that are gone: removed before it
@@ -377,6 +398,8 @@ struct Seen {
     entries_read: Option<u64>,
     undelivered: Bounds,
     rank: Bounds,
+    /// Entries-read contradicted the figures since the baseline.
+    doubt: bool,
     gone_ahead: Bounds,
 }
 
@@ -408,6 +431,7 @@ struct CountersAnchor {
     counted: u64,
     removed: u64,
     last_delivered: StreamId,
+    stream: StreamFigures,
 }
 
 /// What one interval between two polls proved, and what it could not.
@@ -460,11 +484,11 @@ impl Ledger {
         // The rank of an ID stays as it was while entries are added after
         // it; a group ahead of its stream may see entries added below its
         // position.
-        let known = previous
-            .filter(|p| !self.starts_over(p, o))
+        let comparable = previous.filter(|p| !self.starts_over(p, o));
+        let known = comparable
             .filter(|p| p.last_delivered == o.last_delivered && !p.ahead_of_stream())
             .map_or(Bounds::ANY, |p| p.rank);
-        let mut rank = o.rank(known);
+        let (mut rank, doubt) = o.rank(known, comparable.is_some_and(|p| p.doubt));
         if let Some(p) = previous.filter(|p| !self.starts_over(p, o))
             && o.last_delivered > p.last_delivered
         {
@@ -477,6 +501,7 @@ impl Ledger {
             entries_read: o.entries_read,
             undelivered: o.undelivered,
             rank,
+            doubt,
             gone_ahead: o.gone_ahead(rank),
         };
         if o.stream.entries_added.is_some() {
@@ -515,13 +540,13 @@ impl Ledger {
         let Some(removed) = s.removed() else {
             // Redis 6.2: no entries-added, so no count; a trim that passed
             // the group's position is all that can be said.
-            if s.trimmed_past(p.last_delivered) && s.first_entry != p.stream.first_entry {
+            if s.trimmed_past_since(p.last_delivered, &p.stream) {
                 self.unproven.no_counters += 1;
             }
             return;
         };
         let removed_since = removed.saturating_sub(p.stream.removed().unwrap_or(removed));
-        let trimmed = s.trimmed_past(p.last_delivered);
+        let trimmed = s.trimmed_past_since(p.last_delivered, &p.stream);
         let deleted = s.deleted_past(p.last_delivered);
         let counted_before = self.lost.map_or(0, |l| l.total());
         let mut interval = Interval::default();
@@ -568,7 +593,9 @@ impl Ledger {
         };
         let s = &o.stream;
         // Something after the anchor's position must have been removed.
-        if !s.trimmed_past(anchor.last_delivered) && !s.deleted_past(anchor.last_delivered) {
+        if !s.trimmed_past_since(anchor.last_delivered, &anchor.stream)
+            && !s.deleted_past(anchor.last_delivered)
+        {
             return 0;
         }
         let rise = figure
@@ -585,6 +612,7 @@ impl Ledger {
                 counted: self.lost.map_or(0, |l| l.total()),
                 removed,
                 last_delivered: o.last_delivered,
+                stream: o.stream,
             });
         }
     }
@@ -678,7 +706,7 @@ fn at_most(p: &Seen, now: &Seen, o: &Observation, range: Option<RangeCount>) -> 
         _ => 0,
     };
     if let Some(removed) = s.removed()
-        && s.trimmed_past(p.last_delivered)
+        && s.trimmed_past_since(p.last_delivered, &p.stream)
     {
         // Nothing up to the old position is left: every entry removed
         // beyond it is removed in all, less the entries up to it.

@@ -101,8 +101,6 @@ pub struct Sample {
     pub pending: u64,
     /// Consumers in the group.
     pub consumers: u64,
-    /// Entries trimmed before the group read them.
-    pub trimmed_undelivered: Option<u64>,
     /// A loss was counted at this poll (see [`crate::loss`]).
     pub loss_now: bool,
     /// A loss was counted within `data_loss_hold`.
@@ -298,7 +296,9 @@ pub enum Basis {
 pub fn judge(window: &Window, latest: &Sample, settings: &Settings) -> (GroupStatus, Basis) {
     let size = u16::try_from(settings.window).unwrap_or(u16::MAX);
     let full = window.seen >= size;
-    if latest.loss_now || latest.trimmed_undelivered.is_some_and(|t| t > 0) {
+    // Only a loss the ledger proved: the counters alone can show entries
+    // gone from before the exporter started, or set from outside.
+    if latest.loss_now {
         return (GroupStatus::DataLoss, Basis::Latest);
     }
     // A loss held from earlier polls does not hide a group that stops or

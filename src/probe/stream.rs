@@ -517,7 +517,6 @@ impl GroupFold<'_> {
             last_generated_id: self.info.last_generated_id,
             pending: group.pending,
             consumers: group.consumers,
-            trimmed_undelivered: figure.trimmed_undelivered,
             loss_now: ledger.lost_at(at_ms),
             recent_loss: ledger.recent_loss(at_ms, self.hold_ms),
             oldest_pending_id: memory.oldest_pending_id,

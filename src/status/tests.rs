@@ -28,7 +28,6 @@ fn sample(i: u64) -> Sample {
         last_generated_id: StreamId::new(100 + i, 0),
         pending: 0,
         consumers: 2,
-        trimmed_undelivered: Some(0),
         loss_now: false,
         recent_loss: false,
         oldest_pending_id: None,
@@ -82,7 +81,7 @@ fn quiet_stream_is_idle_not_stopped() {
 #[test]
 fn data_loss_wins() {
     let st = run(
-        |i, s| s.trimmed_undelivered = Some(if i == 4 { 3 } else { 0 }),
+        |i, s| s.loss_now = i == 4,
         Some(300),
     );
     assert_eq!(st, GroupStatus::DataLoss);
@@ -266,7 +265,7 @@ fn what_each_status_rests_on() {
         }
         judge(&window, &last.unwrap(), &settings(max_delay))
     };
-    let loss = |_: u64, s: &mut Sample| s.trimmed_undelivered = Some(2);
+    let loss = |_: u64, s: &mut Sample| s.loss_now = true;
     assert_eq!(
         judge_all(&loss, 1, None),
         (GroupStatus::DataLoss, Basis::Latest)

@@ -22,9 +22,6 @@ use super::model::{Cause, Id, Model};
 use super::ops::{Driver, Event, GROUPS, RawGroup, STREAMS};
 use crate::common::{Metrics, Server, tsg};
 
-/// The most entries the exporter counts in one range with XRANGE in a poll
-/// (its survivors' budget): a range with more survivors is not provable.
-pub const COUNT_BUDGET: u64 = 2000;
 
 #[derive(Clone, Debug)]
 pub struct Failure {
@@ -47,21 +44,17 @@ fn fail<T>(poll: usize, check: &str, detail: String) -> Result<T, Failure> {
 pub struct Stats {
     pub polls: u64,
     pub failed_polls: u64,
-    pub provable_intervals: u64,
-    pub provable_losses: u64,
-    pub unprovable_intervals_with_loss: u64,
-    pub unprovable_losses: u64,
-    /// Provable intervals where entries were read and then removed in the
-    /// same interval: the contract's arithmetic counts them as lost.
-    pub read_then_removed: Vec<String>,
-    /// Intervals the contract proves that the exporter marked unproven
-    /// for a reason the model confirms.
-    pub marked_unproven: u64,
-    /// Of those, the group's first advance seen, with unread removals.
-    pub first_advance_unproven: Vec<String>,
-    /// Of those, after an advance from a poll without entries-read that
-    /// removed nothing.
-    pub misread_routine: Vec<String>,
+    /// Intervals in which the group lost entries (after its baseline).
+    pub intervals_with_loss: u64,
+    /// Unread removals in them: the truth.
+    pub true_losses: u64,
+    /// Of those, counted as lost by the exporter.
+    pub counted_lost: u64,
+    /// Entries counted as possibly lost, over all intervals.
+    pub counted_possible: u64,
+    /// Intervals whose loss the server's figures prove, checked counted in
+    /// full.
+    pub proven_intervals: u64,
     pub lag_exact: u64,
     pub lag_estimated: u64,
     pub lag_estimate_abs_error: u64,
@@ -71,46 +64,28 @@ pub struct Stats {
 struct Point {
     ld: Id,
     entries_read: Option<u64>,
-    run_id: String,
-    ahead: bool,
+    lag_exact: bool,
+    first: Option<Id>,
+    /// The highest ID an entry removed ahead of the group can have.
+    ceiling: Id,
 }
 
+/// One group's losses since its baseline (the exporter's first poll of it,
+/// or the first after it was positioned anew or the server changed).
 #[derive(Clone, Debug)]
 struct Account {
     epoch: u64,
-    /// Exported (trimmed, deleted) at the epoch's first poll.
+    run_id: String,
+    /// Exported (lost, possibly lost) at the baseline.
     base: [f64; 2],
-    /// Exported (trimmed, deleted) at the last poll.
-    last_exported: [f64; 2],
+    /// Exported (lost, possibly lost, unproven intervals) at the last poll.
+    last: [f64; 3],
     prev: Point,
-    /// Lower and upper bounds so far: trimmed, deleted, total.
-    low: [u64; 3],
-    high: [u64; 3],
-    /// The upper bound for the total without the contract's allowance for
-    /// entries read and removed in one interval: the truth.
-    high_truth: u64,
-    /// Unread removals ahead of the group at the last poll.
-    last_outstanding: u64,
-    /// Unread removals made before the epoch's first poll: that poll's
-    /// figures are the exporter's baseline, so the contract does not
-    /// promise to count them (they stay within the upper bound).
+    /// Unread removals made before the baseline: the baseline's figures
+    /// hold them, so they are not counted again.
     before_baseline: std::collections::BTreeSet<Id>,
-    /// Whether the group's last advance in this epoch showed a removal (in
-    /// the range it passed over, or a deletion past its old position): the
-    /// exporter does not prove a removal that follows one (its consumers
-    /// or a short window remove what it reads). `None` before the first.
-    last_advance_removal: Option<bool>,
-    /// The poll and range of that advance, for failure messages.
-    last_advance_at: Option<(usize, Id, Id)>,
-    /// Whether that advance started at a poll where entries-read was
-    /// unknown.
-    last_advance_from_unknown: bool,
-    /// Exported unproven intervals by reason at the last poll.
-    last_unproven: [f64; 3],
-    /// Entries were removed from the stream in the interval before this
-    /// one: the exporter does not prove a removal that follows one (a
-    /// stream trimmed or cleaned at every poll removes what was just read).
-    removed_last_interval: bool,
+    /// Unread removals since the baseline.
+    truth: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -124,11 +99,9 @@ struct Name {
 
 pub struct Checker {
     kind: Server,
-    /// The exporter's known discrepancies to fail on too (the truth, not
-    /// the contract), to shrink them to replays: `RSE_ORACLE_STRICT=all`
-    /// or a comma-separated list of `first_advance_unproven`,
-    /// `misread_routine`, `false_loss`.
-    strict: Vec<String>,
+    /// Polls are taken while the workload runs: figures are not of one
+    /// quiet moment, so only the bounds are checked.
+    concurrent: bool,
     accounts: BTreeMap<(String, String), Account>,
     names: BTreeMap<(String, String), Name>,
     pub stats: Stats,
@@ -140,41 +113,33 @@ pub struct Raw {
     pub groups: BTreeMap<(String, String), RawGroup>,
 }
 
-fn lost(m: &Metrics, s: &str, g: &str, cause: &str) -> Option<f64> {
-    m.get(
-        "redis_streams_group_lost_entries_total",
-        &[
-            ("target", "t"),
-            ("stream", s),
-            ("group", g),
-            ("cause", cause),
-        ],
-    )
-}
-
-fn exported_lost(m: &Metrics, s: &str, g: &str) -> [f64; 2] {
-    [
-        lost(m, s, g, "trimmed").unwrap_or(0.0),
-        lost(m, s, g, "deleted").unwrap_or(0.0),
-    ]
-}
-
-/// The exporter's unproven loss intervals by reason.
-pub const UNPROVEN_REASONS: [&str; 3] = ["no_entries_read", "routine_removal", "not_counted"];
-
-fn exported_unproven(m: &Metrics, s: &str, g: &str) -> [f64; 3] {
-    UNPROVEN_REASONS.map(|reason| {
+/// A group's total by cause of a `{cause}` counter; absent as absent.
+fn by_cause(m: &Metrics, name: &str, s: &str, g: &str) -> Option<f64> {
+    let at = |cause| {
         m.get(
-            "redis_streams_group_loss_unproven_total",
-            &[
-                ("target", "t"),
-                ("stream", s),
-                ("group", g),
-                ("reason", reason),
-            ],
+            name,
+            &[("target", "t"), ("stream", s), ("group", g), ("cause", cause)],
         )
-        .unwrap_or(0.0)
-    })
+    };
+    Some(at("trimmed")? + at("deleted")?)
+}
+
+/// The exporter's (lost, possibly lost, unproven intervals) of a group.
+fn exported_losses(m: &Metrics, s: &str, g: &str) -> [f64; 3] {
+    let unproven: f64 = ["order_unknown", "no_entries_read", "no_counters"]
+        .iter()
+        .filter_map(|reason| {
+            m.get(
+                "redis_streams_group_loss_unproven_total",
+                &[("target", "t"), ("stream", s), ("group", g), ("reason", reason)],
+            )
+        })
+        .sum();
+    [
+        by_cause(m, "redis_streams_group_lost_entries_total", s, g).unwrap_or(0.0),
+        by_cause(m, "redis_streams_group_possibly_lost_entries_total", s, g).unwrap_or(0.0),
+        unproven,
+    ]
 }
 
 pub fn status_of(m: &Metrics, s: &str, g: &str) -> Option<String> {
@@ -262,10 +227,10 @@ pub fn verify_model(d: &mut Driver, poll: usize) -> Result<Raw, Failure> {
 }
 
 impl Checker {
-    pub fn new(kind: Server, strict: Vec<String>) -> Checker {
+    pub fn new(kind: Server, concurrent: bool) -> Checker {
         Checker {
             kind,
-            strict,
+            concurrent,
             accounts: BTreeMap::new(),
             names: BTreeMap::new(),
             stats: Stats::default(),
@@ -469,6 +434,9 @@ impl Checker {
         Ok(())
     }
 
+    /// The loss contract: never more lost than the truth; the truth in
+    /// full between lost and possibly lost; every loss the server's figures
+    /// prove counted as lost; a possible loss said with its reason.
     #[allow(clippy::too_many_arguments)]
     fn losses(
         &mut self,
@@ -484,305 +452,166 @@ impl Checker {
         let st = &model.streams[key];
         let g = &st.groups[name];
         let at = format!("{key}/{name}");
-        let now = exported_lost(m, key, name);
-        let unproven_now = exported_unproven(m, key, name);
+        let now = exported_losses(m, key, name);
+        let l = tsg(key, name);
         let point = Point {
             ld: g.ld,
             entries_read: r.entries_read,
-            run_id: run_id.to_string(),
-            ahead: g.ld > st.last_gen,
+            lag_exact: m.get("redis_streams_group_lag_estimated", &l) == Some(0.0),
+            first: st.present.first().copied(),
+            ceiling: st
+                .present
+                .first()
+                .copied()
+                .unwrap_or(st.last_gen)
+                .max(
+                    st.removed
+                        .iter()
+                        .filter(|(_, c)| **c == Cause::Deleted)
+                        .map(|(id, _)| *id)
+                        .max()
+                        .unwrap_or(Id::ZERO),
+                ),
         };
-        let outstanding: u64 = g
-            .removed_unread
-            .range((std::ops::Bound::Excluded(g.ld), std::ops::Bound::Unbounded))
-            .count() as u64;
         let id = (key.to_string(), name.to_string());
         let s_index = STREAMS.iter().position(|s| *s == key).unwrap();
         let g_index = GROUPS.iter().position(|x| *x == name).unwrap();
-        let removed_in_interval: u64 = events
-            .iter()
-            .filter_map(|e| match e {
-                Event::Removed { s, n } if *s == s_index => Some(*n),
-                _ => None,
-            })
-            .sum();
         let positioned = events.contains(&Event::Positioned {
             s: s_index,
             g: g_index,
-        });
-        let fresh = |base: [f64; 2]| Account {
+        }) || events.contains(&Event::StreamSet { s: s_index });
+        let fresh = || Account {
             epoch: g.epoch,
-            base,
-            last_exported: base,
+            run_id: run_id.to_string(),
+            base: [now[0], now[1]],
+            last: now,
             prev: point.clone(),
-            low: [0; 3],
-            high: [0; 3],
-            high_truth: 0,
-            last_outstanding: outstanding,
             before_baseline: g.removed_unread.keys().copied().collect(),
-            last_advance_removal: None,
-            last_advance_at: None,
-            last_advance_from_unknown: false,
-            last_unproven: unproven_now,
-            removed_last_interval: false,
+            truth: 0,
         };
         let Some(acct) = self.accounts.get_mut(&id) else {
-            self.accounts.insert(id, fresh(now));
+            self.accounts.insert(id, fresh());
             return Ok(());
         };
-        if acct.epoch != g.epoch || positioned {
-            // The group was positioned from outside in this interval: its
-            // figures start over. The exporter may have counted in this
-            // interval only what could have been lost in it.
-            let delta = (now[0] + now[1]) - (acct.last_exported[0] + acct.last_exported[1]);
-            let allowed = removed_in_interval + acct.last_outstanding;
-            if delta > allowed as f64 {
+        if acct.epoch != g.epoch || positioned || acct.run_id != run_id {
+            // Positioned from outside, or another server: a new baseline.
+            // What the exporter counted across it can only have come from
+            // the interval's own removals.
+            let counted = now[0] - acct.last[0];
+            let removed: u64 = events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Removed { s, n } if *s == s_index => Some(*n),
+                    _ => None,
+                })
+                .sum();
+            if counted > removed as f64 {
                 return fail(
                     poll,
                     "lost_across_reposition",
-                    format!(
-                        "{at}: counted {delta} in an interval where the group was positioned anew; at most {allowed} entries could have been lost"
-                    ),
+                    format!("{at}: counted {counted} lost across a new baseline; {removed} entries were removed in it"),
                 );
             }
-            *acct = fresh(now);
+            *acct = fresh();
             return Ok(());
         }
         let prev = acct.prev.clone();
-        let lo = prev.ld;
-        let hi = g.ld;
-        let before_baseline = &acct.before_baseline;
-        let in_range = |c: Option<Cause>, after_baseline: bool| -> u64 {
-            if hi <= lo {
-                return 0;
-            }
-            g.removed_unread
-                .range((std::ops::Bound::Excluded(lo), std::ops::Bound::Included(hi)))
-                .filter(|(id, cause)| {
-                    c.is_none_or(|c| **cause == c)
-                        && !(after_baseline && before_baseline.contains(id))
-                })
-                .count() as u64
-        };
-        let survivors = st.present_in(lo, hi);
-        let provable = self.kind.has_lag()
-            && prev.entries_read.is_some()
-            && point.entries_read.is_some()
-            && prev.run_id == point.run_id
-            && !prev.ahead
-            && !point.ahead
-            && survivors <= COUNT_BUDGET;
-        let truth = in_range(None, false);
-        let proven = in_range(None, true);
-        let marked: Vec<&str> = (0..3)
-            .filter(|i| unproven_now[*i] > acct.last_unproven[*i])
-            .map(|i| UNPROVEN_REASONS[i])
+        let truth_ids: Vec<Id> = g
+            .removed_unread
+            .keys()
+            .filter(|id| !acct.before_baseline.contains(id))
+            .copied()
             .collect();
-        let lost_now = now[0] + now[1] - acct.last_exported[0] - acct.last_exported[1];
-        let advanced = hi > lo;
-        // What the exporter sees of this advance: a removal in the range,
-        // or a deletion past the old position (max-deleted-entry-id).
-        let removal_signal = advanced
-            && (st.ever_in(lo, hi) > survivors
-                || st
-                    .removed
-                    .iter()
-                    .any(|(id, c)| *c == Cause::Deleted && *id > lo));
-        let mut provable = provable;
-        if provable && !marked.is_empty() {
-            // The exporter calls an interval unproven that the contract
-            // proves. Only one reason can stand: the group's previous
-            // advance removed entries too (a consumer that deletes what it
-            // reads would otherwise pass for a loss at every poll).
-            // Documented limitation, counted for the report: the exporter
-            // also calls the first advance it sees (after it started, a
-            // rewind or a new server) routine, although nothing routine was
-            // seen yet.
-            //
-            // Excluded discrepancy, counted for the report: when the
-            // previous advance started at a poll where entries-read was
-            // unknown, the exporter takes "the first entry lies past the old
-            // position" for a trim (IDs are sparse: a group at 0-0 or at `$`
-            // of an empty stream always looks so), calls that advance a
-            // removal, and the next advance's provable loss routine.
-            let heuristic =
-                acct.last_advance_removal == Some(false) && acct.last_advance_from_unknown;
-            let routine_ok = marked == ["routine_removal"]
-                && (acct.last_advance_removal != Some(false)
-                    || heuristic
-                    || acct.removed_last_interval);
-            if !routine_ok {
-                return fail(
-                    poll,
-                    "unproven_reason",
-                    format!(
-                        "{at}: interval ({lo}, {hi}] marked unproven {marked:?}, but entries-read was valid at both polls ({:?} -> {:?}), {survivors} survivors (cap {COUNT_BUDGET}), the previous advance {:?} removed {:?}; true unread removals in range: {truth}; max deleted {:?}, first entry {:?}",
-                        prev.entries_read,
-                        point.entries_read,
-                        acct.last_advance_at,
-                        acct.last_advance_removal,
-                        st.removed
-                            .iter()
-                            .filter(|(_, c)| **c == Cause::Deleted)
-                            .map(|(id, _)| *id)
-                            .max(),
-                        st.present.first()
-                    ),
-                );
-            }
-            let excluded = if heuristic {
-                "misread_routine"
-            } else {
-                "first_advance_unproven"
-            };
-            if is_strict(&self.strict, excluded)
-                && proven > 0
-                && (heuristic || acct.last_advance_removal.is_none())
-            {
-                return fail(
-                    poll,
-                    excluded,
-                    format!(
-                        "{at}: ({lo}, {hi}] {proven} unread removals since the baseline read past (entries-read {:?} -> {:?}), marked routine_removal, not counted; the previous advance {:?} removed {:?}",
-                        prev.entries_read,
-                        point.entries_read,
-                        acct.last_advance_at,
-                        acct.last_advance_removal
-                    ),
-                );
-            }
-            if heuristic && proven > 0 {
-                self.stats.misread_routine.push(format!(
-                    "poll {poll} {at}: ({lo}, {hi}] {proven} unread removals read past, marked routine_removal because the previous advance {:?} (from a poll without entries-read, nothing removed) was taken for a removal",
-                    acct.last_advance_at
-                ));
-            }
-            if acct.last_advance_removal.is_none() && proven > 0 {
-                self.stats.first_advance_unproven.push(format!(
-                    "poll {poll} {at}: ({lo}, {hi}] {proven} unread removals read past at the group's first advance since the baseline: marked routine_removal, not counted"
-                ));
-            }
-            self.stats.marked_unproven += 1;
-            provable = false;
+        let truth = truth_ids.len() as u64;
+        let new_truth = truth - acct.truth;
+        let lost = now[0] - acct.base[0];
+        let possible = now[1] - acct.base[1];
+        let lost_delta = now[0] - acct.last[0];
+        let possible_delta = now[1] - acct.last[1];
+        if new_truth > 0 {
+            self.stats.intervals_with_loss += 1;
+            self.stats.true_losses += new_truth;
         }
-        if provable {
-            self.stats.provable_intervals += 1;
-            // The contract's figure: every ID added in the range less the
-            // survivors. It exceeds the truth by entries read and removed
-            // in this same interval.
-            let contract = st.ever_in(lo, hi) - survivors;
-            let removed_causes: Vec<Cause> = st
+        self.stats.counted_lost += lost_delta.max(0.0) as u64;
+        self.stats.counted_possible += possible_delta.max(0.0) as u64;
+        let detail = || {
+            format!(
+                "{at}: interval ({}, {}], entries-read {:?} -> {:?}, first entry {:?} -> {:?}, lag exact {} -> {}; since the baseline: truth {truth} (this interval {new_truth}), lost {lost} (+{lost_delta}), possibly lost {possible} (+{possible_delta})",
+                prev.ld,
+                g.ld,
+                prev.entries_read,
+                point.entries_read,
+                prev.first,
+                point.first,
+                prev.lag_exact,
+                point.lag_exact
+            )
+        };
+        if !self.kind.has_lag() {
+            if now[0] != 0.0 || now[1] != 0.0 {
+                return fail(poll, "loss_without_counters", detail());
+            }
+        } else {
+            if lost > truth as f64 {
+                return fail(poll, "false_loss", detail());
+            }
+            if !self.concurrent && lost + possible < truth as f64 {
+                return fail(poll, "missed_loss", detail());
+            }
+            if possible_delta > 0.0 && now[2] <= acct.last[2] {
+                return fail(poll, "possible_without_reason", detail());
+            }
+            // What the figures prove where the group's rank is known at
+            // both polls (entries-read re-estimated by the server, exact
+            // lags): every unread removal still ahead of it, when it did not
+            // move or moved past everything that was gone ahead before.
+            let ahead = truth_ids.iter().filter(|id| **id > g.ld).count() as u64;
+            let reestimates = matches!(self.kind, Server::Redis8 | Server::Valkey9);
+            let known = |p: &Point| p.lag_exact && p.entries_read.is_some();
+            if !self.concurrent
+                && reestimates
+                && known(&prev)
+                && known(&point)
+                && g.ld <= st.last_gen
+                && (g.ld == prev.ld || g.ld >= prev.ceiling)
+            {
+                self.stats.proven_intervals += 1;
+                if lost < ahead as f64 {
+                    return fail(
+                        poll,
+                        "proven_ahead_not_counted",
+                        format!("{} ({ahead} unread removals ahead of the group)", detail()),
+                    );
+                }
+            }
+            // Redis 7.0: entries-read valid at both polls, exact lags, and
+            // no deletion the group could have read past: entries-read kept
+            // every gap out, so the interval's losses are exactly its rise.
+            let md = st
                 .removed
-                .range((std::ops::Bound::Excluded(lo), std::ops::Bound::Included(hi)))
-                .map(|(_, c)| *c)
-                .collect();
-            let trims = removed_causes.contains(&Cause::Trimmed);
-            let dels = removed_causes.contains(&Cause::Deleted);
-            if contract > truth {
-                self.stats.read_then_removed.push(format!(
-                    "poll {poll} {at}: ({lo}, {hi}] {contract} removed, {truth} of them unread; the exporter counted {lost_now} lost in this interval{}",
-                    if lost_now > truth as f64 { " (a false loss: more than the truth)" } else { "" }
-                ));
-            }
-            self.stats.provable_losses += proven;
-            acct.high_truth += truth;
-            acct.low[2] += proven;
-            acct.high[2] += contract;
-            match (trims, dels) {
-                (true, false) => {
-                    acct.low[0] += proven;
-                    acct.high[0] += contract;
-                }
-                (false, true) => {
-                    acct.low[1] += proven;
-                    acct.high[1] += contract;
-                }
-                _ => {
-                    acct.high[0] += contract;
-                    acct.high[1] += contract;
-                }
-            }
-        } else if truth > 0 {
-            self.stats.unprovable_intervals_with_loss += 1;
-            self.stats.unprovable_losses += truth;
-            for h in &mut acct.high {
-                *h += truth;
-            }
-            acct.high_truth += truth;
-            // A loss that cannot be proven is marked, never a silent 0
-            // (where Redis reports entries-read at all, on the same server
-            // process, after the baseline).
-            if self.kind.has_lag()
-                && prev.run_id == point.run_id
-                && proven > 0
-                && lost_now <= 0.0
-                && marked.is_empty()
+                .iter()
+                .filter(|(_, c)| **c == Cause::Deleted)
+                .map(|(id, _)| *id)
+                .max();
+            let no_reestimate =
+                md.is_none_or(|md| md <= prev.ld || prev.first.is_some_and(|f| md < f));
+            if !self.concurrent
+                && self.kind == Server::Redis70
+                && prev.entries_read.is_some()
+                && point.entries_read.is_some()
+                && prev.lag_exact
+                && point.lag_exact
+                && no_reestimate
             {
-                return fail(
-                    poll,
-                    "loss_unmarked",
-                    format!(
-                        "{at}: the group read past {proven} unread removals in ({lo}, {hi}] (entries-read {:?} -> {:?}); neither counted nor marked unproven",
-                        prev.entries_read, point.entries_read
-                    ),
-                );
-            }
-        }
-        acct.removed_last_interval = removed_in_interval > 0;
-        if advanced {
-            acct.last_advance_removal = Some(removal_signal);
-            acct.last_advance_at = Some((poll, lo, hi));
-            acct.last_advance_from_unknown = prev.entries_read.is_none();
-        }
-        if prev.run_id != point.run_id {
-            acct.last_advance_removal = None;
-        }
-        let counted = [
-            now[0] - acct.base[0],
-            now[1] - acct.base[1],
-            now[0] + now[1] - acct.base[0] - acct.base[1],
-        ];
-        if is_strict(&self.strict, "false_loss")
-            && counted[2] > (acct.high_truth + outstanding) as f64
-        {
-            return fail(
-                poll,
-                "false_loss",
-                format!(
-                    "{at}: lost_entries_total counted {} since the epoch's first poll, the group lost at most {} (entries it read and that were removed after are not lost); interval ({lo}, {hi}], entries-read {:?} -> {:?}",
-                    counted[2],
-                    acct.high_truth + outstanding,
-                    prev.entries_read,
-                    point.entries_read
-                ),
-            );
-        }
-        let cause_names = ["trimmed", "deleted", "total"];
-        for i in 0..3 {
-            let high = acct.high[i] + outstanding;
-            if counted[i] < acct.low[i] as f64 || counted[i] > high as f64 {
-                return fail(
-                    poll,
-                    &format!("lost_{}", cause_names[i]),
-                    format!(
-                        "{at}: lost_entries_total {} counted {} since the epoch's first poll; provable at least {}, possible at most {} ({} of them unread removals still ahead of the group); interval ({lo}, {hi}], entries-read {:?} -> {:?}, provable {provable}, unread removed in range by cause: trimmed {}, deleted {}",
-                        cause_names[i],
-                        counted[i],
-                        acct.low[i],
-                        high,
-                        outstanding,
-                        prev.entries_read,
-                        point.entries_read,
-                        in_range(Some(Cause::Trimmed), false),
-                        in_range(Some(Cause::Deleted), false),
-                    ),
-                );
+                self.stats.proven_intervals += 1;
+                if lost_delta < new_truth as f64 {
+                    return fail(poll, "proven_gap_not_counted", detail());
+                }
             }
         }
         acct.prev = point;
-        acct.last_exported = now;
-        acct.last_outstanding = outstanding;
-        acct.last_unproven = unproven_now;
+        acct.last = now;
+        acct.truth = truth;
         Ok(())
     }
 
@@ -819,7 +648,7 @@ impl Checker {
             .range((std::ops::Bound::Excluded(g.ld), std::ops::Bound::Unbounded))
             .count();
         let id = (key.to_string(), name.to_string());
-        let had_loss = self.accounts.get(&id).is_some_and(|a| a.high[2] > 0) || outstanding > 0;
+        let had_loss = self.accounts.get(&id).is_some_and(|a| a.truth > 0) || outstanding > 0;
         let entry = self.names.entry(id).or_insert(Name {
             rewinds,
             ld: g.ld,
@@ -875,12 +704,6 @@ impl Checker {
     }
 }
 
-/// True when `check` is among the strict checks.
-fn is_strict(strict: &[String], check: &str) -> bool {
-    strict.iter().any(|s| s == "all" || s == check)
-}
-
-/// The value of label `name` in an exposition series key.
 fn label(series: &str, name: &str) -> String {
     let needle = format!("{name}=\"");
     let start = series.find(&needle).unwrap() + needle.len();

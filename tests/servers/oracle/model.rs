@@ -80,26 +80,6 @@ impl StreamModel {
             .count() as u64
     }
 
-    /// IDs ever added with `lo < id <= hi`.
-    pub fn ever_in(&self, lo: Id, hi: Id) -> u64 {
-        if hi <= lo {
-            return 0;
-        }
-        self.ever
-            .range((std::ops::Bound::Excluded(lo), std::ops::Bound::Included(hi)))
-            .count() as u64
-    }
-
-    /// Entries present with `lo < id <= hi`.
-    pub fn present_in(&self, lo: Id, hi: Id) -> u64 {
-        if hi <= lo {
-            return 0;
-        }
-        self.present
-            .range((std::ops::Bound::Excluded(lo), std::ops::Bound::Included(hi)))
-            .count() as u64
-    }
-
     /// Entries ever added up to and including `id`: the entries-read a
     /// group set at `id` has.
     pub fn read_up_to(&self, id: Id) -> u64 {

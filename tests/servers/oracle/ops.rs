@@ -152,6 +152,32 @@ pub enum Op {
     DelStream {
         s: usize,
     },
+    /// A retention job: `XTRIM MINID` to the slowest group's position,
+    /// which removes only what every group has read.
+    Retain {
+        s: usize,
+        mode: RefMode,
+    },
+    /// A worker: reads up to `n` for consumer `c`, then acknowledges and
+    /// deletes what it read (`XACK` + `XDEL`, or `XACKDEL` on 8.2+).
+    Worker {
+        s: usize,
+        g: usize,
+        c: usize,
+        n: u64,
+        ackdel: bool,
+    },
+    /// A producer at the edge: `n` entries, each with `MAXLEN` the stream's
+    /// length before them, so each add trims the oldest entry.
+    AddAtEdge {
+        s: usize,
+        n: u64,
+    },
+    /// `XSETID key <last ID> ENTRIESADDED <entries-added + n>`.
+    BumpAdded {
+        s: usize,
+        n: u64,
+    },
     Fault(Fault),
 }
 
@@ -196,11 +222,18 @@ pub fn generate(seed: u64, kind: Server, polls: usize) -> Vec<Step> {
     }
     steps.push(Step::Poll);
     for _ in 0..polls {
-        for _ in 0..rng.range(1, 6) {
+        for i in 0..rng.range(1, 6) {
             let op = random_op(&mut rng, kind);
             let fault = matches!(op, Op::Fault(_));
+            // XSETID alone in its interval: with other writes to the stream
+            // in the same interval, and keyspace events off, its figures are
+            // those of entries added and removed (docs/lag-and-losses.md).
+            let alone = matches!(op, Op::BumpAdded { .. });
+            if alone && i > 0 {
+                break;
+            }
             steps.push(Step::Op(op));
-            if fault {
+            if fault || alone {
                 break;
             }
         }
@@ -226,8 +259,11 @@ fn random_op(rng: &mut Rng, kind: Server) -> Op {
     let g = rng.below(GROUPS.len() as u64) as usize;
     let c = rng.below(CONSUMERS.len() as u64) as usize;
     let xdelex = if kind.has_xdelex() { 6 } else { 0 };
-    //            add rd ack clm acl del mxl mid dex adl set cre des dlc del flt
-    let weights = [24, 22, 9, 3, 3, 7, 6, 4, xdelex, xdelex, 3, 3, 1, 2, 1, 3];
+    let counters = if kind.has_lag() { 1 } else { 0 };
+    //            add rd ack clm acl del mxl mid dex adl set cre des dlc del ret wrk edg xid flt
+    let weights = [
+        24, 22, 9, 3, 3, 7, 6, 4, xdelex, xdelex, 3, 3, 1, 2, 1, 5, 6, 4, counters, 3,
+    ];
     match rng.weighted(&weights) {
         0 => {
             let burst = rng.chance(25);
@@ -322,6 +358,25 @@ fn random_op(rng: &mut Rng, kind: Server) -> Op {
         12 => Op::Destroy { s, g },
         13 => Op::DelConsumer { s, g, c },
         14 => Op::DelStream { s },
+        15 => Op::Retain {
+            s,
+            mode: mode(rng, kind),
+        },
+        16 => Op::Worker {
+            s,
+            g,
+            c,
+            n: rng.range(1, 30),
+            ackdel: kind.has_xdelex() && rng.chance(50),
+        },
+        17 => Op::AddAtEdge {
+            s,
+            n: rng.range(1, 40),
+        },
+        18 => Op::BumpAdded {
+            s,
+            n: rng.range(1, 1000),
+        },
         _ => Op::Fault(
             [
                 Fault::StopShort,
@@ -341,6 +396,8 @@ pub enum Event {
     Positioned { s: usize, g: usize },
     /// Entries left the stream.
     Removed { s: usize, n: u64 },
+    /// The stream's counters were set from outside (`XSETID`).
+    StreamSet { s: usize },
     /// The server process changed (new run_id).
     NewServer,
 }
@@ -731,6 +788,10 @@ impl Driver {
             Op::Destroy { .. } => "XGROUP DESTROY",
             Op::DelConsumer { .. } => "XGROUP DELCONSUMER",
             Op::DelStream { .. } => "DEL",
+            Op::Retain { .. } => "XTRIM MINID slowest group",
+            Op::Worker { .. } => "worker read+delete",
+            Op::AddAtEdge { .. } => "XADD MAXLEN at the edge",
+            Op::BumpAdded { .. } => "XSETID ENTRIESADDED",
             Op::Fault(Fault::StopShort) => "SIGSTOP short",
             Op::Fault(Fault::StopLong) => "SIGSTOP long",
             Op::Fault(Fault::Reload) => "DEBUG RELOAD",
@@ -916,6 +977,88 @@ impl Driver {
                     self.sync_groups(*s);
                 }
             }
+            Op::Retain { s, mode } => {
+                let Some(st) = self.stream(*s) else {
+                    return;
+                };
+                let Some(slowest) = st.groups.values().map(|g| g.ld).min() else {
+                    return;
+                };
+                let mut args = vec![
+                    "XTRIM".to_string(),
+                    s_of(s),
+                    "MINID".to_string(),
+                    slowest.to_string(),
+                ];
+                args.extend(mode.arg().map(String::from));
+                self.trim(*s, &args, *mode);
+            }
+            Op::Worker {
+                s,
+                g,
+                c,
+                n,
+                ackdel,
+            } => {
+                self.read(*s, *g, *c, *n, false);
+                let Some(gm) = self.stream(*s).and_then(|st| st.groups.get(GROUPS[*g])) else {
+                    return;
+                };
+                let held: Vec<String> = gm
+                    .pel
+                    .iter()
+                    .filter(|(_, (owner, _))| owner == CONSUMERS[*c])
+                    .map(|(id, _)| id.to_string())
+                    .take(*n as usize)
+                    .collect();
+                if held.is_empty() {
+                    return;
+                }
+                let count = held.len().to_string();
+                let sent = if *ackdel {
+                    let mut args = vec![
+                        "XACKDEL".to_string(),
+                        s_of(s),
+                        GROUPS[*g].to_string(),
+                        "IDS".to_string(),
+                        count,
+                    ];
+                    args.extend(held.iter().cloned());
+                    self.send(&args).is_some()
+                } else {
+                    let mut ack = vec!["XACK".to_string(), s_of(s), GROUPS[*g].to_string()];
+                    ack.extend(held.iter().cloned());
+                    let mut del = vec!["XDEL".to_string(), s_of(s)];
+                    del.extend(held.iter().cloned());
+                    self.send(&ack).is_some() && self.send(&del).is_some()
+                };
+                if sent {
+                    self.sync_removals(*s, Cause::Deleted);
+                    self.sync_groups(*s);
+                }
+            }
+            Op::AddAtEdge { s, n } => {
+                self.add(*s, *n, false, Some((0, false)));
+            }
+            Op::BumpAdded { s, n } => {
+                let Some(st) = self.stream(*s) else {
+                    return;
+                };
+                if !self.kind.has_lag() || st.last_gen == Id::ZERO {
+                    return;
+                }
+                let args = [
+                    "XSETID".to_string(),
+                    s_of(s),
+                    st.last_gen.to_string(),
+                    "ENTRIESADDED".to_string(),
+                    (st.added + n).to_string(),
+                ];
+                if self.send(&args).is_some() {
+                    self.model.streams.get_mut(STREAMS[*s]).unwrap().added += n;
+                    self.events.push(Event::StreamSet { s: *s });
+                }
+            }
             Op::SetId {
                 s,
                 g,
@@ -1057,7 +1200,12 @@ impl Driver {
         let cap_args: Vec<String> = match cap {
             None => Vec::new(),
             Some((pct, approx)) => {
-                let keep = ((len + n) * pct / 100).max(1);
+                // 0: the length before the adds (a producer at the edge).
+                let keep = if pct == 0 {
+                    len.max(1)
+                } else {
+                    ((len + n) * pct / 100).max(1)
+                };
                 let mut a = vec!["MAXLEN".to_string()];
                 if approx {
                     a.push("~".to_string());
