@@ -76,6 +76,9 @@ impl Supervisor {
         let wanted: BTreeMap<&str, &Arc<Target>> = config::targets_by_name(&next);
         // Build every new poller first so a bad CA file leaves all running.
         let mut starting = Vec::new();
+        // Pollers started afresh for a target already polled: they take the
+        // loss ledgers of the one they replace once it has stopped.
+        let mut afresh: Vec<String> = Vec::new();
         for (name, target) in &wanted {
             let same = self
                 .running
@@ -86,7 +89,10 @@ impl Supervisor {
                 (Some(r), Some(p)) if crate::poller::memory_survives(p, &next) => {
                     r.poller.successor(next.clone())?
                 }
-                _ => Poller::new(next.clone(), (*target).clone(), self.store.clone())?,
+                _ => {
+                    afresh.push((*name).to_string());
+                    Poller::new(next.clone(), (*target).clone(), self.store.clone())?
+                }
             };
             starting.push(poller);
         }
@@ -109,12 +115,28 @@ impl Supervisor {
         for (_, old) in &stopped {
             old.stop.cancel();
         }
+        let mut stopped_pollers = Vec::new();
         for (name, old) in stopped {
+            stopped_pollers.push((name.clone(), old.poller.clone()));
             if tokio::time::timeout(POLLER_STOP_GRACE, old.task)
                 .await
                 .is_err()
             {
                 tracing::warn!(redis_target = %name, grace = ?POLLER_STOP_GRACE, "a stopped poller had not ended within the grace");
+            }
+        }
+        for (name, old) in &stopped_pollers {
+            let Some(new) = starting
+                .iter()
+                .find(|p| afresh.contains(name) && p.context().target.name == *name)
+            else {
+                continue;
+            };
+            let (was, now) = (&old.context().target, &new.context().target);
+            // The same server: the losses its figures prove go on counting.
+            if was.endpoint == now.endpoint && was.mode == now.mode {
+                let before = old.context().state();
+                new.context().state().inherit_ledgers(&before);
             }
         }
         let names: Vec<&str> = wanted.keys().copied().collect();

@@ -77,9 +77,8 @@ impl ReadCounter {
         let Some(major) = major else {
             return ReadCounter::Unknown;
         };
-        let at_least = |m: u64, n: u64, p: u64| {
-            (major, minor.unwrap_or(0), patch.unwrap_or(0)) >= (m, n, p)
-        };
+        let at_least =
+            |m: u64, n: u64, p: u64| (major, minor.unwrap_or(0), patch.unwrap_or(0)) >= (m, n, p);
         match server {
             "redis" if at_least(8, 0, 0) => ReadCounter::Reestimates,
             "redis" if major == 7 => ReadCounter::KeepsGaps,
@@ -172,7 +171,10 @@ pub struct Bounds {
 
 impl Bounds {
     /// Nothing known.
-    pub const ANY: Bounds = Bounds { lo: 0, hi: u64::MAX };
+    pub const ANY: Bounds = Bounds {
+        lo: 0,
+        hi: u64::MAX,
+    };
 
     /// Exactly `n`.
     pub fn exact(n: u64) -> Bounds {
@@ -308,13 +310,24 @@ impl Observation {
     /// `ENTRIESREAD` or `ENTRIESADDED` set from outside), then not used.
     fn rank(&self, known: Bounds, doubt: bool) -> (Bounds, bool) {
         let facts = self.rank_from_positions(known);
-        let Some(read) = self.entries_read.filter(|_| !doubt) else {
+        let Some(read) = self.entries_read else {
             return (facts, doubt);
         };
+        if doubt {
+            // Back in step once the positions pin the rank to it (a read
+            // re-estimated it, or the group is at the last ID).
+            return match facts.value() {
+                Some(exact) if exact == read => (facts, false),
+                _ => (facts, true),
+            };
+        }
         let counted = match self.counter {
             ReadCounter::Reestimates => Bounds::exact(read),
             // Entries-read counts what was delivered: at most the rank.
-            _ => Bounds { lo: read, hi: u64::MAX },
+            _ => Bounds {
+                lo: read,
+                hi: u64::MAX,
+            },
         };
         let (lo, hi) = (facts.lo.max(counted.lo), facts.hi.min(counted.hi));
         if lo <= hi {
@@ -460,9 +473,30 @@ pub struct Ledger {
     rewinds: u64,
     /// Server time of the last counted loss.
     last_loss_at_ms: Option<u64>,
+    /// The `run_id` of the server the figures were read from.
+    server: Option<std::sync::Arc<str>>,
 }
 
 impl Ledger {
+    /// The figures come from the server `run_id` (when known): another
+    /// server than the last poll's (a restart, a failover) starts a new
+    /// baseline; the counts are kept.
+    pub fn follow_server(&mut self, run_id: Option<&std::sync::Arc<str>>) {
+        let Some(run_id) = run_id else {
+            return;
+        };
+        if self
+            .server
+            .as_ref()
+            .is_some_and(|before| **before != **run_id)
+        {
+            self.new_baseline();
+        }
+        if self.server.as_deref() != Some(&**run_id) {
+            self.server = Some(run_id.clone());
+        }
+    }
+
     /// The range whose survivors the probe should count (`XRANGE key <from>
     /// <to> COUNT RANGE_COUNT_CAP + 1` and the group's `XPENDING` over the
     /// same range) to bound a possible loss: the group advanced past a
@@ -488,7 +522,13 @@ impl Ledger {
         let known = comparable
             .filter(|p| p.last_delivered == o.last_delivered && !p.ahead_of_stream())
             .map_or(Bounds::ANY, |p| p.rank);
-        let (mut rank, doubt) = o.rank(known, comparable.is_some_and(|p| p.doubt));
+        // Counters set from outside (`XSETID`, an event that says so) leave
+        // entries-read out of step with entries-added: not used until the
+        // positions show it back in step.
+        let set_outside =
+            o.set_from_outside || previous.is_some_and(|p| o.stream.reset_since(&p.stream));
+        let doubt = set_outside || comparable.is_some_and(|p| p.doubt);
+        let (mut rank, doubt) = o.rank(known, doubt);
         if let Some(p) = previous.filter(|p| !self.starts_over(p, o))
             && o.last_delivered > p.last_delivered
         {
@@ -527,10 +567,7 @@ impl Ledger {
         // Entries-read changes only with the position it counts to, unless
         // the group was set from outside (a SETID to where it stood).
         let counter_set = o.last_delivered == p.last_delivered && o.entries_read != p.entries_read;
-        o.set_from_outside
-            || counter_set
-            || p.rewound_by(o)
-            || o.stream.reset_since(&p.stream)
+        o.set_from_outside || counter_set || p.rewound_by(o) || o.stream.reset_since(&p.stream)
     }
 
     /// Counts what the interval from `p` to the poll `o` proved and what it
@@ -757,11 +794,7 @@ fn p_counters(p: &Seen) -> Option<u64> {
 fn split_by_cause(n: u64, trimmed: bool, deleted: bool, p: &Seen, o: &Observation) -> ByCause {
     match (trimmed, deleted) {
         (true, true) => {
-            let before_first = o
-                .stream
-                .removed()
-                .unwrap_or(n)
-                .saturating_sub(p.rank.lo);
+            let before_first = o.stream.removed().unwrap_or(n).saturating_sub(p.rank.lo);
             let t = n.min(before_first);
             ByCause {
                 trimmed: t,

@@ -562,7 +562,11 @@ impl Reading<'_> {
         };
         let first_undelivered = sample.and_then(|s| s.ids.first().copied());
         let proof = |s: &UndeliveredSample, lag: u64| {
-            if s.changed_meanwhile { None } else { self.gone(lag) }
+            if s.changed_meanwhile {
+                None
+            } else {
+                self.gone(lag)
+            }
         };
         if let Some((lag, method)) = self.trusted_report() {
             // Redis's count, taken with the counters it came with. The

@@ -234,7 +234,10 @@ const BOTH: [ReadCounter; 2] = [ReadCounter::KeepsGaps, ReadCounter::Reestimates
 /// Runs a scenario on both server families: the model after `setup` is the
 /// baseline poll, `between` runs between it and the second poll. Returns
 /// (truth, lost, possible) per family.
-fn run(setup: impl Fn(&mut Model), between: impl Fn(&mut Model)) -> Vec<(ReadCounter, u64, u64, u64)> {
+fn run(
+    setup: impl Fn(&mut Model),
+    between: impl Fn(&mut Model),
+) -> Vec<(ReadCounter, u64, u64, u64)> {
     BOTH.iter()
         .map(|&counter| {
             let mut m = Model::new(counter);
@@ -264,7 +267,11 @@ fn sound(rows: &[(ReadCounter, u64, u64, u64)]) {
 fn expect(rows: &[(ReadCounter, u64, u64, u64)], counter: ReadCounter, lost: u64, possible: u64) {
     sound(rows);
     let row = rows.iter().find(|r| r.0 == counter).unwrap();
-    assert_eq!((row.2, row.3), (lost, possible), "{counter:?}: (lost, possible)");
+    assert_eq!(
+        (row.2, row.3),
+        (lost, possible),
+        "{counter:?}: (lost, possible)"
+    );
 }
 
 // Row 1: a trim of unread entries that the group reads past before the next
@@ -712,11 +719,7 @@ fn random_histories_stay_within_the_truth() {
                 }
                 poll(&mut l, &mut m);
                 polled_at = (m.last, m.read);
-                log.push(format!(
-                    "poll: lost {} possible {}",
-                    lost(&l),
-                    possible(&l)
-                ));
+                log.push(format!("poll: lost {} possible {}", lost(&l), possible(&l)));
                 if set {
                     excused += m.truth - before;
                 }
@@ -737,4 +740,28 @@ fn random_histories_stay_within_the_truth() {
             }
         }
     }
+}
+
+/// The ledger follows the server its figures come from: the same `run_id`
+/// keeps comparing, another one is a new baseline.
+#[test]
+fn another_server_run_id_is_a_new_baseline() {
+    let (r1, r2): (std::sync::Arc<str>, std::sync::Arc<str>) = ("r1".into(), "r2".into());
+    let mut m = Model::new(ReadCounter::KeepsGaps);
+    let mut l = Ledger::default();
+    m.add(50).read(10);
+    l.follow_server(Some(&r1));
+    poll(&mut l, &mut m);
+    m.keep_last(30);
+    l.follow_server(Some(&r1));
+    poll(&mut l, &mut m);
+    assert_eq!(lost(&l), 10, "the same server: compared");
+    m.keep_last(20);
+    l.follow_server(Some(&r2));
+    poll(&mut l, &mut m);
+    assert_eq!(lost(&l), 10, "another server: a baseline");
+    l.follow_server(None);
+    m.keep_last(15);
+    poll(&mut l, &mut m);
+    assert_eq!(lost(&l), 15, "an unknown run_id changes nothing");
 }

@@ -11,7 +11,9 @@ use super::{ProbeContext, ProbeError, ProbeKind, Problems};
 use crate::backend::{Command, reply};
 use crate::lag::Arithmetic;
 use crate::loss::ReadCounter;
+use crate::probe::state::RunId;
 use crate::snapshot::ServerInfo;
+use crate::vocab::ErrorKind;
 
 /// Runs the info probe.
 ///
@@ -22,13 +24,15 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let mut merged: Option<ServerInfo> = None;
     let mut arithmetic_by_node = BTreeMap::new();
     let mut counter_by_node = BTreeMap::new();
+    let mut run_ids = Vec::new();
     for node in ctx.client.nodes().await? {
         let replies = ctx
             .client
             .execute(&node, &[Command::InfoServer, Command::InfoMemory])
             .await?;
         let mut fields = Vec::new();
-        for r in replies {
+        let mut run_id = RunId::NotNow;
+        for (i, r) in replies.into_iter().enumerate() {
             match r {
                 Ok(v) => {
                     problems.answered();
@@ -37,13 +41,28 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                         Err(e) => problems.add(ctx, e),
                     }
                 }
-                Err(e) => problems.refused(&e),
+                Err(e) => {
+                    // INFO server (the first) carries the run_id.
+                    if i == 0 && e.kind == ErrorKind::NoPerm {
+                        run_id = RunId::Unknowable;
+                    }
+                    problems.refused(&e);
+                }
             }
         }
         if fields.is_empty() {
+            run_ids.push((node.clone(), run_id));
             continue;
         }
         let info = parse(&fields);
+        run_ids.push((
+            node.clone(),
+            if info.run_id.is_empty() {
+                RunId::Unknowable
+            } else {
+                RunId::Known(info.run_id.clone())
+            },
+        ));
         arithmetic_by_node.insert(node.clone(), Arithmetic::of(&info.server, &info.version));
         counter_by_node.insert(node.clone(), ReadCounter::of(&info.server, &info.version));
         merged = Some(match merged {
@@ -65,7 +84,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         state.snapshot.server = merged;
         state.arithmetic_by_node = arithmetic_by_node;
         state.read_counter_by_node = counter_by_node;
-        state.verify_ledgers();
+        state.verify_ledgers(&run_ids);
         state.settle_parked();
     }
     problems.finish(ProbeKind::Info)

@@ -31,6 +31,8 @@ pub(crate) mod stream;
 #[cfg(test)]
 mod budget_tests;
 #[cfg(test)]
+mod ledgers_tests;
+#[cfg(test)]
 mod ownership_tests;
 #[cfg(test)]
 mod packing_tests;

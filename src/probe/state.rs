@@ -99,11 +99,17 @@ pub struct TargetState {
     /// How each node's entries-read counts (see [`loss::ReadCounter::of`]);
     /// a node not yet known is [`loss::ReadCounter::Unknown`].
     pub read_counter_by_node: BTreeMap<NodeAddr, loss::ReadCounter>,
-    /// The `run_id` of the server the ledgers were kept against.
-    pub ledgers_run_id: Option<String>,
-    /// The target went down since the ledgers were last fed: until the
-    /// server is known again, nobody knows whether it is the same one.
+    /// Per node, its server's `run_id` as `INFO` last said: each ledger
+    /// follows the server of the node its stream is read from (see
+    /// [`loss::Ledger::follow_server`]).
+    pub run_ids: BTreeMap<NodeAddr, Arc<str>>,
+    /// The target went down since the ledgers were last fed: until every
+    /// node is known again, nobody knows whether it is the same server.
     pub ledgers_unverified: bool,
+    /// Watched streams the last stream poll could not read (refused:
+    /// `BUSY`, `LOADING`, `MASTERDOWN`…): absent from the snapshot, but
+    /// their group memories and ledgers are kept for when they answer.
+    pub unread_streams: std::collections::BTreeSet<Name>,
     /// The status changes the current stream poll logged.
     pub(crate) status_changes: status_log::StatusChanges,
     /// Streams watched on a keyspace event since discovery last ran, and
@@ -161,36 +167,54 @@ impl TargetState {
         self.anchors.clear();
         self.walked.clear();
         self.walked_facts = 0;
+        self.unread_streams.clear();
         // The ledgers are kept: the same server, back, is compared with the
         // last poll before the outage, so a loss during it is counted.
         self.ledgers_unverified = !self.ledgers.is_empty();
     }
 
-    /// Once the server is known after an outage (or at the first start):
-    /// the same server (same `run_id`) keeps every ledger and baseline;
-    /// another one (a restart, a failover), or one whose `run_id` cannot be
-    /// read, starts a new baseline (the counts are kept).
-    pub fn verify_ledgers(&mut self) {
-        let run_id = self
-            .snapshot
-            .server
-            .as_ref()
-            .map(|s| s.run_id.clone())
-            .filter(|r| !r.is_empty());
-        let another = match (&run_id, &self.ledgers_run_id) {
-            (Some(now), Some(before)) => now != before,
-            // Kept against a server never identified, or unidentifiable now.
-            _ => self.ledgers_unverified,
-        };
-        if another {
+    /// What `INFO` told of each node. Each ledger compares the `run_id` of
+    /// its stream's node with the one it was kept against, so a restart or
+    /// a failover of one node (one shard) starts a new baseline for its
+    /// streams only. After an outage the ledgers wait until every node
+    /// answered: one whose `INFO` was refused for now (busy, loading) keeps
+    /// them waiting; one that can never say (no permission) is taken for
+    /// another server, as nothing can show it is the same.
+    pub fn verify_ledgers(&mut self, nodes: &[(NodeAddr, RunId)]) {
+        let mut waiting = false;
+        let mut unknowable = false;
+        for (node, run_id) in nodes {
+            match run_id {
+                RunId::Known(id) => {
+                    if self.run_ids.get(node).is_none_or(|before| **before != **id) {
+                        self.run_ids.insert(node.clone(), Arc::from(id.as_str()));
+                    }
+                }
+                RunId::Unknowable => {
+                    self.run_ids.remove(node);
+                    unknowable = true;
+                }
+                RunId::NotNow => waiting = true,
+            }
+        }
+        if waiting {
+            return;
+        }
+        if unknowable && self.ledgers_unverified {
             for ledger in self.ledgers.values_mut() {
                 ledger.new_baseline();
             }
         }
         self.ledgers_unverified = false;
-        if run_id.is_some() {
-            self.ledgers_run_id = run_id;
-        }
+    }
+
+    /// The ledgers (and what they were kept against) of `before`, the state
+    /// of a poller of the same server that a reload replaced: losses keep
+    /// counting across it, once `INFO` shows the same server.
+    pub fn inherit_ledgers(&mut self, before: &TargetState) {
+        self.ledgers = before.ledgers.clone();
+        self.run_ids = before.run_ids.clone();
+        self.ledgers_unverified = !self.ledgers.is_empty();
     }
 
     /// The ledger of a group, when this poll may feed it (not while the
@@ -227,8 +251,10 @@ impl TargetState {
     pub fn prune_memory(&mut self) {
         self.snapshot.prune_groups();
         let streams = &self.snapshot.streams;
-        let known =
-            |(s, g): &(Name, Name)| streams.get(s).is_some_and(|st| st.groups.contains_key(g));
+        let unread = &self.unread_streams;
+        let known = |(s, g): &(Name, Name)| {
+            unread.contains(s) || streams.get(s).is_some_and(|st| st.groups.contains_key(g))
+        };
         self.groups.retain(|k, _| known(k));
         self.anchors.retain(|s, _| streams.contains_key(s));
         self.walked.retain(|s, _| streams.contains_key(s));
@@ -311,9 +337,22 @@ impl TargetState {
     /// map is empty until the next one, and the records must outlive it.
     pub fn prune_ledgers(&mut self) {
         let streams = &self.snapshot.streams;
-        self.ledgers
-            .retain(|(s, g), _| streams.get(s).is_some_and(|st| st.groups.contains_key(g)));
+        let unread = &self.unread_streams;
+        self.ledgers.retain(|(s, g), _| {
+            unread.contains(s) || streams.get(s).is_some_and(|st| st.groups.contains_key(g))
+        });
     }
+}
+
+/// What `INFO` said of a node's `run_id`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunId {
+    /// Its `run_id`.
+    Known(String),
+    /// Refused for now (busy, loading, unreachable): ask again.
+    NotNow,
+    /// It will never say (`INFO` not permitted, or no `run_id` field).
+    Unknowable,
 }
 
 /// The value of a group's key, made by `Default` when absent (then `made`

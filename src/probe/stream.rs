@@ -83,6 +83,13 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     {
         let mut state = ctx.state();
         ctx.ensure_current(&state, generation)?;
+        // Streams watched but not read (refused) keep their memory and
+        // ledgers: a busy or loading server says nothing about them.
+        state.unread_streams = watched
+            .iter()
+            .filter(|n| !fresh.contains_key(*n) && !vanished.contains(n))
+            .cloned()
+            .collect();
         state.snapshot.streams = Arc::new(fresh);
         if !vanished.is_empty() {
             state.forget_vanished_streams(&vanished);
@@ -194,8 +201,9 @@ async fn poll_streams(
             let polled = batch.into_polled();
             let mut state = ctx.state();
             ctx.ensure_current(&state, generation)?;
+            let run_id = state.run_ids.get(&node).cloned();
             for (name, polled) in polled {
-                let stream = build_stream(ctx, &mut state, kind, &name, polled);
+                let stream = build_stream(ctx, &mut state, (kind, run_id.as_ref()), &name, polled);
                 fresh.insert(name, stream);
             }
         }
@@ -223,7 +231,7 @@ const ANCHORS_KEPT: usize = 16;
 fn build_stream(
     ctx: &ProbeContext,
     state: &mut TargetState,
-    kind: PollKind,
+    (kind, run_id): (PollKind, Option<&Arc<str>>),
     name: &Name,
     polled: Polled,
 ) -> Arc<StreamState> {
@@ -281,6 +289,7 @@ fn build_stream(
         // the same one (see `TargetState::verify_ledgers`): then this poll
         // is compared with the last one before the outage.
         feed_ledger: !state.ledgers_unverified,
+        run_id,
     };
     let mut groups = Vec::with_capacity(read.groups.len());
     for (gi, group) in read.groups.iter().enumerate() {
@@ -328,6 +337,8 @@ struct GroupFold<'p> {
     feed_ledger: bool,
     /// How the node's entries-read counts.
     counter: loss::ReadCounter,
+    /// The node's server, as `INFO` last said.
+    run_id: Option<&'p Arc<str>>,
 }
 
 /// What the round trips after XINFO learnt of one group.
@@ -371,6 +382,7 @@ impl GroupFold<'_> {
             let undelivered =
                 undelivered_bounds(self.info, group, &figure, found.sample, found.changed);
             let seen = observation(self.info, group, self.now_ms, undelivered, self.counter);
+            ledger.follow_server(self.run_id);
             ledger.observe(&seen, found.counted);
         }
         let outlook = self.outlook(memory, ledger, &figure);

@@ -80,10 +80,7 @@ fn quiet_stream_is_idle_not_stopped() {
 
 #[test]
 fn data_loss_wins() {
-    let st = run(
-        |i, s| s.loss_now = i == 4,
-        Some(300),
-    );
+    let st = run(|i, s| s.loss_now = i == 4, Some(300));
     assert_eq!(st, GroupStatus::DataLoss);
     // A loss counted within the hold, after the group caught up.
     let st = run(|i, s| s.recent_loss = i == 4, Some(300));

@@ -411,3 +411,90 @@ async fn an_interval_only_reload_keeps_the_scan_in_progress() {
     );
     daemon.stop().await;
 }
+
+/// A reload that changes a stream's settings starts the target's poller
+/// afresh (status windows and trends follow the new settings), but the loss
+/// ledgers go on: a loss counted before it stays counted, and the next one
+/// adds to it rather than being taken for a baseline.
+#[tokio::test]
+async fn a_reload_keeps_the_loss_ledgers() {
+    let server = RedisServer::start(Server::Redis70);
+    let mut c = server.conn();
+    xadd_n(&mut c, "q", 100);
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg("q")
+        .arg("g")
+        .arg("0")
+        .arg("ENTRIESREAD")
+        .arg(0)
+        .query(&mut c)
+        .unwrap();
+    read_group(&mut c, "q", "g", "c", 10);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    let file = |max_delay: &str| {
+        format!(
+            "{}{FAST}[[streams]]\nmatch = \"q\"\nmax_delay = \"{max_delay}\"\n",
+            target("a", &server)
+        )
+    };
+    std::fs::write(&path, file("5m")).unwrap();
+    let lifecycle = config::CliOverrides {
+        enable_lifecycle: true,
+        ..Default::default()
+    };
+    let cfg = config::load(Some(&path), &lifecycle).unwrap();
+    let daemon = Daemon::start_with(cfg, lifecycle).await;
+    let lost = |m: &Metrics| {
+        m.get(
+            "redis_streams_group_lost_entries_total",
+            &[
+                ("target", "a"),
+                ("stream", "q"),
+                ("group", "g"),
+                ("cause", "trimmed"),
+            ],
+        )
+    };
+    wait_metrics(&daemon, Duration::from_secs(10), "a baseline", |m| {
+        lost(m) == Some(0.0)
+    })
+    .await;
+    // 90 unread; keep the newest 50: 40 lost, seen with the group behind.
+    let _: i64 = redis::cmd("XTRIM")
+        .arg("q")
+        .arg("MAXLEN")
+        .arg(50)
+        .query(&mut c)
+        .unwrap();
+    wait_metrics(&daemon, Duration::from_secs(10), "40 lost", |m| {
+        lost(m) == Some(40.0)
+    })
+    .await;
+    std::fs::write(&path, file("10m")).unwrap();
+    let r = daemon.post("/-/reload").await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    wait_metrics(
+        &daemon,
+        Duration::from_secs(10),
+        "the reload applied",
+        |m| {
+            m.get("redis_streams_exporter_config_reloads_total", &[]) == Some(1.0)
+                && lost(m) == Some(40.0)
+        },
+    )
+    .await;
+    let _: i64 = redis::cmd("XTRIM")
+        .arg("q")
+        .arg("MAXLEN")
+        .arg(40)
+        .query(&mut c)
+        .unwrap();
+    let m = wait_metrics(&daemon, Duration::from_secs(10), "50 lost", |m| {
+        lost(m).is_some_and(|l| l >= 50.0)
+    })
+    .await;
+    assert_eq!(lost(&m), Some(50.0), "{}", m.text);
+    daemon.stop().await;
+}

@@ -45,7 +45,17 @@ struct Said {
 }
 
 fn by_cause(m: &Metrics, name: &str) -> Option<f64> {
-    let at = |cause| m.get(name, &[("target", "t"), ("stream", "q"), ("group", "g"), ("cause", cause)]);
+    let at = |cause| {
+        m.get(
+            name,
+            &[
+                ("target", "t"),
+                ("stream", "q"),
+                ("group", "g"),
+                ("cause", cause),
+            ],
+        )
+    };
     Some(at("trimmed")? + at("deleted")?)
 }
 
@@ -80,7 +90,12 @@ fn judge(kind: Server, h: &Harness, scenario: &str, truth: u64, lost: u64) {
         s.status
     );
     if counters(kind) == Counters::None {
-        assert_eq!((s.lost, s.possible), (None, None), "6.2 cannot know: {}", h.text());
+        assert_eq!(
+            (s.lost, s.possible),
+            (None, None),
+            "6.2 cannot know: {}",
+            h.text()
+        );
         return;
     }
     let (got, possible) = (s.lost.unwrap_or(-1.0), s.possible.unwrap_or(-1.0));
@@ -109,7 +124,12 @@ fn cmd(c: &mut redis::Connection, args: &[&str]) -> redis::Value {
 fn stream_with_group(c: &mut redis::Connection, kind: Server, n: usize) -> Vec<String> {
     let ids = if n > 0 { xadd_n(c, "q", n) } else { Vec::new() };
     let mut create = redis::cmd("XGROUP");
-    create.arg("CREATE").arg("q").arg("g").arg("0").arg("MKSTREAM");
+    create
+        .arg("CREATE")
+        .arg("q")
+        .arg("g")
+        .arg("0")
+        .arg("MKSTREAM");
     if kind.has_lag() {
         create.arg("ENTRIESREAD").arg(0);
     }
@@ -148,8 +168,18 @@ async fn trim_read_past_between_polls(kind: Server) {
     cmd(&mut c, &["XTRIM", "q", "MAXLEN", "55"]);
     read_group(&mut c, "q", "g", "c1", 1000);
     h.probe(ProbeKind::Stream).await;
-    let lost = if counters(kind) == Counters::KeepsGaps { 40 } else { 0 };
-    judge(kind, &h, "trim of 40 unread, read past before the next poll", 40, lost);
+    let lost = if counters(kind) == Counters::KeepsGaps {
+        40
+    } else {
+        0
+    };
+    judge(
+        kind,
+        &h,
+        "trim of 40 unread, read past before the next poll",
+        40,
+        lost,
+    );
 }
 
 /// The same trim, seen while the group is still behind it (the poll a
@@ -164,7 +194,13 @@ async fn trim_seen_behind(kind: Server) {
     h.probe(ProbeKind::Stream).await;
     read_group(&mut c, "q", "g", "c1", 1000);
     h.probe(ProbeKind::Stream).await;
-    judge(kind, &h, "trim of 40 unread, polled before the read past", 40, 40);
+    judge(
+        kind,
+        &h,
+        "trim of 40 unread, polled before the read past",
+        40,
+        40,
+    );
 }
 
 /// `XDEL` of 3 unread entries mid-stream; the group reads past them, short
@@ -190,7 +226,11 @@ async fn deletion_right_after_the_position(kind: Server) {
     cmd(&mut c, &["XDEL", "q", &ids[5], &ids[6], &ids[7]]);
     read_group(&mut c, "q", "g", "c1", 5);
     h.probe(ProbeKind::Stream).await;
-    let lost = if counters(kind) == Counters::KeepsGaps { 3 } else { 0 };
+    let lost = if counters(kind) == Counters::KeepsGaps {
+        3
+    } else {
+        0
+    };
     judge(kind, &h, "XDEL of the next 3, read past", 3, lost);
 }
 
@@ -216,7 +256,10 @@ async fn group_at_dollar_overtaken(kind: Server) {
     let h = Harness::new(config_for(&server, FAST));
     h.collect().await;
     for i in 0..100 {
-        cmd(&mut c, &["XADD", "q", "MAXLEN", "10", "*", "n", &i.to_string()]);
+        cmd(
+            &mut c,
+            &["XADD", "q", "MAXLEN", "10", "*", "n", &i.to_string()],
+        );
     }
     h.probe(ProbeKind::Stream).await;
     judge(kind, &h, "group at $, 100 added with MAXLEN 10", 90, 90);
@@ -257,8 +300,18 @@ async fn loss_across_an_outage(kind: Server) {
     read_group(&mut c, "q", "g", "c1", 1000);
     h.probe(ProbeKind::Info).await;
     h.probe(ProbeKind::Stream).await;
-    let lost = if counters(kind) == Counters::KeepsGaps { 5 } else { 0 };
-    judge(kind, &h, "trim of 5 unread during an outage, read past", 5, lost);
+    let lost = if counters(kind) == Counters::KeepsGaps {
+        5
+    } else {
+        0
+    };
+    judge(
+        kind,
+        &h,
+        "trim of 5 unread during an outage, read past",
+        5,
+        lost,
+    );
 }
 
 /// A restart is another server (a new run_id): a new baseline.
@@ -304,9 +357,19 @@ async fn retention_job(kind: Server) {
         cmd(&mut c, &["XTRIM", "q", "MINID", &at]);
         h.probe(ProbeKind::Stream).await;
     }
-    judge(kind, &h, "retention job XTRIM MINID to the group, 6 polls", 0, 0);
+    judge(
+        kind,
+        &h,
+        "retention job XTRIM MINID to the group, 6 polls",
+        0,
+        0,
+    );
     if counters(kind) == Counters::KeepsGaps {
-        assert_eq!(said(&h).possible, Some(0.0), "7.0 proves the trims harmless");
+        assert_eq!(
+            said(&h).possible,
+            Some(0.0),
+            "7.0 proves the trims harmless"
+        );
     }
 }
 
@@ -325,7 +388,13 @@ async fn consumers_that_delete_what_they_read(kind: Server) {
         }
         h.probe(ProbeKind::Stream).await;
     }
-    judge(kind, &h, "consumers XACK+XDEL what they read, 5 polls", 0, 0);
+    judge(
+        kind,
+        &h,
+        "consumers XACK+XDEL what they read, 5 polls",
+        0,
+        0,
+    );
 }
 
 /// A worker that deletes in batches what the group read, a poll or so later.
@@ -344,7 +413,7 @@ async fn worker_deletes_in_batches(kind: Server) {
         if round % 2 == 1 {
             let mut args = vec!["XDEL", "q"];
             args.extend(done.iter().map(String::as_str));
-            if done.len() > 0 {
+            if !done.is_empty() {
                 cmd(&mut c, &args);
             }
             done.clear();
@@ -352,7 +421,13 @@ async fn worker_deletes_in_batches(kind: Server) {
         done.extend(read);
         h.probe(ProbeKind::Stream).await;
     }
-    judge(kind, &h, "worker XDELs what it processed, every other poll", 0, 0);
+    judge(
+        kind,
+        &h,
+        "worker XDELs what it processed, every other poll",
+        0,
+        0,
+    );
 }
 
 /// `XSETID … ENTRIESADDED` raises entries-added with nothing added or
@@ -399,14 +474,26 @@ async fn a_window_that_turns_over_within_a_poll(kind: Server) {
         for _ in 0..4 {
             let mut pipe = redis::pipe();
             for i in 0..10 {
-                pipe.cmd("XADD").arg("q").arg("MAXLEN").arg(15).arg("*").arg("n").arg(i);
+                pipe.cmd("XADD")
+                    .arg("q")
+                    .arg("MAXLEN")
+                    .arg(15)
+                    .arg("*")
+                    .arg("n")
+                    .arg(i);
             }
             let _: Vec<String> = pipe.query(&mut c).unwrap();
             read_group(&mut c, "q", "g", "c1", 100);
         }
         h.probe(ProbeKind::Stream).await;
     }
-    judge(kind, &h, "MAXLEN 15 window turning over, consumer keeping up", 0, 0);
+    judge(
+        kind,
+        &h,
+        "MAXLEN 15 window turning over, consumer keeping up",
+        0,
+        0,
+    );
 }
 
 /// Redis 8.2+: `XACKDEL … ACKED` and `XDELEX … ACKED` delete only what every
@@ -421,7 +508,19 @@ async fn acked_cleanup(kind: Server) {
     let h = start(&mut c, &server).await;
     for round in 0..5 {
         for i in 0..10 {
-            cmd(&mut c, &["XADD", "q", "ACKED", "MAXLEN", "12", "*", "n", &i.to_string()]);
+            cmd(
+                &mut c,
+                &[
+                    "XADD",
+                    "q",
+                    "ACKED",
+                    "MAXLEN",
+                    "12",
+                    "*",
+                    "n",
+                    &i.to_string(),
+                ],
+            );
         }
         let read = read_group(&mut c, "q", "g", "c1", 8);
         let verb = if round % 2 == 0 { "XACKDEL" } else { "XDELEX" };
@@ -438,7 +537,59 @@ async fn acked_cleanup(kind: Server) {
     judge(kind, &h, "XADD ACKED MAXLEN, XACKDEL/XDELEX ACKED", 0, 0);
 }
 
+/// A Lua script keeps the server busy through a poll: every command of it
+/// is refused (`BUSY`). The ledger and the status window outlive it, so a
+/// loss before, during and after it counts in full.
+async fn a_busy_server_keeps_the_ledgers(kind: Server) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    stream_with_group(&mut c, kind, 105);
+    let h = start(&mut c, &server).await;
+    let threshold = if kind == Server::Redis62 {
+        "lua-time-limit"
+    } else {
+        "busy-reply-threshold"
+    };
+    cmd(&mut c, &["CONFIG", "SET", threshold, "50"]);
+    // 100 unread; keep the newest 60: 40 lost, seen behind.
+    cmd(&mut c, &["XTRIM", "q", "MAXLEN", "60"]);
+    h.probe(ProbeKind::Stream).await;
+    let mut busy = server.conn();
+    let script = std::thread::spawn(move || {
+        let _: redis::Value = redis::cmd("EVAL")
+            .arg("local s = tonumber(redis.call('TIME')[1]) while tonumber(redis.call('TIME')[1]) - s < 2 do end return 1")
+            .arg(0)
+            .query(&mut busy)
+            .unwrap();
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    h.probe(ProbeKind::Info).await;
+    h.probe(ProbeKind::Stream).await;
+    let during = h.metrics();
+    script.join().unwrap();
+    assert_eq!(
+        during.get(
+            "redis_streams_exporter_probe_success",
+            &[("target", "t"), ("probe", "stream")]
+        ),
+        Some(0.0),
+        "the poll during the script was refused"
+    );
+    // 5 more lost after the script, the group still behind.
+    cmd(&mut c, &["XTRIM", "q", "MAXLEN", "55"]);
+    h.probe(ProbeKind::Info).await;
+    h.probe(ProbeKind::Stream).await;
+    judge(
+        kind,
+        &h,
+        "trims before and after a BUSY script during a poll",
+        45,
+        45,
+    );
+}
+
 per_server!(
+    a_busy_server_keeps_the_ledgers,
     trim_read_past_between_polls,
     trim_seen_behind,
     deletion_read_past_mid_stream,

@@ -174,12 +174,9 @@ impl Section {
         match source {
             Source::Stream(_)
             | Source::Group(_)
-            | Source::Custom(Custom::LostEntries
-                    | Custom::PossiblyLost
-                    | Custom::LossUnproven
-                    | Custom::Status) => {
-                Section::Streams
-            }
+            | Source::Custom(
+                Custom::LostEntries | Custom::PossiblyLost | Custom::LossUnproven | Custom::Status,
+            ) => Section::Streams,
             Source::Custom(Custom::OldestPendingAge) => Section::OldestPending,
             Source::Scan(_)
             | Source::Custom(

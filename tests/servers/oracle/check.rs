@@ -22,7 +22,6 @@ use super::model::{Cause, Id, Model};
 use super::ops::{Driver, Event, GROUPS, RawGroup, STREAMS};
 use crate::common::{Metrics, Server, tsg};
 
-
 #[derive(Clone, Debug)]
 pub struct Failure {
     pub poll: usize,
@@ -118,7 +117,12 @@ fn by_cause(m: &Metrics, name: &str, s: &str, g: &str) -> Option<f64> {
     let at = |cause| {
         m.get(
             name,
-            &[("target", "t"), ("stream", s), ("group", g), ("cause", cause)],
+            &[
+                ("target", "t"),
+                ("stream", s),
+                ("group", g),
+                ("cause", cause),
+            ],
         )
     };
     Some(at("trimmed")? + at("deleted")?)
@@ -131,7 +135,12 @@ fn exported_losses(m: &Metrics, s: &str, g: &str) -> [f64; 3] {
         .filter_map(|reason| {
             m.get(
                 "redis_streams_group_loss_unproven_total",
-                &[("target", "t"), ("stream", s), ("group", g), ("reason", reason)],
+                &[
+                    ("target", "t"),
+                    ("stream", s),
+                    ("group", g),
+                    ("reason", reason),
+                ],
             )
         })
         .sum();
@@ -459,19 +468,14 @@ impl Checker {
             entries_read: r.entries_read,
             lag_exact: m.get("redis_streams_group_lag_estimated", &l) == Some(0.0),
             first: st.present.first().copied(),
-            ceiling: st
-                .present
-                .first()
-                .copied()
-                .unwrap_or(st.last_gen)
-                .max(
-                    st.removed
-                        .iter()
-                        .filter(|(_, c)| **c == Cause::Deleted)
-                        .map(|(id, _)| *id)
-                        .max()
-                        .unwrap_or(Id::ZERO),
-                ),
+            ceiling: st.present.first().copied().unwrap_or(st.last_gen).max(
+                st.removed
+                    .iter()
+                    .filter(|(_, c)| **c == Cause::Deleted)
+                    .map(|(id, _)| *id)
+                    .max()
+                    .unwrap_or(Id::ZERO),
+            ),
         };
         let id = (key.to_string(), name.to_string());
         let s_index = STREAMS.iter().position(|s| *s == key).unwrap();
@@ -509,7 +513,9 @@ impl Checker {
                 return fail(
                     poll,
                     "lost_across_reposition",
-                    format!("{at}: counted {counted} lost across a new baseline; {removed} entries were removed in it"),
+                    format!(
+                        "{at}: counted {counted} lost across a new baseline; {removed} entries were removed in it"
+                    ),
                 );
             }
             *acct = fresh();

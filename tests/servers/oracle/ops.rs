@@ -993,13 +993,7 @@ impl Driver {
                 args.extend(mode.arg().map(String::from));
                 self.trim(*s, &args, *mode);
             }
-            Op::Worker {
-                s,
-                g,
-                c,
-                n,
-                ackdel,
-            } => {
+            Op::Worker { s, g, c, n, ackdel } => {
                 self.read(*s, *g, *c, *n, false);
                 let Some(gm) = self.stream(*s).and_then(|st| st.groups.get(GROUPS[*g])) else {
                     return;

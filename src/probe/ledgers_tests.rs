@@ -1,0 +1,80 @@
+//! The loss ledgers outlive what the server survives: an outage, a server
+//! that cannot answer `INFO` for now, refused streams; and start a new
+//! baseline for another server, node by node.
+
+use std::sync::Arc;
+
+use super::TargetState;
+use super::state::RunId;
+use crate::backend::NodeAddr;
+use crate::snapshot::Name;
+
+fn key(stream: &str) -> (Name, Name) {
+    (Arc::from(stream.as_bytes()), Arc::from(&b"g"[..]))
+}
+
+fn node(n: &str) -> NodeAddr {
+    Arc::from(n)
+}
+
+fn known(id: &str) -> RunId {
+    RunId::Known(id.to_string())
+}
+
+#[test]
+fn after_an_outage_the_ledgers_wait_for_every_node_to_answer() {
+    let mut state = TargetState::default();
+    state.group_entries(&key("s"));
+    state.verify_ledgers(&[(node("a:1"), known("r1"))]);
+    assert!(!state.ledgers_unverified);
+    state.forget_data();
+    assert!(
+        state.ledgers_unverified,
+        "an outage: nobody knows the server"
+    );
+    assert!(state.ledger_to_feed(&key("s")).is_none());
+    // Busy, loading: ask again, keep waiting.
+    state.verify_ledgers(&[(node("a:1"), RunId::NotNow)]);
+    assert!(state.ledgers_unverified);
+    assert_eq!(state.ledgers.len(), 1, "the ledger is kept");
+    state.verify_ledgers(&[(node("a:1"), known("r1"))]);
+    assert!(!state.ledgers_unverified);
+    assert!(state.ledger_to_feed(&key("s")).is_some());
+}
+
+#[test]
+fn each_ledger_follows_the_server_of_its_node() {
+    let mut state = TargetState::default();
+    state.verify_ledgers(&[(node("a:1"), known("r1")), (node("b:1"), known("r2"))]);
+    let (a, b) = (
+        state.run_ids[&node("a:1")].clone(),
+        state.run_ids[&node("b:1")].clone(),
+    );
+    // One shard fails over: only its node's run_id changes.
+    state.verify_ledgers(&[(node("a:1"), known("r1")), (node("b:1"), known("r3"))]);
+    assert_eq!(state.run_ids[&node("a:1")], a);
+    assert_ne!(state.run_ids[&node("b:1")], b);
+}
+
+#[test]
+fn a_server_that_can_never_say_is_another_one_after_an_outage() {
+    let mut state = TargetState::default();
+    state.group_entries(&key("s"));
+    state.forget_data();
+    state.verify_ledgers(&[(node("a:1"), RunId::Unknowable)]);
+    assert!(!state.ledgers_unverified, "nothing to wait for");
+    assert!(state.run_ids.is_empty());
+}
+
+#[test]
+fn refused_streams_keep_their_memory_and_ledgers() {
+    let mut state = TargetState::default();
+    state.group_entries(&key("busy"));
+    state.group_entries(&key("gone"));
+    state.unread_streams.insert(key("busy").0);
+    state.prune_memory();
+    state.prune_ledgers();
+    assert!(state.ledgers.contains_key(&key("busy")));
+    assert!(state.groups.contains_key(&key("busy")));
+    assert!(!state.ledgers.contains_key(&key("gone")));
+}
