@@ -73,6 +73,13 @@ pub(crate) fn action(event: &str, watched: bool, matches: bool) -> Action {
     }
 }
 
+/// True for events that set a stream's counters or a group's position
+/// from outside: the loss ledgers start a new baseline across them rather
+/// than read them as losses (`XSETID … ENTRIESADDED`) or reads.
+pub(crate) fn sets_from_outside(event: &str) -> bool {
+    matches!(event, "xsetid" | "xgroup-setid" | "xgroup-create" | "del")
+}
+
 /// Extra polls asked for, at most one per stream per
 /// [`EXTRA_POLL_SPACING`]: the first event polls at once, later ones within
 /// the spacing are folded into one poll when it has passed (so the last
@@ -122,6 +129,11 @@ impl Debounce {
 /// What the subscriptions share with the extra-poll loop.
 #[derive(Debug, Default)]
 struct Shared {
+    /// Polls asked by removals (`xtrim`, `xdel`), spaced on their own: a
+    /// poll that finds a group still behind a trim or before a deletion is
+    /// what proves a loss that the group reads past a moment later, so no
+    /// other event's poll may delay it.
+    removals: Mutex<Debounce>,
     debounce: Mutex<Debounce>,
     wake: Notify,
     /// Each subscribed node and whether its subscription is healthy.
@@ -131,6 +143,25 @@ struct Shared {
 impl Shared {
     fn debounce(&self) -> std::sync::MutexGuard<'_, Debounce> {
         self.debounce.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn removals(&self) -> std::sync::MutexGuard<'_, Debounce> {
+        self.removals.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// When the next extra poll is due, of either kind.
+    fn next_due(&self) -> Option<Instant> {
+        let (a, b) = (self.debounce().next_due(), self.removals().next_due());
+        a.into_iter().chain(b).min()
+    }
+
+    /// The streams due at `now`, once each.
+    fn take_due(&self, now: Instant) -> Vec<Name> {
+        let mut due = self.removals().take_due(now);
+        due.extend(self.debounce().take_due(now));
+        due.sort_unstable();
+        due.dedup();
+        due
     }
 
     /// Records a node's health; true when the target's verdict changed.
@@ -279,6 +310,9 @@ fn on_event(ctx: &ProbeContext, shared: &Shared, event: KeyEvent) {
     let asked = {
         let mut state = ctx.state();
         let watched = state.watched.contains(&key);
+        if sets_from_outside(&event.event) {
+            state.set_outside(key.clone());
+        }
         let matches = ctx.target.patterns.iter().any(|p| p.matches(&key));
         match action(&event.event, watched, matches) {
             Action::Ignore => false,
@@ -287,7 +321,11 @@ fn on_event(ctx: &ProbeContext, shared: &Shared, event: KeyEvent) {
         }
     };
     if asked {
-        shared.debounce().request(key, Instant::now());
+        if matches!(event.event.as_str(), "xtrim" | "xdel") {
+            shared.removals().request(key, Instant::now());
+        } else {
+            shared.debounce().request(key, Instant::now());
+        }
         shared.wake.notify_one();
     }
 }
@@ -300,7 +338,7 @@ async fn extra_polls(
     shutdown: CancellationToken,
 ) {
     loop {
-        let next = shared.debounce().next_due();
+        let next = shared.next_due();
         let wait = async {
             match next {
                 Some(at) => tokio::time::sleep_until(at).await,
@@ -312,7 +350,7 @@ async fn extra_polls(
             _ = shared.wake.notified() => {}
             _ = wait => {}
         }
-        let due = shared.debounce().take_due(Instant::now());
+        let due = shared.take_due(Instant::now());
         if due.is_empty() {
             continue;
         }

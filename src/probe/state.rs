@@ -106,6 +106,13 @@ pub struct TargetState {
     /// The target went down since the ledgers were last fed: until every
     /// node is known again, nobody knows whether it is the same server.
     pub ledgers_unverified: bool,
+    /// Streams an event said were set from outside (`xsetid`,
+    /// `xgroup-setid`, `xgroup-create`, `del`), with the number of the last
+    /// such event: their next poll starts a new baseline for their groups
+    /// (see [`loss::Observation::set_from_outside`]).
+    pub set_from_outside: BTreeMap<Name, u64>,
+    /// Events counted into `set_from_outside` so far.
+    pub outside_events: u64,
     /// Watched streams the last stream poll could not read (refused:
     /// `BUSY`, `LOADING`, `MASTERDOWN`…): absent from the snapshot, but
     /// their group memories and ledgers are kept for when they answer.
@@ -215,6 +222,25 @@ impl TargetState {
         self.ledgers = before.ledgers.clone();
         self.run_ids = before.run_ids.clone();
         self.ledgers_unverified = !self.ledgers.is_empty();
+    }
+
+    /// Records an event that set `stream` or one of its groups from outside.
+    pub fn set_outside(&mut self, stream: Name) {
+        self.outside_events += 1;
+        self.set_from_outside.insert(stream, self.outside_events);
+    }
+
+    /// Whether `stream` was set from outside since its last poll; the mark
+    /// goes once a poll that began after the event has read it (`seen`:
+    /// the events counted when that poll began).
+    pub fn take_outside_mark(&mut self, stream: &Name, seen: u64) -> bool {
+        let Some(&at) = self.set_from_outside.get(stream) else {
+            return false;
+        };
+        if at <= seen {
+            self.set_from_outside.remove(stream);
+        }
+        true
     }
 
     /// The ledger of a group, when this poll may feed it (not while the

@@ -193,6 +193,7 @@ async fn poll_streams(
             // The watched names' allocations are kept, not copied per poll.
             let names: Vec<&Name> = batch.iter().map(|&i| &watched[i]).collect();
             let server = (arithmetic, counter);
+            let events_seen = ctx.state().outside_events;
             let mut batch = Batch::read(ctx, &node, server, &names, problems, vanished).await?;
             batch.count_ranges(problems).await?;
             batch.sample_heads(limits.lag_exact_count, problems).await?;
@@ -203,7 +204,13 @@ async fn poll_streams(
             ctx.ensure_current(&state, generation)?;
             let run_id = state.run_ids.get(&node).cloned();
             for (name, polled) in polled {
-                let stream = build_stream(ctx, &mut state, (kind, run_id.as_ref()), &name, polled);
+                let outside = state.take_outside_mark(&name, events_seen);
+                let poll = Poll {
+                    kind,
+                    run_id: run_id.as_ref(),
+                    set_from_outside: outside,
+                };
+                let stream = build_stream(ctx, &mut state, poll, &name, polled);
                 fresh.insert(name, stream);
             }
         }
@@ -228,13 +235,27 @@ const ANCHORS_KEPT: usize = 16;
 /// Folds one polled stream into its snapshot entry: each watched group's
 /// lag, ledger, trend and status, then the stream's own figures. The
 /// previous entry is kept when nothing changed.
+/// What a stream's poll was: scheduled or extra, from which server, and
+/// whether an event said the stream was set from outside since the last.
+#[derive(Clone, Copy)]
+struct Poll<'a> {
+    kind: PollKind,
+    run_id: Option<&'a Arc<str>>,
+    set_from_outside: bool,
+}
+
 fn build_stream(
     ctx: &ProbeContext,
     state: &mut TargetState,
-    (kind, run_id): (PollKind, Option<&Arc<str>>),
+    poll: Poll<'_>,
     name: &Name,
     polled: Polled,
 ) -> Arc<StreamState> {
+    let Poll {
+        kind,
+        run_id,
+        set_from_outside,
+    } = poll;
     let Polled {
         read,
         now_ms,
@@ -290,6 +311,7 @@ fn build_stream(
         // is compared with the last one before the outage.
         feed_ledger: !state.ledgers_unverified,
         run_id,
+        set_from_outside,
     };
     let mut groups = Vec::with_capacity(read.groups.len());
     for (gi, group) in read.groups.iter().enumerate() {
@@ -339,6 +361,8 @@ struct GroupFold<'p> {
     counter: loss::ReadCounter,
     /// The node's server, as `INFO` last said.
     run_id: Option<&'p Arc<str>>,
+    /// An event said the stream was set from outside since its last poll.
+    set_from_outside: bool,
 }
 
 /// What the round trips after XINFO learnt of one group.
@@ -381,7 +405,10 @@ impl GroupFold<'_> {
         if self.feed_ledger {
             let undelivered =
                 undelivered_bounds(self.info, group, &figure, found.sample, found.changed);
-            let seen = observation(self.info, group, self.now_ms, undelivered, self.counter);
+            let seen = loss::Observation {
+                set_from_outside: self.set_from_outside,
+                ..observation(self.info, group, self.now_ms, undelivered, self.counter)
+            };
             ledger.follow_server(self.run_id);
             ledger.observe(&seen, found.counted);
         }
