@@ -119,6 +119,12 @@ pub(crate) enum Command {
         /// Master name.
         name: String,
     },
+    /// `MULTI`, before the reads of one stream that must describe one
+    /// moment (see `TargetClient::execute_atomically`). Only read commands
+    /// follow it.
+    Multi,
+    /// `EXEC`, after them.
+    Exec,
     /// `PSUBSCRIBE pattern…`, on a subscriber connection of its own: the
     /// keyevent channels of stream commands and `del` (see `subscriber`).
     Psubscribe {
@@ -155,6 +161,8 @@ impl Command {
             Command::ClusterSlots => "cluster_slots",
             Command::Asking => "asking",
             Command::SentinelMasterAddr { .. } => "sentinel_get_master_addr",
+            Command::Multi => "multi",
+            Command::Exec => "exec",
             Command::Psubscribe { .. } => "psubscribe",
             Command::Punsubscribe { .. } => "punsubscribe",
         }
@@ -257,6 +265,8 @@ impl Command {
                 .arg("GET-MASTER-ADDR-BY-NAME")
                 .arg(name.as_str())
                 .to_owned(),
+            Command::Multi => redis::cmd("MULTI"),
+            Command::Exec => redis::cmd("EXEC"),
             Command::Psubscribe { patterns } => redis::cmd("PSUBSCRIBE").arg(patterns).to_owned(),
             Command::Punsubscribe { patterns } => {
                 redis::cmd("PUNSUBSCRIBE").arg(patterns).to_owned()

@@ -765,4 +765,3 @@ fn another_server_run_id_is_a_new_baseline() {
     poll(&mut l, &mut m);
     assert_eq!(lost(&l), 15, "an unknown run_id changes nothing");
 }
-

@@ -272,10 +272,16 @@ async fn xsetid_with_events_is_no_loss(kind: Server) {
     let h = Harness::new(config);
     let stop = CancellationToken::new();
     let running = tokio::spawn(h.poller.clone().run(stop.clone()));
-    wait_for(&h, |m| active(m) == Some(1.0) && lost(m, "trimmed") == Some(0.0)).await;
+    wait_for(&h, |m| {
+        active(m) == Some(1.0) && lost(m, "trimmed") == Some(0.0)
+    })
+    .await;
     let mut last = String::new();
     for i in 0..20 {
-        let v = cmd(&mut c, &["XADD", "q", "MAXLEN", "10", "*", "n", &i.to_string()]);
+        let v = cmd(
+            &mut c,
+            &["XADD", "q", "MAXLEN", "10", "*", "n", &i.to_string()],
+        );
         if let redis::Value::BulkString(b) = v {
             last = String::from_utf8(b).unwrap();
         }
@@ -290,7 +296,9 @@ async fn xsetid_with_events_is_no_loss(kind: Server) {
     // at their end) and 10 of its own that the group had not read; the
     // 1,000 XSETID added to entries-added are not lost.
     let counted = lost(&m, "trimmed").unwrap_or(0.0);
-    println!("EVENTS | {kind:?} | XSETID ENTRIESADDED +1000 amid XADD MAXLEN | notifications Etg | truth: 10 trimmed | exported: {counted} trimmed");
+    println!(
+        "EVENTS | {kind:?} | XSETID ENTRIESADDED +1000 amid XADD MAXLEN | notifications Etg | truth: 10 trimmed | exported: {counted} trimmed"
+    );
     assert!(counted <= 10.0, "{}", m.text);
     stop.cancel();
     running.await.unwrap();

@@ -22,7 +22,7 @@ fn acl_rule(kind: Server) -> String {
     format!(
         "on >exporter-pw resetchannels {keys} -@all +ping +info +time +scan +type +xinfo|stream +xinfo|groups \
          +xinfo|consumers +xpending +xrange +xrevrange +client|setname +cluster|shards +cluster|slots +asking \
-         +psubscribe +punsubscribe &__keyevent@0__:x* &__keyevent@0__:del"
+         +multi +exec +psubscribe +punsubscribe &__keyevent@0__:x* &__keyevent@0__:del"
     )
 }
 
@@ -170,6 +170,9 @@ const ALLOWED: &[&str] = &[
     "cluster shards",
     "cluster slots",
     "asking",
+    // A transaction around each stream's two XINFO (reads only).
+    "multi",
+    "exec",
     "auth",
     "hello",
     "select",
@@ -177,6 +180,43 @@ const ALLOWED: &[&str] = &[
     "psubscribe",
     "punsubscribe",
 ];
+
+/// An ACL user without `+multi` and `+exec`: each stream's XINFO are read
+/// without a transaction (logged once), and every figure is still there.
+async fn without_transactions(kind: Server) {
+    let server = RedisServer::start(kind);
+    build_scenarios(&server);
+    let rule = acl_rule(kind).replace(" +multi +exec", "");
+    let mut args: Vec<&str> = vec!["ACL", "SETUSER", "exporter"];
+    args.extend(rule.split(' '));
+    server.cmd(&args);
+    let cfg = config::from_str(
+        "acl.toml",
+        &config_text(&server, Some("exporter")),
+        &Default::default(),
+    )
+    .unwrap();
+    let h = Harness::new(cfg);
+    h.collect().await;
+    h.collect().await;
+    let m = h.metrics();
+    assert_eq!(
+        m.value(
+            "redis_streams_exporter_probe_success",
+            &[("target", "t"), ("probe", "stream")]
+        ),
+        1.0,
+        "{}",
+        m.text
+    );
+    assert_eq!(m.value("redis_streams_stream_length", &ts("orders")), 15.0);
+    assert!(
+        m.get("redis_streams_group_lag", &tsg("orders", "slow"))
+            .is_some()
+    );
+}
+
+per_server!(without_transactions);
 
 fn monitored(kind: Server) -> Vec<Vec<String>> {
     let server = RedisServer::start(kind);

@@ -67,6 +67,9 @@ pub struct TargetClient {
     slots_only: AtomicBool,
     /// Page sizes that follow the server (see `paging`).
     pages: Mutex<Pages>,
+    /// `MULTI` was refused (`NOPERM`): reads that want one moment go
+    /// without a transaction.
+    no_transactions: AtomicBool,
 }
 
 /// Why a client could not be built: its TLS settings are unusable.
@@ -117,6 +120,7 @@ impl TargetClient {
             topology: Mutex::new(Topology::for_mode(&target.mode, standalone)),
             reachable: Mutex::new(None),
             slots_only: AtomicBool::new(false),
+            no_transactions: AtomicBool::new(false),
             pages: Mutex::new(Pages::new(limits, target.scan_count)),
             target,
         })
@@ -188,21 +192,100 @@ impl TargetClient {
         Ok(replies)
     }
 
-    /// Like [`TargetClient::execute`], but `cmds` go in one pipeline
-    /// whatever `pipeline_size` says: for replies that must describe one
-    /// moment (a stream's `XINFO STREAM` and `XINFO GROUPS`).
+    /// Sends `head`, then each group of `atomic` inside `MULTI` … `EXEC`, in
+    /// one pipeline: each group's replies describe one moment, with no
+    /// other client's command between them (a pipeline alone does not
+    /// promise that: the server may read it in pieces). Returns the replies
+    /// of `head`, and per group its replies and whether they are of one
+    /// moment. A group the server would not run as a transaction (an ACL
+    /// without `+multi`, a key it refuses at queueing, a redirection) is
+    /// sent again without one; after a `NOPERM` on `MULTI` the client stops
+    /// asking for transactions.
+    ///
+    /// `MULTI` and `EXEC` cost the server next to nothing and take no token
+    /// of the rate limit.
     ///
     /// # Errors
     /// As [`TargetClient::execute`].
-    pub(crate) async fn execute_in_one_trip(
+    pub(crate) async fn execute_atomically(
         &self,
         node: &NodeAddr,
-        cmds: &[Command],
-    ) -> Result<Vec<Reply>, TargetError> {
-        let mut replies = Vec::with_capacity(cmds.len());
-        self.commands.acquire(cmds.len()).await;
-        self.send_paid(node, cmds, &mut replies).await?;
-        Ok(replies)
+        head: &[Command],
+        atomic: &[Vec<Command>],
+    ) -> Result<(Vec<Reply>, Vec<(Vec<Reply>, bool)>), TargetError> {
+        let inner: usize = atomic.iter().map(Vec::len).sum();
+        self.commands.acquire(head.len() + inner).await;
+        let transactions = !self
+            .no_transactions
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let mut cmds: Vec<Command> = head.to_vec();
+        for group in atomic {
+            if transactions {
+                cmds.push(Command::Multi);
+                cmds.extend(group.iter().cloned());
+                cmds.push(Command::Exec);
+            } else {
+                cmds.extend(group.iter().cloned());
+            }
+        }
+        let raw = self.round_trip(node, &cmds, false).await?;
+        let mut raw = raw.into_iter();
+        let mut heads = Vec::with_capacity(head.len());
+        for cmd in head {
+            let value = raw.next().unwrap_or(Value::Nil);
+            heads.push(self.settle(node, cmd, value).await?);
+        }
+        let mut groups = Vec::with_capacity(atomic.len());
+        let mut again: Vec<usize> = Vec::new();
+        for (i, group) in atomic.iter().enumerate() {
+            if !transactions {
+                let mut replies = Vec::with_capacity(group.len());
+                for cmd in group {
+                    let value = raw.next().unwrap_or(Value::Nil);
+                    replies.push(self.settle(node, cmd, value).await?);
+                }
+                groups.push((replies, false));
+                continue;
+            }
+            let multi = raw.next().unwrap_or(Value::Nil);
+            let queued: Vec<Value> = raw.by_ref().take(group.len()).collect();
+            let exec = raw.next().unwrap_or(Value::Nil);
+            if let Value::ServerError(e) = &multi
+                && e.code() == "NOPERM"
+            {
+                if !self
+                    .no_transactions
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    tracing::warn!(redis_target = %self.target.name, "MULTI is not permitted: each stream's XINFO is read without a transaction, and losses that need its two replies of one moment are reported as possible (grant +multi +exec, see docs/configuration.md)");
+                }
+            }
+            match exec {
+                Value::Array(items)
+                    if items.len() == group.len() && queued.len() == group.len() =>
+                {
+                    let replies = group
+                        .iter()
+                        .zip(items)
+                        .map(|(cmd, v)| match v {
+                            Value::ServerError(e) => Err(self.refusal(cmd, &e)),
+                            v => Ok(v),
+                        })
+                        .collect();
+                    groups.push((replies, true));
+                }
+                _ => {
+                    groups.push((Vec::new(), false));
+                    again.push(i);
+                }
+            }
+        }
+        for i in again {
+            let mut replies = Vec::with_capacity(atomic[i].len());
+            self.send_paid(node, &atomic[i], &mut replies).await?;
+            groups[i] = (replies, false);
+        }
+        Ok((heads, groups))
     }
 
     /// Sends `cmds` as one pipeline whose tokens were already taken and

@@ -53,6 +53,25 @@ fn decide(code: &str, details: &str, at: &str) -> Decision {
 impl TargetClient {
     /// Turns a raw reply from `node` into a [`Reply`], following
     /// redirections (see the module's doc).
+    /// The error a command met inside a transaction (no redirection is
+    /// followed there: the transaction would have been refused instead).
+    pub(super) fn refusal(&self, cmd: &Command, err: &redis::ServerError) -> CommandError {
+        let (code, details) = (
+            err.code().to_string(),
+            err.details().unwrap_or_default().to_string(),
+        );
+        let kind = ErrorKind::from_server(&code, &details);
+        if !kind.is_vanished() {
+            self.stats.error(kind);
+        }
+        CommandError {
+            kind,
+            command: cmd.label(),
+            code,
+            message: details,
+        }
+    }
+
     pub(super) async fn settle(
         &self,
         node: &NodeAddr,

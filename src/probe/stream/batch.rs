@@ -44,6 +44,9 @@ pub(super) struct Polled {
 }
 
 /// One batch of streams on one node, as far as this poll has read it.
+/// Each stream's two XINFO are read in a transaction of their own
+/// (`MULTI`/`EXEC`: one key, so one cluster slot), so that they describe
+/// one moment.
 pub(super) struct Batch<'a> {
     ctx: &'a ProbeContext,
     node: &'a NodeAddr,
@@ -81,28 +84,41 @@ impl<'a> Batch<'a> {
         problems: &mut Problems,
         vanished: &mut Vec<Name>,
     ) -> Result<Batch<'a>, ProbeError> {
-        let mut cmds = Vec::with_capacity(1 + names.len() * 2);
-        cmds.push(Command::Time);
-        for key in names {
-            cmds.push(Command::XinfoStream { key: key.to_vec() });
-            cmds.push(Command::XinfoGroups { key: key.to_vec() });
-        }
-        let replies = ctx.client.execute_in_one_trip(node, &cmds).await?;
-        let now_ms = time_of(ctx, &replies[0], problems);
+        let per_stream: Vec<Vec<Command>> = names
+            .iter()
+            .map(|key| {
+                vec![
+                    Command::XinfoStream { key: key.to_vec() },
+                    Command::XinfoGroups { key: key.to_vec() },
+                ]
+            })
+            .collect();
+        let (head, replies) = ctx
+            .client
+            .execute_atomically(node, &[Command::Time], &per_stream)
+            .await?;
+        let now_ms = head.first().and_then(|r| time_of(ctx, r, problems));
         let mut reads: Vec<(Name, Read)> = Vec::with_capacity(names.len());
-        for (i, key) in names.iter().enumerate() {
-            if let Some(read) = decode_stream(
-                ctx,
-                key,
-                &replies[1 + 2 * i],
-                &replies[2 + 2 * i],
-                problems,
-                vanished,
-            ) {
+        let mut unsettled = HashSet::new();
+        for (key, (r, atomic)) in names.iter().zip(&replies) {
+            let (Some(info), Some(groups)) = (r.first(), r.get(1)) else {
+                continue;
+            };
+            if let Some(read) = decode_stream(ctx, key, info, groups, problems, vanished) {
+                if !atomic {
+                    unsettled.insert(reads.len());
+                }
                 reads.push(((*key).clone(), read));
             }
         }
         let (trails, anchors) = recall(ctx, &reads, arithmetic);
+        // Figures not read as one moment prove no loss.
+        let changed = reads
+            .iter()
+            .enumerate()
+            .filter(|(si, _)| unsettled.contains(si))
+            .flat_map(|(si, (_, read))| (0..read.groups.len()).map(move |gi| (si, gi)))
+            .collect();
         Ok(Batch {
             ctx,
             node,
@@ -116,7 +132,7 @@ impl<'a> Batch<'a> {
             counted: HashMap::new(),
             advanced: HashMap::new(),
             samples: HashMap::new(),
-            changed: HashSet::new(),
+            changed,
         })
     }
 
@@ -238,7 +254,8 @@ impl<'a> Batch<'a> {
         }
         let mut replies = self.ctx.client.execute(self.node, &cmds).await?;
         let rechecked = replies.split_off(wanted.len());
-        self.changed = self.changed_meanwhile(&recheck, rechecked, problems);
+        let moved = self.changed_meanwhile(&recheck, rechecked, problems);
+        self.changed.extend(moved);
         for ((at, count), r) in wanted.into_iter().zip(replies) {
             if let Some(ids) = range_ids(self.ctx, r, problems) {
                 let mut sample = UndeliveredSample::head(ids, count);

@@ -67,6 +67,8 @@ struct Point {
     first: Option<Id>,
     /// The highest ID an entry removed ahead of the group can have.
     ceiling: Id,
+    /// Taken while the workload ran.
+    concurrent: bool,
 }
 
 /// One group's losses since its baseline (the exporter's first poll of it,
@@ -106,7 +108,7 @@ pub struct Checker {
     kind: Server,
     /// Polls are taken while the workload runs: figures are not of one
     /// quiet moment, so only the bounds are checked.
-    concurrent: bool,
+    pub concurrent: bool,
     accounts: BTreeMap<(String, String), Account>,
     names: BTreeMap<(String, String), Name>,
     pub stats: Stats,
@@ -263,6 +265,19 @@ impl Checker {
         events: &[Event],
     ) -> Result<(), Failure> {
         self.stats.polls += 1;
+        if self.concurrent {
+            // The model is the state after the operations, the exporter's
+            // figures of a moment during them: only the loss bounds hold.
+            for (key, st) in &model.streams {
+                for name in st.groups.keys() {
+                    let Some(r) = raw.groups.get(&(key.clone(), name.clone())) else {
+                        continue;
+                    };
+                    self.losses(poll, key, name, model, m, r, &raw.run_id, events)?;
+                }
+            }
+            return Ok(());
+        }
         let new_server = events.contains(&Event::NewServer);
         // The streams exported are the streams there are.
         let exported: Vec<String> = m
@@ -482,6 +497,7 @@ impl Checker {
                     .max()
                     .unwrap_or(Id::ZERO),
             ),
+            concurrent: self.concurrent,
         };
         let id = (key.to_string(), name.to_string());
         let s_index = STREAMS.iter().position(|s| *s == key).unwrap();
@@ -587,6 +603,7 @@ impl Checker {
             let reestimates = matches!(self.kind, Server::Redis8 | Server::Valkey9);
             let known = |p: &Point| p.lag_exact && p.entries_read.is_some();
             if !self.concurrent
+                && !prev.concurrent
                 && reestimates
                 && !acct.counters_set
                 && known(&prev)
@@ -615,6 +632,7 @@ impl Checker {
             let no_reestimate =
                 md.is_none_or(|md| md <= prev.ld || prev.first.is_some_and(|f| md < f));
             if !self.concurrent
+                && !prev.concurrent
                 && self.kind == Server::Redis70
                 && prev.entries_read.is_some()
                 && point.entries_read.is_some()

@@ -152,6 +152,91 @@ async fn run(kind: Server, steps: &[Step]) -> Run {
     }
 }
 
+/// Applies `steps` while the exporter polls: each batch of operations runs
+/// on a thread of its own during the poll that ends the previous interval,
+/// so the exporter reads figures that change under it. Such polls are
+/// checked for the bounds only (never more lost than the truth, a possible
+/// loss said with its reason); two quiet polls at the end check the truth
+/// in full.
+async fn run_concurrent(kind: Server, steps: &[Step]) -> Run {
+    let mut d = Driver::new(kind);
+    let h = Harness::new(exporter_config(d.port));
+    let mut checker = Checker::new(kind, true);
+    let mut failure = None;
+    let mut batches: Vec<Vec<ops::Op>> = vec![Vec::new()];
+    for step in steps {
+        match step {
+            Step::Op(op) => batches.last_mut().unwrap().push(op.clone()),
+            Step::Poll => batches.push(Vec::new()),
+        }
+    }
+    // The setup, then a quiet baseline poll.
+    for op in batches.remove(0) {
+        d.apply(&op);
+    }
+    batches.extend([Vec::new(), Vec::new()]);
+    let total = batches.len();
+    for (polls, batch) in batches.into_iter().enumerate() {
+        let polls = polls + 1;
+        d.transcript.push(format!(
+            "-- poll {polls} (with {} operations during it)",
+            batch.len()
+        ));
+        let workload = tokio::task::spawn_blocking(move || {
+            for op in &batch {
+                d.apply(op);
+            }
+            d
+        });
+        let ok = poll_quietly(&h).await;
+        d = workload.await.unwrap();
+        if !ok {
+            checker.stats.failed_polls += 1;
+            continue;
+        }
+        // The last poll sees a quiet server: the truth in full is due.
+        checker.concurrent = polls < total;
+        let raw = match check::verify_model(&mut d, polls) {
+            Ok(raw) => raw,
+            Err(f) => {
+                failure = Some(f);
+                break;
+            }
+        };
+        let events = std::mem::take(&mut d.events);
+        if let Err(f) = checker.check(polls, &d.model, &h.metrics(), &raw, &events) {
+            failure = Some(f);
+            break;
+        }
+    }
+    Run {
+        failure,
+        stats: checker.stats,
+        transcript: d.transcript,
+        applied: d.applied,
+    }
+}
+
+/// One poll with no fault: true when it succeeded.
+async fn poll_quietly(h: &Harness) -> bool {
+    for kind in [
+        ProbeKind::Discovery,
+        ProbeKind::Info,
+        ProbeKind::Stream,
+        ProbeKind::PendingSummary,
+        ProbeKind::Consumers,
+    ] {
+        h.probe(kind).await;
+    }
+    let m = h.metrics();
+    ["discovery", "stream", "consumers"].iter().all(|p| {
+        m.get(
+            "redis_streams_exporter_probe_success",
+            &[("target", "t"), ("probe", p)],
+        ) == Some(1.0)
+    })
+}
+
 /// Delta debugging over the operations (polls stay): drops chunks of
 /// operations while the same check still fails, until no single operation
 /// can go or the time is up.
@@ -233,6 +318,46 @@ fn seeds() -> (Vec<u64>, usize) {
     }
 }
 
+/// The concurrent mode: seeds of operations that keep to what a live
+/// workload does (no repositioning, no faults, no `XSETID`), applied while
+/// the exporter polls.
+async fn oracle_concurrent(kind: Server) {
+    let (seeds, polls) = seeds();
+    let mut failures = Vec::new();
+    for seed in seeds {
+        let steps = ops::generate_live(seed, kind, polls);
+        let r = run_concurrent(kind, &steps).await;
+        let s = &r.stats;
+        println!(
+            "ORACLE CONCURRENT | {kind:?} | seed {seed} | {} polls ({} failed) | {:?} | intervals with losses {} ({} entries): counted lost {}, possibly lost {} | {}",
+            s.polls,
+            s.failed_polls,
+            r.applied,
+            s.intervals_with_loss,
+            s.true_losses,
+            s.counted_lost,
+            s.counted_possible,
+            r.failure
+                .as_ref()
+                .map_or("ok".to_string(), |f| format!("FAIL {}", f.check))
+        );
+        if let Some(f) = r.failure {
+            failures.push(format!(
+                "{kind:?} seed {seed} (concurrent): poll {} check {}: {}\n  commands:\n    {}",
+                f.poll,
+                f.check,
+                f.detail,
+                r.transcript.join("\n    ")
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "oracle failures:\n{}",
+        failures.join("\n\n")
+    );
+}
+
 async fn oracle(kind: Server) {
     let (seeds, polls) = seeds();
     let shrink_limit = Duration::from_secs(env_u64("RSE_ORACLE_SHRINK_SECS").unwrap_or(60));
@@ -287,4 +412,4 @@ fn generate_steps(seed: u64, kind: Server, polls: usize) -> Vec<Step> {
     ops::generate(seed, kind, polls)
 }
 
-per_server!(oracle);
+per_server!(oracle, oracle_concurrent);

@@ -242,6 +242,53 @@ pub fn generate(seed: u64, kind: Server, polls: usize) -> Vec<Step> {
     steps
 }
 
+/// The steps of a live workload: as [`generate`], with only what producers,
+/// consumers and cleanup jobs do (no repositioning, no faults, no
+/// `XSETID`), for the oracle's concurrent mode.
+pub fn generate_live(seed: u64, kind: Server, polls: usize) -> Vec<Step> {
+    let mut rng = Rng::new(seed);
+    let mut steps = Vec::new();
+    for s in 0..STREAMS.len() {
+        steps.push(Step::Op(Op::Add {
+            s,
+            n: rng.range(1, 50),
+            explicit: false,
+            cap: None,
+        }));
+        for g in 0..GROUPS.len() {
+            steps.push(Step::Op(Op::Create {
+                s,
+                g,
+                at: [Target::Zero, Target::End][rng.below(2) as usize],
+                entries_read: rng.chance(70),
+            }));
+        }
+    }
+    steps.push(Step::Poll);
+    for _ in 0..polls {
+        let mut n = rng.range(1, 8);
+        while n > 0 {
+            let op = random_op(&mut rng, kind);
+            let live = !matches!(
+                op,
+                Op::Fault(_)
+                    | Op::SetId { .. }
+                    | Op::Create { .. }
+                    | Op::Destroy { .. }
+                    | Op::DelConsumer { .. }
+                    | Op::DelStream { .. }
+                    | Op::BumpAdded { .. }
+            );
+            if live {
+                steps.push(Step::Op(op));
+                n -= 1;
+            }
+        }
+        steps.push(Step::Poll);
+    }
+    steps
+}
+
 fn mode(rng: &mut Rng, kind: Server) -> RefMode {
     if !kind.has_xdelex() {
         return RefMode::Plain;
