@@ -252,13 +252,11 @@ impl TargetClient {
             let exec = raw.next().unwrap_or(Value::Nil);
             if let Value::ServerError(e) = &multi
                 && e.code() == "NOPERM"
-            {
-                if !self
+                && !self
                     .no_transactions
                     .swap(true, std::sync::atomic::Ordering::Relaxed)
-                {
-                    tracing::warn!(redis_target = %self.target.name, "MULTI is not permitted: each stream's XINFO is read without a transaction, and losses that need its two replies of one moment are reported as possible (grant +multi +exec, see docs/configuration.md)");
-                }
+            {
+                tracing::warn!(redis_target = %self.target.name, "MULTI is not permitted: each stream's XINFO is read without a transaction, and losses that need its two replies of one moment are reported as possible (grant +multi +exec, see docs/configuration.md)");
             }
             match exec {
                 Value::Array(items)
