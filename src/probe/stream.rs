@@ -198,6 +198,7 @@ async fn poll_streams(
             batch.count_ranges(problems).await?;
             batch.sample_heads(limits.lag_exact_count, problems).await?;
             batch.read_tails(problems).await?;
+            batch.confirm(problems).await?;
             batch.walk(&mut walk_budget, problems).await?;
             let polled = batch.into_polled();
             let mut state = ctx.state();

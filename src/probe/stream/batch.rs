@@ -237,43 +237,55 @@ impl<'a> Batch<'a> {
         problems: &mut Problems,
     ) -> Result<(), ProbeError> {
         let (wanted, xranges) = self.head_requests(exact_limit);
-        // With the counts, both XINFO again for the streams whose lag is
-        // counted or re-derived from a count: a count completes the figures
-        // XINFO read only if nothing was removed and the group did not move
-        // in between (its consumers may delete what they read); the figures
-        // are the same at both ends only if nothing changed between them.
-        let recheck = self.streams_to_recheck(&wanted);
-        if xranges.is_empty() && recheck.is_empty() {
+        if xranges.is_empty() {
             return Ok(());
         }
-        let mut cmds = xranges;
-        for &si in &recheck {
-            let key = self.reads[si].0.to_vec();
-            cmds.push(Command::XinfoStream { key: key.clone() });
-            cmds.push(Command::XinfoGroups { key });
-        }
-        let mut replies = self.ctx.client.execute(self.node, &cmds).await?;
-        let rechecked = replies.split_off(wanted.len());
-        let moved = self.changed_meanwhile(&recheck, rechecked, problems);
-        self.changed.extend(moved);
+        let replies = self.ctx.client.execute(self.node, &xranges).await?;
         for ((at, count), r) in wanted.into_iter().zip(replies) {
             if let Some(ids) = range_ids(self.ctx, r, problems) {
-                let mut sample = UndeliveredSample::head(ids, count);
-                sample.changed_meanwhile = self.changed.contains(&at);
-                self.samples.insert(at, sample);
+                self.samples.insert(at, UndeliveredSample::head(ids, count));
             }
         }
         Ok(())
     }
 
+    /// After the counts: both XINFO again for the streams whose lag is
+    /// counted or re-derived from a count, or whose ledger range was
+    /// counted. A count completes the figures XINFO read only if nothing was
+    /// removed and the group did not move in between (its consumers may
+    /// delete what they read); the figures are the same at both ends only
+    /// if nothing changed between them.
+    pub(super) async fn confirm(&mut self, problems: &mut Problems) -> Result<(), ProbeError> {
+        let recheck = self.streams_to_recheck();
+        if recheck.is_empty() {
+            return Ok(());
+        }
+        let mut cmds = Vec::with_capacity(recheck.len() * 2);
+        for &si in &recheck {
+            let key = self.reads[si].0.to_vec();
+            cmds.push(Command::XinfoStream { key: key.clone() });
+            cmds.push(Command::XinfoGroups { key });
+        }
+        let rechecked = self.ctx.client.execute(self.node, &cmds).await?;
+        let moved = self.changed_meanwhile(&recheck, rechecked, problems);
+        self.changed.extend(moved);
+        for (at, sample) in self.samples.iter_mut() {
+            sample.changed_meanwhile = self.changed.contains(at);
+        }
+        Ok(())
+    }
+
     /// The streams to read again after the counts, once each: those with a
-    /// head sample of more than one entry, or a range counted for the lag.
-    fn streams_to_recheck(&self, wanted: &[(At, u32)]) -> Vec<usize> {
-        let mut recheck: Vec<usize> = wanted
+    /// sample of more than one entry (head or tail), a range counted for
+    /// the lag, or a range a ledger asked counted.
+    fn streams_to_recheck(&self) -> Vec<usize> {
+        let mut recheck: Vec<usize> = self
+            .samples
             .iter()
-            .filter(|&&(_, count)| count > 1)
-            .map(|&((si, _), _)| si)
+            .filter(|(_, s)| s.count > 1 || s.tail_count > 0)
+            .map(|(&(si, _), _)| si)
             .chain(self.advanced.keys().map(|&(si, _)| si))
+            .chain(self.counted.keys().map(|&(si, _)| si))
             .collect();
         recheck.sort_unstable();
         recheck.dedup();
@@ -488,9 +500,13 @@ impl<'a> Batch<'a> {
                         .map(|gi| advanced.get(&(si, gi)).copied())
                         .collect(),
                     samples: groups.clone().map(|gi| samples.remove(&(si, gi))).collect(),
+                    // A range counted after the stream changed is not of
+                    // XINFO's moment: it bounds nothing.
                     counted: groups
                         .clone()
                         .map(|gi| counted.get(&(si, gi)).copied())
+                        .zip(groups.clone())
+                        .map(|(c, gi)| c.filter(|_| !changed.contains(&(si, gi))))
                         .collect(),
                     changed: groups.map(|gi| changed.contains(&(si, gi))).collect(),
                     counter,

@@ -109,6 +109,9 @@ pub struct Checker {
     /// Polls are taken while the workload runs: figures are not of one
     /// quiet moment, so only the bounds are checked.
     pub concurrent: bool,
+    /// In the concurrent mode, each group's unread removals made before the
+    /// current poll began: what its figures cannot miss.
+    pub before_poll: BTreeMap<(String, String), std::collections::BTreeSet<Id>>,
     accounts: BTreeMap<(String, String), Account>,
     names: BTreeMap<(String, String), Name>,
     pub stats: Stats,
@@ -248,6 +251,7 @@ impl Checker {
         Checker {
             kind,
             concurrent,
+            before_poll: BTreeMap::new(),
             accounts: BTreeMap::new(),
             names: BTreeMap::new(),
             stats: Stats::default(),
@@ -587,6 +591,23 @@ impl Checker {
             }
             if !self.concurrent && lost + possible < truth as f64 {
                 return fail(poll, "missed_loss", detail());
+            }
+            if let Some(before) = self.before_poll.get(&id).filter(|_| self.concurrent) {
+                // Removals done before the poll began are in its figures.
+                let floor = before
+                    .iter()
+                    .filter(|id| !acct.before_baseline.contains(id))
+                    .count();
+                if lost + possible < floor as f64 {
+                    return fail(
+                        poll,
+                        "missed_loss",
+                        format!(
+                            "{} ({floor} unread removals before the poll began)",
+                            detail()
+                        ),
+                    );
+                }
             }
             if possible_delta > 0.0 && now[2] <= acct.last[2] {
                 return fail(poll, "possible_without_reason", detail());

@@ -170,8 +170,10 @@ async fn run_concurrent(kind: Server, steps: &[Step]) -> Run {
             Step::Poll => batches.push(Vec::new()),
         }
     }
-    // The setup, then a quiet baseline poll.
-    for op in batches.remove(0) {
+    // The setup, then a quiet baseline poll (its figures and the model's
+    // must be of the same moment), the workload during the polls after it,
+    // and two quiet polls at the end.
+    for op in std::mem::take(&mut batches[0]) {
         d.apply(&op);
     }
     batches.extend([Vec::new(), Vec::new()]);
@@ -182,6 +184,19 @@ async fn run_concurrent(kind: Server, steps: &[Step]) -> Run {
             "-- poll {polls} (with {} operations during it)",
             batch.len()
         ));
+        checker.before_poll = d
+            .model
+            .streams
+            .iter()
+            .flat_map(|(s, st)| {
+                st.groups.iter().map(move |(g, gm)| {
+                    (
+                        (s.clone(), g.clone()),
+                        gm.removed_unread.keys().copied().collect(),
+                    )
+                })
+            })
+            .collect();
         let workload = tokio::task::spawn_blocking(move || {
             for op in &batch {
                 d.apply(op);
