@@ -57,18 +57,16 @@ pub(crate) enum TargetError {
     /// connection is dropped (a late reply must not answer the next
     /// command).
     #[error(
-        "target {target}: {node} did not answer {} within {timeout:?} on an open connection (dropped; the next command connects again)",
-        pipeline(command, *commands)
+        "target {target}: {node} did not answer {commands} within {timeout:?} on an open connection (dropped; the next command connects again)"
     )]
     CommandTimeout {
         /// Target name.
         target: String,
         /// `host:port`.
         node: String,
-        /// First command of the pipeline.
-        command: &'static str,
-        /// Commands in the pipeline.
-        commands: usize,
+        /// The commands of the pipeline, by label (`time, xinfo_stream
+        /// x49, xinfo_groups x49`).
+        commands: String,
         /// The limit.
         timeout: Duration,
     },
@@ -107,12 +105,27 @@ pub(crate) enum TargetError {
     },
 }
 
-/// `xinfo_stream`, or `xinfo_stream and 98 more` for a pipeline.
-fn pipeline(command: &str, commands: usize) -> String {
-    match commands {
-        0 | 1 => command.to_string(),
-        n => format!("{command} and {} more", n - 1),
+/// The commands of a pipeline by label, in the order they first appear,
+/// with how many of each there were: `time, xinfo_stream x49`.
+pub(crate) fn pipeline_labels(labels: impl IntoIterator<Item = &'static str>) -> String {
+    let mut counted: Vec<(&'static str, usize)> = Vec::new();
+    for label in labels {
+        match counted.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, n)) => *n += 1,
+            None => counted.push((label, 1)),
+        }
     }
+    let words: Vec<String> = counted
+        .into_iter()
+        .map(|(l, n)| {
+            if n == 1 {
+                l.to_string()
+            } else {
+                format!("{l} x{n}")
+            }
+        })
+        .collect();
+    words.join(", ")
 }
 
 impl TargetError {
@@ -146,23 +159,29 @@ mod tests {
             connect.to_string(),
             "target t: 10.0.0.1:6379: could not connect within 2s (no answer to CLIENT SETNAME)"
         );
-        let command = |commands| TargetError::CommandTimeout {
+        let command = |labels: &[&'static str]| TargetError::CommandTimeout {
             target: "t".into(),
             node: "10.0.0.1:6379".into(),
-            command: "xinfo_stream",
-            commands,
+            commands: pipeline_labels(labels.iter().copied()),
             timeout: Duration::from_millis(1500),
         };
         assert_eq!(
-            command(1).to_string(),
+            command(&["xinfo_stream"]).to_string(),
             "target t: 10.0.0.1:6379 did not answer xinfo_stream within 1.5s on an open connection (dropped; the next command connects again)"
         );
+        let pipeline = [
+            "time",
+            "xinfo_stream",
+            "xinfo_groups",
+            "xinfo_stream",
+            "xinfo_groups",
+        ];
         assert!(
-            command(99)
+            command(&pipeline)
                 .to_string()
-                .contains("did not answer xinfo_stream and 98 more within")
+                .contains("did not answer time, xinfo_stream x2, xinfo_groups x2 within")
         );
-        assert_eq!(command(3).kind(), ErrorKind::Timeout);
+        assert_eq!(command(&pipeline).kind(), ErrorKind::Timeout);
         assert_eq!(connect.kind(), ErrorKind::Timeout);
     }
 }

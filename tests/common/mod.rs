@@ -10,6 +10,7 @@
 pub mod cluster;
 pub mod daemon;
 pub mod exporter;
+pub mod fake;
 pub mod pki;
 pub mod proxy;
 pub mod stall;
@@ -486,10 +487,13 @@ pub fn read_group(
 
 /// A config for one server, from TOML (the target is prepended).
 pub fn config_for(server: &RedisServer, extra: &str) -> Config {
-    let text = format!(
-        "[[targets]]\nname = \"t\"\nurl = \"{}\"\npatterns = [\"*\"]\n{extra}",
-        server.url()
-    );
+    config_for_url(&server.url(), extra)
+}
+
+/// A config for the server at `url` (a fake one, say), from TOML (the
+/// target is prepended).
+pub fn config_for_url(url: &str, extra: &str) -> Config {
+    let text = format!("[[targets]]\nname = \"t\"\nurl = \"{url}\"\npatterns = [\"*\"]\n{extra}");
     config::from_str("test.toml", &text, &CliOverrides::default()).unwrap_or_else(|e| panic!("{e}"))
 }
 

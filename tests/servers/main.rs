@@ -16,6 +16,7 @@ mod cluster;
 mod core_values;
 mod cost;
 mod fuzz;
+mod hostile;
 mod keyspace_events;
 mod motion;
 mod oracle;

@@ -32,7 +32,7 @@ use redis::Value;
 
 use self::topology::Topology;
 use super::command::Command;
-use super::error::{CommandError, TargetError};
+use super::error::{CommandError, TargetError, pipeline_labels};
 use super::paging::Pages;
 use super::ratelimit::RateLimiter;
 use super::reply;
@@ -323,8 +323,7 @@ impl TargetClient {
         TargetError::CommandTimeout {
             target: self.target.name.clone(),
             node: addr.to_string(),
-            command: cmds.first().map_or("pipeline", Command::label),
-            commands: cmds.len(),
+            commands: pipeline_labels(cmds.iter().map(Command::label)),
             timeout: self.timeout,
         }
     }
