@@ -18,6 +18,8 @@ mod cost;
 mod fuzz;
 mod hostile;
 mod keyspace_events;
+mod long_names;
+mod memory;
 mod motion;
 mod oracle;
 mod read_only;
