@@ -71,9 +71,10 @@ impl Watch {
         .unwrap_or(0.0)
     }
 
-    /// Waits (up to 60 s) until `done` holds, then for `polls` more
-    /// `XINFO GROUPS` (a stream poll each, per stream); the last exposition.
-    async fn until(&self, polls: f64, done: impl Fn(&Metrics) -> bool) -> Metrics {
+    /// Waits (up to 60 s) until `done` holds, then for `polls` more stream
+    /// polls of `streams` streams (one `XINFO GROUPS` each); the last
+    /// exposition.
+    async fn until(&self, polls: f64, streams: f64, done: impl Fn(&Metrics) -> bool) -> Metrics {
         let mut from: Option<f64> = None;
         let mut last = None;
         for _ in 0..1200 {
@@ -81,7 +82,7 @@ impl Watch {
                 if from.is_none() && done(&m) {
                     from = Some(Self::stream_polls(&m));
                 }
-                let enough = from.is_some_and(|f| Self::stream_polls(&m) >= f + polls);
+                let enough = from.is_some_and(|f| Self::stream_polls(&m) >= f + polls * streams);
                 last = Some(m);
                 if enough {
                     return last.unwrap();
@@ -103,9 +104,8 @@ impl Watch {
 
 fn report(case: &str, peak: u64, idle: u64) {
     println!(
-        "MEMORY | {case} | peak {} KiB | idle {idle} KiB | +{} KiB",
-        peak,
-        peak.saturating_sub(idle)
+        "MEMORY | {case} | peak {peak} KiB | idle {idle} KiB | {:+} KiB",
+        peak as i64 - idle as i64
     );
     assert!(
         peak <= idle + ALLOWED_KIB,
@@ -148,7 +148,7 @@ async fn idle(server: &RedisServer) -> u64 {
     xadd_n(&mut c, "small", 3);
     cmd(&mut c, &[b"XGROUP", b"CREATE", b"small", b"g", b"0"]);
     let w = Watch::start(&server.url(), "");
-    w.until(6.0, |m| lag_known(m, "small")).await;
+    w.until(6.0, 1.0, |m| lag_known(m, "small")).await;
     w.peak_kib()
 }
 
@@ -165,7 +165,7 @@ async fn memory_does_not_follow_entries_names_or_hostile_replies() {
     add_big(&mut c, "big", 3, 1, 20 << 20);
     cmd(&mut c, &[b"XGROUP", b"CREATE", b"big", b"g", b"0"]);
     let w = Watch::start(&server.url(), "");
-    let m = w.until(6.0, |m| lag_known(m, "big")).await;
+    let m = w.until(6.0, 1.0, |m| lag_known(m, "big")).await;
     assert_eq!(
         m.get("redis_streams_group_lag", &tsg("big", "g")),
         Some(3.0)
@@ -203,12 +203,12 @@ async fn many_wide_entries_overtaken(server: &RedisServer, idle: u64) {
         read_group(&mut c, s, "g", "c", 20);
     }
     let w = Watch::start(&server.url(), "");
-    w.until(2.0, |m| streams.iter().all(|s| lag_known(m, s)))
+    w.until(2.0, 10.0, |m| streams.iter().all(|s| lag_known(m, s)))
         .await;
     for s in &streams {
         cmd(&mut c, &[b"XTRIM", s.as_bytes(), b"MAXLEN", b"150"]);
     }
-    w.until(2.0, |_| true).await;
+    w.until(2.0, 10.0, |_| true).await;
     for s in &streams {
         assert_eq!(read_group(&mut c, s, "g", "c", 100).len(), 100);
     }
@@ -224,7 +224,9 @@ async fn many_wide_entries_overtaken(server: &RedisServer, idle: u64) {
         )
     };
     let m = w
-        .until(6.0, |m| streams.iter().all(|s| lost(m, s) == Some(30.0)))
+        .until(6.0, 10.0, |m| {
+            streams.iter().all(|s| lost(m, s) == Some(30.0))
+        })
         .await;
     assert!(
         m.value(
@@ -247,7 +249,7 @@ async fn long_key_with_events(server: &RedisServer, idle: u64) {
     xadd_n(&mut c, "small", 3);
     cmd(&mut c, &[b"XGROUP", b"CREATE", b"small", b"g", b"0"]);
     let w = Watch::start(&server.url(), "");
-    w.until(1.0, |m| {
+    w.until(1.0, 1.0, |m| {
         m.get(
             "redis_streams_exporter_keyspace_events_active",
             &[("target", "t")],
@@ -259,12 +261,14 @@ async fn long_key_with_events(server: &RedisServer, idle: u64) {
         xadd_n(&mut c, &key, 1);
     }
     let skipped = |m: &Metrics, kind: &str| {
-        m.value(
+        // Absent until the target's first snapshot is published.
+        m.get(
             "redis_streams_exporter_items_skipped_total",
             &[("target", "t"), ("kind", kind)],
         )
+        .unwrap_or(0.0)
     };
-    w.until(6.0, |m| {
+    w.until(6.0, 1.0, |m| {
         skipped(m, "event") >= 5.0 && skipped(m, "key") >= 1.0
     })
     .await;
@@ -319,13 +323,15 @@ async fn hostile(idle: u64) {
     });
     let w = Watch::start(&server.url(), "");
     let skipped = |m: &Metrics, kind: &str| {
-        m.value(
+        // Absent until the target's first snapshot is published.
+        m.get(
             "redis_streams_exporter_items_skipped_total",
             &[("target", "t"), ("kind", kind)],
         )
+        .unwrap_or(0.0)
     };
     let m = w
-        .until(6.0, |m| {
+        .until(6.0, 1.0, |m| {
             skipped(m, "key") >= 1.0 && skipped(m, "group") >= 1.0
         })
         .await;

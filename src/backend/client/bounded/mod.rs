@@ -33,14 +33,16 @@
 //!   drops the connection, instead of buffering until the timeout.
 //!
 //! The layout: [`stream`] is the wrapper, [`sent`] reads the commands
-//! written, [`replies`] filters the replies read.
+//! written into a [`plan`] per reply, [`replies`] filters the replies read.
 
+mod plan;
 mod replies;
 mod sent;
 mod stream;
 #[cfg(test)]
 mod tests;
 
+use plan::{Plan, Shape};
 pub(crate) use stream::{BoundedReplies, Violation};
 
 /// The longest bulk string kept; longer ones become nulls.
@@ -54,41 +56,3 @@ pub(crate) const LINE_BOUND: usize = 4 * BULK_BOUND;
 /// The deepest nesting of aggregates a reply may have: the exporter's
 /// deepest (`CLUSTER SHARDS`, `CLUSTER SLOTS`) nest four deep.
 pub(crate) const DEPTH_BOUND: usize = 8;
-
-/// What a reply is read as, chosen from the command it answers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Plan {
-    shape: Shape,
-    /// The command, for messages (`XRANGE`, `XINFO STREAM`, ...).
-    command: String,
-    /// The most entries or rows the reply may hold (the command's `COUNT`).
-    limit: Option<u64>,
-}
-
-/// The shapes of replies the wrapper reads differently.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Shape {
-    /// Passed on (long strings aside).
-    Plain,
-    /// `XRANGE`/`XREVRANGE`: an array of entries, each handed on as its ID.
-    Entries,
-    /// `XINFO STREAM`: a field list whose `first-entry` and `last-entry`
-    /// are handed on as their IDs.
-    StreamInfo,
-    /// The extended `XPENDING`: an array of rows, at most `COUNT`, whose
-    /// consumers are handed on as nulls (an empty name, released by
-    /// `XNACK`, as it is).
-    Rows,
-    /// The summary `XPENDING`: its consumers' names alike.
-    Summary,
-}
-
-impl Plan {
-    fn plain(command: String) -> Plan {
-        Plan {
-            shape: Shape::Plain,
-            command,
-            limit: None,
-        }
-    }
-}
