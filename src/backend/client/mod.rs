@@ -4,14 +4,19 @@
 //!
 //! Probes hand it batches of [`Command`]s for a node and get one reply per
 //! command back; it splits batches into pipelines no larger than the rate
-//! limit's burst, waits for tokens, follows `MOVED`/`ASK` redirections, and
-//! drops a connection after a timeout or I/O error so the next call starts
-//! afresh. It never retries a failed round trip on its own: the probe's
-//! schedule is the retry, which keeps the load on a struggling server flat.
+//! limit's burst (nor than [`PIPELINE_ITEMS`] entries or rows of replies),
+//! waits for tokens, follows `MOVED`/`ASK` redirections, checks that each
+//! reply can answer its command, leaves out (and counts) the items whose
+//! names were too long to keep, and drops a connection after a timeout, an
+//! I/O or protocol error or a reply that did not decode, so the next call
+//! starts afresh: a reply left over or missing cannot shift the answers of
+//! later round trips. It never retries a failed round trip on its own: the
+//! probe's schedule is the retry, which keeps the load on a struggling
+//! server flat.
 //!
 //! This file holds the client and its pipelines; each other concern has its
 //! own file: [`connection`] (connect, auth, TLS, timeouts), [`bounded`]
-//! (replies read without long bulk strings), [`topology`]
+//! (replies read within bounds, entries as their IDs), [`topology`]
 //! (which node serves what: cluster slots and routing), [`sentinel`] (the
 //! sentinels' current primary), [`redirect`] (`MOVED`/`ASK`) and [`stats`]
 //! (what the client counted).
@@ -342,7 +347,7 @@ impl TargetClient {
 /// them (the sum of their commands' `COUNT`s; one command alone may ask for
 /// more): what one round trip keeps in memory before it is decoded stays
 /// bounded whatever the batch.
-pub(crate) const PIPELINE_ITEMS: u64 = 10_000;
+const PIPELINE_ITEMS: u64 = 10_000;
 
 /// `cmds` cut into pipelines of at most `size` commands whose replies may
 /// hold at most [`PIPELINE_ITEMS`] entries or rows (at least one command
