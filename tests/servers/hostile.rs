@@ -1,6 +1,7 @@
 //! What a hostile or broken server cannot make the exporter do, against the
 //! scriptable fake server of `common::fake`: keep a 100 MiB string however
-//! its length is written, wait for the timeout on a line that never ends,
+//! its length is written (in a reply or a keyspace event), wait for the
+//! timeout on a line that never ends,
 //! take a reply for the answer to another command once one was added or
 //! did not decode, or say "connect" for a command that timed out on an open
 //! connection.
@@ -254,4 +255,56 @@ async fn timeouts_say_whether_connecting_or_a_command_timed_out() {
         "{error}"
     );
     assert!(!error.contains("connect within"), "{error}");
+}
+
+/// Keyspace events read through the same bounds: a message whose key is
+/// 100 MiB long (its length after 5,000 zeros) is left out and counted, and
+/// the message after it is read on the same subscription.
+#[tokio::test]
+async fn a_keyspace_event_with_a_100_mib_key_is_left_out_and_the_next_read() {
+    let fake = Fake::start(|r: &Request| {
+        if !r.is("PSUBSCRIBE", None) {
+            return Answer::Default;
+        }
+        let pattern = r.args[1].as_bytes().to_vec();
+        let mut head = Vec::new();
+        for (i, p) in r.args[1..].iter().enumerate() {
+            head.extend(fake::array(&[
+                fake::bulk(b"psubscribe"),
+                fake::bulk(p.as_bytes()),
+                fake::int(i as i64 + 1),
+            ]));
+        }
+        let message = |key: &[u8]| {
+            let mut m = b"*4\r\n".to_vec();
+            m.extend(fake::bulk(b"pmessage"));
+            m.extend(fake::bulk(&pattern));
+            m.extend(fake::bulk(b"__keyevent@0__:xdel"));
+            m.extend(fake::bulk(key));
+            m
+        };
+        let whole = message(b"");
+        // The first message, up to its key's length.
+        head.extend_from_slice(&whole[..whole.len() - b"$0\r\n\r\n".len()]);
+        let tail = message(fake::STREAM.as_bytes());
+        huge_string(&head, 5_000, &tail)
+    });
+    let h = Harness::new(config_for_url(&fake.url(), ""));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(h.poller.clone().run(stop.clone()));
+    let read = eventually(std::time::Duration::from_secs(20), || {
+        let m = h.metrics();
+        m.get("redis_streams_exporter_keyspace_events_total", &T) == Some(1.0)
+    })
+    .await;
+    let m = h.metrics();
+    stop.cancel();
+    running.await.unwrap();
+    assert!(read, "{}", m.text);
+    assert_eq!(skipped(&m, "event"), 1.0);
+    assert_eq!(
+        m.get("redis_streams_exporter_keyspace_events_active", &T),
+        Some(1.0)
+    );
+    assert_eq!(errors(&m, "protocol"), 0.0);
 }
