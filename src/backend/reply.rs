@@ -7,10 +7,11 @@
 
 use redis::Value;
 
-use crate::vocab::StreamId;
+use super::command::Command;
 pub use crate::vocab::{
     ConsumerInfo, GroupInfo, Idempotence, PendingEntry, PendingSummary, StreamInfo,
 };
+use crate::vocab::{SkipKind, StreamId};
 
 /// A reply did not have the shape we expect.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -137,7 +138,9 @@ fn id(command: &'static str, field: &str, v: &Value) -> Result<StreamId, DecodeE
         .ok_or_else(|| bad(command, format!("{field} is not a stream ID")))
 }
 
-/// `[id, [field, value, ...]]` or nil → the entry's ID.
+/// An entry, or nil → the entry's ID. The connection hands entries on as
+/// their IDs alone (`client::bounded`); `[id, [field, value, ...]]`, as
+/// Redis sends them, decodes the same.
 fn entry_id(
     command: &'static str,
     field: &str,
@@ -145,6 +148,9 @@ fn entry_id(
 ) -> Result<Option<StreamId>, DecodeError> {
     if is_nil(v) {
         return Ok(None);
+    }
+    if as_bytes(v).is_some() {
+        return id(command, field, v).map(Some);
     }
     let parts = as_array(v).ok_or_else(|| bad(command, format!("{field} is not an entry")))?;
     let first = parts
@@ -297,26 +303,26 @@ pub fn pending_summary(v: &Value) -> Result<PendingSummary, DecodeError> {
     } else {
         Some(id(C, "max id", &parts[2])?)
     };
-    let consumers = match &parts[3] {
-        Value::Nil => Vec::new(),
-        other => as_array(other)
-            .ok_or_else(|| bad(C, "consumer list is not an array"))?
-            .iter()
-            .map(|pair| {
+    // The names are nulls as the connection hands them on (nothing reads
+    // them); each pair's count must still be one.
+    let holders = match &parts[3] {
+        Value::Nil => 0,
+        other => {
+            let pairs = as_array(other).ok_or_else(|| bad(C, "consumer list is not an array"))?;
+            for pair in pairs {
                 let pair = as_array(pair)
                     .filter(|p| p.len() == 2)
                     .ok_or_else(|| bad(C, "consumer entry is not a pair"))?;
-                let name =
-                    as_bytes(&pair[0]).ok_or_else(|| bad(C, "consumer name is not a string"))?;
-                Ok((name.to_vec(), count(C, "consumer count", &pair[1])?))
-            })
-            .collect::<Result<_, DecodeError>>()?,
+                count(C, "consumer count", &pair[1])?;
+            }
+            pairs.len() as u64
+        }
     };
     Ok(PendingSummary {
         count: count(C, "count", &parts[0])?,
         min_id,
         max_id,
-        consumers,
+        holders,
     })
 }
 
@@ -332,11 +338,17 @@ pub fn pending_entries(v: &Value) -> Result<Vec<PendingEntry>, DecodeError> {
             let r = as_array(row)
                 .filter(|r| r.len() >= 4)
                 .ok_or_else(|| bad(C, "row is not [id, consumer, idle, count]"))?;
+            // The holder as the connection hands it on: a null for any
+            // consumer (its name is not kept), empty when released.
+            let released = match &r[1] {
+                Value::Nil => false,
+                v => as_bytes(v)
+                    .ok_or_else(|| bad(C, "consumer is not a string"))?
+                    .is_empty(),
+            };
             Ok(PendingEntry {
                 id: id(C, "id", &r[0])?,
-                consumer: as_bytes(&r[1])
-                    .ok_or_else(|| bad(C, "consumer is not a string"))?
-                    .to_vec(),
+                released,
                 idle_ms: as_int(&r[2])
                     .ok_or_else(|| bad(C, "idle is not an integer"))?
                     .max(0) as u64,
@@ -346,8 +358,8 @@ pub fn pending_entries(v: &Value) -> Result<Vec<PendingEntry>, DecodeError> {
         .collect()
 }
 
-/// Decodes an `XRANGE`/`XREVRANGE` reply into the entry IDs (bodies are not
-/// needed and are dropped).
+/// Decodes an `XRANGE`/`XREVRANGE` reply into the entry IDs (the only part
+/// of an entry the exporter reads; the connection never keeps the rest).
 ///
 /// # Errors
 /// When an entry has no ID.
@@ -423,6 +435,152 @@ pub fn info_fields(v: &Value) -> Result<Vec<(String, String)>, DecodeError> {
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
         .collect())
+}
+
+/// Why `v` cannot be the reply to `cmd`, if it cannot: the wrong type at
+/// the top, or elements of the wrong type. Checked on every reply as it
+/// arrives, before anything reads it, so a reply that answers another
+/// command (a server that skipped or added one) is caught at once and the
+/// connection dropped. An error reply answers any command.
+pub(crate) fn misfit(cmd: &Command, v: &Value) -> Option<String> {
+    let fits = match (cmd, v) {
+        (_, Value::ServerError(_)) => true,
+        (Command::Ping, v) => matches!(v, Value::SimpleString(_) | Value::BulkString(_)),
+        (Command::ClientSetname | Command::Asking | Command::Multi, v) => {
+            matches!(v, Value::Okay)
+        }
+        // `EXEC`'s array holds the queued commands' replies, checked by the
+        // caller that knows them (`nil` when a watched key changed).
+        (Command::Exec, v) => is_nil(v) || as_array(v).is_some(),
+        (Command::InfoServer | Command::InfoMemory, v) => {
+            matches!(v, Value::BulkString(_) | Value::VerbatimString { .. })
+        }
+        (Command::Time, v) => as_array(v).is_some_and(|a| a.len() == 2),
+        (Command::Scan { .. }, v) => {
+            as_array(v).is_some_and(|a| a.len() == 2 && as_array(&a[1]).is_some())
+        }
+        (Command::XinfoStream { .. }, v) => is_field_list(v),
+        (Command::XinfoGroups { .. } | Command::XinfoConsumers { .. }, v) => {
+            as_array(v).is_some_and(|a| a.iter().all(is_field_list))
+        }
+        (Command::XpendingSummary { .. }, v) => {
+            as_array(v).is_some_and(|a| a.len() == 4 && matches!(a[0], Value::Int(_)))
+        }
+        (Command::XpendingRange { .. }, v) => {
+            as_array(v).is_some_and(|a| a.iter().all(|r| as_array(r).is_some()))
+        }
+        (Command::Xrange { .. } | Command::Xrevrange { .. }, v) => as_array(v).is_some_and(|a| {
+            a.iter()
+                .all(|e| as_bytes(e).is_some() || as_array(e).is_some())
+        }),
+        (Command::ClusterShards | Command::ClusterSlots, v) => as_array(v).is_some(),
+        (Command::SentinelMasterAddr { .. }, v) => is_nil(v) || as_array(v).is_some(),
+        // Sent on a subscribed connection, never in a pipeline.
+        (Command::Psubscribe { .. } | Command::Punsubscribe { .. }, _) => true,
+    };
+    (!fits).then(|| {
+        format!(
+            "a reply to {} that cannot answer it ({})",
+            cmd.label(),
+            kind(v)
+        )
+    })
+}
+
+/// Why `values` cannot be the replies to the pipeline `cmds`, if they
+/// cannot (see [`misfit`]). Commands queued between `MULTI` and `EXEC` are
+/// answered `QUEUED` (or refused at once), and `EXEC` with their replies;
+/// after a `MULTI` the server refused, they ran as they came.
+pub(crate) fn pipeline_misfit(cmds: &[Command], values: &[Value]) -> Option<String> {
+    let mut queued: Option<Vec<&Command>> = None;
+    for (cmd, v) in cmds.iter().zip(values) {
+        match (cmd, queued.as_mut()) {
+            (Command::Multi, _) => {
+                if let Some(why) = misfit(cmd, v) {
+                    return Some(why);
+                }
+                queued = matches!(v, Value::Okay).then(Vec::new);
+            }
+            (Command::Exec, Some(_)) => {
+                let inside = queued.take().unwrap_or_default();
+                if let Some(items) = as_array(v) {
+                    if items.len() != inside.len() {
+                        return Some(format!(
+                            "EXEC answered {} replies for {} queued commands",
+                            items.len(),
+                            inside.len()
+                        ));
+                    }
+                    if let Some(why) = inside
+                        .iter()
+                        .zip(items)
+                        .find_map(|(c, item)| misfit(c, item))
+                    {
+                        return Some(why);
+                    }
+                } else if let Some(why) = misfit(cmd, v) {
+                    return Some(why);
+                }
+            }
+            (_, Some(inside)) => {
+                let answered = matches!(v, Value::ServerError(_))
+                    || matches!(v, Value::SimpleString(s) if s == "QUEUED");
+                if !answered {
+                    return Some(format!(
+                        "a reply to {} queued in a transaction that is not QUEUED ({})",
+                        cmd.label(),
+                        kind(v)
+                    ));
+                }
+                inside.push(cmd);
+            }
+            (_, None) => {
+                if let Some(why) = misfit(cmd, v) {
+                    return Some(why);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// A RESP2 field/value array or a RESP3 map.
+fn is_field_list(v: &Value) -> bool {
+    match v {
+        Value::Map(_) => true,
+        Value::Array(a) => a.len() % 2 == 0,
+        _ => false,
+    }
+}
+
+/// Leaves out of the reply to `cmd` the items whose name the connection did
+/// not keep (longer than it keeps: a null in its place, see
+/// `client::bounded`), and says how many of what kind: the groups of
+/// `XINFO GROUPS`, the consumers of `XINFO CONSUMERS` and the keys of
+/// `SCAN`. The other items of the reply stay.
+pub(crate) fn prune(cmd: &Command, v: &mut Value) -> Option<(SkipKind, u64)> {
+    let (kind, list) = match (cmd, v) {
+        (Command::XinfoGroups { .. }, Value::Array(list)) => (SkipKind::Group, list),
+        (Command::XinfoConsumers { .. }, Value::Array(list)) => (SkipKind::Consumer, list),
+        (Command::Scan { .. }, Value::Array(parts)) if parts.len() == 2 => match &mut parts[1] {
+            Value::Array(keys) => {
+                let before = keys.len();
+                keys.retain(|k| !is_nil(k));
+                return skipped(SkipKind::Key, before - keys.len());
+            }
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let before = list.len();
+    list.retain(|item| {
+        !fields("", item).is_ok_and(|f| f.iter().any(|(k, v)| *k == b"name" && is_nil(v)))
+    });
+    skipped(kind, before - list.len())
+}
+
+fn skipped(kind: SkipKind, n: usize) -> Option<(SkipKind, u64)> {
+    (n > 0).then_some((kind, n as u64))
 }
 
 #[cfg(test)]

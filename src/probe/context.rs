@@ -102,11 +102,14 @@ pub(crate) enum ProbeError {
 
 impl ProbeError {
     /// True when the target itself is unreachable (so its data is dropped).
+    /// A reply that broke the protocol is not: the server answers, what it
+    /// says cannot be read, and the probe fails saying so.
     pub fn target_down(&self) -> bool {
         matches!(
             self,
             ProbeError::Target(
-                TargetError::Timeout { .. }
+                TargetError::ConnectTimeout { .. }
+                    | TargetError::CommandTimeout { .. }
                     | TargetError::Connection { .. }
                     | TargetError::Topology { .. }
             )
@@ -130,8 +133,11 @@ pub struct Problems {
 
 impl Problems {
     /// Records a reply that could not be decoded (counted as `protocol`).
+    /// The target's connections are not used again: the replies on them
+    /// may no longer answer the commands they are taken for.
     pub fn add(&mut self, ctx: &ProbeContext, problem: impl std::fmt::Display) {
         ctx.count_error(ErrorKind::Protocol);
+        ctx.client.distrust_connections();
         self.decode_count += 1;
         if self.first_decode.is_none() {
             self.first_decode = Some(problem.to_string());

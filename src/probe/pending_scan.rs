@@ -79,7 +79,7 @@ impl Accumulator {
             self.entries += 1;
             // Entries released by XNACK (8.8+) have no owner and no delivery
             // time; their idle is meaningless.
-            if !e.consumer.is_empty() {
+            if !e.released {
                 self.max_idle_ms = Some(self.max_idle_ms.map_or(e.idle_ms, |m| m.max(e.idle_ms)));
             }
             let idle_s = e.idle_ms as f64 / 1000.0;
@@ -601,7 +601,7 @@ mod tests {
     fn e(ms: u64, idle_ms: u64, deliveries: u64) -> PendingEntry {
         PendingEntry {
             id: StreamId::new(ms, 0),
-            consumer: b"c".to_vec(),
+            released: false,
             idle_ms,
             deliveries,
         }

@@ -88,8 +88,9 @@ pub struct PendingSummary {
     pub min_id: Option<StreamId>,
     /// Largest pending ID.
     pub max_id: Option<StreamId>,
-    /// Pending count per consumer that holds any.
-    pub consumers: Vec<(Vec<u8>, u64)>,
+    /// Consumers holding entries (their names are not kept: nothing reads
+    /// them).
+    pub holders: u64,
 }
 
 /// One row of the extended `XPENDING key group start end count`.
@@ -97,8 +98,10 @@ pub struct PendingSummary {
 pub struct PendingEntry {
     /// Entry ID.
     pub id: StreamId,
-    /// Owning consumer; empty for entries released by XNACK (Redis 8.8+).
-    pub consumer: Vec<u8>,
+    /// Released by XNACK (Redis 8.8+): no consumer holds it, and its idle
+    /// time means nothing. (The holder's name is not kept: nothing reads
+    /// it.)
+    pub released: bool,
     /// Milliseconds since last delivery.
     pub idle_ms: u64,
     /// Times delivered.

@@ -1,5 +1,5 @@
-//! What a target's client counted (commands, errors, waits, page sizes,
-//! keyspace events), copied into every snapshot.
+//! What a target's client counted (commands, errors, skipped items, waits,
+//! page sizes, keyspace events), copied into every snapshot.
 
 use std::collections::BTreeMap;
 
@@ -10,6 +10,9 @@ pub struct StatsSnapshot {
     pub commands: BTreeMap<&'static str, u64>,
     /// Errors, by kind label.
     pub errors: BTreeMap<&'static str, u64>,
+    /// Items replies left out (their names too long to keep), by kind
+    /// label.
+    pub skipped: BTreeMap<&'static str, u64>,
     /// Seconds spent waiting on rate limits.
     pub rate_limited_seconds: f64,
     /// PEL entries read by the scan.

@@ -10,6 +10,7 @@
 pub mod cluster;
 pub mod daemon;
 pub mod exporter;
+pub mod fake;
 pub mod pki;
 pub mod proxy;
 pub mod stall;
@@ -34,8 +35,11 @@ use redis_streams_exporter::snapshot::SnapshotStore;
 /// The servers the suite runs against: the oldest supported, the old and new lag arithmetic, Valkey.
 ///
 /// Tests never assume one server's behaviour: they ask the capability
-/// methods below. Each claim was measured on the binaries the suite runs
-/// (Redis 6.2.14, 7.0.15, 8.6.3, Valkey 9.1.2) and is re-checked on every
+/// methods below. Which commands a server has ([`Server::capabilities`]) is
+/// asked of the server itself, never read off its version, so a release
+/// that adds one (Valkey 9.2 adds `XDELEX` and `XACKDEL`) is used, not
+/// refused. The other claims were measured on the binaries the suite runs
+/// (Redis 6.2.14, 7.0.15, 8.6.3, Valkey 9.1.2); all are re-checked on every
 /// run by `tests/servers/server_capabilities.rs`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Server {
@@ -156,22 +160,17 @@ impl Server {
         matches!(self, Server::Redis70 | Server::Valkey9)
     }
 
-    /// True for servers with `XDELEX` and `XACKDEL` (Redis 8.2+). Measured
-    /// with `COMMAND INFO`: 8.6.3 has both; 6.2.14, 7.0.15 and Valkey 9.1.2
-    /// neither (Valkey adds them in 9.2).
-    pub fn has_xdelex(self) -> bool {
-        self == Server::Redis8
-    }
-
-    /// True for servers with idempotent producers (Redis 8.6+): `XCFGSET`,
-    /// `XADD ... IDMP pid iid` and `IDMPAUTO pid`, and the XINFO STREAM
-    /// fields `idmp-duration`, `idmp-maxsize`, `pids-tracked`,
-    /// `iids-tracked`, `iids-added`, `iids-duplicates`. Measured: 8.6.3 has
-    /// them, and reports those fields on every stream (defaults 100 and 100,
-    /// counters 0), configured or not; the others know neither command nor
-    /// fields.
-    pub fn has_idmp(self) -> bool {
-        self == Server::Redis8
+    /// The commands this kind's binary has, asked once per test binary of
+    /// a server started for the purpose (see [`Capabilities`]).
+    pub fn capabilities(self) -> Capabilities {
+        static KNOWN: std::sync::Mutex<Vec<(Server, Capabilities)>> =
+            std::sync::Mutex::new(Vec::new());
+        if let Some((_, caps)) = KNOWN.lock().unwrap().iter().find(|(k, _)| *k == self) {
+            return *caps;
+        }
+        let caps = Capabilities::of(&RedisServer::start(self));
+        KNOWN.lock().unwrap().push((self, caps));
+        caps
     }
 
     /// True for servers with `CLUSTER SHARDS` (7.0+); 6.2 has only
@@ -184,6 +183,67 @@ impl Server {
     /// `%R~*` (7.0+); 6.2 knows only `~*`.
     pub fn has_acl_key_permissions(self) -> bool {
         self != Server::Redis62
+    }
+}
+
+/// The stream commands a server has that not every supported one does,
+/// asked of the server: `COMMAND INFO` for a command, the command itself
+/// tried for an option. Measured on the binaries of the suite: Redis 8.6.3
+/// has them all; 6.2.14, 7.0.15 and Valkey 9.1.2 none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// `XDELEX` (Redis 8.2; Valkey 9.2).
+    pub xdelex: bool,
+    /// `XACKDEL` (Redis 8.2; Valkey 9.2).
+    pub xackdel: bool,
+    /// Idempotent producers (Redis 8.6): `XCFGSET`, `XADD ... IDMP pid iid`,
+    /// and the XINFO STREAM fields `idmp-duration`, `idmp-maxsize`,
+    /// `pids-tracked`, `iids-tracked`, `iids-added`, `iids-duplicates`
+    /// (8.6.3 reports them on every stream, configured or not: defaults 100
+    /// and 100, counters 0). Known by `XCFGSET`.
+    pub idmp: bool,
+    /// `XREADGROUP ... CLAIM min-idle-time` (Redis 8.4).
+    pub xreadgroup_claim: bool,
+    /// `XTRIM` and `XADD` take `KEEPREF`, `DELREF` or `ACKED` (Redis 8.2).
+    pub trim_refs: bool,
+}
+
+impl Capabilities {
+    /// Asks `server`.
+    pub fn of(server: &RedisServer) -> Capabilities {
+        let knows = |name: &str| match server.cmd(&["COMMAND", "INFO", name]) {
+            redis::Value::Array(items) => items.first().is_some_and(|i| *i != redis::Value::Nil),
+            other => panic!("COMMAND INFO {name}: {other:?}"),
+        };
+        // Options are parsed before the group is looked up: a server that
+        // knows CLAIM says the group does not exist, one that does not
+        // refuses the syntax. Nothing is created either way.
+        let claim: redis::RedisResult<redis::Value> = redis::cmd("XREADGROUP")
+            .arg(&["GROUP", "no-such-group", "c", "COUNT", "1", "CLAIM", "0"])
+            .arg(&["STREAMS", "no-such-stream", ">"])
+            .query(&mut server.conn());
+        let xreadgroup_claim = match claim {
+            Err(e) if e.code() == Some("NOGROUP") => true,
+            Err(e) if e.to_string().to_lowercase().contains("syntax") => false,
+            other => panic!("{:?}: XREADGROUP ... CLAIM answered {other:?}", server.kind),
+        };
+        // XTRIM of a key that does not exist removes nothing, once its
+        // options are read.
+        let trim: redis::RedisResult<redis::Value> = redis::cmd("XTRIM")
+            .arg(&["no-such-stream", "MAXLEN", "0", "KEEPREF"])
+            .query(&mut server.conn());
+        let trim_refs = match trim {
+            Ok(_) => true,
+            Err(e) if e.to_string().to_lowercase().contains("syntax") => false,
+            other => panic!("{:?}: XTRIM ... KEEPREF answered {other:?}", server.kind),
+        };
+        Capabilities {
+            xdelex: knows("xdelex"),
+            xackdel: knows("xackdel"),
+            idmp: knows("xcfgset"),
+            xreadgroup_claim,
+            trim_refs,
+        }
     }
 }
 
@@ -486,10 +546,13 @@ pub fn read_group(
 
 /// A config for one server, from TOML (the target is prepended).
 pub fn config_for(server: &RedisServer, extra: &str) -> Config {
-    let text = format!(
-        "[[targets]]\nname = \"t\"\nurl = \"{}\"\npatterns = [\"*\"]\n{extra}",
-        server.url()
-    );
+    config_for_url(&server.url(), extra)
+}
+
+/// A config for the server at `url` (a fake one, say), from TOML (the
+/// target is prepended).
+pub fn config_for_url(url: &str, extra: &str) -> Config {
+    let text = format!("[[targets]]\nname = \"t\"\nurl = \"{url}\"\npatterns = [\"*\"]\n{extra}");
     config::from_str("test.toml", &text, &CliOverrides::default()).unwrap_or_else(|e| panic!("{e}"))
 }
 

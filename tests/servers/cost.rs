@@ -16,7 +16,6 @@
 use crate::common;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use common::*;
 use redis_streams_exporter::probe::ProbeKind;
@@ -251,98 +250,6 @@ async fn each_kind_of_group_costs_what_it_shows(kind: Server) {
 }
 
 per_server!(each_kind_of_group_costs_what_it_shows);
-
-/// The exporter process's peak resident memory (`VmHWM`), in KiB.
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().strip_suffix("kB"))
-        .map(|v| v.trim().parse().unwrap())
-        .expect("VmHWM in /proc/<pid>/status")
-}
-
-/// The exporter's peak memory after four stream polls (and one run of every
-/// other probe) of five streams whose only entry has a body of
-/// `body_bytes`, undelivered to a group (so the stream poll reads it with
-/// `XRANGE` as well as in `XINFO STREAM`'s first and last entries).
-async fn peak_with_bodies(server: &RedisServer, body_bytes: usize) -> u64 {
-    let mut c = server.conn();
-    cmd(&mut c, &["FLUSHALL"]);
-    let body = vec![b'x'; body_bytes];
-    for i in 0..5 {
-        let key = format!("big{i}");
-        let _: String = redis::cmd("XADD")
-            .arg(&key)
-            .arg("*")
-            .arg("body")
-            .arg(&body)
-            .query(&mut c)
-            .unwrap();
-        cmd(&mut c, &["XGROUP", "CREATE", &key, "g", "0"]);
-    }
-    drop(body);
-    let dir = tempfile::tempdir().unwrap();
-    let exporter = common::exporter::Exporter::with_config(
-        dir.path(),
-        &format!(
-            "[[targets]]\nname = \"t\"\nurl = \"{}\"\npatterns = [\"big*\"]\n[schedule]\nstream = \"500ms\"\n",
-            server.url()
-        ),
-    )
-    .start();
-    let port = exporter.port;
-    let url = format!("http://127.0.0.1:{port}/metrics");
-    let client = reqwest::Client::new();
-    let mut stream_commands = 0.0;
-    for _ in 0..1200 {
-        if let Ok(r) = client.get(&url).send().await {
-            let m = Metrics::parse(&r.text().await.unwrap());
-            stream_commands = m
-                .get(
-                    "redis_streams_exporter_redis_commands_total",
-                    &[("target", "t"), ("command", "xinfo_stream")],
-                )
-                .unwrap_or(0.0);
-            let lag_known = (0..5).all(|i| {
-                m.get(
-                    "redis_streams_group_lag_seconds",
-                    &tsg(&format!("big{i}"), "g"),
-                )
-                .is_some()
-            });
-            if stream_commands >= 20.0 && lag_known {
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let peak = peak_rss_kib(exporter.child.id());
-    drop(exporter);
-    assert!(
-        stream_commands >= 20.0,
-        "four stream polls of five streams: {stream_commands} XINFO STREAM"
-    );
-    peak
-}
-
-/// Entries of 20 MiB cost the exporter no more memory than small ones: their
-/// bodies are dropped as they arrive (`XINFO STREAM`'s first and last
-/// entries, `XRANGE`'s entries), never buffered.
-#[tokio::test]
-async fn large_entries_cost_the_exporter_no_memory() {
-    let server = RedisServer::start(Server::Redis70);
-    let small = peak_with_bodies(&server, 20).await;
-    let large = peak_with_bodies(&server, 20 << 20).await;
-    println!(
-        "COST | peak RSS of the exporter | 5 streams, 20 B entries: {small} KiB | 20 MiB entries: {large} KiB"
-    );
-    assert!(
-        large <= small + 4 * 1024,
-        "peak RSS {large} KiB with 20 MiB entries, {small} KiB with small ones"
-    );
-}
 
 fn needed(m: &Metrics, probe: &str) -> f64 {
     m.value(

@@ -1,7 +1,9 @@
 //! The capability claims of `common::Server`, which the other tests use to
 //! choose their per-server expectations, checked on each real server: if a
 //! binary changes (a Debian point release, a newer wheel), this fails first
-//! and says which claim no longer holds.
+//! and says which claim no longer holds. Which commands a server has is not
+//! a claim but asked of the server (`common::Capabilities`): here it is
+//! checked against what the commands do, and printed.
 
 use crate::common;
 
@@ -116,21 +118,38 @@ fn capabilities(kind: Server) {
         assert!(!kind.old_lag_algorithm(), "{kind:?} reports no lag at all");
     }
 
-    // Redis 8 commands and fields.
+    // The stream commands that not every server has, as the tests ask for
+    // them (common::Capabilities, asked of the server): each claim agrees
+    // with what the command does.
+    let caps = Capabilities::of(&server);
+    println!("CAPABILITIES | {kind:?} {} | {caps:?}", kind.version());
+    assert_eq!(caps, kind.capabilities(), "{kind:?}: asked twice");
+    let refused = |args: &[&str]| -> Option<String> {
+        let mut cmd = redis::cmd(args[0]);
+        cmd.arg(&args[1..]);
+        cmd.query::<redis::Value>(&mut server.conn())
+            .err()
+            .map(|e| e.to_string().to_lowercase())
+    };
+    let unknown = |e: Option<String>| e.is_some_and(|e| e.contains("unknown command"));
+    // Entries 3 and 4 were trimmed: the commands, where they exist, answer
+    // -1 for each and change nothing.
+    let xdelex = refused(&["XDELEX", "s", "IDS", "1", "3-0"]);
+    assert_eq!(caps.xdelex, xdelex.is_none(), "{kind:?} XDELEX: {xdelex:?}");
+    assert!(caps.xdelex || unknown(xdelex), "{kind:?}");
+    let xackdel = refused(&["XACKDEL", "s", "g", "IDS", "1", "4-0"]);
     assert_eq!(
-        knows(&server, "xdelex"),
-        kind.has_xdelex(),
-        "{kind:?} XDELEX"
+        caps.xackdel,
+        xackdel.is_none(),
+        "{kind:?} XACKDEL: {xackdel:?}"
     );
+    assert!(caps.xackdel || unknown(xackdel), "{kind:?}");
+    assert_eq!(knows(&server, "xcfgset"), caps.idmp, "{kind:?} XCFGSET");
+    let trim = refused(&["XTRIM", "s", "MAXLEN", "100", "KEEPREF"]);
     assert_eq!(
-        knows(&server, "xackdel"),
-        kind.has_xdelex(),
-        "{kind:?} XACKDEL"
-    );
-    assert_eq!(
-        knows(&server, "xcfgset"),
-        kind.has_idmp(),
-        "{kind:?} XCFGSET"
+        caps.trim_refs,
+        trim.is_none(),
+        "{kind:?} XTRIM KEEPREF: {trim:?}"
     );
     for f in [
         "idmp-duration",
@@ -142,11 +161,11 @@ fn capabilities(kind: Server) {
     ] {
         assert_eq!(
             stream.contains_key(f),
-            kind.has_idmp(),
+            caps.idmp,
             "{kind:?} {f} on a stream without XCFGSET: {stream:?}"
         );
     }
-    if kind.has_idmp() {
+    if caps.idmp {
         let a = text(&server.cmd(&["XADD", "idmp", "IDMP", "p", "i1", "*", "f", "v"]));
         let b = text(&server.cmd(&["XADD", "idmp", "IDMP", "p", "i1", "*", "f", "v"]));
         assert_eq!(a, b, "a duplicate IDMP add returns the first entry's ID");
@@ -155,6 +174,35 @@ fn capabilities(kind: Server) {
         assert_eq!(idmp["pids-tracked"], "1", "{idmp:?}");
         assert_eq!(idmp["iids-added"], "1", "{idmp:?}");
         assert_eq!(idmp["iids-duplicates"], "1", "{idmp:?}");
+    }
+    // CLAIM: another consumer takes the entries idle for 0 ms first.
+    server.cmd(&["XADD", "claims", "1-0", "f", "v"]);
+    server.cmd(&["XGROUP", "CREATE", "claims", "g", "0"]);
+    server.cmd(&[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "a",
+        "COUNT",
+        "1",
+        "STREAMS",
+        "claims",
+        ">",
+    ]);
+    let claim = redis::cmd("XREADGROUP")
+        .arg(&[
+            "GROUP", "g", "b", "COUNT", "1", "CLAIM", "0", "STREAMS", "claims", ">",
+        ])
+        .query::<redis::Value>(&mut server.conn());
+    assert_eq!(
+        caps.xreadgroup_claim,
+        claim.is_ok(),
+        "{kind:?} CLAIM: {claim:?}"
+    );
+    if caps.xreadgroup_claim {
+        let owner = fields(&first(server.cmd(&["XINFO", "CONSUMERS", "claims", "g"])));
+        assert_eq!(owner["name"], "a", "{kind:?}");
+        assert_eq!(owner["pending"], "0", "{kind:?}: b claimed a's entry");
     }
 
     // Cluster discovery and ACL key permissions.

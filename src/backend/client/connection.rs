@@ -1,8 +1,9 @@
 //! Connections: one slot per node, opened lazily with the target's
 //! credentials and database, over TLS for `rediss://`, read through the
 //! bounded-replies filter ([`super::bounded`]), within one deadline for
-//! connecting and naming the connection; and what a failure to connect
-//! means (auth, TLS, timeout).
+//! connecting and naming the connection; dropped when they can no longer be
+//! trusted (a timeout, an I/O or protocol error, a reply that did not
+//! decode); and what a failure to connect means (auth, TLS, timeout).
 
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use redis::{AsyncConnectionConfig, RedisConnectionInfo, Value};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::bounded::BoundedReplies;
+use super::bounded::{BoundedReplies, Violation};
 use super::{NodeAddr, TargetClient};
 use crate::backend::command::Command;
 use crate::backend::error::TargetError;
@@ -33,6 +34,11 @@ pub(super) struct Node {
 #[derive(Clone, Debug)]
 pub(super) struct Conn {
     pub(super) inner: MultiplexedConnection,
+    /// What broke the protocol, once something did.
+    pub(super) violation: Violation,
+    /// The client's trust epoch when it was opened (see
+    /// [`TargetClient::distrust_connections`]).
+    epoch: u64,
     _driver: Arc<AbortOnDrop>,
 }
 
@@ -97,12 +103,7 @@ impl TargetClient {
             };
         }
         if e.is_timeout() {
-            return TargetError::Timeout {
-                target: self.target.name.clone(),
-                node: addr.to_string(),
-                command: "connect",
-                timeout: self.timeout,
-            };
+            return self.connect_timeout(addr, "opening the connection");
         }
         TargetError::Connection {
             target: self.target.name.clone(),
@@ -112,14 +113,39 @@ impl TargetClient {
         }
     }
 
+    /// Connecting to `addr` timed out waiting for `step`.
+    pub(super) fn connect_timeout(&self, addr: &NodeAddr, step: &'static str) -> TargetError {
+        TargetError::ConnectTimeout {
+            target: self.target.name.clone(),
+            node: addr.to_string(),
+            step,
+            timeout: self.timeout,
+        }
+    }
+
     pub(super) async fn drop_connection(&self, node: &Node) {
         *node.conn.lock().await = None;
     }
 
+    /// Every open connection of the target is dropped before its next use: a
+    /// reply did not decode, so the replies on its connection may no longer
+    /// answer the commands they are taken for (a server that skipped or
+    /// added one would shift every later reply). Which node's it was is not
+    /// known where replies are decoded, so all go; each reconnects when next
+    /// asked.
+    pub(crate) fn distrust_connections(&self) {
+        self.epoch
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub(super) async fn connection(&self, node: &Node) -> Result<Conn, TargetError> {
         let mut slot = node.conn.lock().await;
+        let epoch = self.epoch.load(std::sync::atomic::Ordering::Relaxed);
         if let Some(conn) = slot.as_ref() {
-            return Ok(conn.clone());
+            if conn.epoch == epoch {
+                return Ok(conn.clone());
+            }
+            *slot = None;
         }
         let conn = self
             .connect(&node.addr, data_settings(&self.target))
@@ -157,19 +183,21 @@ impl TargetClient {
         // One deadline for connecting and naming the connection together, so
         // a server that accepts but never answers costs one timeout, not two.
         let deadline = Instant::now() + self.timeout;
+        let epoch = self.epoch.load(std::sync::atomic::Ordering::Relaxed);
         let opened = async {
             // Every stream is read through the bounded-replies filter, so a
             // TLS stream and a plain one are both handed to the crate here.
-            let (inner, driver) = match &self.tls {
+            let (inner, violation, driver) = match &self.tls {
                 Some(tls) => {
                     let stream = tls
                         .connect(&host, port)
                         .await
                         .map_err(redis::RedisError::from)?;
                     let stream = BoundedReplies::new(stream);
+                    let violation = stream.violation();
                     let (inner, driver) =
                         MultiplexedConnection::new_with_config(&settings, stream, config).await?;
-                    (inner, tokio::spawn(driver).abort_handle())
+                    (inner, violation, tokio::spawn(driver).abort_handle())
                 }
                 None => {
                     let stream = TcpStream::connect((host.as_str(), port))
@@ -179,13 +207,16 @@ impl TargetClient {
                     // from Nagle.
                     let _ = stream.set_nodelay(true);
                     let stream = BoundedReplies::new(stream);
+                    let violation = stream.violation();
                     let (inner, driver) =
                         MultiplexedConnection::new_with_config(&settings, stream, config).await?;
-                    (inner, tokio::spawn(driver).abort_handle())
+                    (inner, violation, tokio::spawn(driver).abort_handle())
                 }
             };
             Ok::<_, redis::RedisError>(Conn {
                 inner,
+                violation,
+                epoch,
                 _driver: Arc::new(AbortOnDrop(driver)),
             })
         };
@@ -193,12 +224,7 @@ impl TargetClient {
         let mut conn = match result {
             Err(_) => {
                 self.stats.error(ErrorKind::Timeout);
-                return Err(TargetError::Timeout {
-                    target: self.target.name.clone(),
-                    node: addr.to_string(),
-                    command: "connect",
-                    timeout: self.timeout,
-                });
+                return Err(self.connect_timeout(addr, "opening the connection"));
             }
             Ok(Err(e)) => {
                 let err = self.connection_error(addr, &e);
@@ -229,19 +255,14 @@ impl TargetClient {
                 e.details().unwrap_or_default(),
             )),
             Ok(Err(e)) if e.code() == Some("NOPERM") => self.stats.error(ErrorKind::NoPerm),
-            Ok(Err(e)) => {
+            Ok(Err(e)) if !e.is_timeout() => {
                 let err = self.connection_error(addr, &e);
                 self.stats.error(err.kind());
                 return Err(err);
             }
-            Err(_) => {
+            Ok(Err(_)) | Err(_) => {
                 self.stats.error(ErrorKind::Timeout);
-                return Err(TargetError::Timeout {
-                    target: self.target.name.clone(),
-                    node: addr.to_string(),
-                    command: "client_setname",
-                    timeout: self.timeout,
-                });
+                return Err(self.connect_timeout(addr, "CLIENT SETNAME"));
             }
             Ok(Ok(_)) => {}
         }

@@ -4,14 +4,19 @@
 //!
 //! Probes hand it batches of [`Command`]s for a node and get one reply per
 //! command back; it splits batches into pipelines no larger than the rate
-//! limit's burst, waits for tokens, follows `MOVED`/`ASK` redirections, and
-//! drops a connection after a timeout or I/O error so the next call starts
-//! afresh. It never retries a failed round trip on its own: the probe's
-//! schedule is the retry, which keeps the load on a struggling server flat.
+//! limit's burst (nor than [`PIPELINE_ITEMS`] entries or rows of replies),
+//! waits for tokens, follows `MOVED`/`ASK` redirections, checks that each
+//! reply can answer its command, leaves out (and counts) the items whose
+//! names were too long to keep, and drops a connection after a timeout, an
+//! I/O or protocol error or a reply that did not decode, so the next call
+//! starts afresh: a reply left over or missing cannot shift the answers of
+//! later round trips. It never retries a failed round trip on its own: the
+//! probe's schedule is the retry, which keeps the load on a struggling
+//! server flat.
 //!
 //! This file holds the client and its pipelines; each other concern has its
 //! own file: [`connection`] (connect, auth, TLS, timeouts), [`bounded`]
-//! (replies read without long bulk strings), [`topology`]
+//! (replies read within bounds, entries as their IDs), [`topology`]
 //! (which node serves what: cluster slots and routing), [`sentinel`] (the
 //! sentinels' current primary), [`redirect`] (`MOVED`/`ASK`) and [`stats`]
 //! (what the client counted).
@@ -24,7 +29,7 @@ mod stats;
 mod subscriber;
 mod topology;
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,12 +37,13 @@ use redis::Value;
 
 use self::topology::Topology;
 use super::command::Command;
-use super::error::{CommandError, TargetError};
+use super::error::{CommandError, TargetError, pipeline_labels};
 use super::paging::Pages;
 use super::ratelimit::RateLimiter;
+use super::reply;
 use super::tls::TlsSetup;
 use crate::config::{Limits, Target};
-use crate::vocab::{ErrorKind, StatsSnapshot};
+use crate::vocab::StatsSnapshot;
 
 pub(crate) use self::stats::ClientStats;
 pub(crate) use self::subscriber::KeyEvent;
@@ -70,6 +76,9 @@ pub struct TargetClient {
     /// `MULTI` was refused (`NOPERM`): reads that want one moment go
     /// without a transaction.
     no_transactions: AtomicBool,
+    /// Raised when a reply did not decode: connections opened before are
+    /// not used again (see [`TargetClient::distrust_connections`]).
+    epoch: AtomicU64,
 }
 
 /// Why a client could not be built: its TLS settings are unusable.
@@ -122,6 +131,7 @@ impl TargetClient {
             slots_only: AtomicBool::new(false),
             no_transactions: AtomicBool::new(false),
             pages: Mutex::new(Pages::new(limits, target.scan_count)),
+            epoch: AtomicU64::new(0),
             target,
         })
     }
@@ -173,8 +183,9 @@ impl TargetClient {
     }
 
     /// Sends `cmds` to `node` and returns one reply per command, in order.
-    /// Batches larger than the pipeline size are split; every command waits
-    /// for its token first.
+    /// Batches are split into pipelines of at most the pipeline size whose
+    /// replies may hold at most [`PIPELINE_ITEMS`] entries or rows between
+    /// them; every command waits for its token first.
     ///
     /// # Errors
     /// A [`TargetError`] when the node cannot be reached or does not answer in
@@ -185,7 +196,7 @@ impl TargetClient {
         cmds: &[Command],
     ) -> Result<Vec<Reply>, TargetError> {
         let mut replies = Vec::with_capacity(cmds.len());
-        for chunk in cmds.chunks(self.pipeline_size) {
+        for chunk in pipelines(cmds, self.pipeline_size) {
             self.commands.acquire(chunk.len()).await;
             self.send_paid(node, chunk, &mut replies).await?;
         }
@@ -233,7 +244,8 @@ impl TargetClient {
         let mut heads = Vec::with_capacity(head.len());
         for cmd in head {
             let value = raw.next().unwrap_or(Value::Nil);
-            heads.push(self.settle(node, cmd, value).await?);
+            let reply = self.settle(node, cmd, value).await?;
+            heads.push(self.pruned(cmd, reply));
         }
         let mut groups = Vec::with_capacity(atomic.len());
         let mut again: Vec<usize> = Vec::new();
@@ -242,7 +254,8 @@ impl TargetClient {
                 let mut replies = Vec::with_capacity(group.len());
                 for cmd in group {
                     let value = raw.next().unwrap_or(Value::Nil);
-                    replies.push(self.settle(node, cmd, value).await?);
+                    let reply = self.settle(node, cmd, value).await?;
+                    replies.push(self.pruned(cmd, reply));
                 }
                 groups.push((replies, false));
                 continue;
@@ -267,7 +280,7 @@ impl TargetClient {
                         .zip(items)
                         .map(|(cmd, v)| match v {
                             Value::ServerError(e) => Err(self.refusal(cmd, &e)),
-                            v => Ok(v),
+                            v => self.pruned(cmd, Ok(v)),
                         })
                         .collect();
                     groups.push((replies, true));
@@ -296,9 +309,21 @@ impl TargetClient {
     ) -> Result<(), TargetError> {
         let raw = self.round_trip(node, cmds, false).await?;
         for (cmd, value) in cmds.iter().zip(raw) {
-            replies.push(self.settle(node, cmd, value).await?);
+            let reply = self.settle(node, cmd, value).await?;
+            replies.push(self.pruned(cmd, reply));
         }
         Ok(())
+    }
+
+    /// `reply` without the items whose names were too long to keep
+    /// (counted as skipped).
+    fn pruned(&self, cmd: &Command, mut reply: Reply) -> Reply {
+        if let Ok(value) = &mut reply
+            && let Some((kind, n)) = reply::prune(cmd, value)
+        {
+            self.stats.skipped(kind, n);
+        }
+        reply
     }
 
     /// A chain of commands to `node` where each needs the previous reply
@@ -339,7 +364,6 @@ impl TargetClient {
             pipe.add_command(cmd.to_cmd());
             self.stats.command(cmd.label());
         }
-        let first = cmds.first().map_or("pipeline", Command::label);
         let sent = tokio::time::Instant::now();
         let result = tokio::time::timeout(
             self.timeout,
@@ -350,44 +374,94 @@ impl TargetClient {
             self.pages()
                 .observe(cmds, sent.elapsed(), tokio::time::Instant::now());
         }
-        self.set_reachable(matches!(result, Ok(Ok(_))));
+        // A reply that broke the protocol still came from a server that
+        // answers: the probes fail, the target stays up.
+        let violation = conn.violation.get().map(str::to_string);
+        self.set_reachable(matches!(result, Ok(Ok(_))) || violation.is_some());
         if !matches!(result, Ok(Ok(_))) {
             self.topology_suspect();
         }
-        match result {
-            Err(_) => {
-                self.drop_connection(&node).await;
-                self.stats.error(ErrorKind::Timeout);
-                Err(TargetError::Timeout {
-                    target: self.target.name.clone(),
-                    node: addr.to_string(),
-                    command: first,
-                    timeout: self.timeout,
-                })
+        let err = match result {
+            Ok(Ok(values)) if values.len() == cmds.len() => {
+                match reply::pipeline_misfit(cmds, &values) {
+                    None => return Ok(values),
+                    Some(detail) => self.protocol_error(addr, detail),
+                }
             }
-            Ok(Err(e)) => {
-                self.drop_connection(&node).await;
-                let err = self.connection_error(addr, &e);
-                self.stats.error(err.kind());
-                Err(err)
+            Ok(Ok(values)) => self.protocol_error(
+                addr,
+                format!(
+                    "a pipeline of {} commands got {} replies",
+                    cmds.len(),
+                    values.len()
+                ),
+            ),
+            Ok(Err(_)) if violation.is_some() => {
+                self.protocol_error(addr, violation.unwrap_or_default())
             }
-            Ok(Ok(values)) if values.len() == cmds.len() => Ok(values),
-            Ok(Ok(values)) => {
-                self.drop_connection(&node).await;
-                self.stats.error(ErrorKind::Protocol);
-                Err(TargetError::Connection {
-                    target: self.target.name.clone(),
-                    node: addr.to_string(),
-                    detail: format!(
-                        "pipeline of {} commands returned {} replies",
-                        cmds.len(),
-                        values.len()
-                    ),
-                    auth: false,
-                })
-            }
+            Ok(Err(e)) if e.is_timeout() => self.command_timeout(addr, cmds),
+            Err(_) => self.command_timeout(addr, cmds),
+            Ok(Err(e)) => self.connection_error(addr, &e),
+        };
+        self.drop_connection(&node).await;
+        self.stats.error(err.kind());
+        Err(err)
+    }
+
+    /// No answer to `cmds` on an open connection to `addr`.
+    fn command_timeout(&self, addr: &NodeAddr, cmds: &[Command]) -> TargetError {
+        TargetError::CommandTimeout {
+            target: self.target.name.clone(),
+            node: addr.to_string(),
+            // A transaction's MULTI and EXEC are no news: its commands are.
+            commands: pipeline_labels(
+                cmds.iter()
+                    .filter(|c| !matches!(c, Command::Multi | Command::Exec))
+                    .map(Command::label),
+            ),
+            timeout: self.timeout,
         }
     }
+
+    /// A reply from `addr` that cannot be read, as `detail` says.
+    fn protocol_error(&self, addr: &NodeAddr, detail: String) -> TargetError {
+        TargetError::Protocol {
+            target: self.target.name.clone(),
+            node: addr.to_string(),
+            detail,
+        }
+    }
+}
+
+/// The most entries or rows the replies of one pipeline may hold between
+/// them (the sum of their commands' `COUNT`s; one command alone may ask for
+/// more): what one round trip keeps in memory before it is decoded stays
+/// bounded whatever the batch.
+const PIPELINE_ITEMS: u64 = 10_000;
+
+/// `cmds` cut into pipelines of at most `size` commands whose replies may
+/// hold at most [`PIPELINE_ITEMS`] entries or rows (at least one command
+/// each).
+fn pipelines(cmds: &[Command], size: usize) -> impl Iterator<Item = &[Command]> {
+    let size = size.max(1);
+    let mut rest = cmds;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut items = 0u64;
+        let mut end = 0;
+        while end < rest.len().min(size) {
+            items += rest[end].reply_items();
+            if end > 0 && items > PIPELINE_ITEMS {
+                break;
+            }
+            end += 1;
+        }
+        let (chunk, after) = rest.split_at(end);
+        rest = after;
+        Some(chunk)
+    })
 }
 
 /// Commands sent one at a time, each after the previous reply, with the

@@ -1,18 +1,19 @@
-//! What a client counted: commands sent by label, errors by kind and PEL
-//! entries read, copied into every snapshot with the time spent waiting on
+//! What a client counted: commands sent by label, errors by kind, items
+//! left out of replies by kind and PEL entries read, copied into every snapshot with the time spent waiting on
 //! rate limits and the current page sizes.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::vocab::{ErrorKind, KeyspaceEventsStats, StatsSnapshot};
+use crate::vocab::{ErrorKind, KeyspaceEventsStats, SkipKind, StatsSnapshot};
 
 /// Counters of what the client did, read into every snapshot.
 #[derive(Debug, Default)]
 pub(crate) struct ClientStats {
     commands: Mutex<BTreeMap<&'static str, u64>>,
     errors: Mutex<BTreeMap<&'static str, u64>>,
+    skipped: Mutex<BTreeMap<&'static str, u64>>,
     pending_scanned: AtomicU64,
     keyspace_events: Mutex<Option<KeyspaceEventsStats>>,
 }
@@ -33,6 +34,11 @@ impl ClientStats {
     /// Counts one error of `kind`.
     pub(crate) fn error(&self, kind: ErrorKind) {
         bump(&self.errors, kind.label(), 1);
+    }
+
+    /// Counts `n` items of `kind` left out of a reply.
+    pub(crate) fn skipped(&self, kind: SkipKind, n: u64) {
+        bump(&self.skipped, kind.label(), n);
     }
 
     /// Counts one command sent, by its label.
@@ -73,6 +79,7 @@ impl ClientStats {
         StatsSnapshot {
             commands: copy(&self.commands),
             errors: copy(&self.errors),
+            skipped: copy(&self.skipped),
             rate_limited_seconds,
             pending_scanned: self.pending_scanned.load(Ordering::Relaxed),
             page_sizes,
@@ -103,6 +110,8 @@ mod tests {
         stats.error(ErrorKind::Cluster);
         stats.pending_scanned(40);
         stats.pending_scanned(2);
+        stats.skipped(SkipKind::Group, 2);
+        stats.skipped(SkipKind::Group, 1);
         let sizes = BTreeMap::from([("scan", 100)]);
         let snap = stats.snapshot(1.5, sizes.clone());
         assert_eq!(
@@ -117,6 +126,7 @@ mod tests {
             ])
         );
         assert_eq!(snap.pending_scanned, 42);
+        assert_eq!(snap.skipped, BTreeMap::from([("group", 3)]));
         assert_eq!(snap.rate_limited_seconds, 1.5);
         assert_eq!(snap.page_sizes, sizes);
         assert_eq!(snap.keyspace_events, None);

@@ -1,9 +1,11 @@
 //! Keyspace-event subscriptions: a connection of its own per node (a
 //! subscribed connection can send nothing but (un)subscriptions and `PING`,
 //! so it cannot be the pooled one), opened with the target's credentials and
-//! TLS like every other, subscribed with `PSUBSCRIBE` to the keyevent
-//! channels of stream commands and `del`, and its messages decoded into
-//! [`KeyEvent`]s.
+//! TLS like every other, read through the same bounds
+//! ([`super::bounded`]: a key name too long to keep arrives as a null, and
+//! the message is left out and counted), subscribed with `PSUBSCRIBE` to
+//! the keyevent channels of stream commands and `del`, and its messages
+//! decoded into [`KeyEvent`]s.
 
 use std::time::Duration;
 
@@ -12,12 +14,13 @@ use redis::Value;
 use redis::aio::{PubSub, PubSubSink, PubSubStream};
 use tokio::net::TcpStream;
 
+use super::bounded::{BoundedReplies, Violation};
 use super::connection::{data_settings, split_addr};
 use super::{NodeAddr, TargetClient};
 use crate::backend::command::Command;
 use crate::backend::error::TargetError;
 use crate::config::Mode;
-use crate::vocab::ErrorKind;
+use crate::vocab::{ErrorKind, SkipKind};
 
 /// One keyevent message: the event's name (`xadd`, `xdel`, `del`, …) and
 /// the key it happened to.
@@ -57,6 +60,7 @@ pub(crate) struct Subscription {
     messages: PubSubStream,
     patterns: Vec<String>,
     timeout: Duration,
+    violation: Violation,
 }
 
 impl std::fmt::Debug for Subscription {
@@ -69,14 +73,25 @@ impl std::fmt::Debug for Subscription {
 
 impl Subscription {
     /// The next keyevent message; `None` once the connection is gone.
-    /// Messages on other channels (none are subscribed) are skipped.
-    pub(crate) async fn next(&mut self) -> Option<KeyEvent> {
+    /// Messages on other channels (none are subscribed) are skipped, and so
+    /// are those whose key was too long to keep (counted in `client`'s
+    /// skipped events).
+    pub(crate) async fn next(&mut self, client: &TargetClient) -> Option<KeyEvent> {
         loop {
             let msg = self.messages.next().await?;
-            if let Some(event) = decode_keyevent(msg.get_channel_name(), msg.get_payload_bytes()) {
+            let Ok(Some(key)) = msg.get_payload::<Option<Vec<u8>>>() else {
+                client.stats.skipped(SkipKind::Event, 1);
+                continue;
+            };
+            if let Some(event) = decode_keyevent(msg.get_channel_name(), &key) {
                 return Some(event);
             }
         }
+    }
+
+    /// Why the connection was dropped, when a message broke the protocol.
+    pub(crate) fn violation(&self) -> Option<String> {
+        self.violation.get().map(str::to_string)
     }
 
     /// Whether the server still answers on this connection (a `PING`
@@ -144,36 +159,35 @@ impl TargetClient {
         let (host, port) =
             split_addr(addr).ok_or_else(|| conn_err("not a host:port address".into()))?;
         let opened = async {
-            let pubsub = match &self.tls {
+            let (pubsub, violation) = match &self.tls {
                 Some(tls) => {
                     let stream = tls
                         .connect(&host, port)
                         .await
                         .map_err(redis::RedisError::from)?;
-                    PubSub::new(&settings, stream).await?
+                    let stream = BoundedReplies::subscribed(stream);
+                    let violation = stream.violation();
+                    (PubSub::new(&settings, stream).await?, violation)
                 }
                 None => {
                     let stream = TcpStream::connect((host.as_str(), port))
                         .await
                         .map_err(redis::RedisError::from)?;
                     let _ = stream.set_nodelay(true);
-                    PubSub::new(&settings, stream).await?
+                    let stream = BoundedReplies::subscribed(stream);
+                    let violation = stream.violation();
+                    (PubSub::new(&settings, stream).await?, violation)
                 }
             };
             let (mut sink, messages) = pubsub.split();
             self.stats.command(cmd.label());
             sink.psubscribe(&patterns).await?;
-            Ok::<_, redis::RedisError>((sink, messages))
+            Ok::<_, redis::RedisError>((sink, messages, violation))
         };
         match tokio::time::timeout(self.timeout, opened).await {
             Err(_) => {
                 self.stats.error(ErrorKind::Timeout);
-                Err(TargetError::Timeout {
-                    target: self.target.name.clone(),
-                    node: addr.to_string(),
-                    command: cmd.label(),
-                    timeout: self.timeout,
-                })
+                Err(self.connect_timeout(addr, "PSUBSCRIBE"))
             }
             Ok(Err(e)) => {
                 let err = match e.code() {
@@ -190,11 +204,12 @@ impl TargetClient {
                 };
                 Err(err)
             }
-            Ok(Ok((sink, messages))) => Ok(Subscription {
+            Ok(Ok((sink, messages, violation))) => Ok(Subscription {
                 sink,
                 messages,
                 patterns,
                 timeout: self.timeout,
+                violation,
             }),
         }
     }

@@ -1,6 +1,7 @@
 //! The decoders against replies of every shape the servers send.
 
 use super::*;
+use crate::backend::command::{RangeEnd, RangeStart};
 
 fn b(s: &str) -> Value {
     Value::BulkString(s.as_bytes().to_vec())
@@ -221,38 +222,72 @@ fn pending_summary_counts_are_strings_and_empty_is_nil() {
     let s = pending_summary(&v).unwrap();
     assert_eq!(s.count, 3);
     assert_eq!(s.min_id, Some(StreamId::new(1, 0)));
-    assert_eq!(
-        s.consumers,
-        vec![(b"alice".to_vec(), 2), (b"bob".to_vec(), 1)]
-    );
+    assert_eq!(s.holders, 2);
     let empty = arr(vec![Value::Int(0), Value::Nil, Value::Nil, Value::Nil]);
     let e = pending_summary(&empty).unwrap();
-    assert_eq!((e.count, e.min_id, e.consumers.len()), (0, None, 0));
+    assert_eq!((e.count, e.min_id, e.holders), (0, None, 0));
+    // As the connection hands it on: the names are nulls.
+    let unnamed = arr(vec![
+        Value::Int(1),
+        b("1-0"),
+        b("1-0"),
+        arr(vec![arr(vec![Value::Nil, b("1")])]),
+    ]);
+    assert_eq!(pending_summary(&unnamed).unwrap().holders, 1);
 }
 
 #[test]
 fn pending_entries_and_ranges() {
-    let v = arr(vec![arr(vec![
-        b("5-1"),
-        b("c1"),
-        Value::Int(1200),
-        Value::Int(25),
-    ])]);
+    let v = arr(vec![
+        arr(vec![b("5-1"), b("c1"), Value::Int(1200), Value::Int(25)]),
+        // As the connection hands them on: a null for a holder, empty for
+        // an entry released by XNACK.
+        arr(vec![b("6-0"), Value::Nil, Value::Int(3), Value::Int(1)]),
+        arr(vec![b("7-0"), b(""), Value::Int(0), Value::Int(2)]),
+    ]);
     let p = pending_entries(&v).unwrap();
     assert_eq!(
         p[0],
         PendingEntry {
             id: StreamId::new(5, 1),
-            consumer: b"c1".to_vec(),
+            released: false,
             idle_ms: 1200,
             deliveries: 25
         }
+    );
+    assert_eq!(
+        p.iter().map(|e| e.released).collect::<Vec<_>>(),
+        [false, false, true]
     );
     let r = arr(vec![entry("1-0"), entry("2-0")]);
     assert_eq!(
         range_ids(&r).unwrap(),
         vec![StreamId::new(1, 0), StreamId::new(2, 0)]
     );
+    // As the connection hands them on: the IDs alone.
+    let ids = arr(vec![b("1-0"), b("3-7")]);
+    assert_eq!(
+        range_ids(&ids).unwrap(),
+        vec![StreamId::new(1, 0), StreamId::new(3, 7)]
+    );
+    assert!(range_ids(&arr(vec![b("not-an-id")])).is_err());
+}
+
+#[test]
+fn stream_info_entries_as_the_connection_hands_them_on() {
+    let v = arr(vec![
+        b("length"),
+        Value::Int(2),
+        b("last-generated-id"),
+        b("9-0"),
+        b("first-entry"),
+        b("4-0"),
+        b("last-entry"),
+        b("9-0"),
+    ]);
+    let info = stream_info(&v).unwrap();
+    assert_eq!(info.first_entry_id, Some(StreamId::new(4, 0)));
+    assert_eq!(info.last_entry_id, Some(StreamId::new(9, 0)));
 }
 
 #[test]
@@ -276,4 +311,140 @@ fn time_scan_info() {
     ))
     .unwrap();
     assert_eq!(info[0], ("redis_version".into(), "7.0.15".into()));
+}
+
+fn group(name: Value) -> Value {
+    arr(vec![
+        b("name"),
+        name,
+        b("consumers"),
+        Value::Int(0),
+        b("pending"),
+        Value::Int(0),
+        b("last-delivered-id"),
+        b("0-0"),
+    ])
+}
+
+#[test]
+fn items_whose_names_were_not_kept_are_left_out_and_counted() {
+    let key = || b"s".to_vec();
+    // A group whose name the connection dropped (a null): the others stay.
+    let mut v = arr(vec![group(b("a")), group(Value::Nil), group(b("c"))]);
+    assert_eq!(
+        prune(&Command::XinfoGroups { key: key() }, &mut v),
+        Some((SkipKind::Group, 1))
+    );
+    let names: Vec<Vec<u8>> = groups(&v).unwrap().into_iter().map(|g| g.name).collect();
+    assert_eq!(names, [b"a".to_vec(), b"c".to_vec()]);
+    let consumer = |name: Value| {
+        arr(vec![
+            b("name"),
+            name,
+            b("pending"),
+            Value::Int(0),
+            b("idle"),
+            Value::Int(1),
+        ])
+    };
+    let mut v = arr(vec![consumer(Value::Nil), consumer(b("x"))]);
+    let cmd = Command::XinfoConsumers {
+        key: key(),
+        group: b"g".to_vec(),
+    };
+    assert_eq!(prune(&cmd, &mut v), Some((SkipKind::Consumer, 1)));
+    assert_eq!(consumers(&v).unwrap().len(), 1);
+    let scan = Command::Scan {
+        cursor: 0,
+        pattern: None,
+        count: 10,
+    };
+    let mut v = arr(vec![b("0"), arr(vec![Value::Nil, b("k"), Value::Nil])]);
+    assert_eq!(prune(&scan, &mut v), Some((SkipKind::Key, 2)));
+    assert_eq!(scan_page(&v).unwrap().keys, [b"k".to_vec()]);
+    // Nothing left out: nothing said; other replies are not touched.
+    let mut v = arr(vec![group(b("a"))]);
+    assert_eq!(prune(&Command::XinfoGroups { key: key() }, &mut v), None);
+    let mut v = arr(vec![Value::Nil]);
+    assert_eq!(prune(&Command::XinfoStream { key: key() }, &mut v), None);
+    assert_eq!(v, arr(vec![Value::Nil]));
+}
+
+#[test]
+fn a_reply_that_cannot_answer_its_command_is_told() {
+    let key = || b"s".to_vec();
+    let info = Command::XinfoStream { key: key() };
+    let range = Command::Xrange {
+        key: key(),
+        start: RangeStart::Min,
+        end: RangeEnd::Max,
+        count: 5,
+    };
+    // What the servers answer fits.
+    for (cmd, v) in [
+        (&info, arr(vec![b("length"), Value::Int(0)])),
+        (&range, arr(vec![b("1-0"), entry("2-0")])),
+        (&range, arr(vec![])),
+        (&Command::Ping, Value::SimpleString("PONG".into())),
+        (&Command::Time, arr(vec![b("1"), b("2")])),
+        (
+            &info,
+            redis::parse_redis_value(b"-ERR no such key\r\n").unwrap(),
+        ),
+    ] {
+        assert_eq!(misfit(cmd, &v), None, "{cmd:?} {v:?}");
+    }
+    // Another command's reply does not.
+    let groups = arr(vec![group(b("g"))]);
+    assert_eq!(
+        misfit(&info, &groups).as_deref(),
+        Some("a reply to xinfo_stream that cannot answer it (array)")
+    );
+    assert!(misfit(&range, &Value::Int(3)).is_some());
+    assert!(misfit(&Command::Time, &Value::SimpleString("PONG".into())).is_some());
+    assert!(
+        misfit(
+            &Command::XpendingSummary {
+                key: key(),
+                group: b"g".to_vec()
+            },
+            &arr(vec![b("1-0")])
+        )
+        .is_some()
+    );
+}
+
+#[test]
+fn a_transaction_fits_its_commands() {
+    let info = Command::XinfoStream { key: b"s".to_vec() };
+    let groups = Command::XinfoGroups { key: b"s".to_vec() };
+    let cmds = [Command::Multi, info.clone(), groups.clone(), Command::Exec];
+    let queued = || Value::SimpleString("QUEUED".into());
+    let exec = Value::Array(vec![Value::Array(vec![]), Value::Array(vec![])]);
+    let fine = [Value::Okay, queued(), queued(), exec];
+    assert_eq!(pipeline_misfit(&cmds, &fine), None);
+    // EXEC with a reply too few, or a queued command answered at once.
+    let short = [
+        Value::Okay,
+        queued(),
+        queued(),
+        Value::Array(vec![Value::Array(vec![])]),
+    ];
+    assert!(pipeline_misfit(&cmds, &short).is_some());
+    let unqueued = [
+        Value::Okay,
+        Value::Array(vec![]),
+        queued(),
+        Value::Array(vec![]),
+    ];
+    assert!(pipeline_misfit(&cmds, &unqueued).is_some());
+    // A refused MULTI: the commands ran as they came.
+    let noperm = || redis::parse_redis_value(b"-NOPERM no\r\n").unwrap();
+    let ran = [
+        noperm(),
+        Value::Array(vec![]),
+        Value::Array(vec![]),
+        noperm(),
+    ];
+    assert_eq!(pipeline_misfit(&cmds, &ran), None);
 }

@@ -175,6 +175,14 @@ metric!(
     Source::Custom(Custom::Errors)
 );
 metric!(
+    EXPORTER_ITEMS_SKIPPED,
+    "redis_streams_exporter_items_skipped_total",
+    Counter,
+    &["target", "kind"],
+    "Items left out of the target's replies because a name in them was longer than the exporter keeps (64 KiB), by kind: group (a consumer group of XINFO GROUPS; the stream's other groups stay), consumer (of XINFO CONSUMERS), key (found by discovery, not watched), event (a keyspace event, which then asks for no poll). Counted at every reply that leaves one out.",
+    Source::Custom(Custom::ItemsSkipped)
+);
+metric!(
     EXPORTER_TARGET_READY,
     "redis_streams_exporter_target_ready",
     Gauge,

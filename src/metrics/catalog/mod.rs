@@ -151,6 +151,8 @@ pub enum Custom {
     Commands,
     /// Errors by kind, every kind written.
     Errors,
+    /// Items left out of replies by kind, every kind written.
+    ItemsSkipped,
     /// In `/probe` answers only: the probed target is ready.
     TargetReady,
     /// The exporter's build, in `/metrics` only.
@@ -347,6 +349,7 @@ pub const METRICS: &[MetricDef] = &[
     EXPORTER_PROBE_PANICS,
     EXPORTER_COMMANDS,
     EXPORTER_ERRORS,
+    EXPORTER_ITEMS_SKIPPED,
     EXPORTER_TARGET_READY,
     EXPORTER_BUILD_INFO,
     EXPORTER_CONFIG_RELOADS,

@@ -10,7 +10,7 @@ use crate::metrics::catalog::Custom;
 use crate::metrics::text::{Family, write_value};
 use crate::snapshot::{PelScan, ScanState, TargetSnapshot};
 use crate::status::GroupStatus;
-use crate::vocab::ErrorKind;
+use crate::vocab::{ErrorKind, SkipKind};
 
 fn last_scan(scan: &ScanState) -> Option<&PelScan> {
     scan.last.as_deref()
@@ -45,6 +45,7 @@ impl Renderer<'_> {
                     .collect()
             }),
             Custom::Errors => self.errors(f),
+            Custom::ItemsSkipped => self.items_skipped(f),
             Custom::TargetReady => {
                 for t in self.targets {
                     let ready = if t.ready { 1.0 } else { 0.0 };
@@ -227,6 +228,20 @@ impl Renderer<'_> {
                     ("command", command.as_bytes()),
                 ];
                 f.sample(&labels, v);
+            }
+        }
+    }
+
+    /// Every kind for every target, 0 included.
+    fn items_skipped<W: Write>(&self, f: &mut Family<'_, W>) {
+        for t in self.targets {
+            for kind in SkipKind::ALL {
+                let n = t.stats.skipped.get(kind.label()).copied().unwrap_or(0);
+                let labels = [
+                    ("target", t.name.as_bytes()),
+                    ("kind", kind.label().as_bytes()),
+                ];
+                f.sample(&labels, n as f64);
             }
         }
     }

@@ -144,6 +144,7 @@ fn stats() -> StatsSnapshot {
     StatsSnapshot {
         commands: BTreeMap::from([("xinfo_stream", 40), ("xpending", 12), ("asking", 1)]),
         errors: BTreeMap::from([("timeout", 2)]),
+        skipped: BTreeMap::from([("group", 1), ("key", 3)]),
         rate_limited_seconds: 0.75,
         pending_scanned: 5_000,
         page_sizes: BTreeMap::from([("scan", 1_000), ("xpending_range", 250)]),

@@ -195,6 +195,7 @@ impl Section {
                 | Custom::PageSizes
                 | Custom::Commands
                 | Custom::Errors
+                | Custom::ItemsSkipped
                 | Custom::TargetReady
                 | Custom::BuildInfo
                 | Custom::LabelsShortened

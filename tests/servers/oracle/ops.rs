@@ -289,8 +289,10 @@ pub fn generate_live(seed: u64, kind: Server, polls: usize) -> Vec<Step> {
     steps
 }
 
-fn mode(rng: &mut Rng, kind: Server) -> RefMode {
-    if !kind.has_xdelex() {
+/// How a removal treats the PEL references to what it removes: plain where
+/// the command has no such option on this server.
+fn mode(rng: &mut Rng, has_refs: bool) -> RefMode {
+    if !has_refs {
         return RefMode::Plain;
     }
     [
@@ -305,11 +307,14 @@ fn random_op(rng: &mut Rng, kind: Server) -> Op {
     let s = rng.below(STREAMS.len() as u64) as usize;
     let g = rng.below(GROUPS.len() as u64) as usize;
     let c = rng.below(CONSUMERS.len() as u64) as usize;
-    let xdelex = if kind.has_xdelex() { 6 } else { 0 };
+    // XDELEX and XACKDEL wherever the server has them.
+    let caps = kind.capabilities();
+    let xdelex = if caps.xdelex { 6 } else { 0 };
+    let xackdel = if caps.xackdel { 6 } else { 0 };
     let counters = if kind.has_lag() { 1 } else { 0 };
     //            add rd ack clm acl del mxl mid dex adl set cre des dlc del ret wrk edg xid flt
     let weights = [
-        24, 22, 9, 3, 3, 7, 6, 4, xdelex, xdelex, 3, 3, 1, 2, 1, 5, 6, 4, counters, 3,
+        24, 22, 9, 3, 3, 7, 6, 4, xdelex, xackdel, 3, 3, 1, 2, 1, 5, 6, 4, counters, 3,
     ];
     match rng.weighted(&weights) {
         0 => {
@@ -363,26 +368,26 @@ fn random_op(rng: &mut Rng, kind: Server) -> Op {
             s,
             keep_pct: if rng.chance(10) { 0 } else { rng.range(10, 90) },
             approx: rng.chance(40),
-            mode: mode(rng, kind),
+            mode: mode(rng, caps.trim_refs),
         },
         7 => Op::TrimMinId {
             s,
             cut_pct: rng.range(5, 100),
             approx: rng.chance(40),
-            mode: mode(rng, kind),
+            mode: mode(rng, caps.trim_refs),
         },
         8 => Op::DelEx {
             s,
             n: rng.range(1, 8),
             pick: rng.next_u64(),
-            mode: mode(rng, kind),
+            mode: mode(rng, true),
         },
         9 => Op::AckDel {
             s,
             g,
             n: rng.range(1, 8),
             pick: rng.next_u64(),
-            mode: mode(rng, kind),
+            mode: mode(rng, true),
         },
         10 => Op::SetId {
             s,
@@ -407,14 +412,14 @@ fn random_op(rng: &mut Rng, kind: Server) -> Op {
         14 => Op::DelStream { s },
         15 => Op::Retain {
             s,
-            mode: mode(rng, kind),
+            mode: mode(rng, caps.trim_refs),
         },
         16 => Op::Worker {
             s,
             g,
             c,
             n: rng.range(1, 30),
-            ackdel: kind.has_xdelex() && rng.chance(50),
+            ackdel: caps.xackdel && rng.chance(50),
         },
         17 => Op::AddAtEdge {
             s,

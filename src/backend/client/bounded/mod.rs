@@ -1,0 +1,58 @@
+//! Replies read within bounds, without keeping what the exporter never
+//! uses: a wrapper between the socket and the redis crate's parser that
+//! follows the structure of every reply as its bytes arrive and hands the
+//! crate a smaller, well-formed one. Memory per connection stays at one
+//! read buffer and the largest reply the exporter keeps, whatever the
+//! server holds or sends.
+//!
+//! The redis crate buffers a whole reply and copies each string into its
+//! value. `XINFO STREAM` returns the stream's first and last entries with
+//! their bodies, and `XRANGE`/`XREVRANGE` return bodies too, though only
+//! the IDs are read anywhere: entries of 20 MiB, or thousands of entries of
+//! many 60 KiB fields, would sit whole in the exporter at every poll. So:
+//!
+//! - **Entries become their IDs.** The wrapper reads the commands written
+//!   through it ([`sent`]); replies come back in that order, so it knows
+//!   which reply answers `XRANGE`, `XREVRANGE` or `XINFO STREAM`, and hands
+//!   on each entry of the first two, and the `first-entry` and `last-entry`
+//!   of the third, as its ID alone (a bulk string). The fields are skipped
+//!   as they arrive, never buffered.
+//! - **Names nobody reads are not kept.** The consumers named in
+//!   `XPENDING` replies (every row of a PEL page names one) are handed on
+//!   as nulls: only whether an entry has an owner is read.
+//! - **Long strings become nulls.** Any bulk string longer than
+//!   [`BULK_BOUND`] is dropped as it arrives and a null said instead: names,
+//!   IDs and INFO sections are far shorter, and the client leaves out what a
+//!   dropped name named (`client::prune`).
+//! - **Everything else is bounded or refused.** Lengths are read as numbers
+//!   however they are spelt (leading zeros included) and passed on in their
+//!   plain form; a line longer than [`LINE_BOUND`], aggregates nested deeper
+//!   than [`DEPTH_BOUND`], more entries or rows than the command's `COUNT`
+//!   asked for, or bytes that are not RESP are a protocol violation: the
+//!   read fails at once with what was wrong ([`Violation`]), and the client
+//!   drops the connection, instead of buffering until the timeout.
+//!
+//! The layout: [`stream`] is the wrapper, [`sent`] reads the commands
+//! written into a [`plan`] per reply, [`replies`] filters the replies read.
+
+mod plan;
+mod replies;
+mod sent;
+mod stream;
+#[cfg(test)]
+mod tests;
+
+use plan::{Plan, Shape};
+pub(crate) use stream::{BoundedReplies, Violation};
+
+/// The longest bulk string kept; longer ones become nulls.
+pub(crate) const BULK_BOUND: usize = 64 * 1024;
+
+/// The longest line (a simple string, an error, a number, a length) a reply
+/// may have: an error names at most a key and a group, each within
+/// [`BULK_BOUND`] (longer ones are never asked about).
+pub(crate) const LINE_BOUND: usize = 4 * BULK_BOUND;
+
+/// The deepest nesting of aggregates a reply may have: the exporter's
+/// deepest (`CLUSTER SHARDS`, `CLUSTER SLOTS`) nest four deep.
+pub(crate) const DEPTH_BOUND: usize = 8;
