@@ -413,6 +413,9 @@ pub struct StreamSettings {
     /// waiting less long than this plus the status window is neither
     /// `stalled` nor `stopped`.
     pub read_every: Option<Duration>,
+    /// How the stream is trimmed: with `ACKED`, trimming removes only what
+    /// every group read and acknowledged, so it never overtakes a group.
+    pub trimming: Trimming,
     /// Dead-letter stream name; `{stream}` is replaced by the stream's name.
     pub dead_letter: Option<Vec<u8>>,
     /// Delivery count from which a pending entry is poison.
@@ -430,6 +433,7 @@ impl Default for StreamSettings {
         StreamSettings {
             max_delay: None,
             read_every: None,
+            trimming: Trimming::Any,
             dead_letter: None,
             poison_delivery_count: 10,
             consumer_inactive_after: Duration::from_secs(300),
@@ -437,6 +441,18 @@ impl Default for StreamSettings {
             groups: NameFilter::default(),
         }
     }
+}
+
+/// How a stream is trimmed (`trimming`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Trimming {
+    /// Any way: a trim may remove entries a group has not read.
+    #[default]
+    Any,
+    /// Only with `ACKED` (Redis 8.2+): a trim removes only entries every
+    /// group has read and acknowledged, so it never comes for a group's
+    /// unread entries; the trim-overtake figures are not exported.
+    Acked,
 }
 
 impl StreamSettings {

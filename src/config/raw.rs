@@ -145,6 +145,7 @@ pub struct RawStatus {
 pub struct RawStreamSettings {
     pub max_delay: Option<String>,
     pub read_every: Option<String>,
+    pub trimming: Option<String>,
     pub dead_letter: Option<String>,
     pub poison_delivery_count: Option<i64>,
     pub consumer_inactive_after: Option<String>,
@@ -160,6 +161,7 @@ pub struct RawStreamRule {
     pub pattern: Option<String>,
     pub max_delay: Option<String>,
     pub read_every: Option<String>,
+    pub trimming: Option<String>,
     pub dead_letter: Option<String>,
     pub poison_delivery_count: Option<i64>,
     pub consumer_inactive_after: Option<String>,

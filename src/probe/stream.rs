@@ -313,6 +313,7 @@ fn build_stream(
         feed_ledger: !state.ledgers_unverified,
         run_id,
         set_from_outside,
+        acked_trimming: settings.trimming == crate::config::Trimming::Acked,
     };
     let mut groups = Vec::with_capacity(read.groups.len());
     for (gi, group) in read.groups.iter().enumerate() {
@@ -364,6 +365,9 @@ struct GroupFold<'p> {
     run_id: Option<&'p Arc<str>>,
     /// An event said the stream was set from outside since its last poll.
     set_from_outside: bool,
+    /// The stream is trimmed only with `ACKED`: trimming never comes for a
+    /// group's unread entries, so there is no margin and no overtake.
+    acked_trimming: bool,
 }
 
 /// What the round trips after XINFO learnt of one group.
@@ -514,6 +518,7 @@ impl GroupFold<'_> {
                 });
         let first_entry = self.info.first_entry_id;
         let retention_margin = match (self.time_ids, figure.first_undelivered, first_entry) {
+            _ if self.acked_trimming => None,
             (true, Some(undelivered), Some(first)) => {
                 Some(undelivered.ms.saturating_sub(first.ms) as f64 / 1000.0)
             }

@@ -589,7 +589,65 @@ async fn a_busy_server_keeps_the_ledgers(kind: Server) {
     );
 }
 
+/// A stream trimmed with `XADD … ACKED MAXLEN` and a consumer slower than
+/// the producer: the edge waits at the group instead of overtaking it. With
+/// `trimming = "acked"` no retention margin or overtake ETA is exported
+/// (nothing for `RedisStreamsTrimOvertakingGroup` to page on), and nothing
+/// is lost either way.
+async fn acked_trimming_never_overtakes(kind: Server) {
+    if !kind.capabilities().trim_refs {
+        return;
+    }
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    stream_with_group(&mut c, kind, 0);
+    let acked = format!("{FAST}[[streams]]\nmatch = \"q\"\ntrimming = \"acked\"\n");
+    let h = Harness::new(config_for(&server, &acked));
+    h.collect().await;
+    for _ in 0..8 {
+        for i in 0..20 {
+            cmd(
+                &mut c,
+                &[
+                    "XADD",
+                    "q",
+                    "ACKED",
+                    "MAXLEN",
+                    "10",
+                    "*",
+                    "n",
+                    &i.to_string(),
+                ],
+            );
+        }
+        for id in read_group(&mut c, "q", "g", "c1", 5) {
+            cmd(&mut c, &["XACK", "q", "g", &id]);
+        }
+        h.probe(ProbeKind::Stream).await;
+    }
+    let m = h.metrics();
+    let g = [("target", "t"), ("stream", "q"), ("group", "g")];
+    assert_eq!(
+        m.get("redis_streams_group_retention_margin_seconds", &g),
+        None,
+        "{}",
+        m.text
+    );
+    assert_eq!(
+        m.get("redis_streams_group_trim_overtake_eta_seconds", &g),
+        None
+    );
+    judge(
+        kind,
+        &h,
+        "XADD ACKED MAXLEN 10, a slower consumer, trimming = acked",
+        0,
+        0,
+    );
+}
+
 per_server!(
+    acked_trimming_never_overtakes,
     a_busy_server_keeps_the_ledgers,
     trim_read_past_between_polls,
     trim_seen_behind,

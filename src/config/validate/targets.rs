@@ -90,6 +90,7 @@ impl Validator {
                     RawStreamSettings {
                         max_delay: r.max_delay,
                         read_every: r.read_every,
+                        trimming: r.trimming,
                         dead_letter: r.dead_letter,
                         poison_delivery_count: r.poison_delivery_count,
                         consumer_inactive_after: r.consumer_inactive_after,
@@ -126,6 +127,18 @@ impl Validator {
                 raw.read_every,
                 base.read_every,
             ),
+            trimming: match raw.trimming.as_deref() {
+                None => base.trimming,
+                Some("any") => Trimming::Any,
+                Some("acked") => Trimming::Acked,
+                Some(other) => {
+                    self.problem(
+                        format!("{key}.trimming"),
+                        format!("must be \"any\" or \"acked\", not {other:?}"),
+                    );
+                    base.trimming
+                }
+            },
             dead_letter: match raw.dead_letter {
                 None => base.dead_letter.clone(),
                 Some(name) if name.is_empty() => {

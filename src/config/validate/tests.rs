@@ -335,3 +335,16 @@ fn keyspace_events_are_auto_unless_turned_off() {
         "{p:?}"
     );
 }
+
+/// `trimming`: "any" (the default) or "acked", per stream; anything else
+/// is refused with its key.
+#[test]
+fn trimming_is_any_or_acked() {
+    let c = load("[[streams]]\nmatch = \"jobs:*\"\ntrimming = \"acked\"\n").unwrap();
+    assert_eq!(c.streams.for_stream(b"jobs:a").trimming, Trimming::Acked);
+    assert_eq!(c.streams.for_stream(b"orders").trimming, Trimming::Any);
+    let e = load("[[streams]]\nmatch = \"*\"\ntrimming = \"sometimes\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("streams[0].trimming"), "{e}");
+}
