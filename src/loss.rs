@@ -414,6 +414,9 @@ struct Seen {
     /// Entries-read contradicted the figures since the baseline.
     doubt: bool,
     gone_ahead: Bounds,
+    /// The counters' figure, when exact, and how entries-read counts.
+    counters: Option<u64>,
+    counter: ReadCounter,
 }
 
 impl Seen {
@@ -543,6 +546,8 @@ impl Ledger {
             rank,
             doubt,
             gone_ahead: o.gone_ahead(rank),
+            counters: o.counters(),
+            counter: o.counter,
         };
         if o.stream.entries_added.is_some() {
             self.lost.get_or_insert_with(ByCause::default);
@@ -659,6 +664,28 @@ impl Ledger {
     pub fn new_baseline(&mut self) {
         self.last = None;
         self.anchor = None;
+    }
+
+    /// Entries the last poll proved gone unread, lost to the group unless
+    /// it is set back: those after its position, and, on a server whose
+    /// entries-read keeps gaps out, while the group is behind the first
+    /// entry, the gaps it skipped too (entries-added − entries-read − lag,
+    /// counted since entries-read was last set).
+    pub fn gone_unread(&self) -> u64 {
+        let Some(last) = self.last else {
+            return 0;
+        };
+        let behind = last
+            .stream
+            .first_entry
+            .is_some_and(|f| last.last_delivered < f);
+        let skipped = match last.counters {
+            Some(figure) if behind && last.counter == ReadCounter::KeepsGaps && !last.doubt => {
+                figure
+            }
+            _ => 0,
+        };
+        last.gone_ahead.lo.max(skipped)
     }
 
     /// Losses proven, once the server showed entries-added.

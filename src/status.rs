@@ -103,6 +103,9 @@ pub struct Sample {
     pub consumers: u64,
     /// A loss was counted at this poll (see [`crate::loss`]).
     pub loss_now: bool,
+    /// Entries after the group's position proven gone at this poll: it is
+    /// behind the trimming edge, or before deleted entries.
+    pub gone_ahead: u64,
     /// A loss was counted within `data_loss_hold`.
     pub recent_loss: bool,
     /// Smallest pending ID from the latest pending summary.
@@ -296,9 +299,9 @@ pub enum Basis {
 pub fn judge(window: &Window, latest: &Sample, settings: &Settings) -> (GroupStatus, Basis) {
     let size = u16::try_from(settings.window).unwrap_or(u16::MAX);
     let full = window.seen >= size;
-    // Only a loss the ledger proved: the counters alone can show entries
-    // gone from before the exporter started, or set from outside.
-    if latest.loss_now {
+    // Only what the ledger proved: a loss counted now, or entries gone
+    // after the group's position (it will never read them).
+    if latest.loss_now || latest.gone_ahead > 0 {
         return (GroupStatus::DataLoss, Basis::Latest);
     }
     // A loss held from earlier polls does not hide a group that stops or

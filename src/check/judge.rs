@@ -189,16 +189,22 @@ fn status_problem(
     }
 }
 
-/// `data_loss`: how many entries the group was proven to lose.
+/// `data_loss`: the entries gone while the group is behind the trimming
+/// edge, when Redis says, else the losses counted during the check.
 fn data_loss_problem(config: &Config, seen: &Seen) -> String {
     let gs = seen.group;
-    format!(
-        "data_loss: {} entries were removed before this group read them (proven since the check started; the status holds {} after a loss)",
-        gs.lost
-            .map_or(0, |l| l.total())
-            .saturating_sub(seen.base.map_or(0, |b| b.lost)),
-        humantime::format_duration(config.data_loss_hold)
-    )
+    match gs.trimmed_undelivered {
+        Some(n) if n > 0 => {
+            format!("data_loss: {n} entries were trimmed before this group read them")
+        }
+        _ => format!(
+            "data_loss: entries were removed before this group read them (lost {} since the check started; the status holds {} after a loss)",
+            gs.lost
+                .map_or(0, |l| l.total())
+                .saturating_sub(seen.base.map_or(0, |b| b.lost)),
+            humantime::format_duration(config.data_loss_hold)
+        ),
+    }
 }
 
 /// `stalled`: the oldest pending entry that stayed, or else the position

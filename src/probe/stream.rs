@@ -563,6 +563,11 @@ impl GroupFold<'_> {
             pending: group.pending,
             consumers: group.consumers,
             loss_now: ledger.lost_at(at_ms),
+            gone_ahead: if self.feed_ledger {
+                ledger.gone_unread()
+            } else {
+                0
+            },
             recent_loss: ledger.recent_loss(at_ms, self.hold_ms),
             oldest_pending_id: memory.oldest_pending_id,
             last_read_at_ms: memory.last_read_at_ms.max(memory.last_progress_at_ms),

@@ -30,6 +30,7 @@ fn sample(i: u64) -> Sample {
         consumers: 2,
         loss_now: false,
         recent_loss: false,
+        gone_ahead: 0,
         oldest_pending_id: None,
         last_read_at_ms: Some(1_800_000_000_000 + i * 15_000),
         stuck_evidence: false,
@@ -81,6 +82,9 @@ fn quiet_stream_is_idle_not_stopped() {
 #[test]
 fn data_loss_wins() {
     let st = run(|i, s| s.loss_now = i == 4, Some(300));
+    assert_eq!(st, GroupStatus::DataLoss);
+    // Entries proven gone after the group's position.
+    let st = run(|i, s| s.gone_ahead = if i == 4 { 3 } else { 0 }, Some(300));
     assert_eq!(st, GroupStatus::DataLoss);
     // A loss counted within the hold, after the group caught up.
     let st = run(|i, s| s.recent_loss = i == 4, Some(300));
