@@ -24,7 +24,9 @@
 //!
 //! Slopes are Theil–Sen estimates, the median of the slopes between every
 //! pair of polls, so one noisy poll (a burst, a pause, a poll delayed by the
-//! rate limit) does not swing them; at least [`MIN_POINTS`] polls are needed.
+//! rate limit) does not swing them; at least [`MIN_POINTS`] polls are needed,
+//! and a value counts as shrinking only when most pairs of polls say so
+//! ([`falling`]): a steady value's jitter gives no ETA.
 
 use std::collections::VecDeque;
 
@@ -123,8 +125,8 @@ impl Trend {
         if now <= 0.0 {
             return self.edge_moved(last).then_some(0.0);
         }
-        let slope = theil_sen(&self.series(Point::margin))?;
-        (slope < 0.0).then(|| now / -slope)
+        let slope = falling(&self.series(Point::margin))?;
+        Some(now / -slope)
     }
 
     /// Whether the stream's first entry advanced within the window: trimming
@@ -146,9 +148,33 @@ impl Trend {
         if now <= 0.0 {
             return Some(0.0);
         }
-        let slope = theil_sen(&self.series(Point::lag))?;
-        (slope < 0.0).then(|| now / -slope)
+        let slope = falling(&self.series(Point::lag))?;
+        Some(now / -slope)
     }
+}
+
+/// The share of the pairs of polls that must fall (of those that differ)
+/// before a value counts as falling.
+const FALLING_SHARE: f64 = 0.75;
+
+/// The Theil–Sen slope of `points` when it is negative and the fall is
+/// consistent: at least [`FALLING_SHARE`] of the pairs of polls whose values
+/// differ went down. A value that holds steady jitters as often down as up
+/// (a margin measured to the entry, polls a little early or late): its
+/// median slope is as often slightly negative, and an ETA from it would
+/// extrapolate the jitter into a page.
+pub fn falling(points: &[(f64, f64)]) -> Option<f64> {
+    let slope = theil_sen(points).filter(|s| *s < 0.0)?;
+    let (mut down, mut differ) = (0u32, 0u32);
+    for (i, a) in points.iter().enumerate() {
+        for b in &points[i + 1..] {
+            if b.0 > a.0 && b.1 != a.1 {
+                differ += 1;
+                down += u32::from(b.1 < a.1);
+            }
+        }
+    }
+    (f64::from(down) >= FALLING_SHARE * f64::from(differ)).then_some(slope)
 }
 
 /// The Theil–Sen slope of `points` (the median of the slopes between every
@@ -317,6 +343,34 @@ mod tests {
         assert_eq!(t.points.len(), WINDOW);
         t.push(1_000, None, None, Some(5));
         assert_eq!(t.points.len(), 1);
+    }
+
+    /// A margin that holds steady, jittering by a tick either way (a
+    /// consumer as fast as the producer near the trimming edge), gives no
+    /// ETA whichever way its median slope leans; a steady fall does.
+    #[test]
+    fn a_steady_margin_that_jitters_gives_no_eta() {
+        let jitter = [2.2, 2.0, 2.2, 2.0, 1.8, 2.0, 2.2, 1.8];
+        let mut t = Trend::default();
+        for (i, m) in jitter.iter().enumerate() {
+            t.push(1_000 * i as u64, Some(*m), Some(1_000 * i as u64), Some(90));
+        }
+        assert_eq!(t.overtake_eta(), None);
+        let points: Vec<(f64, f64)> = jitter
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (i as f64, *m))
+            .collect();
+        assert!(
+            theil_sen(&points).is_some_and(|s| s < 0.0),
+            "the median leans down"
+        );
+        let mut t = Trend::default();
+        for i in 0..8u64 {
+            let m = 10.0 - i as f64 + if i % 2 == 0 { 0.3 } else { -0.3 };
+            t.push(1_000 * i, Some(m), Some(1_000 * i), Some(90));
+        }
+        assert!(t.overtake_eta().is_some_and(|eta| (eta - 3.0).abs() < 1.5));
     }
 
     #[test]

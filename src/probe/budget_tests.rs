@@ -56,11 +56,12 @@ fn the_walks_never_spend_more_than_the_rate_limit_allows_in_one_interval() {
     let interval = Duration::from_secs(15);
     // Defaults: a tenth of 500/s over 15 s.
     assert_eq!(walk_budget(500, interval), 750);
-    // A short interval still walks 200 commands when the limit allows them.
-    assert_eq!(walk_budget(500, Duration::from_secs(1)), 200);
+    // A short interval still walks, up to a fifth of what it allows.
+    assert_eq!(walk_budget(500, Duration::from_secs(1)), 100);
+    assert_eq!(walk_budget(500, Duration::from_secs(3)), 200);
     // 10 commands a second allow 150 in 15 s: the floor of 200 gives way.
-    assert_eq!(walk_budget(10, interval), 150);
-    assert_eq!(walk_budget(1, Duration::from_secs(2)), 2);
+    assert_eq!(walk_budget(10, interval), 30);
+    assert_eq!(walk_budget(1, Duration::from_secs(2)), 1);
 }
 
 mod group_cost {

@@ -603,11 +603,13 @@ fn stuck_evidence(snapshot: &crate::snapshot::TargetSnapshot, key: &(Name, Name)
 
 /// Commands the estimator's walks may spend in one stream poll: a tenth of
 /// what the rate limit allows over one stream interval, at least 200 so that
-/// a short interval still walks, but never more than the whole interval's
-/// allowance (a small `commands_per_second` would wait on its own walks).
+/// a short interval still walks, but never more than a fifth of the whole
+/// interval's allowance: the walks must leave the poll itself, and the other
+/// probes, room to keep their schedule (at 1 s and 500/s, 200 walks a poll
+/// with Redis 6.2's counted lags stretched the stream poll to 3 s).
 pub(super) fn walk_budget(commands_per_second: u32, interval: std::time::Duration) -> usize {
     let allowed = (f64::from(commands_per_second) * interval.as_secs_f64()) as usize;
-    (allowed / 10).max(200).min(allowed)
+    (allowed / 10).max(200).min(allowed / 5).max(1)
 }
 
 /// The previous poll's `Arc` when nothing changed, so quiet streams cost no
