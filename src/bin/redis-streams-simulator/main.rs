@@ -34,7 +34,7 @@
 //! | `crashed-consumer` | `worker-2` reads 20 entries and dies holding them; `worker-1` keeps up | orphaned pending (oldest pending too old and stalled follow from it) |
 //! | `poison` | one entry fails every time and is reclaimed (`XCLAIM`) forever | poison entries (stalled follows) |
 //! | `dead-letter` | every 4th entry fails 3 deliveries, then goes to `<stream>:dlq` | dead letters arriving |
-//! | `trim` | `XADD … MAXLEN 50` at 10/s: `workers` leaves 1 in 5 entries unacknowledged (ghosts once trimmed); the `archive` group has no consumer (entries trimmed before delivery) | ghost entries; trimmed undelivered (7.0+; group stopped on 6.2) |
+//! | `trim` | `XADD … MAXLEN 50` at 10/s on a stream that starts full: `workers` leaves 1 in 5 entries unacknowledged (ghosts once trimmed); the `archive` group has no consumer (entries trimmed before delivery) | ghost entries; trimmed undelivered (7.0+; group stopped on 6.2) |
 //! | `xdel-ghosts` | the consumer deletes (`XDEL`) every 3rd entry it read instead of acknowledging it | ghost entries |
 //! | `trim-window` | steady backlog at 90 % of a `MAXLEN 100` stream | retention margin low (a ticket with a `max_delay`; no page: the margin holds) |
 //! | `recovered` | consumer outage while `MAXLEN 100` trimming overtakes the group; the consumer comes back, drains the backlog to 10 entries and stays 10 behind; `XGROUP SETID` to its own position (no `ENTRIESREAD`) makes every 7.0+ server report a nil lag | trimmed undelivered (7.0+; group stopped on 6.2), then lag estimated |
