@@ -111,7 +111,10 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+# Ctrl-C and SIGTERM stop everything alike (a demo started in the background from a script
+# ignores SIGINT, which bash then cannot trap: stop it with SIGTERM).
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 wait_for() { # url, name, pid
   for _ in $(seq 1 150); do

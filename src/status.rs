@@ -122,6 +122,10 @@ pub struct Sample {
     /// Seconds of ID time between the stream's first entry and the group's
     /// first undelivered one, when known.
     pub retention_margin: Option<f64>,
+    /// The stream's first entry moved within the last hour: trimming is
+    /// under way (a margin under `max_delay` matters only then, as in
+    /// `RedisStreamsRetentionMarginLow`).
+    pub trimmed_recently: bool,
     /// Seconds until trimming reaches unread entries at recent rates, when
     /// the margin is shrinking (see [`crate::trend`]).
     pub overtake_eta: Option<f64>,
@@ -382,7 +386,7 @@ fn evaluate_now(
         let closing_in = latest.overtake_eta.is_some_and(|eta| eta < horizon);
         let margin_short = matches!(
             (latest.retention_margin, max_delay),
-            (Some(margin), Some(max)) if margin < max
+            (Some(margin), Some(max)) if margin < max && latest.trimmed_recently
         );
         if closing_in || margin_short {
             return (GroupStatus::Lagging, Basis::Latest);

@@ -42,7 +42,10 @@ pub(crate) enum TargetError {
     /// Opening a connection (TCP, TLS, `AUTH`, `SELECT`, `CLIENT SETNAME`,
     /// or a subscription's `PSUBSCRIBE`) did not complete within the command
     /// timeout.
-    #[error("target {target}: {node}: could not connect within {timeout:?} (no answer to {step})")]
+    #[error(
+        "{}: could not connect within {timeout:?} (no answer to {step})",
+        at(target, node)
+    )]
     ConnectTimeout {
         /// Target name.
         target: String,
@@ -57,7 +60,8 @@ pub(crate) enum TargetError {
     /// connection is dropped (a late reply must not answer the next
     /// command).
     #[error(
-        "target {target}: {node} did not answer {commands} within {timeout:?} on an open connection (dropped; the next command connects again)"
+        "{} did not answer {commands} within {timeout:?} on an open connection (dropped; the next command connects again)",
+        at(target, node)
     )]
     CommandTimeout {
         /// Target name.
@@ -71,7 +75,7 @@ pub(crate) enum TargetError {
         timeout: Duration,
     },
     /// Connecting failed or the connection broke.
-    #[error("target {target}: {node}: {detail}")]
+    #[error("{}: {detail}", at(target, node))]
     Connection {
         /// Target name.
         target: String,
@@ -86,7 +90,7 @@ pub(crate) enum TargetError {
     /// are not RESP) or cannot be the answer to its command: the connection
     /// is dropped, so that no later reply is taken for the answer to
     /// another command.
-    #[error("target {target}: {node}: {detail} (connection dropped)")]
+    #[error("{}: {detail} (connection dropped)", at(target, node))]
     Protocol {
         /// Target name.
         target: String,
@@ -103,6 +107,16 @@ pub(crate) enum TargetError {
         /// What happened.
         detail: String,
     },
+}
+
+/// `target X: host:port`, or `target X` alone when the target is named by
+/// its address (the default), so that a log line does not say it twice.
+fn at(target: &str, node: &str) -> String {
+    if target == node {
+        format!("target {target}")
+    } else {
+        format!("target {target}: {node}")
+    }
 }
 
 /// The commands of a pipeline by label, in the order they first appear,

@@ -195,7 +195,14 @@ fn data_loss_problem(config: &Config, seen: &Seen) -> String {
     let gs = seen.group;
     match gs.trimmed_undelivered {
         Some(n) if n > 0 => {
-            format!("data_loss: {n} entries were trimmed before this group read them")
+            // Entries before the first one went by trimming or by XDEL of
+            // the head; the ledger's causes tell which, once it counted.
+            let how = match gs.lost {
+                Some(l) if l.deleted > 0 && l.trimmed == 0 => "deleted",
+                Some(l) if l.deleted > 0 => "trimmed or deleted",
+                _ => "trimmed",
+            };
+            format!("data_loss: {n} entries were {how} before this group read them")
         }
         _ => format!(
             "data_loss: entries were removed before this group read them (lost {} since the check started; the status holds {} after a loss)",
@@ -211,6 +218,10 @@ fn data_loss_problem(config: &Config, seen: &Seen) -> String {
 /// that did not move.
 fn stalled_problem(watched: &Watched, seen: &Seen) -> String {
     let (gs, span) = (seen.group, seen.span);
+    if span.is_zero() {
+        // One look: what it saw in the PEL, not a watch it did not make.
+        return "stalled: its oldest pending entries cannot progress (poison, ghost or orphaned entries, below)".to_string();
+    }
     let oldest_then = seen.base.and_then(|b| b.oldest_pending);
     let oldest_now = watched.oldest_pending.get(&seen.key).copied().flatten();
     if gs.info.pending > 0 && oldest_then.is_some() && oldest_then == oldest_now {

@@ -37,6 +37,13 @@ pub struct GroupMemory {
     pub trend: trend::Trend,
     /// Rewinds seen when the trend was last reset.
     pub rewinds_seen: u64,
+    /// The stream's first entry at the last poll, and whether deletions
+    /// moved it there (see `probe::stream`'s outlook).
+    pub head: Option<StreamId>,
+    /// The head last moved by deletions, not only by trimming.
+    pub head_deleted: bool,
+    /// Server time (ms) of the last poll that found the head moved.
+    pub head_moved_at_ms: Option<u64>,
 }
 
 /// The most facts the estimator's walks keep for a target's next polls, all

@@ -233,6 +233,10 @@ fn time_based(info: &StreamInfo, now_ms: Option<u64>) -> bool {
 /// 16 × 24 bytes per stream, and the thinning keeps them where bursts were.
 const ANCHORS_KEPT: usize = 16;
 
+/// How long after the stream's first entry last moved it counts as trimmed
+/// recently: the hour of the shipped rules' `delta(...first_entry...[1h])`.
+const TRIMMED_RECENTLY_MS: u64 = 3_600_000;
+
 /// Folds one polled stream into its snapshot entry: each watched group's
 /// lag, ledger, trend and status, then the stream's own figures. The
 /// previous entry is kept when nothing changed.
@@ -384,6 +388,8 @@ struct Found<'p> {
 struct Outlook {
     lag_seconds: Option<f64>,
     retention_margin: Option<f64>,
+    /// The stream's first entry moved within the last hour.
+    trimmed_recently: bool,
     overtake_eta: Option<f64>,
     drain_eta: Option<f64>,
 }
@@ -517,8 +523,36 @@ impl GroupFold<'_> {
                     _ => None,
                 });
         let first_entry = self.info.first_entry_id;
+        // The margin measures how far trimming is from unread entries. Where
+        // what removes the head waits for the group, a margin says nothing
+        // of a threat: a worker deleting what it processed moves the head
+        // by deletions (the stream's max-deleted-entry-id lies between the
+        // last poll's first entry and this one's), and a retention job trimming to the group's
+        // position or ACKED trimming leaves its first undelivered entry the
+        // stream's first without removing any it had not read. There a
+        // margin would extrapolate into an overtake that never comes; a loss
+        // the ledger proves keeps it (0: trimming reached unread entries).
+        if first_entry != memory.head {
+            // The last deletion lies between the old head and the new one.
+            memory.head_deleted = matches!(
+                (self.info.max_deleted_entry_id, memory.head, first_entry),
+                (Some(deleted), Some(before), Some(now)) if deleted >= before && deleted < now
+            );
+            if memory.head.is_some() {
+                memory.head_moved_at_ms = self.now_ms.or(memory.head_moved_at_ms);
+            }
+            memory.head = first_entry;
+        }
+        let trimmed_recently = matches!(
+            (self.now_ms, memory.head_moved_at_ms),
+            (Some(now), Some(moved)) if now.saturating_sub(moved) < TRIMMED_RECENTLY_MS
+        );
+        let proven_now = self.now_ms.is_some_and(|at| ledger.lost_at(at));
+        let edge_waits_for_group = !proven_now
+            && (memory.head_deleted
+                || (first_entry.is_some() && figure.first_undelivered == first_entry));
         let retention_margin = match (self.time_ids, figure.first_undelivered, first_entry) {
-            _ if self.acked_trimming => None,
+            _ if self.acked_trimming || edge_waits_for_group => None,
             (true, Some(undelivered), Some(first)) => {
                 Some(undelivered.ms.saturating_sub(first.ms) as f64 / 1000.0)
             }
@@ -537,6 +571,7 @@ impl GroupFold<'_> {
         Outlook {
             lag_seconds,
             retention_margin,
+            trimmed_recently,
             overtake_eta: retention_margin.and_then(|_| memory.trend.overtake_eta()),
             drain_eta: memory.trend.drain_eta(),
         }
@@ -573,6 +608,7 @@ impl GroupFold<'_> {
             last_read_at_ms: memory.last_read_at_ms.max(memory.last_progress_at_ms),
             stuck_evidence,
             retention_margin: outlook.retention_margin,
+            trimmed_recently: outlook.trimmed_recently,
             overtake_eta: outlook.overtake_eta,
         };
         if self.kind == PollKind::Scheduled {

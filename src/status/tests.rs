@@ -35,6 +35,7 @@ fn sample(i: u64) -> Sample {
         last_read_at_ms: Some(1_800_000_000_000 + i * 15_000),
         stuck_evidence: false,
         retention_margin: None,
+        trimmed_recently: true,
         overtake_eta: None,
     }
 }
@@ -483,6 +484,17 @@ fn what_the_lag_and_overtake_alerts_see_is_lagging() {
     );
     assert_eq!(
         with(&|s| s.retention_margin = Some(70.0), Some(60)),
+        GroupStatus::Ok
+    );
+    // A stream nobody trimmed within the hour: its first entry is no edge.
+    assert_eq!(
+        with(
+            &|s| {
+                s.retention_margin = Some(50.0);
+                s.trimmed_recently = false;
+            },
+            Some(60)
+        ),
         GroupStatus::Ok
     );
     // Without a max_delay, a margin alone threatens nothing.

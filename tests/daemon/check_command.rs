@@ -620,3 +620,136 @@ fn the_target_line_says_what_its_groups_cost() {
         ran.stdout
     );
 }
+
+/// The cleanup users run while a watch polls: a retention job trimming to
+/// the slowest group's position, a worker deleting what it processed, a
+/// producer trimming with `ACKED`, and (8.6) `XACKDEL … ACKED`. The watch
+/// judges them with the daemon's ledger: nothing lost, no problem. A real
+/// loss in the same watch (entries deleted before the group read them) is
+/// its one problem.
+fn cleanup_is_never_a_loss(server: Server) {
+    let server = RedisServer::start(server);
+    let caps = Capabilities::of(&server);
+    let acked = caps.xackdel && caps.trim_refs;
+    let mut c = server.conn();
+    for stream in ["retained", "worked", "capped", "acked", "lossy"] {
+        group_create(&mut c, stream, "workers", "$");
+    }
+    let mut load = Load::new();
+    load.every(&server, Duration::from_millis(100), move |c| {
+        for stream in ["retained", "worked"] {
+            xadd_n(c, stream, 1);
+        }
+        if acked {
+            xadd_n(c, "acked", 1);
+            let _: String = redis::cmd("XADD")
+                .arg("capped")
+                .arg("ACKED")
+                .arg("MAXLEN")
+                .arg(5)
+                .arg("*")
+                .arg("f")
+                .arg("v")
+                .query(c)
+                .unwrap();
+        }
+    });
+    // Consumers that keep up; `worked` deletes what it processed.
+    load.every(&server, Duration::from_millis(150), move |c| {
+        for stream in ["retained", "capped"] {
+            let got = read_group(c, stream, "workers", "w", 100);
+            ack(c, stream, "workers", &got);
+        }
+        let got = read_group(c, "worked", "workers", "w", 100);
+        ack(c, "worked", "workers", &got);
+        if !got.is_empty() {
+            let mut del = redis::cmd("XDEL");
+            del.arg("worked").arg(&got);
+            let _: i64 = del.query(c).unwrap();
+        }
+        if acked {
+            let got = read_group(c, "acked", "workers", "w", 100);
+            if !got.is_empty() {
+                let _: redis::Value = redis::cmd("XACKDEL")
+                    .arg("acked")
+                    .arg("workers")
+                    .arg("ACKED")
+                    .arg("IDS")
+                    .arg(got.len())
+                    .arg(&got)
+                    .query(c)
+                    .unwrap();
+            }
+        }
+    });
+    // The retention job: everything up to the group's position goes.
+    load.every(&server, Duration::from_millis(700), |c| {
+        let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
+            .arg("GROUPS")
+            .arg("retained")
+            .query(c)
+            .unwrap();
+        let Some(redis::Value::BulkString(at)) = groups[0].get("last-delivered-id") else {
+            panic!("no last-delivered-id: {groups:?}");
+        };
+        let _: i64 = redis::cmd("XTRIM")
+            .arg("retained")
+            .arg("MINID")
+            .arg(at.as_slice())
+            .query(c)
+            .unwrap();
+    });
+    // The real loss, in the middle of the watch: 4 entries for a group
+    // whose consumer is down, the first 3 deleted before it read them.
+    let loss = std::thread::spawn({
+        let mut c = server.conn();
+        move || {
+            std::thread::sleep(Duration::from_secs(3));
+            let ids = xadd_n(&mut c, "lossy", 4);
+            let mut del = redis::cmd("XDEL");
+            del.arg("lossy").arg(&ids[..3]);
+            let _: i64 = del.query(&mut c).unwrap();
+        }
+    });
+    // The producer's own trimming waits for every group.
+    let config = format!(
+        "{}[[streams]]\nmatch = \"capped\"\ntrimming = \"acked\"\n",
+        target(&server)
+    );
+    let ran = check(&config, &["--watch", "8s", "--output", "json"]);
+    loss.join().unwrap();
+    drop(load);
+    let report: Value = serde_json::from_str(&ran.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", ran.stdout, ran.stderr));
+    let mut clean = vec!["retained", "worked"];
+    if acked {
+        clean.extend(["capped", "acked"]);
+    }
+    for stream in clean {
+        let g = group(&report, stream);
+        assert_eq!(g["status"], "ok", "{stream}: {report:#}");
+        assert!(problems(g).is_empty(), "{stream}: {report:#}");
+    }
+    let lossy = group(&report, "lossy");
+    assert_eq!(lossy["status"], "data_loss", "{report:#}");
+    assert!(
+        problems(lossy)[0].starts_with("data_loss: entries were removed before this group read them (lost 3 since the check started"),
+        "{report:#}"
+    );
+    assert_eq!(ran.code, 1, "{report:#}");
+}
+
+#[test]
+fn cleanup_is_never_a_loss_redis70() {
+    cleanup_is_never_a_loss(Server::Redis70);
+}
+
+#[test]
+fn cleanup_is_never_a_loss_redis8() {
+    cleanup_is_never_a_loss(Server::Redis8);
+}
+
+#[test]
+fn cleanup_is_never_a_loss_valkey9() {
+    cleanup_is_never_a_loss(Server::Valkey9);
+}

@@ -227,7 +227,7 @@ metric!(
     "redis_streams_group_retention_margin_seconds",
     Gauge,
     TSG,
-    "Time part of the group's first undelivered entry minus that of the stream's first entry, in seconds: how far the trimming edge is from entries this group has not read. Absent when nothing is undelivered or IDs are not time-based. Cached by the poller.",
+    "Time part of the group's first undelivered entry minus that of the stream's first entry, in seconds: how far the trimming edge is from entries this group has not read. Absent when nothing is undelivered, IDs are not time-based, the stream is set to trimming = \"acked\", or what removes the head waits for the group: deletions moved the stream's first entry (workers deleting what they processed), or the group's first undelivered entry is the stream's first and the poll proved no loss (a retention job trimming to its position, ACKED trimming). Cached by the poller.",
     Source::Group(|_, g| g.retention_margin)
 );
 metric!(
