@@ -127,21 +127,78 @@ if [ "${1:-}" = "--prepare" ]; then
   exit 0
 fi
 
-cargo fmt --all --check
-cargo clippy --all-targets --locked -- -D warnings
+# Each step says how long it took: the run is profiled on every machine it runs on.
+timed() { # label, command...
+  local label=$1 started=$SECONDS
+  shift
+  "$@"
+  local status=$?
+  echo "[test.sh] $label: $((SECONDS - started)) s (exit $status)"
+  return $status
+}
+
+timed "cargo fmt --check" cargo fmt --all --check
+timed "clippy" cargo clippy --all-targets --locked -- -D warnings
 # The maintainers' documentation, private items included (links between modules resolve there),
 # builds without a warning: a broken link or a stale name fails the run.
 RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links" \
-  cargo doc --no-deps --document-private-items --locked
+  timed "cargo doc" cargo doc --no-deps --document-private-items --locked
 # The whole output is kept in target/test-output.log. CI shows only the head and the tail of a long
 # run, so on failure every panic message is printed again at the very end.
 log="$root/target/test-output.log"
 mkdir -p "$root/target"
+: >"$log"
+threads="${RSE_TEST_THREADS:-4}"
+# Build every test binary once, then run them from the package root as cargo would. The
+# end-to-end binary spends most of its 3.5 minutes waiting on Prometheus and Alertmanager's
+# clocks, so it runs beside the binaries that time nothing (unit tests, assets, packaging); the
+# timing tests (daemon, http, outages, servers) run after it, one binary at a time.
+timed "build the tests" cargo test --locked --all-targets --no-run --message-format=json-render-diagnostics \
+  >"$root/target/test-binaries.json"
+binaries=$(python3 - "$root/target/test-binaries.json" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
+        kind = m["target"]["kind"][0]
+        print(f'{kind}:{m["target"]["name"]} {m["executable"]}')
+PY
+)
+binary() { # name (lib:..., bin:..., test:...)
+  awk -v n="$1" '$1 == n {print $2}' <<<"$binaries"
+}
+run_tests() { # name...: runs each test binary in turn, output to stdout; fails if one failed
+  local failed=0 name path
+  for name in "$@"; do
+    path=$(binary "$name")
+    if [ -z "$path" ]; then
+      echo "no test binary $name" >&2
+      failed=1
+      continue
+    fi
+    echo "     Running $name ($path)"
+    timed "$name" "$path" --test-threads="$threads" || failed=1
+  done
+  return $failed
+}
 set +e
-cargo test --locked --all-targets --no-fail-fast -- --test-threads="${RSE_TEST_THREADS:-4}" 2>&1 | tee "$log"
+run_tests test:e2e >"$root/target/test-output-e2e.log" 2>&1 &
+e2e=$!
+others=$(awk '$1 !~ /^test:(e2e|daemon|http|outages|servers)$/ {print $1}' <<<"$binaries")
+# shellcheck disable=SC2086
+run_tests $others 2>&1 | tee -a "$log"
 status=${PIPESTATUS[0]}
+wait "$e2e" || status=1
+tee -a "$log" <"$root/target/test-output-e2e.log"
+run_tests test:daemon test:http test:outages test:servers 2>&1 | tee -a "$log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 set -e
+grep '^\[test.sh\]' "$log" || true
 if [ "$status" -ne 0 ]; then
+  status=101
   echo
   echo "==== the panic messages of the failed tests (whole output: $log) ===="
   # From each "panicked at" line to the blank line or the backtrace (note) that ends its message,

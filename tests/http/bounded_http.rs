@@ -138,8 +138,10 @@ async fn hold_past_the_descriptor_limit(scenario: Scenario) {
     let server = RedisServer::start(Server::Redis70);
     xadd_n(&mut server.conn(), "orders", 2);
     let dir = tempfile::tempdir().unwrap();
+    // Timeouts long enough that the sockets are held past the cap together
+    // even when a loaded machine opens them at 80 a second (TLS in CI).
     let mut web =
-        "header_read_timeout = \"5s\"\nidle_timeout = \"6s\"\ntls_handshake_timeout = \"5s\"\n"
+        "header_read_timeout = \"12s\"\nidle_timeout = \"13s\"\ntls_handshake_timeout = \"12s\"\n"
             .to_string();
     let mut client = None;
     let mut trust: Vec<PathBuf> = Vec::new();
