@@ -112,6 +112,15 @@ impl ByCause {
     }
 }
 
+/// Server time (ms) of the last poll that counted a loss, by cause.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LossTimes {
+    /// The last counted trim of unread entries.
+    pub trimmed: Option<u64>,
+    /// The last counted deletion of unread entries.
+    pub deleted: Option<u64>,
+}
+
 /// Poll intervals in which entries may have been lost beyond what was
 /// proven, by reason.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -476,6 +485,8 @@ pub struct Ledger {
     rewinds: u64,
     /// Server time of the last counted loss.
     last_loss_at_ms: Option<u64>,
+    /// The same, by cause.
+    loss_times: LossTimes,
     /// The `run_id` of the server the figures were read from.
     server: Option<std::sync::Arc<str>>,
 }
@@ -605,10 +616,15 @@ impl Ledger {
         }
         let split = |n: u64| split_by_cause(n, trimmed, deleted, p, o);
         if interval.proven > 0 {
-            self.lost
-                .get_or_insert_with(ByCause::default)
-                .add(split(interval.proven));
+            let by_cause = split(interval.proven);
+            self.lost.get_or_insert_with(ByCause::default).add(by_cause);
             self.last_loss_at_ms = o.at_ms.or(self.last_loss_at_ms);
+            if by_cause.trimmed > 0 {
+                self.loss_times.trimmed = o.at_ms.or(self.loss_times.trimmed);
+            }
+            if by_cause.deleted > 0 {
+                self.loss_times.deleted = o.at_ms.or(self.loss_times.deleted);
+            }
         }
         let possible = interval
             .at_most
@@ -707,6 +723,13 @@ impl Ledger {
     /// Rewinds counted.
     pub fn rewinds(&self) -> u64 {
         self.rewinds
+    }
+
+    /// When the last loss of each cause was counted (server time): what
+    /// alerts on a loss read, since a counter's first scraped sample cannot
+    /// show a rise (a loss counted before Prometheus first saw the group).
+    pub fn loss_times(&self) -> LossTimes {
+        self.loss_times
     }
 
     /// True when the poll at `at_ms` counted a loss.

@@ -765,3 +765,42 @@ fn another_server_run_id_is_a_new_baseline() {
     poll(&mut l, &mut m);
     assert_eq!(lost(&l), 15, "an unknown run_id changes nothing");
 }
+
+// The time of the last loss, by cause, is the time of the poll that counted
+// it: a trim, then a deletion, then a poll that counts nothing.
+#[test]
+fn the_last_loss_of_each_cause_is_timed() {
+    for counter in BOTH {
+        let mut m = Model::new(counter);
+        let mut l = Ledger::default();
+        m.add(110).read(10);
+        poll(&mut l, &mut m);
+        assert_eq!(l.loss_times(), LossTimes::default(), "{counter:?}");
+        m.keep_last(60);
+        poll(&mut l, &mut m);
+        let trimmed_at = m.now;
+        assert_eq!(
+            l.loss_times(),
+            LossTimes {
+                trimmed: Some(trimmed_at),
+                deleted: None
+            },
+            "{counter:?}"
+        );
+        let first = m.first().unwrap();
+        m.delete(&[first + 5, first + 6]);
+        poll(&mut l, &mut m);
+        let deleted_at = m.now;
+        m.add(5);
+        poll(&mut l, &mut m);
+        assert_eq!(
+            l.loss_times(),
+            LossTimes {
+                trimmed: Some(trimmed_at),
+                deleted: Some(deleted_at)
+            },
+            "{counter:?}"
+        );
+        assert!(l.lost_at(deleted_at) && !l.lost_at(m.now), "{counter:?}");
+    }
+}

@@ -432,6 +432,7 @@ impl GroupFold<'_> {
             lag_seconds: outlook.lag_seconds,
             trimmed_undelivered: figure.trimmed_undelivered,
             lost: ledger.lost(),
+            lost_at: ledger.loss_times(),
             possibly_lost: ledger.possibly_lost(),
             loss_unproven: ledger.unproven(),
             rewinds: ledger.rewinds(),

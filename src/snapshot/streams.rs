@@ -171,6 +171,8 @@ pub struct GroupState {
     /// Entries proven lost since the exporter started, by cause; `None`
     /// until the figure could be known (never before 7.0).
     pub lost: Option<ByCause>,
+    /// Server time (ms) of the last counted loss, by cause.
+    pub lost_at: crate::loss::LossTimes,
     /// Entries that may have been lost beyond those proven (an upper
     /// bound), by cause; `None` as `lost`.
     pub possibly_lost: Option<ByCause>,

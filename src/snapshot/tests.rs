@@ -16,6 +16,7 @@ fn group(pending: u64) -> GroupState {
         lag_seconds: None,
         trimmed_undelivered: None,
         lost: None,
+        lost_at: Default::default(),
         possibly_lost: None,
         rewinds: 0,
         loss_unproven: Default::default(),

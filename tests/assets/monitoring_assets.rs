@@ -457,10 +457,17 @@ fn rules_of(doc: &Yaml) -> Result<Vec<Rule>, Box<dyn Error>> {
 fn is_event(rule: &Rule) -> bool {
     let compact: String = rule.expr.split_whitespace().collect();
     let metrics = selectors(&rule.expr);
+    let counter = metrics.first().map(|m| m.metric.as_str());
+    // The increase of one counter, alone or beside the time of the counter's last event (which
+    // covers an event counted before Prometheus's first scrape of the series).
+    let alone = compact.ends_with(")>0") && metrics.len() == 1;
+    let with_time = compact.contains(")>0or(")
+        && metrics.iter().all(|m| {
+            Some(m.metric.as_str()) == counter || m.metric.ends_with("_timestamp_seconds")
+        });
     compact.starts_with("increase(")
-        && compact.ends_with(")>0")
-        && metrics.len() == 1
-        && metrics[0].metric.ends_with("_total")
+        && counter.is_some_and(|c| c.ends_with("_total"))
+        && (alone || with_time)
 }
 
 /// GitHub's anchors for the headings of a Markdown file.

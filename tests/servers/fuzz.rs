@@ -223,6 +223,7 @@ fn render_names(names: &[Vec<u8>]) -> String {
             lag_seconds: None,
             trimmed_undelivered: Some(0),
             lost: None,
+            lost_at: Default::default(),
             possibly_lost: None,
             rewinds: 0,
             loss_unproven: Default::default(),

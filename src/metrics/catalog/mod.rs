@@ -127,6 +127,8 @@ pub enum Source {
 pub enum Custom {
     /// Cause `trimmed` and `deleted` of each group's lost entries.
     LostEntries,
+    /// When each group last lost entries of each cause, where it did.
+    LastLoss,
     /// Cause `trimmed` and `deleted` of each group's possibly lost entries.
     PossiblyLost,
     /// Each group's unproven intervals, by reason, where there were any.
@@ -312,6 +314,7 @@ pub const METRICS: &[MetricDef] = &[
     GROUP_TRIM_OVERTAKE_ETA,
     GROUP_DRAIN_ETA,
     GROUP_LOST_ENTRIES,
+    GROUP_LAST_LOSS_TIMESTAMP,
     GROUP_POSSIBLY_LOST,
     GROUP_LOSS_UNPROVEN,
     GROUP_STATUS,

@@ -255,6 +255,14 @@ metric!(
     Source::Custom(Custom::LostEntries)
 );
 metric!(
+    GROUP_LAST_LOSS_TIMESTAMP,
+    "redis_streams_group_last_loss_timestamp_seconds",
+    Gauge,
+    TSGCAUSE,
+    "Server time (Unix seconds) of the last stream poll that counted a loss of this cause in redis_streams_group_lost_entries_total. The loss alerts read it beside increase(), which cannot see a loss counted before Prometheus's first scrape of the group. Absent until such a loss was counted. Cached by the poller.",
+    Source::Custom(Custom::LastLoss)
+);
+metric!(
     GROUP_POSSIBLY_LOST,
     "redis_streams_group_possibly_lost_entries_total",
     Counter,

@@ -21,6 +21,7 @@ impl Renderer<'_> {
     pub(super) fn custom<W: Write>(&self, f: &mut Family<'_, W>, custom: Custom) {
         match custom {
             Custom::LostEntries => self.by_cause(f, |gs| gs.lost),
+            Custom::LastLoss => self.last_loss(f),
             Custom::PossiblyLost => self.by_cause(f, |gs| gs.possibly_lost),
             Custom::LossUnproven => self.loss_unproven(f),
             Custom::Status => self.status(f),
@@ -87,6 +88,21 @@ impl Renderer<'_> {
             let [l1, l2, l3] = group_labels(t, s, g);
             for (cause, n) in [("trimmed", lost.trimmed), ("deleted", lost.deleted)] {
                 f.sample(&[l1, l2, l3, ("cause", cause.as_bytes())], n as f64);
+            }
+        }
+    }
+
+    fn last_loss<W: Write>(&self, f: &mut Family<'_, W>) {
+        for (t, s, _, g, gs) in groups_of(&self.up) {
+            let [l1, l2, l3] = group_labels(t, s, g);
+            let times = gs.lost_at;
+            for (cause, at_ms) in [("trimmed", times.trimmed), ("deleted", times.deleted)] {
+                if let Some(ms) = at_ms {
+                    f.sample(
+                        &[l1, l2, l3, ("cause", cause.as_bytes())],
+                        ms as f64 / 1000.0,
+                    );
+                }
             }
         }
     }

@@ -58,6 +58,10 @@ pub(super) fn group(pending: u64, lag: Option<u64>) -> GroupState {
             trimmed: 3,
             deleted: 1,
         }),
+        lost_at: crate::loss::LossTimes {
+            trimmed: Some(NOW_S * 1000 - 90_000),
+            deleted: None,
+        },
         rewinds: 0,
         possibly_lost: Some(ByCause {
             trimmed: 0,

@@ -175,7 +175,11 @@ impl Section {
             Source::Stream(_)
             | Source::Group(_)
             | Source::Custom(
-                Custom::LostEntries | Custom::PossiblyLost | Custom::LossUnproven | Custom::Status,
+                Custom::LostEntries
+                | Custom::LastLoss
+                | Custom::PossiblyLost
+                | Custom::LossUnproven
+                | Custom::Status,
             ) => Section::Streams,
             Source::Custom(Custom::OldestPendingAge) => Section::OldestPending,
             Source::Scan(_)
