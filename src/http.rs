@@ -587,18 +587,6 @@ fn known(value: Option<u64>) -> String {
 }
 
 /// How far down a group comes on the landing page: problems first.
-fn severity(status: Option<GroupStatus>) -> u8 {
-    match status {
-        Some(GroupStatus::DataLoss) => 0,
-        Some(GroupStatus::Stopped) => 1,
-        Some(GroupStatus::Stalled) => 2,
-        Some(GroupStatus::Lagging) => 3,
-        None => 4,
-        Some(GroupStatus::Ok) => 5,
-        Some(GroupStatus::Idle) => 6,
-    }
-}
-
 /// A name from Redis (or a configured one) fit for the page: control
 /// characters escaped, long names cut with a marker, then HTML-escaped.
 fn name(bytes: &[u8]) -> String {
@@ -665,12 +653,24 @@ fn landing(state: &HttpState, config: &Config, query: Option<&str>) -> Response 
         .flat_map(|t| {
             t.streams.iter().flat_map(move |(s, st)| {
                 st.groups.iter().map(move |(g, gs)| {
-                    (severity(gs.status), &*t.name, &**s, &**g, gs, &**t, &**st)
+                    (
+                        GroupStatus::urgency(gs.status),
+                        &*t.name,
+                        &**s,
+                        &**g,
+                        gs,
+                        &**t,
+                        &**st,
+                    )
                 })
             })
         })
         .collect();
-    groups.sort_by(|a, b| (a.0, a.1, a.2, a.3).cmp(&(b.0, b.1, b.2, b.3)));
+    // The most urgent status first, then the oldest undelivered entry.
+    groups.sort_by(|a, b| {
+        let key = |r: &LandingRow<'_>| (r.0, GroupStatus::lag_key(r.4.lag_seconds));
+        (key(a), a.1, a.2, a.3).cmp(&(key(b), b.1, b.2, b.3))
+    });
     let total = groups.len();
     let pages = total.div_ceil(LANDING_ROWS).max(1);
     let wanted = query
@@ -732,7 +732,7 @@ fn landing(state: &HttpState, config: &Config, query: Option<&str>) -> Response 
             name(target.as_bytes()),
             name(stream),
             name(group),
-            gs.status.map_or("unknown", |s| s.label()),
+            status_cell(gs, config),
             lag,
             gs.lag_seconds
                 .map_or("unknown".to_string(), |s| format!("{s:.1}")),
@@ -751,6 +751,35 @@ fn landing(state: &HttpState, config: &Config, query: Option<&str>) -> Response 
     legend(&mut page, config);
     page.push_str("</body></html>\n");
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()
+}
+
+/// The status, and for `data_loss` why and until when it holds: since the
+/// last counted loss (server time) for `data_loss_hold`, or for as long as
+/// entries after the group's position are gone.
+fn status_cell(gs: &crate::snapshot::GroupState, config: &Config) -> String {
+    let Some(status) = gs.status else {
+        return "unknown".to_string();
+    };
+    if status != GroupStatus::DataLoss {
+        return status.label().to_string();
+    }
+    let last = gs.lost_at.trimmed.max(gs.lost_at.deleted);
+    let at = |ms: u64| {
+        humantime::format_rfc3339_seconds(
+            std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms),
+        )
+        .to_string()
+    };
+    match last {
+        Some(ms) => format!(
+            "data_loss (last loss {}, held until {})",
+            at(ms),
+            at(ms.saturating_add(config.data_loss_hold.as_millis() as u64))
+        ),
+        None => {
+            "data_loss (entries after its position are gone; until it is set past them)".to_string()
+        }
+    }
 }
 
 /// What the statuses and the group table's columns mean.

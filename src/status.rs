@@ -71,6 +71,27 @@ impl GroupStatus {
         GroupStatus::DataLoss,
     ];
 
+    /// How urgent a status is, most urgent first (0): the order the landing
+    /// page, `check` and the overview dashboard list groups in. Unknown sits
+    /// between the problems and the healthy statuses.
+    pub fn urgency(status: Option<GroupStatus>) -> u8 {
+        match status {
+            Some(GroupStatus::DataLoss) => 0,
+            Some(GroupStatus::Stopped) => 1,
+            Some(GroupStatus::Stalled) => 2,
+            Some(GroupStatus::Lagging) => 3,
+            None => 4,
+            Some(GroupStatus::Ok) => 5,
+            Some(GroupStatus::Idle) => 6,
+        }
+    }
+
+    /// The oldest undelivered entry's age as a sort key, oldest first after
+    /// [`Self::urgency`]; unknown last.
+    pub fn lag_key(lag_seconds: Option<f64>) -> std::cmp::Reverse<u64> {
+        std::cmp::Reverse(lag_seconds.map_or(0, |s| (s.max(0.0) * 1000.0) as u64))
+    }
+
     /// The `status` label value.
     pub fn label(self) -> &'static str {
         match self {

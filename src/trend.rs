@@ -51,8 +51,11 @@ struct Point {
     /// The time part of the stream's first entry, ms (whether trimming moves
     /// the edge); `u64::MAX` when unknown.
     first_entry_ms: u64,
-    /// Lag, when known; NaN otherwise.
-    lag: f64,
+    /// Lag, when known; NaN otherwise (f32: a slope needs no more).
+    lag: f32,
+    /// Entries the stream retains before the group's first undelivered one
+    /// (its length less the lag), when the lag is exact; NaN otherwise.
+    ahead: f32,
 }
 
 impl Point {
@@ -65,7 +68,11 @@ impl Point {
     }
 
     fn lag(&self) -> Option<f64> {
-        known(self.lag)
+        known(f64::from(self.lag))
+    }
+
+    fn ahead(&self) -> Option<f64> {
+        known(f64::from(self.ahead))
     }
 }
 
@@ -88,6 +95,7 @@ impl Trend {
         margin: Option<f64>,
         first_entry_ms: Option<u64>,
         lag: Option<u64>,
+        ahead: Option<u64>,
     ) {
         if self.points.back().is_some_and(|p| p.at_ms >= at_ms) {
             self.points.clear();
@@ -101,7 +109,8 @@ impl Trend {
             at_ms,
             margin: margin.unwrap_or(f64::NAN),
             first_entry_ms: first_entry_ms.unwrap_or(u64::MAX),
-            lag: lag.map_or(f64::NAN, |l| l as f64),
+            lag: lag.map_or(f32::NAN, |l| l as f32),
+            ahead: ahead.map_or(f32::NAN, |a| a as f32),
         });
     }
 
@@ -126,6 +135,14 @@ impl Trend {
             return self.edge_moved(last).then_some(0.0);
         }
         let slope = falling(&self.series(Point::margin))?;
+        // The margin is ID time: a burst of production shrinks it while the
+        // group keeps its distance in entries, and a count-capped stream
+        // (MAXLEN) is overtaken only when that distance falls too. Where the
+        // entries ahead are known, they must fall as well.
+        let ahead = self.series(Point::ahead);
+        if ahead.len() >= MIN_POINTS {
+            falling(&ahead)?;
+        }
         Some(now / -slope)
     }
 
@@ -212,11 +229,14 @@ mod tests {
     fn a_poll_costs_32_bytes_and_unknown_values_read_back_unknown() {
         assert_eq!(std::mem::size_of::<Point>(), 32);
         let mut t = Trend::default();
-        t.push(1_000, None, None, None);
-        t.push(2_000, Some(0.0), Some(0), Some(0));
-        let read = |p: &Point| (p.margin(), p.first_entry_ms(), p.lag());
-        assert_eq!(read(&t.points[0]), (None, None, None));
-        assert_eq!(read(&t.points[1]), (Some(0.0), Some(0), Some(0.0)));
+        t.push(1_000, None, None, None, None);
+        t.push(2_000, Some(0.0), Some(0), Some(0), Some(0));
+        let read = |p: &Point| (p.margin(), p.first_entry_ms(), p.lag(), p.ahead());
+        assert_eq!(read(&t.points[0]), (None, None, None, None));
+        assert_eq!(
+            read(&t.points[1]),
+            (Some(0.0), Some(0), Some(0.0), Some(0.0))
+        );
         assert!(t.points.capacity() >= WINDOW);
     }
 
@@ -224,7 +244,7 @@ mod tests {
         let mut t = Trend::default();
         for &(at, margin, lag) in points {
             // A stream trimmed by 1 s of ID time per second of poll time.
-            t.push(at * 1000, margin, Some(at * 1000), lag);
+            t.push(at * 1000, margin, Some(at * 1000), lag, None);
         }
         t
     }
@@ -326,11 +346,11 @@ mod tests {
         // shares the first entry's millisecond, and nothing trims it.
         let mut young = Trend::default();
         for i in 0..4u64 {
-            young.push(i * 15_000, Some(0.0), Some(5_000), Some(100 + i * 10));
+            young.push(i * 15_000, Some(0.0), Some(5_000), Some(100 + i * 10), None);
         }
         assert_eq!(young.overtake_eta(), None);
         // Trimming starts: the edge moves while it sits at the group.
-        young.push(60_000, Some(0.0), Some(9_000), Some(140));
+        young.push(60_000, Some(0.0), Some(9_000), Some(140), None);
         assert_eq!(young.overtake_eta(), Some(0.0));
     }
 
@@ -338,10 +358,10 @@ mod tests {
     fn the_window_slides_and_restarts_on_a_clock_jump() {
         let mut t = Trend::default();
         for i in 0..20u64 {
-            t.push(i * 15_000, None, None, Some(1000 - i * 10));
+            t.push(i * 15_000, None, None, Some(1000 - i * 10), None);
         }
         assert_eq!(t.points.len(), WINDOW);
-        t.push(1_000, None, None, Some(5));
+        t.push(1_000, None, None, Some(5), None);
         assert_eq!(t.points.len(), 1);
     }
 
@@ -353,7 +373,13 @@ mod tests {
         let jitter = [2.2, 2.0, 2.2, 2.0, 1.8, 2.0, 2.2, 1.8];
         let mut t = Trend::default();
         for (i, m) in jitter.iter().enumerate() {
-            t.push(1_000 * i as u64, Some(*m), Some(1_000 * i as u64), Some(90));
+            t.push(
+                1_000 * i as u64,
+                Some(*m),
+                Some(1_000 * i as u64),
+                Some(90),
+                None,
+            );
         }
         assert_eq!(t.overtake_eta(), None);
         let points: Vec<(f64, f64)> = jitter
@@ -368,9 +394,38 @@ mod tests {
         let mut t = Trend::default();
         for i in 0..8u64 {
             let m = 10.0 - i as f64 + if i % 2 == 0 { 0.3 } else { -0.3 };
-            t.push(1_000 * i, Some(m), Some(1_000 * i), Some(90));
+            t.push(1_000 * i, Some(m), Some(1_000 * i), Some(90), None);
         }
         assert!(t.overtake_eta().is_some_and(|eta| (eta - 3.0).abs() < 1.5));
+    }
+
+    /// A burst of production compresses the margin in ID time while the
+    /// group keeps its distance from the edge in entries: no ETA. The
+    /// distance falling too (the edge truly gains) gives one.
+    #[test]
+    fn a_margin_that_shrinks_while_the_entries_ahead_hold_gives_no_eta() {
+        let mut t = Trend::default();
+        for i in 0..8u64 {
+            t.push(
+                1_000 * i,
+                Some(2.0 - 0.1 * i as f64),
+                Some(1_000 * i),
+                Some(90),
+                Some(10),
+            );
+        }
+        assert_eq!(t.overtake_eta(), None);
+        let mut t = Trend::default();
+        for i in 0..8u64 {
+            t.push(
+                1_000 * i,
+                Some(2.0 - 0.1 * i as f64),
+                Some(1_000 * i),
+                Some(90),
+                Some(20 - i),
+            );
+        }
+        assert!(t.overtake_eta().is_some_and(|eta| (eta - 13.0).abs() < 1.0));
     }
 
     #[test]

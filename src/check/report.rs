@@ -89,7 +89,10 @@ impl TargetReport {
         let mut counts: BTreeMap<u8, (&'static str, usize)> = BTreeMap::new();
         for g in &self.groups {
             let label = g.status.map_or("unknown", |s| s.label());
-            counts.entry(rank(g.status)).or_insert((label, 0)).1 += 1;
+            counts
+                .entry(GroupStatus::urgency(g.status))
+                .or_insert((label, 0))
+                .1 += 1;
         }
         counts.into_values().collect()
     }
@@ -104,19 +107,6 @@ impl TargetReport {
                     .partial_cmp(&b.lag_seconds)
                     .unwrap_or(std::cmp::Ordering::Equal)
             })
-    }
-}
-
-/// Problems first: how far down a status comes.
-fn rank(status: Option<GroupStatus>) -> u8 {
-    match status {
-        Some(GroupStatus::DataLoss) => 0,
-        Some(GroupStatus::Stopped) => 1,
-        Some(GroupStatus::Stalled) => 2,
-        Some(GroupStatus::Lagging) => 3,
-        None => 4,
-        Some(GroupStatus::Ok) => 5,
-        Some(GroupStatus::Idle) => 6,
     }
 }
 
@@ -222,7 +212,8 @@ impl Report {
         rows.sort_by_key(|(t, g)| {
             (
                 g.problems.is_empty(),
-                rank(g.status),
+                GroupStatus::urgency(g.status),
+                GroupStatus::lag_key(g.lag_seconds),
                 &t.name,
                 g.stream.clone(),
                 g.group.clone(),

@@ -563,11 +563,16 @@ impl GroupFold<'_> {
             memory.rewinds_seen = ledger.rewinds();
             memory.trend.clear();
         }
+        // Entries retained before the group's first undelivered one.
+        let ahead = figure
+            .lag
+            .filter(|_| figure.exact())
+            .map(|lag| self.info.length.saturating_sub(lag));
         if let (Some(at), PollKind::Scheduled) = (self.now_ms, self.kind) {
             let first_entry_ms = first_entry.filter(|_| self.time_ids).map(|id| id.ms);
             memory
                 .trend
-                .push(at, retention_margin, first_entry_ms, figure.lag);
+                .push(at, retention_margin, first_entry_ms, figure.lag, ahead);
         }
         Outlook {
             lag_seconds,

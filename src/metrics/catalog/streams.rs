@@ -235,7 +235,7 @@ metric!(
     "redis_streams_group_trim_overtake_eta_seconds",
     Gauge,
     TSG,
-    "At the recent rates (a robust slope over the last polls) at which the stream's first entry and the group's first undelivered entry advance, seconds until trimming reaches entries this group has not read; 0 when it already has. Absent when the edge is not closing in. Cached by the poller.",
+    "At the recent rates (a robust slope over the last polls) at which the stream's first entry and the group's first undelivered entry advance, seconds until trimming reaches entries this group has not read; 0 when it already has. Absent when the edge is not closing in: the margin must fall over most pairs of polls and, where the lag is exact, so must the entries retained before the group's first undelivered one (a burst of production shrinks the margin in ID time, not the group's distance in entries). Cached by the poller.",
     Source::Group(|_, g| g.overtake_eta)
 );
 metric!(
