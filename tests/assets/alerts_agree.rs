@@ -16,6 +16,11 @@
 //! threshold of 3 deliveries) and entries with IDs in the past (an old backlog) stand in for the
 //! minutes a production fault takes; the Redis behaviour is real. Rate and slope alerts capture
 //! every step they need instead of repeating the last poll (a repeated poll has no rate).
+//!
+//! The reverse direction, for batch consumers (streams with `read_every`): in scenarios where a
+//! consumer reads in runs, none of the lag, backlog and outpacing alerts may fire at a poll whose
+//! status is `ok` or `idle`, and they must fire once the status says the run is overdue
+//! (`stopped`) or the lag passed `max_delay` (`lagging`), each after its `for:`.
 
 use crate::common;
 
@@ -75,6 +80,15 @@ impl Capture {
     fn add(&mut self, n: usize) -> Vec<String> {
         let stream = self.stream.clone();
         xadd_n(&mut self.conn, &stream, n)
+    }
+
+    /// One entry whose ID's time part is `ago_ms` before the server's clock (`<ms>-*`, Redis 7.0+:
+    /// the sequence is Redis's, so two entries in the same millisecond are fine).
+    fn add_aged(&mut self, ago_ms: u64) {
+        let now = common::server_ms(&mut self.conn);
+        let stream = self.stream.clone();
+        let id = format!("{}-*", now - ago_ms);
+        self.cmd(&["XADD", &stream, &id, "n", "1"]);
     }
 
     /// Entries with explicit IDs, `ms` apart, starting `ago_ms` before the server's clock.
@@ -456,9 +470,14 @@ fn scraped_series(series: &str) -> String {
     }
 }
 
-/// The promtool test of one alert: every captured series, one poll a minute, the last poll held.
-fn promtool_test(alert: &str, rule_labels: &BTreeMap<String, String>, p: &Played) -> String {
-    let polls = &p.capture.polls;
+/// The head of a promtool test: its name and every captured series, one poll a minute, the last
+/// poll repeated `hold` more steps; `synthetic` replaces one metric's captured values.
+fn promtool_input(
+    name: &str,
+    polls: &[String],
+    hold: usize,
+    synthetic: Option<(&str, &str)>,
+) -> String {
     let mut order: Vec<String> = Vec::new();
     let mut values: BTreeMap<String, Vec<Option<String>>> = BTreeMap::new();
     for (i, text) in polls.iter().enumerate() {
@@ -467,8 +486,8 @@ fn promtool_test(alert: &str, rule_labels: &BTreeMap<String, String>, p: &Played
             .filter(|l| !l.starts_with('#') && !l.is_empty())
         {
             let (series, mut value) = line.rsplit_once(' ').unwrap();
-            if let Some((name, constant)) = p.synthetic {
-                if series.starts_with(&format!("{name}{{")) {
+            if let Some((metric, constant)) = synthetic {
+                if series.starts_with(&format!("{metric}{{")) {
                     value = constant;
                 }
             }
@@ -480,20 +499,20 @@ fn promtool_test(alert: &str, rule_labels: &BTreeMap<String, String>, p: &Played
         }
     }
     let mut out = String::new();
-    let kind = match p.synthetic {
-        Some((name, _)) => format!(" (synthetic {name})"),
+    let kind = match synthetic {
+        Some((metric, _)) => format!(" (synthetic {metric})"),
         None => String::new(),
     };
     writeln!(
         out,
-        "  - name: {alert}{kind}\n    interval: 1m\n    input_series:"
+        "  - name: {name}{kind}\n    interval: 1m\n    input_series:"
     )
     .unwrap();
     for series in &order {
         let steps = &values[series];
         let mut all: Vec<&str> = steps.iter().map(|v| v.as_deref().unwrap_or("_")).collect();
         let last = *all.last().unwrap();
-        all.extend(std::iter::repeat_n(last, p.hold));
+        all.extend(std::iter::repeat_n(last, hold));
         writeln!(
             out,
             "      - series: '{}'\n        values: '{}'",
@@ -502,17 +521,25 @@ fn promtool_test(alert: &str, rule_labels: &BTreeMap<String, String>, p: &Played
         )
         .unwrap();
     }
-    let eval = polls.len() - 1 + p.hold;
+    out
+}
+
+/// The labels an alert about the scenario's group fires with, as a promtool `exp_labels` map.
+fn exp_labels(
+    rule_labels: &BTreeMap<String, String>,
+    stream: &str,
+    extra: &[(&str, &str)],
+) -> String {
     let mut labels: BTreeMap<String, String> = rule_labels.clone();
     for (k, v) in [
         ("job", "redis-streams-exporter"),
         ("instance", "exporter:9763"),
         ("target", "t"),
-        ("stream", p.capture.stream.as_str()),
+        ("stream", stream),
         ("group", GROUP),
     ]
     .into_iter()
-    .chain(p.extra_labels.iter().copied())
+    .chain(extra.iter().copied())
     {
         labels.insert(k.to_string(), v.to_string());
     }
@@ -520,14 +547,44 @@ fn promtool_test(alert: &str, rule_labels: &BTreeMap<String, String>, p: &Played
         .iter()
         .map(|(k, v)| format!("{k}: \"{v}\""))
         .collect();
+    format!("{{{}}}", labels.join(", "))
+}
+
+/// The promtool test of one alert: every captured series, one poll a minute, the last poll held.
+fn promtool_test(alert: &str, rule_labels: &BTreeMap<String, String>, p: &Played) -> String {
+    let polls = &p.capture.polls;
+    let mut out = promtool_input(alert, polls, p.hold, p.synthetic);
+    let eval = polls.len() - 1 + p.hold;
     writeln!(
         out,
         "    alert_rule_test:\n      - eval_time: {eval}m\n        alertname: {alert}\n        \
-         exp_alerts:\n          - exp_labels: {{{}}}",
-        labels.join(", ")
+         exp_alerts:\n          - exp_labels: {}",
+        exp_labels(rule_labels, &p.capture.stream, &p.extra_labels)
     )
     .unwrap();
     out
+}
+
+/// Runs `promtool test rules` on `tests` (with the rules beside it as `rules.yml`); on failure the
+/// file is kept in the temporary directory under `keep` and the test fails with promtool's output.
+fn run_promtool(dir: &std::path::Path, tests: &str, keep: &str, report: &str) {
+    let file = dir.join("agree.test.yml");
+    std::fs::write(&file, tests).unwrap();
+    let out = Command::new(which("promtool"))
+        .args(["test", "rules"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        let kept = std::env::temp_dir().join(keep);
+        std::fs::write(&kept, tests).unwrap();
+        panic!(
+            "promtool test rules failed (file kept at {}):\n{}{}\n{report}",
+            kept.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// Every warning or critical alert about a group fires in a real scenario while the group's
@@ -556,28 +613,12 @@ async fn every_group_alert_fires_with_a_status_that_is_not_ok() {
         missing.is_empty(),
         "group alerts without a scenario: {missing:?}"
     );
-    let file = dir.path().join("agree.test.yml");
-    std::fs::write(&file, &tests).unwrap();
-    let out = Command::new(which("promtool"))
-        .args(["test", "rules"])
-        .arg(&file)
-        .output()
-        .unwrap();
     let report: Vec<String> = agreement
         .iter()
         .map(|(a, s)| format!("{a}: status {s}"))
         .collect();
     println!("{}", report.join("\n"));
-    if !out.status.success() {
-        let kept = std::env::temp_dir().join("alerts_agree.test.yml");
-        std::fs::write(&kept, &tests).unwrap();
-        panic!(
-            "promtool test rules failed (file kept at {}):\n{}{}",
-            kept.display(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    run_promtool(dir.path(), &tests, "alerts_agree.test.yml", "");
     let disagree: Vec<&String> = agreement
         .iter()
         .filter(|(_, s)| s == "ok" || s == "idle")
@@ -588,4 +629,414 @@ async fn every_group_alert_fires_with_a_status_that_is_not_ok() {
         "alerts firing while the group's status is ok or idle: {disagree:?}\n{}",
         report.join("\n")
     );
+}
+
+// ------------------------------------------------------------------------------------------------
+// Batch consumers: the reverse direction
+
+/// The alerts about how far behind a group is (lag, backlog, outpacing). For a group of a stream
+/// with `read_every` none may fire at a poll whose status is `ok` or `idle`, and each fires once
+/// the status says the run is late.
+const LAG_ALERTS: [&str; 5] = [
+    "RedisStreamsLagSecondsHigh",
+    "RedisStreamsLagSecondsCritical",
+    "RedisStreamsBacklogNotDraining",
+    "RedisStreamsProductionOutpacingConsumption",
+    "RedisStreamsProductionOutpacingConsumptionEstimated",
+];
+
+/// The series that say how far behind a group is or how fast it reads: an alert reading one of
+/// them is in `LAG_ALERTS`, or below with the reason it is not.
+const LAG_METRICS: [&str; 4] = [
+    "redis_streams_group_lag_seconds",
+    "redis_streams_group_lag",
+    "redis_streams_group_entries_read",
+    "redis_streams_group_drain_eta_seconds",
+];
+
+/// Alerts that read the lag and are not about the group's delay, and why.
+const LAG_READERS_ELSEWHERE: [(&str, &str); 1] = [(
+    "RedisStreamsTrimOvertakingGroup",
+    "trimming about to take entries a group has not read loses them whatever the group's rhythm; \
+     its lag only tells a group that keeps up from one about to be overtaken",
+)];
+
+/// Whether `expr` reads `metric` (the name, not a longer name it begins).
+fn reads_metric(expr: &str, metric: &str) -> bool {
+    let ident = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+    expr.match_indices(metric).any(|(i, _)| {
+        !ident(expr[..i].chars().next_back()) && !ident(expr[i + metric.len()..].chars().next())
+    })
+}
+
+/// Minutes of a rule's `for:` (whole minutes or hours, as the rules write it); 0 without one.
+fn for_minutes(rule: &Yaml) -> usize {
+    let Some(text) = rule["for"].as_str() else {
+        return 0;
+    };
+    let (number, unit) = text.split_at(text.len() - 1);
+    let n: usize = number.parse().unwrap_or_else(|_| panic!("for: {text}"));
+    match unit {
+        "m" => n,
+        "h" => 60 * n,
+        _ => panic!("for: {text} is not in whole minutes"),
+    }
+}
+
+/// The shipped rule of `alert`.
+fn rule_of<'a>(rules: &'a Yaml, alert: &str) -> &'a Yaml {
+    rules["groups"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_sequence().unwrap())
+        .find(|r| r["alert"].as_str() == Some(alert))
+        .unwrap_or_else(|| panic!("{alert} is not in {RULES}"))
+}
+
+fn rule_labels(rule: &Yaml) -> BTreeMap<String, String> {
+    rule["labels"]
+        .as_mapping()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().unwrap().to_string(),
+                v.as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A batch scenario: what it captured, and the alerts that must fire once its status says the run
+/// is late (each at the first such poll plus its `for:`).
+struct Batch {
+    capture: Capture,
+    fires: Vec<&'static str>,
+}
+
+impl Batch {
+    fn statuses(&self) -> Vec<String> {
+        (0..self.capture.polls.len())
+            .map(|i| self.capture.status(i))
+            .collect()
+    }
+}
+
+fn quiet(status: &str) -> bool {
+    status == "ok" || status == "idle"
+}
+
+/// Statuses in runs: `ok×7 lagging×3`.
+fn runs(statuses: &[String]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < statuses.len() {
+        let n = statuses[i..]
+            .iter()
+            .take_while(|s| **s == statuses[i])
+            .count();
+        out.push(format!("{}×{n}", statuses[i]));
+        i += n;
+    }
+    out.join(" ")
+}
+
+const MINUTE: u64 = 60_000;
+
+/// A batch consumer (read_every 30m, no max_delay) run after run: each run takes everything
+/// waiting, and between two runs the oldest entry waits 27 minutes (entries produced since the
+/// last run, their IDs 27 minutes in the past, stand in for the half hour). Ok at every poll, and
+/// no lag alert may fire: the default 600 s would page at every cycle.
+async fn batch_in_rhythm(server: &RedisServer, stream: &str) -> Batch {
+    let mut c = Capture::new(server, stream, "read_every = \"30m\"", "");
+    c.create_group();
+    c.add_aged(40 * MINUTE);
+    let read = c.read("batch", 100);
+    c.ack(&read);
+    for _ in 0..3 {
+        for _ in 0..7 {
+            c.add_aged(27 * MINUTE);
+            c.poll().await;
+        }
+        let read = c.read("batch", 1_000);
+        c.ack(&read);
+        c.poll().await;
+    }
+    let b = Batch {
+        capture: c,
+        fires: Vec::new(),
+    };
+    let statuses = b.statuses();
+    assert!(
+        statuses.iter().all(|s| quiet(s)),
+        "a batch consumer between runs: {}",
+        runs(&statuses)
+    );
+    b
+}
+
+/// A batch consumer (read_every 30m, no max_delay) whose runs come on time but take two entries
+/// each: the oldest entry left is 54 minutes old, beyond read_every + 600 s. The status, which
+/// sees the runs, says ok (only a max_delay would make it lagging), so no lag alert may fire.
+async fn batch_leaves_backlog(server: &RedisServer, stream: &str) -> Batch {
+    let mut c = Capture::new(server, stream, "read_every = \"30m\"", "");
+    c.create_group();
+    c.add_past(20, 55 * MINUTE, 15_000);
+    for _ in 0..2 {
+        let read = c.read("batch", 2);
+        c.ack(&read);
+        for _ in 0..7 {
+            c.add(1);
+            c.poll().await;
+        }
+    }
+    let b = Batch {
+        capture: c,
+        fires: Vec::new(),
+    };
+    let statuses = b.statuses();
+    assert!(
+        statuses.iter().all(|s| s == "ok"),
+        "runs on time that leave a backlog, no max_delay: {}",
+        runs(&statuses)
+    );
+    b
+}
+
+/// A batch consumer (read_every 2s; the status window is 3 polls of 100 ms) whose next run does
+/// not come. What waits since its last run is 12 minutes old (an ID in the past), more than
+/// read_every + 600 s, and production goes on (an entry a poll, every step captured: the
+/// outpacing alert needs rates). Ok while the run is not due; stopped once read_every and the
+/// window have passed without a read; then every lag alert fires after its `for:`.
+async fn batch_overdue(server: &RedisServer, stream: &str) -> Batch {
+    let mut c = Capture::new(
+        server,
+        stream,
+        "read_every = \"2s\"",
+        "[schedule]\nstream = \"100ms\"",
+    );
+    c.create_group();
+    c.add_past(5, 60 * MINUTE, 1_000);
+    let read = c.read("batch", 100);
+    c.ack(&read);
+    c.add_aged(12 * MINUTE);
+    for _ in 0..2 {
+        c.add(1);
+        c.poll().await;
+    }
+    // read_every (2 s) + the window (0.3 s) without a read: overdue.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    for _ in 0..36 {
+        c.add(1);
+        c.poll().await;
+    }
+    let b = Batch {
+        capture: c,
+        fires: vec![
+            "RedisStreamsLagSecondsHigh",
+            "RedisStreamsLagSecondsCritical",
+            "RedisStreamsBacklogNotDraining",
+            "RedisStreamsProductionOutpacingConsumption",
+        ],
+    };
+    let statuses = b.statuses();
+    assert_eq!(
+        statuses[0],
+        "ok",
+        "before the run is due: {}",
+        runs(&statuses)
+    );
+    assert!(
+        statuses[2..].iter().all(|s| s == "stopped"),
+        "once the run is overdue: {}",
+        runs(&statuses)
+    );
+    b
+}
+
+/// A batch consumer (read_every 30m, max_delay 10m). A first backlog waits 15 minutes for its run
+/// (IDs in the past): beyond max_delay the status says lagging between runs too, and the lag
+/// warning, the page and the backlog ticket fire after their `for:` (its count only grows until
+/// the run). The run takes everything; the next backlog waits 7 minutes, beyond half of
+/// max_delay (the warning of a stream read all the time) but not max_delay: ok, nothing fires.
+async fn batch_past_max_delay(server: &RedisServer, stream: &str) -> Batch {
+    let mut c = Capture::new(
+        server,
+        stream,
+        "read_every = \"30m\"\nmax_delay = \"10m\"",
+        "",
+    );
+    c.create_group();
+    c.add_aged(40 * MINUTE);
+    let read = c.read("batch", 100);
+    c.ack(&read);
+    for _ in 0..17 {
+        c.add_aged(15 * MINUTE);
+        c.poll().await;
+    }
+    let read = c.read("batch", 1_000);
+    c.ack(&read);
+    c.poll().await;
+    for _ in 0..7 {
+        c.add_aged(7 * MINUTE);
+        c.poll().await;
+    }
+    let b = Batch {
+        capture: c,
+        fires: vec![
+            "RedisStreamsLagSecondsHigh",
+            "RedisStreamsLagSecondsCritical",
+            "RedisStreamsBacklogNotDraining",
+        ],
+    };
+    let statuses = b.statuses();
+    assert!(
+        statuses[..17].iter().all(|s| s == "lagging") && statuses[17..].iter().all(|s| quiet(s)),
+        "past max_delay, then under it: {}",
+        runs(&statuses)
+    );
+    b
+}
+
+/// The promtool test of a batch scenario: no lag alert at a poll whose status is ok or idle; each
+/// alert of `fires` quiet one step before, and firing at, the first late poll plus its `for:`.
+/// Returns the test and a line per fact checked.
+fn batch_test(name: &str, rules: &Yaml, b: &Batch) -> (String, Vec<String>) {
+    let statuses = b.statuses();
+    let mut out = promtool_input(name, &b.capture.polls, 0, None);
+    let mut report = vec![format!("{name}: {}", runs(&statuses))];
+    // (step, alert) -> fires.
+    let mut cases: BTreeMap<(usize, &str), bool> = BTreeMap::new();
+    for (step, status) in statuses.iter().enumerate() {
+        if quiet(status) {
+            for alert in LAG_ALERTS {
+                cases.insert((step, alert), false);
+            }
+        }
+    }
+    if !b.fires.is_empty() {
+        let late = statuses
+            .iter()
+            .position(|s| !quiet(s))
+            .unwrap_or_else(|| panic!("{name}: no late poll: {}", runs(&statuses)));
+        for &alert in &b.fires {
+            let at = late + for_minutes(rule_of(rules, alert));
+            assert!(
+                at < statuses.len(),
+                "{name}: {alert} would fire at {at}m, after the last poll"
+            );
+            assert!(
+                !quiet(&statuses[at]),
+                "{name}: {alert} fires at {at}m while the status is {}",
+                statuses[at]
+            );
+            if at > 0 {
+                let before = cases.entry((at - 1, alert)).or_insert(false);
+                assert!(
+                    !*before,
+                    "{name}: {alert} expected both ways at {}m",
+                    at - 1
+                );
+            }
+            cases.insert((at, alert), true);
+            report.push(format!(
+                "{name}: {alert} quiet at {}m, fires at {at}m (status {})",
+                at.saturating_sub(1),
+                statuses[at]
+            ));
+        }
+    }
+    let silent: Vec<&str> = LAG_ALERTS
+        .iter()
+        .copied()
+        .filter(|a| !b.fires.contains(a))
+        .collect();
+    let ok_steps = statuses.iter().filter(|s| quiet(s)).count();
+    report.push(format!(
+        "{name}: no lag alert at the {ok_steps} polls whose status is ok or idle; not expected at the late polls either: {silent:?}"
+    ));
+    writeln!(out, "    alert_rule_test:").unwrap();
+    for ((step, alert), fires) in &cases {
+        let expected = if *fires {
+            let labels = rule_labels(rule_of(rules, alert));
+            format!(
+                "\n          - exp_labels: {}",
+                exp_labels(&labels, &b.capture.stream, &[])
+            )
+        } else {
+            " []".to_string()
+        };
+        writeln!(
+            out,
+            "      - eval_time: {step}m\n        alertname: {alert}\n        exp_alerts:{expected}"
+        )
+        .unwrap();
+    }
+    (out, report)
+}
+
+/// Batch consumers (`read_every`): the lag, backlog and outpacing alerts are silent at every poll
+/// whose status is ok (between two runs, however old the waiting entries), and fire once the
+/// status says the run is late: overdue (`stopped`) or past `max_delay` (`lagging`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_lag_alerts_fire_only_when_the_status_says_the_run_is_late() {
+    let rules: Yaml = serde_norway::from_str(&std::fs::read_to_string(RULES).unwrap()).unwrap();
+    // Every alert on a group's lag is covered here, and each knows about read_every.
+    let mut uncovered = Vec::new();
+    for group in rules["groups"].as_sequence().unwrap() {
+        for rule in group["rules"].as_sequence().unwrap() {
+            let Some(name) = rule["alert"].as_str() else {
+                continue;
+            };
+            let expr = rule["expr"].as_str().unwrap();
+            let listed = LAG_ALERTS.contains(&name);
+            if listed && !reads_metric(expr, "redis_streams_stream_read_every_seconds") {
+                uncovered.push(format!("{name}: ignores read_every"));
+            }
+            let reads_lag = LAG_METRICS.iter().any(|m| reads_metric(expr, m));
+            let elsewhere = LAG_READERS_ELSEWHERE.iter().any(|(a, _)| *a == name);
+            if reads_lag && !listed && !elsewhere {
+                uncovered.push(format!(
+                    "{name}: reads a group's lag but is not in LAG_ALERTS (nor explained in LAG_READERS_ELSEWHERE)"
+                ));
+            }
+        }
+    }
+    assert!(uncovered.is_empty(), "{}", uncovered.join("\n"));
+    for alert in LAG_ALERTS {
+        rule_of(&rules, alert);
+    }
+
+    let server = RedisServer::start(Server::Redis70);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("rules.yml"), without_annotations(&rules)).unwrap();
+    let scenarios = [
+        (
+            "batch in rhythm",
+            batch_in_rhythm(&server, "batch:rhythm").await,
+        ),
+        (
+            "batch runs that leave a backlog",
+            batch_leaves_backlog(&server, "batch:leftover").await,
+        ),
+        (
+            "batch run overdue",
+            batch_overdue(&server, "batch:overdue").await,
+        ),
+        (
+            "batch past max_delay",
+            batch_past_max_delay(&server, "batch:max_delay").await,
+        ),
+    ];
+    let mut tests = String::from("rule_files:\n  - rules.yml\nevaluation_interval: 1m\ntests:\n");
+    let mut report = Vec::new();
+    for (name, b) in &scenarios {
+        let (test, lines) = batch_test(name, &rules, b);
+        tests.push_str(&test);
+        report.extend(lines);
+    }
+    let report = report.join("\n");
+    println!("{report}");
+    run_promtool(dir.path(), &tests, "alerts_agree_batch.test.yml", &report);
 }
