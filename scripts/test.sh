@@ -153,8 +153,11 @@ threads="${RSE_TEST_THREADS:-4}"
 # end-to-end binary spends most of its 3.5 minutes waiting on Prometheus and Alertmanager's
 # clocks, so it runs beside the binaries that time nothing (unit tests, assets, packaging); the
 # timing tests (daemon, http, outages, servers) run after it, one binary at a time.
-timed "build the tests" cargo test --locked --all-targets --no-run --message-format=json-render-diagnostics \
-  >"$root/target/test-binaries.json"
+build_tests() { # the compiler's messages as JSON, for the binaries' paths
+  cargo test --locked --all-targets --no-run --message-format=json-render-diagnostics \
+    >"$root/target/test-binaries.json"
+}
+timed "build the tests" build_tests
 binaries=$(python3 - "$root/target/test-binaries.json" <<'PY'
 import json, sys
 for line in open(sys.argv[1]):
