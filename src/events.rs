@@ -42,6 +42,10 @@ const HEALTH_CHECK: Duration = Duration::from_secs(10);
 /// to [`RETRY_MAX`].
 const RETRY_FIRST: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(30);
+/// How often a subscription the ACL refused (NOPERM) is tried again: the
+/// user's permissions change rarely, and each try is a refused command in
+/// the server's ACL log.
+const RETRY_REFUSED: Duration = Duration::from_secs(600);
 
 /// What an event asks of the poller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -262,13 +266,21 @@ async fn subscription(
         };
         match attempt {
             Err(e) => {
+                // Refused by the ACL (or the credentials): retrying soon
+                // changes nothing.
+                let refused = e.kind() == crate::vocab::ErrorKind::Auth;
                 if !failing_logged {
-                    tracing::warn!(redis_target = %name, %node, error = %e, ?retry, "keyspace events: cannot subscribe; polls keep their schedule (an ACL user needs +psubscribe and the keyevent channels, see docs/keyspace-events.md)");
+                    if refused {
+                        tracing::warn!(redis_target = %name, %node, error = %e, retry = ?RETRY_REFUSED, "keyspace events: the ACL user may not subscribe; keyspace events are off for this node and polls keep their schedule (the user needs +psubscribe and the keyevent channels, see docs/keyspace-events.md)");
+                    } else {
+                        tracing::warn!(redis_target = %name, %node, error = %e, ?retry, "keyspace events: cannot subscribe; polls keep their schedule (an ACL user needs +psubscribe and the keyevent channels, see docs/keyspace-events.md)");
+                    }
                     failing_logged = true;
                 }
+                let wait = if refused { RETRY_REFUSED } else { retry };
                 tokio::select! {
                     _ = stop.cancelled() => break,
-                    _ = tokio::time::sleep(retry) => {}
+                    _ = tokio::time::sleep(wait) => {}
                 }
                 retry = (retry * 2).min(RETRY_MAX);
             }

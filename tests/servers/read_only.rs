@@ -218,6 +218,68 @@ async fn without_transactions(kind: Server) {
 
 per_server!(without_transactions);
 
+/// The variant of the minimal ACL without the subscribe permissions: with
+/// `keyspace_events = "auto"` (the default) the refused subscription turns
+/// the events off for the node, `keyspace_events_active` says 0, and nothing
+/// counts as a collection error while the probes succeed.
+async fn without_subscribe(kind: Server) {
+    let server = RedisServer::start(kind);
+    build_scenarios(&server);
+    let rule = acl_rule(kind).replace(
+        " +psubscribe +punsubscribe &__keyevent@0__:x* &__keyevent@0__:del",
+        "",
+    );
+    assert!(!rule.contains("psubscribe"), "{rule}");
+    let mut args: Vec<&str> = vec!["ACL", "SETUSER", "exporter"];
+    args.extend(rule.split(' '));
+    server.cmd(&args);
+    let cfg = config::from_str(
+        "acl.toml",
+        &config_text(&server, Some("exporter")),
+        &Default::default(),
+    )
+    .unwrap();
+    let h = Harness::new(cfg);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(h.poller.clone().run(stop.clone()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let m = h.metrics();
+        let streamed = m.get(
+            "redis_streams_exporter_probe_success",
+            &[("target", "t"), ("probe", "stream")],
+        ) == Some(1.0);
+        if streamed && m.get("redis_streams_stream_length", &ts("orders")) == Some(15.0) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", m.text);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Past the first retry of a subscription that failed otherwise (1 s).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop.cancel();
+    running.await.unwrap();
+    let m = h.metrics();
+    assert_eq!(
+        m.get(
+            "redis_streams_exporter_keyspace_events_active",
+            &[("target", "t")]
+        ),
+        Some(0.0),
+        "{}",
+        m.text
+    );
+    for (series, v) in m.family("redis_streams_exporter_errors_total") {
+        assert_eq!(
+            v, 0.0,
+            "{series} without the subscribe permissions:\n{}",
+            m.text
+        );
+    }
+}
+
+per_server!(without_subscribe);
+
 fn monitored(kind: Server) -> Vec<Vec<String>> {
     let server = RedisServer::start(kind);
     build_scenarios(&server);

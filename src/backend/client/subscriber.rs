@@ -193,8 +193,19 @@ impl TargetClient {
                 let err = match e.code() {
                     Some(code) => {
                         let kind = ErrorKind::from_server(code, e.detail().unwrap_or_default());
-                        self.stats.error(kind);
-                        conn_err(format!("PSUBSCRIBE refused: {e}"))
+                        if kind == ErrorKind::NoPerm {
+                            // A user without the subscribe permissions: a
+                            // setting, not a failed collection.
+                            TargetError::Connection {
+                                target: self.target.name.clone(),
+                                node: addr.to_string(),
+                                detail: format!("PSUBSCRIBE refused: {e}"),
+                                auth: true,
+                            }
+                        } else {
+                            self.stats.error(kind);
+                            conn_err(format!("PSUBSCRIBE refused: {e}"))
+                        }
                     }
                     None => {
                         let err = self.connection_error(addr, &e);
