@@ -766,13 +766,13 @@ fn gone_ahead_bound(p: &Seen, now: &Seen, o: &Observation) -> u64 {
 }
 
 /// Entries removed after the position of a group that did not move:
-/// entries added minus the growth of the undelivered entries.
+/// entries added minus the growth of the undelivered entries; anything when
+/// either poll lacked entries-added (unknown is not 0).
 fn unmoved_removals(p: &Seen, o: &Observation) -> Bounds {
-    let added = o
-        .stream
-        .entries_added
-        .unwrap_or(0)
-        .saturating_sub(p.stream.entries_added.unwrap_or(0));
+    let (Some(now), Some(before)) = (o.stream.entries_added, p.stream.entries_added) else {
+        return Bounds::ANY;
+    };
+    let added = now.saturating_sub(before);
     Bounds {
         lo: (added + p.undelivered.lo).saturating_sub(o.undelivered.hi),
         hi: (added + p.undelivered.hi.min(u64::MAX - added)).saturating_sub(o.undelivered.lo),

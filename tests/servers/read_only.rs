@@ -66,10 +66,11 @@ fn config_text(server: &RedisServer, user: Option<&str>) -> String {
     )
 }
 
-async fn under_minimal_acl(kind: Server) {
+/// A server of `kind` holding the scenarios, its user `exporter` set to
+/// `rule`, and a harness that connects as that user.
+fn as_exporter_user(kind: Server, rule: String) -> (RedisServer, Harness) {
     let server = RedisServer::start(kind);
     build_scenarios(&server);
-    let rule = acl_rule(kind);
     let mut args: Vec<&str> = vec!["ACL", "SETUSER", "exporter"];
     args.extend(rule.split(' '));
     server.cmd(&args);
@@ -79,7 +80,11 @@ async fn under_minimal_acl(kind: Server) {
         &Default::default(),
     )
     .unwrap();
-    let h = Harness::new(cfg);
+    (server, Harness::new(cfg))
+}
+
+async fn under_minimal_acl(kind: Server) {
+    let (server, h) = as_exporter_user(kind, acl_rule(kind));
     h.collect().await;
     h.collect().await;
     // The keyspace-event subscription works with exactly its channels.
@@ -184,19 +189,7 @@ const ALLOWED: &[&str] = &[
 /// An ACL user without `+multi` and `+exec`: each stream's XINFO are read
 /// without a transaction (logged once), and every figure is still there.
 async fn without_transactions(kind: Server) {
-    let server = RedisServer::start(kind);
-    build_scenarios(&server);
-    let rule = acl_rule(kind).replace(" +multi +exec", "");
-    let mut args: Vec<&str> = vec!["ACL", "SETUSER", "exporter"];
-    args.extend(rule.split(' '));
-    server.cmd(&args);
-    let cfg = config::from_str(
-        "acl.toml",
-        &config_text(&server, Some("exporter")),
-        &Default::default(),
-    )
-    .unwrap();
-    let h = Harness::new(cfg);
+    let (_server, h) = as_exporter_user(kind, acl_rule(kind).replace(" +multi +exec", ""));
     h.collect().await;
     h.collect().await;
     let m = h.metrics();
@@ -223,23 +216,12 @@ per_server!(without_transactions);
 /// the events off for the node, `keyspace_events_active` says 0, and nothing
 /// counts as a collection error while the probes succeed.
 async fn without_subscribe(kind: Server) {
-    let server = RedisServer::start(kind);
-    build_scenarios(&server);
     let rule = acl_rule(kind).replace(
         " +psubscribe +punsubscribe &__keyevent@0__:x* &__keyevent@0__:del",
         "",
     );
     assert!(!rule.contains("psubscribe"), "{rule}");
-    let mut args: Vec<&str> = vec!["ACL", "SETUSER", "exporter"];
-    args.extend(rule.split(' '));
-    server.cmd(&args);
-    let cfg = config::from_str(
-        "acl.toml",
-        &config_text(&server, Some("exporter")),
-        &Default::default(),
-    )
-    .unwrap();
-    let h = Harness::new(cfg);
+    let (_server, h) = as_exporter_user(kind, rule);
     let stop = tokio_util::sync::CancellationToken::new();
     let running = tokio::spawn(h.poller.clone().run(stop.clone()));
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
