@@ -12,9 +12,10 @@
 //!   decoding.
 //! - [`probe`]: what to ask on each schedule, one probe per file, producing
 //!   plain data into the target's state.
-//! - [`lag`], [`loss`], [`trend`] and [`status`]: pure arithmetic on what
-//!   the probes read (lag done right, the NULL-lag estimator, losses and
-//!   rewinds between polls, time to loss and to drain, group status).
+//! - [`lag`], [`loss`], [`trend`], [`cadence`] and [`status`]: pure
+//!   arithmetic on what the probes read (lag done right, the NULL-lag
+//!   estimator, losses and rewinds between polls, time to loss and to drain,
+//!   each group's learned read cadence, group status).
 //! - [`schedule`]: when to run, pure and tested under paused time.
 //! - [`poller`]: runs a target's probes and publishes its snapshots;
 //!   [`multitarget`]: the pollers `/probe` starts, and their expiry.
@@ -32,6 +33,7 @@
 
 pub mod app;
 pub mod backend;
+pub(crate) mod cadence;
 pub mod check;
 pub mod cli;
 pub mod config;

@@ -9,21 +9,27 @@
 //!    at this poll. A loss counted within `data_loss_hold` holds the status
 //!    after the group caught up, unless the group is `stopped` or `stalled`
 //!    now (news that an old loss must not hide).
-//! 2. With `read_every` (batch consumers): until `read_every` plus the window
+//! 2. With `read_every` (batch consumers; configured, or twice the learned
+//!    cadence of a group that reads in runs, see
+//!    [`crate::cadence::reads_in_runs`]): until `read_every` plus the window
 //!    has passed since the last read, work waiting is not `stopped`, nor
 //!    `stalled` unless on evidence (rule 4); it is `lagging` when lag seconds
 //!    exceed `max_delay`, `ok` otherwise.
 //! 3. `stopped`: there is work (undelivered or pending entries) and nobody
-//!    has read for the whole window (or the group has no consumers). A read
+//!    has read for the group's patience (or the group has no consumers): twice
+//!    its learned read cadence, at least 4 polls, or the whole window while
+//!    the cadence is unknown (see [`crate::cadence`]). A read
 //!    is a consumer's last successful read or a poll that found the group's
 //!    position or entries-read advanced (liveness by progress), so it holds
 //!    from the first poll on.
 //! 4. `stalled` at once on evidence: the latest PEL scan or consumers run
 //!    found poison, ghost or orphaned entries (a fault already seen needs no
 //!    window to confirm it).
-//! 5. `stalled`: there is work, consumers read, but over a full window the
-//!    last-delivered-id never moved while entries waited, or the oldest pending
-//!    entry stayed the same (a message retried forever).
+//! 5. `stalled`: there is work, consumers read, but over the patience's
+//!    polls the last-delivered-id never moved while entries waited, or over
+//!    the PEL's patience (which also waits for the consumers' handlers'
+//!    learned time) the oldest pending entry stayed the same (a message
+//!    retried forever).
 //! 6. `lagging`: lag seconds above half of `max_delay` (300 s without one);
 //!    trimming closing in on unread entries (an overtake ETA under
 //!    `max_delay`, and never under 30 minutes), or a retention margin under
@@ -153,7 +159,9 @@ pub struct Sample {
 }
 
 impl Sample {
-    fn undelivered(&self) -> bool {
+    /// Entries wait for the group: a known lag above 0, or the stream's
+    /// last ID beyond the group's position.
+    pub fn undelivered(&self) -> bool {
         match self.lag {
             Some(lag) => lag > 0,
             None => self.last_generated_id > self.last_delivered_id,
@@ -185,6 +193,31 @@ pub struct Settings {
     pub max_delay: Option<Duration>,
     /// How often the stream's groups are read at least (batch consumers).
     pub read_every: Option<Duration>,
+    /// How long work may wait unread before the group is `stopped` (or,
+    /// while consumers read, `stalled`): the group's learned cadence with
+    /// its tolerance, or the window while the cadence is unknown (see
+    /// [`crate::cadence::patience`]).
+    pub patience: Duration,
+    /// How long the oldest pending entry may stay before the group is
+    /// `stalled`: the patience, and at least twice how long its consumers
+    /// hold entries before reading again (their handlers' time), or the
+    /// window while that is unknown (see [`crate::cadence::pel_patience`]).
+    pub pel_patience: Duration,
+}
+
+impl Settings {
+    /// A duration in stream polls, rounded up, as the window counts them
+    /// (the window's duration is its polls): the runs the `stalled` rules
+    /// need.
+    fn polls(&self, d: Duration) -> u16 {
+        let polls = u32::try_from(self.window.max(1)).unwrap_or(u32::MAX);
+        let interval = self.window_duration / polls;
+        if interval.is_zero() {
+            return u16::try_from(self.window).unwrap_or(u16::MAX);
+        }
+        let needed = d.as_nanos().div_ceil(interval.as_nanos()).max(1);
+        u16::try_from(needed).unwrap_or(u16::MAX)
+    }
 }
 
 /// The sliding window of one group, kept as run lengths: for each rule,
@@ -377,7 +410,7 @@ fn evaluate_now(
             return (GroupStatus::Stopped, Basis::Latest);
         }
         let silent = latest.last_read_at_ms.is_some_and(|read_at| {
-            latest.at_ms.saturating_sub(read_at) >= settings.window_duration.as_millis() as u64
+            latest.at_ms.saturating_sub(read_at) >= settings.patience.as_millis() as u64
         });
         if silent {
             return (GroupStatus::Stopped, Basis::Window);
@@ -387,7 +420,13 @@ fn evaluate_now(
         if latest.stuck_evidence {
             return stuck;
         }
-        if full && (window.position_stuck >= size || window.oldest_stuck >= size) {
+        let (stall, pel_stall) = (
+            settings.polls(settings.patience),
+            settings.polls(settings.pel_patience),
+        );
+        if (window.seen >= stall && window.position_stuck >= stall)
+            || (window.seen >= pel_stall && window.oldest_stuck >= pel_stall)
+        {
             return (GroupStatus::Stalled, Basis::Window);
         }
         // The thresholds of the shipped lag alerts: half of `max_delay`,

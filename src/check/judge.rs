@@ -134,6 +134,7 @@ fn group_report(
         poison: scan.as_ref().map(|sc| sc.poison),
         ghosts: scan.as_ref().map(|sc| sc.ghost),
         orphaned: consumers.map(|c| c.orphaned),
+        inactive_after: consumers.map(|c| c.inactive_after),
         dead_letters: st.dead_letter.map(|d| d.length),
         trimmed_undelivered: gs.trimmed_undelivered,
         watched_seconds: seen.span.as_secs_f64(),
@@ -319,7 +320,7 @@ fn figure_problems(group: &GroupReport, watched: &Watched, seen: &Seen) -> Vec<S
     if let Some(n) = group.orphaned.filter(|n| *n > 0) {
         problems.push(format!(
             "{n} pending entries held by consumers inactive for more than {}",
-            short(st.settings.consumer_inactive_after)
+            group.inactive_after.map_or_else(|| "its inactivity limit".to_string(), short)
         ));
     }
     if gs.ahead_of_stream {

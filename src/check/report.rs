@@ -45,6 +45,8 @@ pub struct GroupReport {
     pub ghosts: Option<u64>,
     /// Entries held by inactive consumers.
     pub orphaned: Option<u64>,
+    /// The inactivity after which they count (set or learned).
+    pub inactive_after: Option<std::time::Duration>,
     /// Length of the stream's dead-letter stream.
     pub dead_letters: Option<u64>,
     /// Entries trimmed before the group read them.
@@ -475,6 +477,7 @@ mod tests {
             poison: Some(0),
             ghosts: Some(0),
             orphaned: Some(0),
+            inactive_after: None,
             dead_letters: None,
             trimmed_undelivered: Some(0),
             watched_seconds: 0.0,

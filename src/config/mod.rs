@@ -269,8 +269,8 @@ impl Default for Schedule {
             discovery: Duration::from_secs(300),
             info: Duration::from_secs(60),
             stream: Duration::from_secs(15),
-            pending_summary: Duration::from_secs(60),
-            consumers: Duration::from_secs(60),
+            pending_summary: Duration::from_secs(30),
+            consumers: Duration::from_secs(30),
             pending_scan: Duration::from_secs(300),
         }
     }
@@ -404,6 +404,10 @@ pub const DEFAULT_STATUS_WINDOW: usize = 10;
 /// for whoever is paged to see it, even when the group caught up at once.
 pub const DEFAULT_DATA_LOSS_HOLD: Duration = Duration::from_secs(3600);
 
+/// Inactivity after which a consumer's entries are orphaned while its
+/// group's cadence is not learned and `consumer_inactive_after` is unset.
+pub const DEFAULT_CONSUMER_INACTIVE_AFTER: Duration = Duration::from_secs(300);
+
 /// Settings that apply to one stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamSettings {
@@ -420,8 +424,11 @@ pub struct StreamSettings {
     pub dead_letter: Option<Vec<u8>>,
     /// Delivery count from which a pending entry is poison.
     pub poison_delivery_count: u64,
-    /// Inactivity after which a consumer's pending entries count as orphaned.
-    pub consumer_inactive_after: Duration,
+    /// Inactivity after which a consumer's pending entries count as
+    /// orphaned; unset, the group's patience from its learned cadence (see
+    /// [`crate::cadence`]), or [`DEFAULT_CONSUMER_INACTIVE_AFTER`] until it
+    /// is learned.
+    pub consumer_inactive_after: Option<Duration>,
     /// Streams this rule matches that are not watched at all.
     pub exclude_streams: Vec<Glob>,
     /// Groups watched on the streams this rule matches.
@@ -436,7 +443,7 @@ impl Default for StreamSettings {
             trimming: Trimming::Any,
             dead_letter: None,
             poison_delivery_count: 10,
-            consumer_inactive_after: Duration::from_secs(300),
+            consumer_inactive_after: None,
             exclude_streams: Vec::new(),
             groups: NameFilter::default(),
         }

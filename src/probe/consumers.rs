@@ -43,6 +43,7 @@ pub fn summarise(mut all: Vec<ConsumerInfo>, cap: usize, inactive_after: Duratio
         top: all.into_iter().map(super::figures::consumer).collect(),
         other_pending,
         orphaned,
+        inactive_after,
     }
 }
 
@@ -102,6 +103,52 @@ fn turn(key: &(Name, Name)) -> u64 {
     h.finish() % IDLE_EVERY
 }
 
+/// Consumers holding entries remembered per group between runs, to learn
+/// how long they hold entries before reading again (the longest-silent
+/// first: a consumer that stops holding for long is what matters).
+pub const HOLDERS_KEPT: usize = 64;
+
+fn name_hash(name: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut h);
+    h.finish()
+}
+
+/// Learns from this run's list how long consumers held entries without
+/// reading: a consumer that held entries at the last run and has read since
+/// held them at least as long as it had not read then. Gives this run's
+/// holders to compare the next run with.
+pub fn learn_holds(
+    holds: &mut crate::cadence::Rhythm,
+    before: &[(u64, u64)],
+    list: &[ConsumerInfo],
+    now_ms: u64,
+) -> Vec<(u64, u64)> {
+    let mut holders = Vec::new();
+    for c in list {
+        let Some(silent_ms) = since_last_read_ms(c) else {
+            continue;
+        };
+        let hash = name_hash(&c.name);
+        if let Ok(i) = before.binary_search_by_key(&hash, |&(h, _)| h) {
+            let was = before[i].1;
+            if silent_ms < was {
+                holds.record(now_ms, was);
+            }
+        }
+        if c.pending > 0 {
+            holders.push((hash, silent_ms));
+        }
+    }
+    if holders.len() > HOLDERS_KEPT {
+        holders.sort_unstable_by(|a, b| b.1.cmp(&a.1));
+        holders.truncate(HOLDERS_KEPT);
+    }
+    holders.sort_unstable_by_key(|&(h, _)| h);
+    holders
+}
+
 /// Records what a read (or what the line told) found for one group.
 fn record(
     state: &mut TargetState,
@@ -109,6 +156,7 @@ fn record(
     list: Vec<ConsumerInfo>,
     now_ms: Option<u64>,
     cap: usize,
+    stream_interval: Duration,
 ) {
     let last_read_at_ms = match (now_ms, list.is_empty()) {
         (_, true) | (None, _) => None,
@@ -119,7 +167,12 @@ fn record(
                 .map_or(0, |ms| now.saturating_sub(ms)),
         ),
     };
+    let mut holds = None;
     if let Some(memory) = state.groups.get_mut(&key) {
+        if let Some(now) = now_ms {
+            memory.holders = learn_holds(&mut memory.holds, &memory.holders, &list, now);
+            holds = memory.holds.value(now);
+        }
         memory.last_read_at_ms = last_read_at_ms;
         memory.consumers_read = Some(LastRead {
             consumers: list.len() as u64,
@@ -129,10 +182,15 @@ fn record(
     let Some(stream) = state.snapshot.streams.get(&key.0) else {
         return;
     };
-    if !stream.groups.contains_key(&key.1) {
+    let Some(group) = stream.groups.get(&key.1) else {
         return;
-    }
-    let inactive_after = stream.settings.consumer_inactive_after;
+    };
+    let inactive_after = crate::cadence::inactive_after(
+        stream.settings.consumer_inactive_after,
+        group.read_interval.map(Duration::from_secs_f64),
+        holds,
+        stream_interval,
+    );
     let summary = summarise(list, cap, inactive_after);
     if summary.orphaned > 0 {
         state.findings.insert(key.clone());
@@ -155,6 +213,7 @@ fn record(
 /// When the target cannot be reached or replies cannot be decoded.
 pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let cap = ctx.config.metrics.max_consumers_per_group;
+    let interval = ctx.config.schedule.stream;
     let pairs = {
         let mut state = ctx.state();
         let run = state.consumers_runs;
@@ -170,7 +229,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     pairs.push(key);
                 }
                 // What XINFO CONSUMERS answers for a group without consumers.
-                Ask::KnownEmpty => record(&mut state, key, Vec::new(), None, cap),
+                Ask::KnownEmpty => record(&mut state, key, Vec::new(), None, cap, interval),
                 Ask::Keep => {}
             }
         }
@@ -192,7 +251,14 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         |now_ms, decoded| {
             let mut state = ctx.state();
             for (s, g, list) in decoded {
-                record(&mut state, (s.clone(), g.clone()), list, now_ms, cap);
+                record(
+                    &mut state,
+                    (s.clone(), g.clone()),
+                    list,
+                    now_ms,
+                    cap,
+                    interval,
+                );
             }
         },
     )
@@ -282,6 +348,39 @@ mod tests {
         assert_eq!(names, vec![b"b".as_slice(), b"c".as_slice()]);
         assert_eq!(s.other_pending, Some(4));
         assert_eq!(s.orphaned, 0);
+    }
+
+    /// A consumer that held entries and read again held them at least as
+    /// long as it had not read at the last run; one that never reads again
+    /// (crashed) teaches nothing; consumers holding nothing are not kept.
+    #[test]
+    fn holds_are_learned_from_consumers_that_read_again() {
+        let mut holds = crate::cadence::Rhythm::default();
+        let hour = 3_600_000;
+        let mut before = Vec::new();
+        // A 100 s handler seen every 30 s, beside a crashed consumer and a
+        // consumer holding nothing.
+        for (run, silent) in [20_000u64, 50_000, 80_000, 10_000, 40_000, 70_000, 100_000, 5_000]
+            .into_iter()
+            .enumerate()
+        {
+            let run = run as u64;
+            let list = vec![
+                c("handler", 1, silent, Some(silent), false),
+                c("crashed", 5, 30_000 * run, Some(30_000 * run), false),
+                c("free", 0, 1_000, Some(1_000), false),
+            ];
+            before = learn_holds(&mut holds, &before, &list, hour + run * 30_000);
+            assert_eq!(before.len(), 2, "holders: handler and crashed");
+        }
+        // Two reads again seen (after 80 s and 100 s): not enough yet.
+        assert_eq!(holds.value(hour + 300_000), None);
+        let list = vec![c("handler", 1, 60_000, Some(60_000), false)];
+        before = learn_holds(&mut holds, &before, &list, hour + 300_000);
+        let list = vec![c("handler", 1, 1_000, Some(1_000), false)];
+        learn_holds(&mut holds, &before, &list, hour + 330_000);
+        // Second longest of 80, 100 and 60 s.
+        assert_eq!(holds.value(hour + 330_000), Some(Duration::from_secs(80)));
     }
 
     #[test]

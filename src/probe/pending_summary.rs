@@ -4,13 +4,14 @@
 //! probe derives the oldest pending entry's age on every poll, and records
 //! that age at once.
 //!
-//! Poison within minutes: a poison message is retried forever, so it stays
-//! the oldest pending entry. For each group whose oldest pending ID did not
-//! move since the last run, the probe reads the oldest [`HEAD`] pending
-//! entries (`XPENDING key group - + 10`, O(log n)) and counts those delivered
-//! at least `poison_delivery_count` times; `redis_streams_group_pending_poison`
-//! shows the larger of that and the last full PEL scan's count, so a poison
-//! entry shows within one or two runs instead of waiting for the scan.
+//! Poison as soon as it exists: a poison message is retried forever, so it
+//! stays among the oldest pending entries. For each group with entries
+//! pending, the probe reads the oldest [`HEAD`] of them (`XPENDING key group
+//! - + 10`, O(log n)) and counts those delivered at least
+//! `poison_delivery_count` times; `redis_streams_group_pending_poison` shows
+//! the larger of that and the last full PEL scan's count, so a poison entry
+//! shows at the first run after its last delivery that reached the count,
+//! not at the next scan.
 
 use super::{ProbeContext, ProbeError, ProbeKind, Problems, group_lines, per_group};
 use std::sync::Arc;
@@ -44,7 +45,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         pairs.into_iter().map(|(key, _)| key).collect::<Vec<_>>()
     };
     let mut problems = Problems::default();
-    let mut stuck: Vec<(Name, Name)> = Vec::new();
+    let mut pel_heads: Vec<(Name, Name)> = Vec::new();
     per_group(
         ctx,
         &pairs,
@@ -58,10 +59,10 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             let mut state = ctx.state();
             for (s, g, summary) in decoded {
                 let key = (s.clone(), g.clone());
+                if summary.count > 0 {
+                    pel_heads.push(key.clone());
+                }
                 if let Some(memory) = state.groups.get_mut(&key) {
-                    if summary.count > 0 && memory.oldest_pending_id == summary.min_id {
-                        stuck.push(key.clone());
-                    }
                     memory.oldest_pending_id = summary.min_id;
                 }
                 let time_ids = state
@@ -89,12 +90,12 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         },
     )
     .await?;
-    // The poison check of groups whose oldest entry stayed; the others'
-    // head counts go (their oldest entry moved on).
+    // The poison check of every group with entries pending; the others'
+    // head counts go.
     let mut heads: Vec<((Name, Name), u64)> = Vec::new();
     per_group(
         ctx,
-        &stuck,
+        &pel_heads,
         |s, g| Command::XpendingRange {
             key: s.to_vec(),
             group: g.to_vec(),

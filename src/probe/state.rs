@@ -11,7 +11,7 @@ use crate::config::{Config, Target};
 use crate::snapshot::{Name, TargetSnapshot};
 use crate::status;
 use crate::vocab::{ProbeKind, StreamId};
-use crate::{lag, loss, trend};
+use crate::{cadence, lag, loss, trend};
 
 /// What the poller remembers about a group between polls, beyond the
 /// snapshot: the status window and the probes' working state.
@@ -19,6 +19,15 @@ use crate::{lag, loss, trend};
 pub struct GroupMemory {
     /// The status window over recent stream polls.
     pub window: status::Window,
+    /// The group's read cadence, learned over the last hours.
+    pub cadence: cadence::Cadence,
+    /// How long its consumers hold entries without reading before they read
+    /// again (their handlers' time), learned by the consumers probe.
+    pub holds: cadence::Rhythm,
+    /// Consumers seen holding entries at the last consumers run: a hash of
+    /// the name and the time since its last read (ms), at most
+    /// [`consumers::HOLDERS_KEPT`].
+    pub holders: Vec<(u64, u64)>,
     /// Server time of the latest successful read by any consumer.
     pub last_read_at_ms: Option<u64>,
     /// Server time of the latest stream poll that found the group's

@@ -22,6 +22,7 @@ use super::{
 use crate::backend::Command;
 use crate::backend::reply::{GroupInfo, StreamInfo};
 use crate::lag::{self, Arithmetic, LagFigure, UndeliveredSample};
+use crate::cadence;
 use crate::loss;
 use crate::snapshot::{GroupState, Groups, Name, StreamState};
 use crate::status::{self, GroupStatus};
@@ -308,6 +309,9 @@ fn build_stream(
             window_duration: ctx.config.schedule.stream * ctx.config.status_window as u32,
             max_delay: settings.max_delay,
             read_every: settings.read_every,
+            // Each group's own, from its cadence (see `GroupFold::judge`).
+            patience: ctx.config.schedule.stream * ctx.config.status_window as u32,
+            pel_patience: ctx.config.schedule.stream * ctx.config.status_window as u32,
         },
         hold_ms: ctx.config.data_loss_hold.as_millis() as u64,
         counter,
@@ -425,6 +429,15 @@ impl GroupFold<'_> {
         }
         let outlook = self.outlook(memory, ledger, &figure);
         let judged = self.judge(memory, ledger, group, &figure, &outlook, stuck_evidence);
+        let learned = self.now_ms.and_then(|at| memory.cadence.interval(at));
+        let read_every = self
+            .status_settings
+            .read_every
+            .or_else(|| {
+                cadence::reads_in_runs(learned, self.status_settings.window_duration)
+            })
+            .map(|d| d.as_secs_f64());
+        let read_interval = learned.map(|d| d.as_secs_f64());
         let before = self.previous.and_then(|p| p.groups.get(&gname));
         let fresh = GroupState {
             lag: figure.lag,
@@ -439,6 +452,8 @@ impl GroupFold<'_> {
             retention_margin: outlook.retention_margin,
             overtake_eta: outlook.overtake_eta,
             drain_eta: outlook.drain_eta,
+            read_interval,
+            read_every,
             ahead_of_stream: figure.ahead_of_stream,
             status: judged
                 .map(|(s, _)| s)
@@ -618,13 +633,30 @@ impl GroupFold<'_> {
             overtake_eta: outlook.overtake_eta,
         };
         if self.kind == PollKind::Scheduled {
+            if self.set_from_outside {
+                memory.cadence.interrupt();
+            }
+            memory.cadence.observe(cadence::Seen {
+                at_ms,
+                last_read_ms: sample.last_read_at_ms,
+                last_generated_id: self.info.last_generated_id,
+                waiting: sample.undelivered(),
+            });
             memory.window.push(&sample);
         }
-        Some(status::judge(
-            &memory.window,
-            &sample,
-            &self.status_settings,
-        ))
+        let window = self.status_settings.window_duration;
+        let learned = memory.cadence.interval(at_ms);
+        let patience = cadence::patience(learned, self.ctx.config.schedule.stream, window);
+        let settings = status::Settings {
+            read_every: self
+                .status_settings
+                .read_every
+                .or_else(|| cadence::reads_in_runs(learned, window)),
+            patience,
+            pel_patience: cadence::pel_patience(patience, memory.holds.value(at_ms), window),
+            ..self.status_settings
+        };
+        Some(status::judge(&memory.window, &sample, &settings))
     }
 }
 

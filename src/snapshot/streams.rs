@@ -139,9 +139,12 @@ pub struct Consumers {
     pub top: Vec<ConsumerState>,
     /// Pending entries of the consumers beyond the cap, when there are any.
     pub other_pending: Option<u64>,
-    /// PEL entries held by consumers inactive longer than the stream's
-    /// `consumer_inactive_after`.
+    /// PEL entries held by consumers inactive longer than `inactive_after`.
     pub orphaned: u64,
+    /// The inactivity after which entries are orphaned: the stream's
+    /// `consumer_inactive_after`, or learned (see
+    /// [`crate::cadence::inactive_after`]).
+    pub inactive_after: std::time::Duration,
 }
 
 /// The PEL scan's view of one group.
@@ -189,6 +192,13 @@ pub struct GroupState {
     pub overtake_eta: Option<f64>,
     /// Seconds until the lag reaches 0, at recent rates.
     pub drain_eta: Option<f64>,
+    /// The group's learned read cadence, seconds (see [`crate::cadence`]);
+    /// `None` until learned.
+    pub read_interval: Option<f64>,
+    /// How often the group is read at least, seconds: the stream's
+    /// `read_every`, or one learned for a group that reads in runs (see
+    /// [`crate::cadence::reads_in_runs`]); `None` otherwise.
+    pub read_every: Option<f64>,
     /// Status over the window.
     pub status: Option<GroupStatus>,
     /// Server time (ms) of this poll when it found entries pending in a

@@ -24,6 +24,8 @@ fn group(pending: u64) -> GroupState {
         retention_margin: None,
         overtake_eta: None,
         drain_eta: None,
+        read_interval: None,
+        read_every: None,
         status: None,
         status_basis: None,
         pending_aged_at_ms: None,

@@ -16,6 +16,8 @@ fn settings(max_delay: Option<u64>) -> Settings {
         window_duration: Duration::from_secs(75),
         max_delay: max_delay.map(Duration::from_secs),
         read_every: None,
+        patience: Duration::from_secs(75),
+        pel_patience: Duration::from_secs(75),
     }
 }
 
@@ -384,6 +386,88 @@ fn a_batch_consumer_is_ok_between_runs_and_stopped_once_overdue() {
     );
     // An hourly job in the middle of its hour.
     assert_eq!(batch(30 * MIN, Some(3600), None), GroupStatus::Ok);
+}
+
+/// Without read_every, the group's learned cadence sets the patience: a
+/// batch job learned at 4 minutes is judged as with read_every = 8 minutes;
+/// a streaming group learned at the polls' resolution is stopped after 4
+/// polls (60 s), not a window.
+#[test]
+fn the_learned_cadence_sets_how_long_work_may_wait() {
+    let silent_for = |since_read_ms: u64, cadence: Option<Duration>| {
+        let read_at = sample(4).at_ms - since_read_ms;
+        let samples: Vec<Sample> = (0..5)
+            .map(|i| {
+                let mut s = sample(i);
+                s.lag = Some(40);
+                s.lag_seconds = Some(since_read_ms as f64 / 1000.0);
+                // The position moved with every read.
+                let moved = (0..=i).filter(|&j| sample(j).at_ms <= read_at).count();
+                s.last_delivered_id = StreamId::new(100 + moved as u64, 0);
+                s.last_generated_id = StreamId::new(100 + i, 0);
+                s.last_read_at_ms = Some(sample(4).at_ms - since_read_ms);
+                s
+            })
+            .collect();
+        // As the stream probe sets them.
+        let window = Duration::from_secs(75);
+        let settings = Settings {
+            patience: crate::cadence::patience(cadence, Duration::from_secs(15), window),
+            read_every: crate::cadence::reads_in_runs(cadence, window),
+            ..settings(None)
+        };
+        status_of(&samples, &settings)
+    };
+    // A batch job learned at 4 minutes reads in runs: judged as with
+    // read_every = 8 minutes, overdue after 8 minutes and the window (75 s),
+    // and its lag of more than 300 s is not lagging before that.
+    let batch = Some(Duration::from_secs(240));
+    assert_eq!(silent_for(5 * MIN, batch), GroupStatus::Ok);
+    assert_eq!(silent_for(9 * MIN, batch), GroupStatus::Ok);
+    assert_eq!(silent_for(9 * MIN + 15_000, batch), GroupStatus::Stopped);
+    let streaming = Some(Duration::from_secs(14));
+    assert_eq!(silent_for(30_000, streaming), GroupStatus::Ok);
+    assert_eq!(silent_for(60_000, streaming), GroupStatus::Stopped);
+    // Unknown: the window (75 s here).
+    assert_eq!(silent_for(45_000, None), GroupStatus::Ok);
+    assert_eq!(silent_for(75_000, None), GroupStatus::Stopped);
+}
+
+/// A group whose consumers read but whose oldest pending entry stays is
+/// stalled once it stayed for the PEL's patience in polls: 60 s (4 polls)
+/// for a streaming group whose consumers hold entries briefly, the window
+/// (75 s, 5 polls here) while either is unknown, longer for long handlers.
+#[test]
+fn stalled_waits_for_the_patience_in_polls() {
+    let stalled_after = |cadence: Option<Duration>, holds: Option<Duration>| {
+        let window = Duration::from_secs(75);
+        let patience = crate::cadence::patience(cadence, Duration::from_secs(15), window);
+        let settings = Settings {
+            patience,
+            pel_patience: crate::cadence::pel_patience(patience, holds, window),
+            ..settings(None)
+        };
+        let mut window = Window::default();
+        (0..10)
+            .find(|&i| {
+                let mut s = sample(i);
+                s.pending = 4;
+                s.oldest_pending_id = Some(StreamId::new(90, 0));
+                window.push(&s);
+                judge(&window, &s, &settings).0 == GroupStatus::Stalled
+            })
+            .map(|i| i + 1)
+    };
+    let secs = |s| Some(Duration::from_secs(s));
+    // Consumers that hold entries a second: 60 s, 4 polls.
+    assert_eq!(stalled_after(secs(10), secs(1)), Some(4));
+    // Holds not learned yet: the window (75 s, 5 polls).
+    assert_eq!(stalled_after(secs(10), None), Some(5));
+    assert_eq!(stalled_after(None, None), Some(5));
+    // A group read every minute: 120 s, 8 polls.
+    assert_eq!(stalled_after(secs(60), secs(1)), Some(8));
+    // Handlers that take 2 minutes: the oldest entry may stay 4.
+    assert_eq!(stalled_after(secs(10), secs(120)), None);
 }
 
 /// A NOACK reader keeps up; the server never marks its consumers active

@@ -153,8 +153,9 @@ impl Validator {
                 base.poison_delivery_count,
                 u64::MAX,
             ),
-            consumer_inactive_after: self.interval(
-                &format!("{key}.consumer_inactive_after"),
+            consumer_inactive_after: self.optional_positive_duration(
+                key,
+                "consumer_inactive_after",
                 raw.consumer_inactive_after,
                 base.consumer_inactive_after,
             ),

@@ -182,7 +182,8 @@ fn stream_rules_first_match_wins_over_defaults() {
     );
     let other = c.streams.for_stream(b"audit");
     assert_eq!(other.max_delay, None);
-    assert_eq!(other.consumer_inactive_after, Duration::from_secs(60));
+    assert_eq!(other.consumer_inactive_after, Some(Duration::from_secs(60)));
+    assert_eq!(orders.consumer_inactive_after, None, "learned unless set");
 }
 
 /// `read_every` (batch consumers) in the defaults and a rule; zero and

@@ -16,7 +16,7 @@ metric!(
     "redis_streams_group_pending_poison",
     Gauge,
     TSG,
-    "PEL entries delivered at least poison_delivery_count times, from the last complete PEL scan. Cached by the poller.",
+    "PEL entries delivered at least poison_delivery_count times: the larger of the last complete PEL scan's count and the count among the 10 oldest pending entries, read at every pending summary (a poison entry is retried forever, so it stays among the oldest). Cached by the poller.",
     Source::Custom(Custom::Poison)
 );
 metric!(
@@ -80,7 +80,7 @@ metric!(
     "redis_streams_group_pending_orphaned",
     Gauge,
     TSG,
-    "PEL entries held by consumers inactive longer than consumer_inactive_after (idle on servers before 7.2). Cached by the poller.",
+    "PEL entries held by consumers inactive longer than consumer_inactive_after, or, unset, than the group's learned limit: twice its read cadence (at least 4 stream polls) and twice how long its consumers hold entries before reading again; 5 minutes until the cadence is learned (idle on servers before 7.2). Cached by the poller.",
     Source::GroupConsumers(|cs| Some(cs.orphaned as f64))
 );
 metric!(

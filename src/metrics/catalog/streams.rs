@@ -247,6 +247,22 @@ metric!(
     Source::Group(|_, g| g.drain_eta)
 );
 metric!(
+    GROUP_READ_INTERVAL,
+    "redis_streams_group_read_interval_seconds",
+    Gauge,
+    TSG,
+    "The group's learned read cadence: how long new work waits before the group reads it, as the polls see it (to one stream interval). Waits are kept per hour of the last 6; an hour's value is its second-longest wait, and this is the lower median of the hours' values, so one outage is not taken for the group's rhythm and quiet hours teach nothing. Twice this, at least 4 stream polls, is how long work may wait unread before the group is stopped or stalled, and how long a consumer may be inactive before its entries are orphaned (unless consumer_inactive_after is set). Absent until 3 waits were seen. Cached by the poller.",
+    Source::Group(|_, g| g.read_interval)
+);
+metric!(
+    GROUP_READ_EVERY,
+    "redis_streams_group_read_every_seconds",
+    Gauge,
+    TSG,
+    "How often the group is read at least, in seconds: the stream's read_every when configured; otherwise, for a group that reads in runs (twice its learned read cadence, redis_streams_group_read_interval_seconds, is longer than the status window), twice that cadence. Its work then waits for the next run: the status is neither stopped nor lagging (short of max_delay) until the run is overdue by the status window, and the shipped lag, backlog and outpacing alerts count their thresholds from it. Absent for groups read continuously or whose cadence is not learned yet. Cached by the poller.",
+    Source::Group(|_, g| g.read_every)
+);
+metric!(
     GROUP_LOST_ENTRIES,
     "redis_streams_group_lost_entries_total",
     Counter,

@@ -75,6 +75,8 @@ pub(super) fn group(pending: u64, lag: Option<u64>) -> GroupState {
         retention_margin: Some(3_600.0),
         overtake_eta: Some(86_400.0),
         drain_eta: Some(40.0),
+        read_interval: Some(14.2),
+        read_every: Some(480.0),
         status: Some(GroupStatus::Lagging),
         status_basis: Some(Basis::Window),
         pending_aged_at_ms: (pending > 0).then_some(NOW_S * 1000),
@@ -179,6 +181,8 @@ pub(super) fn targets() -> Vec<Arc<TargetSnapshot>> {
     unknown.retention_margin = None;
     unknown.overtake_eta = None;
     unknown.drain_eta = None;
+    unknown.read_interval = None;
+    unknown.read_every = None;
     let mut explicit = stream(3, vec![(audit.clone(), unknown)]);
     explicit.time_based_ids = false;
     explicit.info.entries_added = None;
@@ -245,6 +249,7 @@ pub(super) fn targets() -> Vec<Arc<TargetSnapshot>> {
                 ],
                 other_pending: Some(1),
                 orphaned: 1,
+                inactive_after: std::time::Duration::from_secs(300),
             }),
         )])),
         scans: Arc::new(BTreeMap::from([
