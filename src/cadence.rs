@@ -164,7 +164,11 @@ impl Rhythm {
     pub fn record(&mut self, at_ms: u64, interval_ms: u64) {
         let index = u32::try_from(at_ms / HOUR_MS).unwrap_or(u32::MAX);
         let interval = u32::try_from(interval_ms).unwrap_or(u32::MAX);
-        let slot = match self.hours.iter().position(|h| h.count > 0 && h.index == index) {
+        let slot = match self
+            .hours
+            .iter()
+            .position(|h| h.count > 0 && h.index == index)
+        {
             Some(i) => i,
             None => {
                 // The oldest hour (or an empty slot) makes room; an interval
@@ -269,7 +273,11 @@ pub fn pel_patience(patience: Duration, holds: Option<Duration>, window: Duratio
 /// `stalled`, or its consumers' entries orphaned: [`TOLERANCE`] times the
 /// learned cadence, never less than [`FLOOR_POLLS`] stream polls; the
 /// `fallback` (the fixed window) while the cadence is unknown.
-pub fn patience(cadence: Option<Duration>, stream_interval: Duration, fallback: Duration) -> Duration {
+pub fn patience(
+    cadence: Option<Duration>,
+    stream_interval: Duration,
+    fallback: Duration,
+) -> Duration {
     match cadence {
         Some(c) => (c * TOLERANCE).max(stream_interval * FLOOR_POLLS),
         None => fallback,
@@ -310,11 +318,17 @@ mod tests {
     fn a_streaming_group_reads_at_the_polls_resolution() {
         let mut c = Cadence::default();
         // Reads just before every poll.
-        run(&mut c, 10 * HOUR_MS, 10 * HOUR_MS + 10 * MIN, |at| Some(at - 100));
+        run(&mut c, 10 * HOUR_MS, 10 * HOUR_MS + 10 * MIN, |at| {
+            Some(at - 100)
+        });
         let learned = c.interval(10 * HOUR_MS + 10 * MIN).expect("known");
         assert!(learned <= Duration::from_secs(15), "{learned:?}");
         assert_eq!(
-            patience(Some(learned), Duration::from_secs(15), Duration::from_secs(150)),
+            patience(
+                Some(learned),
+                Duration::from_secs(15),
+                Duration::from_secs(150)
+            ),
             Duration::from_secs(60)
         );
     }
@@ -400,7 +414,10 @@ mod tests {
         // A streaming group: 4 polls; with 2-minute handlers, 4 minutes.
         assert_eq!(inactive_after(None, Some(d(14)), None, poll), d(60));
         assert_eq!(inactive_after(None, Some(d(14)), Some(d(1)), poll), d(60));
-        assert_eq!(inactive_after(None, Some(d(14)), Some(d(120)), poll), d(240));
+        assert_eq!(
+            inactive_after(None, Some(d(14)), Some(d(120)), poll),
+            d(240)
+        );
         // A batch group learned at 30 minutes: an hour.
         assert_eq!(inactive_after(None, Some(d(1800)), None, poll), d(3600));
         // Reads in runs only when twice the cadence exceeds the window.

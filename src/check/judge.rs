@@ -320,7 +320,9 @@ fn figure_problems(group: &GroupReport, watched: &Watched, seen: &Seen) -> Vec<S
     if let Some(n) = group.orphaned.filter(|n| *n > 0) {
         problems.push(format!(
             "{n} pending entries held by consumers inactive for more than {}",
-            group.inactive_after.map_or_else(|| "its inactivity limit".to_string(), short)
+            group
+                .inactive_after
+                .map_or_else(|| "its inactivity limit".to_string(), short)
         ));
     }
     if gs.ahead_of_stream {

@@ -115,37 +115,52 @@ fn name_hash(name: &[u8]) -> u64 {
     h.finish()
 }
 
+/// A consumer seen holding entries at a consumers run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Holder {
+    /// A hash of its name.
+    name: u64,
+    /// Server time (ms) of its last read then.
+    read_at_ms: u64,
+    /// How long it had not read then (ms).
+    silent_ms: u64,
+}
+
 /// Learns from this run's list how long consumers held entries without
 /// reading: a consumer that held entries at the last run and has read since
 /// held them at least as long as it had not read then. Gives this run's
 /// holders to compare the next run with.
 pub fn learn_holds(
     holds: &mut crate::cadence::Rhythm,
-    before: &[(u64, u64)],
+    before: &[Holder],
     list: &[ConsumerInfo],
     now_ms: u64,
-) -> Vec<(u64, u64)> {
+) -> Vec<Holder> {
     let mut holders = Vec::new();
     for c in list {
         let Some(silent_ms) = since_last_read_ms(c) else {
             continue;
         };
-        let hash = name_hash(&c.name);
-        if let Ok(i) = before.binary_search_by_key(&hash, |&(h, _)| h) {
-            let was = before[i].1;
-            if silent_ms < was {
-                holds.record(now_ms, was);
+        let name = name_hash(&c.name);
+        let read_at_ms = now_ms.saturating_sub(silent_ms);
+        if let Ok(i) = before.binary_search_by_key(&name, |h| h.name) {
+            if read_at_ms > before[i].read_at_ms {
+                holds.record(now_ms, before[i].silent_ms);
             }
         }
         if c.pending > 0 {
-            holders.push((hash, silent_ms));
+            holders.push(Holder {
+                name,
+                read_at_ms,
+                silent_ms,
+            });
         }
     }
     if holders.len() > HOLDERS_KEPT {
-        holders.sort_unstable_by(|a, b| b.1.cmp(&a.1));
+        holders.sort_unstable_by_key(|h| std::cmp::Reverse(h.silent_ms));
         holders.truncate(HOLDERS_KEPT);
     }
-    holders.sort_unstable_by_key(|&(h, _)| h);
+    holders.sort_unstable_by_key(|h| h.name);
     holders
 }
 
@@ -360,9 +375,11 @@ mod tests {
         let mut before = Vec::new();
         // A 100 s handler seen every 30 s, beside a crashed consumer and a
         // consumer holding nothing.
-        for (run, silent) in [20_000u64, 50_000, 80_000, 10_000, 40_000, 70_000, 100_000, 5_000]
-            .into_iter()
-            .enumerate()
+        for (run, silent) in [
+            20_000u64, 50_000, 80_000, 10_000, 40_000, 70_000, 100_000, 5_000,
+        ]
+        .into_iter()
+        .enumerate()
         {
             let run = run as u64;
             let list = vec![
@@ -381,6 +398,19 @@ mod tests {
         learn_holds(&mut holds, &before, &list, hour + 330_000);
         // Second longest of 80, 100 and 60 s.
         assert_eq!(holds.value(hour + 330_000), Some(Duration::from_secs(80)));
+        // A consumer that reads all the time while it holds entries (it
+        // never acknowledges): every run sees a read since the last one,
+        // however short its silences look.
+        let mut busy = crate::cadence::Rhythm::default();
+        let mut seen = Vec::new();
+        for (run, silent) in [900u64, 200, 700, 100].into_iter().enumerate() {
+            let list = vec![c("reader", 5 + run as u64, silent, Some(silent), false)];
+            seen = learn_holds(&mut busy, &seen, &list, 2 * hour + run as u64 * 30_000);
+        }
+        assert_eq!(
+            busy.value(2 * hour + 90_000),
+            Some(Duration::from_millis(700))
+        );
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //!
 //! Poison as soon as it exists: a poison message is retried forever, so it
 //! stays among the oldest pending entries. For each group with entries
-//! pending, the probe reads the oldest [`HEAD`] of them (`XPENDING key group
-//! - + 10`, O(log n)) and counts those delivered at least
+//! pending, the probe reads the oldest [`HEAD`] of them
+//! (`XPENDING key group - + 10`, O(log n)) and counts those delivered at least
 //! `poison_delivery_count` times; `redis_streams_group_pending_poison` shows
 //! the larger of that and the last full PEL scan's count, so a poison entry
 //! shows at the first run after its last delivery that reached the count,

@@ -24,10 +24,9 @@ pub struct GroupMemory {
     /// How long its consumers hold entries without reading before they read
     /// again (their handlers' time), learned by the consumers probe.
     pub holds: cadence::Rhythm,
-    /// Consumers seen holding entries at the last consumers run: a hash of
-    /// the name and the time since its last read (ms), at most
+    /// Consumers seen holding entries at the last consumers run, at most
     /// [`consumers::HOLDERS_KEPT`].
-    pub holders: Vec<(u64, u64)>,
+    pub holders: Vec<consumers::Holder>,
     /// Server time of the latest successful read by any consumer.
     pub last_read_at_ms: Option<u64>,
     /// Server time of the latest stream poll that found the group's

@@ -21,8 +21,8 @@ use super::{
 };
 use crate::backend::Command;
 use crate::backend::reply::{GroupInfo, StreamInfo};
-use crate::lag::{self, Arithmetic, LagFigure, UndeliveredSample};
 use crate::cadence;
+use crate::lag::{self, Arithmetic, LagFigure, UndeliveredSample};
 use crate::loss;
 use crate::snapshot::{GroupState, Groups, Name, StreamState};
 use crate::status::{self, GroupStatus};
@@ -433,9 +433,7 @@ impl GroupFold<'_> {
         let read_every = self
             .status_settings
             .read_every
-            .or_else(|| {
-                cadence::reads_in_runs(learned, self.status_settings.window_duration)
-            })
+            .or_else(|| cadence::reads_in_runs(learned, self.status_settings.window_duration))
             .map(|d| d.as_secs_f64());
         let read_interval = learned.map(|d| d.as_secs_f64());
         let before = self.previous.and_then(|p| p.groups.get(&gname));

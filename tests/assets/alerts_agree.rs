@@ -776,6 +776,55 @@ async fn batch_in_rhythm(server: &RedisServer, stream: &str) -> Batch {
     b
 }
 
+/// A batch consumer without read_every: the exporter learns its rhythm over four runs (not
+/// captured), then judges it as with read_every at twice its cadence. Its runs, every ~1 s of
+/// real time here (each entry's ID 27 minutes in the past stands in for the wait), keep it ok at
+/// every captured poll, and no lag alert may fire (the default 600 s would page every cycle).
+async fn batch_learned_in_rhythm(server: &RedisServer, stream: &str) -> Batch {
+    let mut c = Capture::new(server, stream, "", "[schedule]\nstream = \"100ms\"");
+    c.create_group();
+    c.add_aged(40 * MINUTE);
+    let read = c.read("batch", 100);
+    c.ack(&read);
+    let cycle = async |c: &mut Capture| {
+        for _ in 0..6 {
+            c.add_aged(27 * MINUTE);
+            c.poll().await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let read = c.read("batch", 1_000);
+        c.ack(&read);
+        c.poll().await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    for _ in 0..4 {
+        cycle(&mut c).await;
+    }
+    c.polls.clear();
+    for _ in 0..3 {
+        cycle(&mut c).await;
+    }
+    let learned = format!(
+        "redis_streams_group_read_every_seconds{{target=\"t\",stream=\"{stream}\",group=\"{GROUP}\"}}"
+    );
+    assert!(
+        c.polls.iter().all(|p| p.contains(&learned)),
+        "the learned read_every is exported at every captured poll:\n{}",
+        c.polls[0]
+    );
+    let b = Batch {
+        capture: c,
+        fires: Vec::new(),
+    };
+    let statuses = b.statuses();
+    assert!(
+        statuses.iter().all(|s| quiet(s)),
+        "a learned batch consumer between runs: {}",
+        runs(&statuses)
+    );
+    b
+}
+
 /// A batch consumer (read_every 30m, no max_delay) whose runs come on time but take two entries
 /// each: the oldest entry left is 54 minutes old, beyond read_every + 600 s. The status, which
 /// sees the runs, says ok (only a max_delay would make it lagging), so no lag alert may fire.
@@ -991,7 +1040,7 @@ async fn batch_lag_alerts_fire_only_when_the_status_says_the_run_is_late() {
             };
             let expr = rule["expr"].as_str().unwrap();
             let listed = LAG_ALERTS.contains(&name);
-            if listed && !reads_metric(expr, "redis_streams_stream_read_every_seconds") {
+            if listed && !reads_metric(expr, "redis_streams_group_read_every_seconds") {
                 uncovered.push(format!("{name}: ignores read_every"));
             }
             let reads_lag = LAG_METRICS.iter().any(|m| reads_metric(expr, m));
@@ -1015,6 +1064,10 @@ async fn batch_lag_alerts_fire_only_when_the_status_says_the_run_is_late() {
         (
             "batch in rhythm",
             batch_in_rhythm(&server, "batch:rhythm").await,
+        ),
+        (
+            "batch learned, in rhythm",
+            batch_learned_in_rhythm(&server, "batch:learned").await,
         ),
         (
             "batch runs that leave a backlog",
