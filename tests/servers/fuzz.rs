@@ -231,6 +231,8 @@ fn render_names(names: &[Vec<u8>]) -> String {
             retention_margin: None,
             overtake_eta: None,
             drain_eta: None,
+            read_interval: None,
+            read_every: None,
             status: None,
             status_basis: None,
             pending_aged_at_ms: None,
