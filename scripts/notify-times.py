@@ -319,6 +319,79 @@ class Batch(Scenario):
         pass  # nothing breaks: the fault time is the start of observation
 
 
+class BatchLearned(Batch):
+    """The same batch job without read_every: the exporter learns its rhythm during the warm-up."""
+
+    description = "batch consumer every 4 min, no read_every, rhythm learned in the warm-up (must not notify)"
+
+
+class LongHandler(Scenario):
+    """Two consumers whose handler takes 100 s per entry; one entry a minute. Must not notify."""
+
+    description = "two consumers with a 100 s handler, one entry a minute (must not notify)"
+
+    def produce(self):
+        r = self.conn()
+        while not self.stop.wait(60):
+            r("XADD", self.stream, "*", "n", "1")
+
+    def start_consumers(self):
+        for name in ("h1", "h2"):
+            self.spawn(self.handle, name)
+
+    def handle(self, name):
+        r = self.conn()
+        while not self.stop.is_set():
+            ids = read_ids(r("XREADGROUP", "GROUP", self.group, name, "COUNT", 1, "BLOCK", 1000,
+                             "STREAMS", self.stream, ">"))
+            for entry_id in ids:
+                if self.stop.wait(100):
+                    return
+                r("XACK", self.stream, self.group, entry_id)
+
+    def fault(self):
+        pass
+
+
+class NoAck(Scenario):
+    """A consumer that reads with NOACK (nothing pending, ever). Must not notify."""
+
+    description = "NOACK reader keeping up (must not notify)"
+
+    def start_consumers(self):
+        self.spawn(self.read_noack)
+
+    def read_noack(self):
+        r = self.conn()
+        while not self.stop.is_set():
+            r("XREADGROUP", "GROUP", self.group, "n1", "COUNT", 10, "BLOCK", 1000, "NOACK",
+              "STREAMS", self.stream, ">")
+
+    def fault(self):
+        pass
+
+
+class Healthy(Scenario):
+    """Production and a consumer that keeps up. Must not notify."""
+
+    description = "healthy consumer (must not notify)"
+
+    def fault(self):
+        pass
+
+
+class Idle(Scenario):
+    """A consumer blocked on a stream nobody writes to. Must not notify."""
+
+    description = "idle stream, consumer waiting (must not notify)"
+
+    def produce(self):
+        self.stop.wait()
+
+    def fault(self):
+        pass
+
+
 class Lag(Scenario):
     """The consumer slows to half the production rate; max_delay is 2 minutes."""
 
@@ -359,6 +432,11 @@ SCENARIOS = {
     "trimmed": Trimmed,
     "deleted": Deleted,
     "batch": Batch,
+    "batch-learned": BatchLearned,
+    "long-handler": LongHandler,
+    "noack-reader": NoAck,
+    "healthy": Healthy,
+    "idle": Idle,
     "lag": Lag,
 }
 
@@ -405,7 +483,7 @@ def exporter_config(port: int, servers: dict) -> str:
         out.append(f'[[targets]]\nname = "{name}"\nurl = "redis://127.0.0.1:{redis_port}"\n'
                    f'streams = ["{name}"]\n')
     out.append(f'[[streams]]\nmatch = "lag"\nmax_delay = "{LAG_MAX_DELAY_SECONDS}s"\n')
-    out.append('[[streams]]\nmatch = "batch"\nread_every = "5m"\n')
+    out.append('[[streams]]\nmatch = "batch"\nread_every = "5m"\n')  # batch-learned has none
     return "\n".join(out)
 
 
@@ -565,18 +643,23 @@ def main() -> int:
                     notes.append({"after_fault": at - s.fault_at, "receiver": receiver,
                                   "alert": a["labels"]["alertname"],
                                   "severity": a["labels"].get("severity")})
-        notes.sort(key=lambda n: n["after_fault"])
+        notes = sorted((n for n in notes if n["after_fault"] >= 0), key=lambda n: n["after_fault"])
+        posts = [(at, receiver) for at, receiver, body in Hook.received
+                 if any(a["labels"].get("target") == name for a in body["alerts"])]
+        count = sum(1 for at, _ in posts if at >= s.fault_at)
+        before = sum(1 for at, _ in posts if at < s.fault_at)
         seen = {}
         for note in notes:
             seen.setdefault((note["alert"], note["receiver"]), note)
         firing = {alert: at - s.fault_at for (t, alert), at in firing_seen.items() if t == name}
         results[name] = {"description": s.description, "extra": {
             k: (v - s.fault_at if k.endswith("_at") else v) for k, v in s.extra.items()},
-            "notifications": list(seen.values()), "firing_in_prometheus": firing}
+            "notifications": list(seen.values()), "firing_in_prometheus": firing,
+            "posts_after_fault": count, "posts_during_warmup": before}
 
     print("| failure mode | first notification after the fault | alert (receiver) | "
-          "first page | alerts firing in Prometheus (s after the fault) |")
-    print("|---|---|---|---|---|")
+          "first page | notifications (during warm-up) | alerts firing in Prometheus (s after the fault) |")
+    print("|---|---|---|---|---|---|")
     for name, r in results.items():
         first = r["notifications"][0] if r["notifications"] else None
         page = next((n for n in r["notifications"] if n["receiver"] == "pager"), None)
@@ -589,7 +672,8 @@ def main() -> int:
         print(f"| {r['description']}{extra} | {fmt(first and first['after_fault'])} | "
               f"{first['alert'] + ' (' + first['receiver'] + ')' if first else 'none'} | "
               f"{fmt(page and page['after_fault'])}"
-              f"{' ' + page['alert'] if page else ''} | {firing or 'none'} |")
+              f"{' ' + page['alert'] if page else ''} | {r['posts_after_fault']} "
+              f"({r['posts_during_warmup']}) | {firing or 'none'} |")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     log(f"logs kept in {work}")

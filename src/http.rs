@@ -753,15 +753,19 @@ fn landing(state: &HttpState, config: &Config, query: Option<&str>) -> Response 
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()
 }
 
-/// The status, and for `data_loss` why and until when it holds: since the
-/// last counted loss (server time) for `data_loss_hold`, or for as long as
-/// entries after the group's position are gone.
+/// The status and why (the rule that decided it), and for `data_loss`
+/// until when it holds: since the last counted loss (server time) for
+/// `data_loss_hold`, or for as long as entries after the group's position
+/// are gone.
 fn status_cell(gs: &crate::snapshot::GroupState, config: &Config) -> String {
     let Some(status) = gs.status else {
         return "unknown".to_string();
     };
     if status != GroupStatus::DataLoss {
-        return status.label().to_string();
+        return match gs.status_reason {
+            Some(reason) => format!("{} ({})", status.label(), reason.label().replace('_', " ")),
+            None => status.label().to_string(),
+        };
     }
     let last = gs.lost_at.trimmed.max(gs.lost_at.deleted);
     let at = |ms: u64| {
@@ -772,7 +776,10 @@ fn status_cell(gs: &crate::snapshot::GroupState, config: &Config) -> String {
     };
     match last {
         Some(ms) => format!(
-            "data_loss (last loss {}, held until {})",
+            "data_loss ({}: last loss {}, held until {})",
+            gs.status_reason
+                .map_or("loss", |r| r.label())
+                .replace('_', " "),
             at(ms),
             at(ms.saturating_add(config.data_loss_hold.as_millis() as u64))
         ),

@@ -2,7 +2,7 @@
 //! stream polls, Burrow-style but without its false alarms on quiet streams.
 //!
 //! Pure: the poller pushes each poll's [`Sample`] into the group's
-//! [`Window`], and [`judge`] judges the window and the latest sample.
+//! [`Window`], and [`verdict`] judges the window and the latest sample.
 //! Rules in order:
 //! 1. `data_loss`: entries were removed before the group read them: the
 //!    group is behind a trim that took unread entries, or a loss was counted
@@ -111,6 +111,113 @@ impl GroupStatus {
     }
 }
 
+/// Entries that cannot progress, seen by the slow probes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stuck {
+    /// Delivered at least `poison_delivery_count` times.
+    Poison,
+    /// Pending, but their bodies are gone.
+    Ghost,
+    /// Held by consumers inactive past their limit.
+    Orphaned,
+}
+
+/// Why a group has its status: the rule that decided it, exported beside
+/// the status so that a dashboard or a page can say why without a query.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// `data_loss`: a loss was counted at this poll.
+    LossCounted,
+    /// `data_loss`: entries after the group's position are proven gone.
+    EntriesGoneAhead,
+    /// `data_loss`: a loss counted within `data_loss_hold`.
+    LossHeld,
+    /// `stopped`: work waits and the group has no consumer.
+    NoConsumers,
+    /// `stopped`: work waits and nobody read for the group's patience.
+    NoRead,
+    /// `stopped`: a group read in runs missed its run by the window.
+    RunOverdue,
+    /// `stalled`: poison entries.
+    Poison,
+    /// `stalled`: ghost entries.
+    Ghost,
+    /// `stalled`: orphaned entries.
+    Orphaned,
+    /// `stalled`: the position did not move while entries waited.
+    PositionStuck,
+    /// `stalled`: the same oldest pending entry stayed.
+    OldestPendingStuck,
+    /// `lagging`: lag seconds above half of `max_delay` (300 s without).
+    LagSeconds,
+    /// `lagging`: a group read in runs waited past `max_delay`.
+    PastMaxDelay,
+    /// `lagging`: trimming closes in on unread entries.
+    TrimOvertake,
+    /// `lagging`: the retention margin is under `max_delay`.
+    RetentionMargin,
+    /// `lagging`: the lag grows at every poll while the group advances.
+    LagGrowing,
+    /// `ok`: a group read in runs, between two runs.
+    BetweenRuns,
+    /// `ok`: work waits, within the limits (lag seconds under the
+    /// threshold, the lag not growing).
+    WithinLimits,
+    /// `ok`: work waits and the window is not full yet.
+    Undecided,
+    /// `idle`: nothing produced, pending or undelivered.
+    NoWork,
+    /// `ok`: nothing waits now, and entries were produced in the window.
+    KeepingUp,
+}
+
+impl Reason {
+    /// The `reason` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Reason::LossCounted => "loss_counted",
+            Reason::EntriesGoneAhead => "entries_gone_ahead",
+            Reason::LossHeld => "loss_held",
+            Reason::NoConsumers => "no_consumers",
+            Reason::NoRead => "no_read",
+            Reason::RunOverdue => "run_overdue",
+            Reason::Poison => "poison",
+            Reason::Ghost => "ghost",
+            Reason::Orphaned => "orphaned",
+            Reason::PositionStuck => "position_stuck",
+            Reason::OldestPendingStuck => "oldest_pending_stuck",
+            Reason::LagSeconds => "lag_seconds",
+            Reason::PastMaxDelay => "past_max_delay",
+            Reason::TrimOvertake => "trim_overtake",
+            Reason::RetentionMargin => "retention_margin",
+            Reason::LagGrowing => "lag_growing",
+            Reason::BetweenRuns => "between_runs",
+            Reason::WithinLimits => "within_limits",
+            Reason::Undecided => "undecided",
+            Reason::NoWork => "no_work",
+            Reason::KeepingUp => "keeping_up",
+        }
+    }
+}
+
+impl From<Stuck> for Reason {
+    fn from(stuck: Stuck) -> Reason {
+        match stuck {
+            Stuck::Poison => Reason::Poison,
+            Stuck::Ghost => Reason::Ghost,
+            Stuck::Orphaned => Reason::Orphaned,
+        }
+    }
+}
+
+/// A group's status, what it rests on and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub status: GroupStatus,
+    pub basis: Basis,
+    pub reason: Reason,
+}
+
 /// What one stream poll saw of a group.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
@@ -143,9 +250,10 @@ pub struct Sample {
     /// become "active" on Redis 7.2+ and Valkey, but their group moves);
     /// `Some(0)` when no consumer ever read; `None` when not yet known.
     pub last_read_at_ms: Option<u64>,
-    /// The latest PEL scan or consumers run found poison, ghost or orphaned
-    /// entries in the group: a fault seen, not inferred from a window.
-    pub stuck_evidence: bool,
+    /// The latest PEL scan, pending summary or consumers run found poison,
+    /// ghost or orphaned entries in the group: a fault seen, not inferred
+    /// from a window.
+    pub stuck: Option<Stuck>,
     /// Seconds of ID time between the stream's first entry and the group's
     /// first undelivered one, when known.
     pub retention_margin: Option<f64>,
@@ -353,22 +461,35 @@ pub enum Basis {
     Undecided,
 }
 
-/// The status after `latest` was pushed into `window`, and what it rests on.
-pub fn judge(window: &Window, latest: &Sample, settings: &Settings) -> (GroupStatus, Basis) {
+/// The status after `latest` was pushed into `window`, what it rests on,
+/// and the rule that decided it.
+pub fn verdict(window: &Window, latest: &Sample, settings: &Settings) -> Verdict {
     let size = u16::try_from(settings.window).unwrap_or(u16::MAX);
     let full = window.seen >= size;
+    let v = |status, basis, reason| Verdict {
+        status,
+        basis,
+        reason,
+    };
     // Only what the ledger proved: a loss counted now, or entries gone
     // after the group's position (it will never read them).
-    if latest.loss_now || latest.gone_ahead > 0 {
-        return (GroupStatus::DataLoss, Basis::Latest);
+    if latest.loss_now {
+        return v(GroupStatus::DataLoss, Basis::Latest, Reason::LossCounted);
+    }
+    if latest.gone_ahead > 0 {
+        return v(
+            GroupStatus::DataLoss,
+            Basis::Latest,
+            Reason::EntriesGoneAhead,
+        );
     }
     // A loss held from earlier polls does not hide a group that stops or
     // stalls now: that is news, the old loss is not.
-    let (status, basis) = evaluate_now(window, latest, settings, full, size);
+    let (status, basis, reason) = evaluate_now(window, latest, settings, full, size);
     if latest.recent_loss && !matches!(status, GroupStatus::Stopped | GroupStatus::Stalled) {
-        (GroupStatus::DataLoss, Basis::Latest)
+        v(GroupStatus::DataLoss, Basis::Latest, Reason::LossHeld)
     } else {
-        (status, basis)
+        v(status, basis, reason)
     }
 }
 
@@ -379,9 +500,11 @@ fn evaluate_now(
     settings: &Settings,
     full: bool,
     size: u16,
-) -> (GroupStatus, Basis) {
+) -> (GroupStatus, Basis, Reason) {
     if latest.has_work() {
-        let stuck = (GroupStatus::Stalled, Basis::Latest);
+        let stuck = latest
+            .stuck
+            .map(|s| (GroupStatus::Stalled, Basis::Latest, Reason::from(s)));
         if let Some(grace) = settings
             .read_every
             .map(|every| every + settings.window_duration)
@@ -397,37 +520,47 @@ fn evaluate_now(
                     (settings.max_delay, latest.lag_seconds),
                     (Some(max), Some(age)) if age > max.as_secs_f64()
                 );
-                return if latest.stuck_evidence {
+                return if let Some(stuck) = stuck {
                     stuck
                 } else if late {
-                    (GroupStatus::Lagging, Basis::Latest)
+                    (GroupStatus::Lagging, Basis::Latest, Reason::PastMaxDelay)
                 } else {
-                    (GroupStatus::Ok, Basis::Latest)
+                    (GroupStatus::Ok, Basis::Latest, Reason::BetweenRuns)
                 };
             }
         }
         if latest.consumers == 0 {
-            return (GroupStatus::Stopped, Basis::Latest);
+            return (GroupStatus::Stopped, Basis::Latest, Reason::NoConsumers);
         }
+        let no_read = if settings.read_every.is_some() {
+            Reason::RunOverdue
+        } else {
+            Reason::NoRead
+        };
         let silent = latest.last_read_at_ms.is_some_and(|read_at| {
             latest.at_ms.saturating_sub(read_at) >= settings.patience.as_millis() as u64
         });
         if silent {
-            return (GroupStatus::Stopped, Basis::Window);
+            return (GroupStatus::Stopped, Basis::Window, no_read);
         }
         // Poison, ghosts or orphans need no window: stopped (nobody reads at
         // all) says more, and was judged first.
-        if latest.stuck_evidence {
+        if let Some(stuck) = stuck {
             return stuck;
         }
         let (stall, pel_stall) = (
             settings.polls(settings.patience),
             settings.polls(settings.pel_patience),
         );
-        if (window.seen >= stall && window.position_stuck >= stall)
-            || (window.seen >= pel_stall && window.oldest_stuck >= pel_stall)
-        {
-            return (GroupStatus::Stalled, Basis::Window);
+        if window.seen >= stall && window.position_stuck >= stall {
+            return (GroupStatus::Stalled, Basis::Window, Reason::PositionStuck);
+        }
+        if window.seen >= pel_stall && window.oldest_stuck >= pel_stall {
+            return (
+                GroupStatus::Stalled,
+                Basis::Window,
+                Reason::OldestPendingStuck,
+            );
         }
         // The thresholds of the shipped lag alerts: half of `max_delay`,
         // or 300 s where none is set.
@@ -435,7 +568,7 @@ fn evaluate_now(
             .max_delay
             .map_or(DEFAULT_LAG_SECONDS_LAGGING, |d| d.as_secs_f64() / 2.0);
         if latest.lag_seconds.is_some_and(|age| age > half) {
-            return (GroupStatus::Lagging, Basis::Latest);
+            return (GroupStatus::Lagging, Basis::Latest, Reason::LagSeconds);
         }
         // Trimming closing in on unread entries within the horizon of the
         // overtake alert, or closer than the business tolerates.
@@ -448,8 +581,11 @@ fn evaluate_now(
             (latest.retention_margin, max_delay),
             (Some(margin), Some(max)) if margin < max && latest.trimmed_recently
         );
-        if closing_in || margin_short {
-            return (GroupStatus::Lagging, Basis::Latest);
+        if closing_in {
+            return (GroupStatus::Lagging, Basis::Latest, Reason::TrimOvertake);
+        }
+        if margin_short {
+            return (GroupStatus::Lagging, Basis::Latest, Reason::RetentionMargin);
         }
         match (settings.max_delay, latest.lag_seconds) {
             (Some(_), Some(_)) => {}
@@ -462,23 +598,22 @@ fn evaluate_now(
                     && window.since_lag_rose <= within
                     && window.since_position_moved <= within;
                 if growing {
-                    return (GroupStatus::Lagging, Basis::Window);
+                    return (GroupStatus::Lagging, Basis::Window, Reason::LagGrowing);
                 }
             }
         }
-        let basis = if full {
-            Basis::Window
+        return if full {
+            (GroupStatus::Ok, Basis::Window, Reason::WithinLimits)
         } else {
-            Basis::Undecided
+            (GroupStatus::Ok, Basis::Undecided, Reason::Undecided)
         };
-        return (GroupStatus::Ok, basis);
     }
     // Nothing to do is proven by the latest poll; that nothing was produced
     // either ("idle" rather than "ok") is a fact about the window.
     if window.no_production >= window.seen.min(size) {
-        (GroupStatus::Idle, Basis::Window)
+        (GroupStatus::Idle, Basis::Window, Reason::NoWork)
     } else {
-        (GroupStatus::Ok, Basis::Latest)
+        (GroupStatus::Ok, Basis::Latest, Reason::KeepingUp)
     }
 }
 

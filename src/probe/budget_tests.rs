@@ -76,7 +76,7 @@ mod group_cost {
         }
     }
 
-    /// At the defaults (60 s pending summary and consumers, 5 min PEL scan,
+    /// At the defaults (30 s pending summary and consumers, 5 min PEL scan,
     /// pipelines of 100), what each kind of group costs per second.
     #[test]
     fn idle_groups_cost_little_or_nothing() {
@@ -90,22 +90,24 @@ mod group_cost {
         let cost = GroupCost::of(&idle, &config);
         assert_eq!((cost.nothing_to_ask, cost.per_second), (100, 0.0));
         // Asked every run as before: 100 summaries and 100 consumer lists
-        // (each with 2 TIME) a minute, 100 pages every 5 minutes.
-        let before = 102.0 / 60.0 + 102.0 / 60.0 + 100.0 / 300.0;
+        // (each with 2 TIME) every 30 s, 100 pages every 5 minutes.
+        let before = 102.0 / 30.0 + 102.0 / 30.0 + 100.0 / 300.0;
         assert!((cost.every_group_per_second - before).abs() < 1e-9);
 
         let with_consumers: Vec<GroupLine> = (0..100).map(|_| line(0, 2, false)).collect();
         let cost = GroupCost::of(&with_consumers, &config);
         assert_eq!(cost.idle_with_consumers, 100);
         // 20 lists a run, with their TIME.
-        assert!((cost.per_second - 21.0 / 60.0).abs() < 1e-9, "{cost:?}");
+        assert!((cost.per_second - 21.0 / 30.0).abs() < 1e-9, "{cost:?}");
 
         let busy = [line(250, 1, true), line(0, 1, true), line(0, 0, true)];
         let cost = GroupCost::of(&busy, &config);
         assert_eq!((cost.with_work, cost.nothing_to_ask), (2, 1));
         let page = f64::from(config.limits.pending_page);
         let pages = (250.0 / page).ceil();
-        let want = 2.0 / 60.0 + 3.0 / 60.0 + pages / 300.0;
+        // The pending group's summary and its oldest entries (each with its
+        // TIME), two consumer lists with one TIME.
+        let want = 4.0 / 30.0 + 3.0 / 30.0 + pages / 300.0;
         assert!((cost.per_second - want).abs() < 1e-9, "{cost:?}");
     }
 }

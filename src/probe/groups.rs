@@ -53,9 +53,9 @@ pub struct GroupCost {
 
 impl GroupCost {
     /// The cost of `lines` under `config`'s schedule and limits. A PEL scan
-    /// is counted at one page per `pending_page` entries; the poison check
-    /// of stuck groups' oldest entries is not counted (at most one more
-    /// `XPENDING` per group with pending entries).
+    /// is counted at one page per `pending_page` entries; a group with
+    /// pending entries costs two `XPENDING` a pending-summary run (the
+    /// summary, then its oldest entries for the poison check).
     pub fn of(lines: &[GroupLine], config: &Config) -> GroupCost {
         let per_batch = config.limits.pipeline_size.saturating_sub(1).max(1) as f64;
         let page = f64::from(config.limits.pending_page.max(1));
@@ -92,7 +92,7 @@ impl GroupCost {
                 (false, _) => cost.nothing_to_ask += 1,
             }
         }
-        cost.per_second = batched(summaries) / every(ProbeKind::PendingSummary)
+        cost.per_second = 2.0 * batched(summaries) / every(ProbeKind::PendingSummary)
             + batched(consumer_reads) / every(ProbeKind::Consumers)
             + pages / every(ProbeKind::PendingScan);
         cost.every_group_per_second = batched(groups) / every(ProbeKind::PendingSummary)

@@ -25,7 +25,7 @@ use crate::cadence;
 use crate::lag::{self, Arithmetic, LagFigure, UndeliveredSample};
 use crate::loss;
 use crate::snapshot::{GroupState, Groups, Name, StreamState};
-use crate::status::{self, GroupStatus};
+use crate::status;
 use crate::text;
 
 mod batch;
@@ -454,11 +454,14 @@ impl GroupFold<'_> {
             read_every,
             ahead_of_stream: figure.ahead_of_stream,
             status: judged
-                .map(|(s, _)| s)
+                .map(|v| v.status)
                 .or_else(|| before.and_then(|b| b.status)),
             status_basis: judged
-                .map(|(_, b)| b)
+                .map(|v| v.basis)
                 .or_else(|| before.and_then(|b| b.status_basis)),
+            status_reason: judged
+                .map(|v| v.reason)
+                .or_else(|| before.and_then(|b| b.status_reason)),
             // The pending summary's oldest ID is aged by this poll's clock
             // while entries are pending (see
             // `TargetSnapshot::oldest_pending_age`).
@@ -605,8 +608,8 @@ impl GroupFold<'_> {
         group: &GroupInfo,
         figure: &LagFigure,
         outlook: &Outlook,
-        stuck_evidence: bool,
-    ) -> Option<(GroupStatus, status::Basis)> {
+        stuck: Option<status::Stuck>,
+    ) -> Option<status::Verdict> {
         let at_ms = self.now_ms?;
         let sample = status::Sample {
             at_ms,
@@ -625,7 +628,7 @@ impl GroupFold<'_> {
             recent_loss: ledger.recent_loss(at_ms, self.hold_ms),
             oldest_pending_id: memory.oldest_pending_id,
             last_read_at_ms: memory.last_read_at_ms.max(memory.last_progress_at_ms),
-            stuck_evidence,
+            stuck,
             retention_margin: outlook.retention_margin,
             trimmed_recently: outlook.trimmed_recently,
             overtake_eta: outlook.overtake_eta,
@@ -654,23 +657,30 @@ impl GroupFold<'_> {
             pel_patience: cadence::pel_patience(patience, memory.holds.value(at_ms), window),
             ..self.status_settings
         };
-        Some(status::judge(&memory.window, &sample, &settings))
+        Some(status::verdict(&memory.window, &sample, &settings))
     }
 }
 
-/// True when the slow probes' latest results show the group stuck: poison
-/// or ghost entries in its PEL (the last scan, or the pending summary's look
-/// at its oldest entries), or entries held by consumers inactive past
-/// `consumer_inactive_after`.
-fn stuck_evidence(snapshot: &crate::snapshot::TargetSnapshot, key: &(Name, Name)) -> bool {
-    let scanned = snapshot
-        .scans
-        .get(key)
-        .and_then(|s| s.last.as_deref())
-        .is_some_and(|scan| scan.poison > 0 || scan.ghost > 0);
-    let head_poison = snapshot.head_poison.get(key).is_some_and(|&n| n > 0);
+/// What the slow probes' latest results show stuck in the group, when
+/// anything: poison or ghost entries in its PEL (the last scan, or the
+/// pending summary's look at its oldest entries), or entries held by
+/// consumers inactive past their limit. Poison first: it explains the rest.
+fn stuck_evidence(
+    snapshot: &crate::snapshot::TargetSnapshot,
+    key: &(Name, Name),
+) -> Option<status::Stuck> {
+    let scan = snapshot.scans.get(key).and_then(|s| s.last.as_deref());
+    let poison = scan.is_some_and(|scan| scan.poison > 0)
+        || snapshot.head_poison.get(key).is_some_and(|&n| n > 0);
+    let ghost = scan.is_some_and(|scan| scan.ghost > 0);
     let orphaned = snapshot.consumers.get(key).is_some_and(|c| c.orphaned > 0);
-    scanned || head_poison || orphaned
+    [
+        (poison, status::Stuck::Poison),
+        (ghost, status::Stuck::Ghost),
+        (orphaned, status::Stuck::Orphaned),
+    ]
+    .into_iter()
+    .find_map(|(seen, stuck)| seen.then_some(stuck))
 }
 
 /// Commands the estimator's walks may spend in one stream poll: a tenth of

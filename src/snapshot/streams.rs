@@ -208,6 +208,8 @@ pub struct GroupState {
     pub pending_aged_at_ms: Option<u64>,
     /// What `status` rests on (see [`crate::status::Basis`]).
     pub status_basis: Option<crate::status::Basis>,
+    /// Why the group has its status (see [`crate::status::Reason`]).
+    pub status_reason: Option<crate::status::Reason>,
 }
 
 /// Everything known about one stream.

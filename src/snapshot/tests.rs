@@ -28,6 +28,7 @@ fn group(pending: u64) -> GroupState {
         read_every: None,
         status: None,
         status_basis: None,
+        status_reason: None,
         pending_aged_at_ms: None,
     }
 }

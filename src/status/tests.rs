@@ -1,5 +1,11 @@
 use super::*;
 
+/// The status and what it rests on.
+fn judge(window: &Window, latest: &Sample, settings: &Settings) -> (GroupStatus, Basis) {
+    let v = verdict(window, latest, settings);
+    (v.status, v.basis)
+}
+
 const MIN: u64 = 60_000;
 
 fn status_of(samples: &[Sample], settings: &Settings) -> GroupStatus {
@@ -35,7 +41,7 @@ fn sample(i: u64) -> Sample {
         gone_ahead: 0,
         oldest_pending_id: None,
         last_read_at_ms: Some(1_800_000_000_000 + i * 15_000),
-        stuck_evidence: false,
+        stuck: None,
         retention_margin: None,
         trimmed_recently: true,
         overtake_eta: None,
@@ -506,7 +512,7 @@ fn evidence_makes_a_group_stalled_at_once() {
     let one = |read_every: Option<u64>| {
         let mut s = sample(0);
         s.pending = 3;
-        s.stuck_evidence = true;
+        s.stuck = Some(Stuck::Orphaned);
         let settings = Settings {
             read_every: read_every.map(Duration::from_secs),
             ..settings(None)
@@ -519,7 +525,7 @@ fn evidence_makes_a_group_stalled_at_once() {
     assert_eq!(one(Some(3600)), (GroupStatus::Stalled, Basis::Latest));
     // Without work there is nothing stuck.
     let mut s = sample(0);
-    s.stuck_evidence = true;
+    s.stuck = Some(Stuck::Orphaned);
     let mut window = Window::default();
     window.push(&s);
     assert_eq!(judge(&window, &s, &settings(None)).0, GroupStatus::Idle);
@@ -586,4 +592,133 @@ fn what_the_lag_and_overtake_alerts_see_is_lagging() {
         with(&|s| s.retention_margin = Some(5.0), None),
         GroupStatus::Ok
     );
+}
+
+/// Every status comes with the rule that decided it.
+#[test]
+fn each_status_says_why() {
+    let why = |f: &dyn Fn(u64, &mut Sample), max_delay: Option<u64>| {
+        let mut window = Window::default();
+        let mut last = None;
+        for i in 0..5 {
+            let mut s = sample(i);
+            f(i, &mut s);
+            window.push(&s);
+            last = Some(s);
+        }
+        let v = verdict(&window, &last.unwrap(), &settings(max_delay));
+        (v.status.label(), v.reason.label())
+    };
+    let waiting = |i: u64, s: &mut Sample| {
+        s.lag = Some(5);
+        s.lag_seconds = Some(10.0);
+        s.last_generated_id = StreamId::new(110 + i, 0);
+    };
+    assert_eq!(why(&|_, _| {}, None), ("ok", "keeping_up"));
+    assert_eq!(
+        why(
+            &|i, s| {
+                waiting(i, s);
+                s.consumers = 0;
+            },
+            None
+        ),
+        ("stopped", "no_consumers")
+    );
+    assert_eq!(
+        why(
+            &|i, s| {
+                waiting(i, s);
+                s.last_read_at_ms = Some(s.at_ms - 10 * MIN);
+            },
+            None
+        ),
+        ("stopped", "no_read")
+    );
+    for (stuck, reason) in [
+        (Stuck::Poison, "poison"),
+        (Stuck::Ghost, "ghost"),
+        (Stuck::Orphaned, "orphaned"),
+    ] {
+        let f = move |i: u64, s: &mut Sample| {
+            waiting(i, s);
+            s.stuck = Some(stuck);
+        };
+        assert_eq!(why(&f, None), ("stalled", reason));
+    }
+    assert_eq!(
+        why(
+            &|i, s| {
+                waiting(i, s);
+                s.last_delivered_id = StreamId::new(100, 0);
+            },
+            None
+        ),
+        ("stalled", "position_stuck")
+    );
+    assert_eq!(
+        why(
+            &|i, s| {
+                waiting(i, s);
+                s.lag_seconds = Some(400.0);
+            },
+            None
+        ),
+        ("lagging", "lag_seconds")
+    );
+    assert_eq!(
+        why(
+            &|i, s| {
+                waiting(i, s);
+                s.overtake_eta = Some(60.0);
+            },
+            None
+        ),
+        ("lagging", "trim_overtake")
+    );
+    assert_eq!(
+        why(
+            &|_, s| {
+                s.loss_now = true;
+            },
+            None
+        ),
+        ("data_loss", "loss_counted")
+    );
+    assert_eq!(
+        why(
+            &|_, s| {
+                s.recent_loss = true;
+            },
+            None
+        ),
+        ("data_loss", "loss_held")
+    );
+    assert_eq!(
+        why(
+            &|_, s| {
+                s.last_generated_id = StreamId::new(50, 0);
+                s.last_delivered_id = StreamId::new(50, 0);
+            },
+            None
+        ),
+        ("idle", "no_work")
+    );
+}
+
+/// Work waiting under the thresholds, once the window is full.
+#[test]
+fn ok_with_work_is_within_limits() {
+    let mut window = Window::default();
+    let mut last = None;
+    for i in 0..5 {
+        let mut s = sample(i);
+        s.lag = Some(3);
+        s.lag_seconds = Some(2.0);
+        s.last_generated_id = StreamId::new(110 + i, 0);
+        window.push(&s);
+        let v = verdict(&window, &s, &settings(None));
+        last = Some((v.status, v.reason));
+    }
+    assert_eq!(last, Some((GroupStatus::Ok, Reason::WithinLimits)));
 }

@@ -536,7 +536,7 @@ async fn landing_page_problems_first_paged_and_escaped() {
     let second = d.get("/?page=2").await.text().await.unwrap();
     assert!(second.contains("Showing 501–601 (page 2 of 2)"), "{second}");
     assert!(second.contains("<a href=\"/?page=1\">« previous</a>"));
-    assert_eq!(second.matches("<td>idle</td>").count(), 101);
+    assert_eq!(second.matches("<td>idle (no work)</td>").count(), 101);
     // Out of range: the last page.
     let last = d.get("/?page=99").await.text().await.unwrap();
     assert!(last.contains("(page 2 of 2)"));

@@ -235,6 +235,7 @@ fn render_names(names: &[Vec<u8>]) -> String {
             read_every: None,
             status: None,
             status_basis: None,
+            status_reason: None,
             pending_aged_at_ms: None,
         };
         let stream = StreamState {

@@ -135,6 +135,8 @@ pub enum Custom {
     LossUnproven,
     /// One series per status of each group.
     Status,
+    /// The rule that decided each group's status.
+    StatusReason,
     /// The pending summary's age of each group's oldest pending entry.
     OldestPendingAge,
     /// The larger of the PEL scan's and the pending summary's poison counts.
@@ -320,6 +322,7 @@ pub const METRICS: &[MetricDef] = &[
     GROUP_POSSIBLY_LOST,
     GROUP_LOSS_UNPROVEN,
     GROUP_STATUS,
+    GROUP_STATUS_REASON,
     GROUP_WITHIN_OBJECTIVE,
     GROUP_OLDEST_PENDING_AGE,
     GROUP_PENDING_POISON,

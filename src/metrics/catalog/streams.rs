@@ -305,6 +305,14 @@ metric!(
     Source::Custom(Custom::Status)
 );
 metric!(
+    GROUP_STATUS_REASON,
+    "redis_streams_group_status_reason",
+    Gauge,
+    TSGREASON,
+    "1, with the rule that decided the group's status as reason (one series per group): data_loss: loss_counted, entries_gone_ahead, loss_held; stopped: no_consumers, no_read (nobody read for the group's patience), run_overdue (a group read in runs missed its run); stalled: poison, ghost, orphaned, position_stuck, oldest_pending_stuck; lagging: lag_seconds, past_max_delay, trim_overtake, retention_margin, lag_growing; ok: keeping_up (nothing waits), within_limits (work waits, under the thresholds), between_runs, undecided (work waits and the window is not full); idle: no_work. Cached by the poller.",
+    Source::Custom(Custom::StatusReason)
+);
+metric!(
     GROUP_WITHIN_OBJECTIVE,
     "redis_streams_group_within_objective",
     Gauge,

@@ -25,6 +25,14 @@ impl Renderer<'_> {
             Custom::PossiblyLost => self.by_cause(f, |gs| gs.possibly_lost),
             Custom::LossUnproven => self.loss_unproven(f),
             Custom::Status => self.status(f),
+            Custom::StatusReason => {
+                for (t, s, _, g, gs) in groups_of(&self.up) {
+                    if let Some(reason) = gs.status_reason {
+                        let [l1, l2, l3] = group_labels(t, s, g);
+                        f.sample(&[l1, l2, l3, ("reason", reason.label().as_bytes())], 1.0);
+                    }
+                }
+            }
             Custom::OldestPendingAge => self.oldest_pending_age(f),
             Custom::Poison => self.poison(f),
             Custom::PendingByIdle => self.pending_by_idle(f),

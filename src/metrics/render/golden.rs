@@ -79,6 +79,7 @@ pub(super) fn group(pending: u64, lag: Option<u64>) -> GroupState {
         read_every: Some(480.0),
         status: Some(GroupStatus::Lagging),
         status_basis: Some(Basis::Window),
+        status_reason: Some(crate::status::Reason::KeepingUp),
         pending_aged_at_ms: (pending > 0).then_some(NOW_S * 1000),
     }
 }

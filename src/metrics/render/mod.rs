@@ -179,7 +179,8 @@ impl Section {
                 | Custom::LastLoss
                 | Custom::PossiblyLost
                 | Custom::LossUnproven
-                | Custom::Status,
+                | Custom::Status
+                | Custom::StatusReason,
             ) => Section::Streams,
             Source::Custom(Custom::OldestPendingAge) => Section::OldestPending,
             Source::Scan(_)
