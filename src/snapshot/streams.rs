@@ -159,7 +159,7 @@ pub struct ScanState {
 /// What the stream poll knows about one group. The per-group probes keep
 /// their results in maps of their own in [`TargetSnapshot`](super::TargetSnapshot), so each probe
 /// replaces only what it owns and never copies the others' data.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct GroupState {
     /// What XINFO GROUPS said.
     pub info: GroupFigures,

@@ -11,25 +11,7 @@ fn group(pending: u64) -> GroupState {
             last_delivered_id: StreamId::new(1, 0),
             entries_read: None,
         },
-        lag: None,
-        lag_estimated: false,
-        lag_seconds: None,
-        trimmed_undelivered: None,
-        lost: None,
-        lost_at: Default::default(),
-        possibly_lost: None,
-        rewinds: 0,
-        loss_unproven: Default::default(),
-        ahead_of_stream: false,
-        retention_margin: None,
-        overtake_eta: None,
-        drain_eta: None,
-        read_interval: None,
-        read_every: None,
-        status: None,
-        status_basis: None,
-        status_reason: None,
-        pending_aged_at_ms: None,
+        ..GroupState::default()
     }
 }
 

@@ -220,23 +220,8 @@ fn render_names(names: &[Vec<u8>]) -> String {
             info,
             lag: Some(3),
             lag_estimated: true,
-            lag_seconds: None,
             trimmed_undelivered: Some(0),
-            lost: None,
-            lost_at: Default::default(),
-            possibly_lost: None,
-            rewinds: 0,
-            loss_unproven: Default::default(),
-            ahead_of_stream: false,
-            retention_margin: None,
-            overtake_eta: None,
-            drain_eta: None,
-            read_interval: None,
-            read_every: None,
-            status: None,
-            status_basis: None,
-            status_reason: None,
-            pending_aged_at_ms: None,
+            ..GroupState::default()
         };
         let stream = StreamState {
             info: StreamFigures {
