@@ -328,11 +328,12 @@ fn on_event(ctx: &ProbeContext, shared: &Shared, event: KeyEvent) {
     let key: Name = Arc::from(event.key.as_slice());
     let asked = {
         let mut state = ctx.state();
-        let watched = state.watched.contains(&key);
+        let watched = state.is_watched(&key);
         if sets_from_outside(&event.event) {
             state.set_outside(key.clone());
         }
-        let matches = ctx.target.patterns.iter().any(|p| p.matches(&key));
+        // The patterns matter only for a key not watched yet.
+        let matches = !watched && ctx.target.patterns.iter().any(|p| p.matches(&key));
         match action(&event.event, watched, matches) {
             Action::Ignore => false,
             Action::Poll => true,

@@ -21,7 +21,7 @@ use crate::backend::{ClientSetupError, TargetClient};
 use crate::config::{Config, KeyspaceEvents, Target};
 use crate::probe::{self, BudgetNotice, ProbeContext, ProbeError, ProbeKind, TargetState};
 use crate::schedule::{self, Next};
-use crate::snapshot::{Owner, SnapshotStore, TargetSnapshot};
+use crate::snapshot::{Owner, SnapshotStore};
 
 /// The first wait before a probe whose run panicked runs again; it doubles
 /// with each panic of that probe, up to the probe's interval.
@@ -51,13 +51,8 @@ impl Poller {
         store: Arc<SnapshotStore>,
     ) -> Result<Self, ClientSetupError> {
         let client = Arc::new(TargetClient::new(target.clone(), &config.limits)?);
-        let state = TargetState {
-            snapshot: TargetSnapshot {
-                name: target.name.as_str().into(),
-                ..TargetSnapshot::default()
-            },
-            ..TargetState::default()
-        };
+        let mut state = TargetState::default();
+        state.snapshot.name = target.name.as_str().into();
         Ok(Poller {
             owner: Arc::default(),
             wakes: wakes(),

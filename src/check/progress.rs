@@ -243,7 +243,7 @@ fn total(ctx: &ProbeContext, kind: ProbeKind) -> Option<u64> {
     let state = ctx.state();
     match kind {
         ProbeKind::Discovery | ProbeKind::Info => None,
-        ProbeKind::Stream => Some(state.watched.len() as u64),
+        ProbeKind::Stream => Some(state.watched().len() as u64),
         // Only groups whose line shows something to learn are asked (see
         // probe::GroupLine); a first run reads every group with consumers.
         ProbeKind::PendingSummary => {

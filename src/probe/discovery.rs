@@ -108,7 +108,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             }
         }
         let keep: BTreeSet<&Name> = ordered.iter().collect();
-        let before: BTreeSet<&Name> = state.watched.iter().collect();
+        let before: BTreeSet<&Name> = state.watched().iter().collect();
         let added = ordered.iter().filter(|n| !before.contains(n)).count();
         let removed = before.iter().filter(|n| !keep.contains(*n)).count();
         state.discovery = Some(DiscoveryReport {
@@ -120,7 +120,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         state.forget_unwatched_streams(&keep);
         state.snapshot.streams_watched = Some(ordered.len() as u64);
         state.snapshot.streams_dropped = Some(dropped as u64);
-        state.watched = ordered;
+        state.set_watched(ordered);
         state.prune_memory();
     }
     result

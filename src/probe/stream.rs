@@ -59,7 +59,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let _turn = ctx.stream_polls.lock().await;
     let (watched, generation) = {
         let state = ctx.state();
-        (state.watched.clone(), state.generation)
+        (state.watched().to_vec(), state.generation)
     };
     let mut problems = Problems::default();
     let mut vanished: Vec<Name> = Vec::new();
@@ -115,7 +115,7 @@ pub async fn run_some(ctx: &ProbeContext, names: &[Name]) -> Result<(), ProbeErr
     let (chosen, generation) = {
         let state = ctx.state();
         let chosen: Vec<Name> = state
-            .watched
+            .watched()
             .iter()
             .filter(|w| names.contains(w))
             .cloned()
