@@ -7,6 +7,7 @@
 //! report. Alertmanager loads the example configuration with its receivers replaced by the test's
 //! webhook and `group_wait`/`group_interval` divided the same way (30s → 1.5s, 5m → 15s);
 //! `repeat_interval` (an hour and more) is kept, so that a notification counted is never a reminder.
+//! An exporter that would run on its default schedule gets that schedule divided the same way.
 
 use std::collections::BTreeMap;
 
@@ -84,6 +85,21 @@ pub fn scale_ranges(expr: &str) -> String {
         rest = &rest[close + 1..];
     }
     out.push_str(rest);
+    out
+}
+
+/// The exporter's default schedule (`[schedule]` of `config/example.toml`, which shows exactly
+/// the defaults) divided by [`TIME_SCALE`], as a configuration file section: an exporter left on
+/// its defaults keeps, against the scaled rules, the timing it has against the shipped ones (its
+/// status window of stream polls passes before the scaled `for:` of the alerts it must precede).
+pub fn scaled_default_schedule(example: &str) -> String {
+    let config: toml::Table = example.parse().unwrap();
+    let schedule = config["schedule"].as_table().expect("[schedule]");
+    let mut out = String::from("[schedule]\n");
+    for (key, value) in schedule {
+        let d = value.as_str().expect("a duration");
+        out.push_str(&format!("{key} = \"{}ms\"\n", millis(d) / TIME_SCALE));
+    }
     out
 }
 
@@ -179,6 +195,10 @@ fn the_rules_and_the_alertmanager_example_are_scaled_in_time() {
     let text = test_rules(&original);
     assert!(!text.contains("[15m]") && !text.contains("for: 30m"));
     assert_eq!(rule_facts(&text).len(), rule_facts(&original).len());
+    let schedule = scaled_default_schedule(
+        &std::fs::read_to_string(root.join("config/example.toml")).unwrap(),
+    );
+    assert!(schedule.contains("stream = \"750ms\"\n"), "{schedule}");
     let example = std::fs::read_to_string(root.join("alerts/alertmanager.example.yml")).unwrap();
     let am: Yaml = serde_norway::from_str(&test_alertmanager(&example, 9999)).unwrap();
     assert_eq!(am["route"]["group_wait"].as_str(), Some("1500ms"));

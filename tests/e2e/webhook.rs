@@ -43,6 +43,10 @@ impl Notification {
     pub fn firing(&self) -> impl Iterator<Item = &Received> {
         self.alerts.iter().filter(|a| a.status == "firing")
     }
+
+    pub fn resolved(&self) -> impl Iterator<Item = &Received> {
+        self.alerts.iter().filter(|a| a.status == "resolved")
+    }
 }
 
 pub type Inbox = Arc<Mutex<Vec<Notification>>>;
