@@ -121,6 +121,7 @@ class Scenario:
     """One failure mode: its Redis, its stream, its workload threads and its fault."""
 
     group = "workers"
+    server_args = []
 
     def __init__(self, name: str, port: int, stop: threading.Event):
         self.name = name
@@ -295,6 +296,20 @@ class Deleted(Scenario):
         self.paused.clear()
 
 
+class DeletedEvents(Deleted):
+    """The same XDEL, on a server that publishes keyspace events (notify-keyspace-events Etg)."""
+
+    description = "XDEL of unread entries, server publishing keyspace events (Etg)"
+    server_args = ["--notify-keyspace-events", "Etg"]
+
+
+class TrimmedEvents(Trimmed):
+    """The same trim, on a server that publishes keyspace events (notify-keyspace-events Etg)."""
+
+    description = "trim that loses unread entries, server publishing keyspace events (Etg)"
+    server_args = ["--notify-keyspace-events", "Etg"]
+
+
 class Batch(Scenario):
     """A healthy batch job: reads everything every 4 minutes (read_every = 5m). Must not notify."""
 
@@ -431,6 +446,8 @@ SCENARIOS = {
     "stopped": Stopped,
     "trimmed": Trimmed,
     "deleted": Deleted,
+    "deleted-events": DeletedEvents,
+    "trimmed-events": TrimmedEvents,
     "batch": Batch,
     "batch-learned": BatchLearned,
     "long-handler": LongHandler,
@@ -568,7 +585,8 @@ def main() -> int:
             port = free_port()
             (work / name).mkdir()
             start(f"redis-{name}", ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                                    "--save", "", "--appendonly", "no", "--dir", str(work / name)])
+                                    "--save", "", "--appendonly", "no", "--dir", str(work / name),
+                                    *SCENARIOS[name].server_args])
             servers[name] = port
         for port in servers.values():
             deadline = time.time() + 20

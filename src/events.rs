@@ -8,10 +8,11 @@
 //! exporter never changes that, and without it nothing arrives and nothing
 //! changes.
 //!
-//! An event for a watched stream (anything but a plain `xadd`, which is
+//! An event for a watched stream (`xadd` is not subscribed: it is
 //! ordinary traffic the schedule covers) asks for an extra poll of that
 //! stream, at the front of the budget, at most one per stream per
-//! [`EXTRA_POLL_SPACING`] ([`Debounce`]). A stream event on a key not yet
+//! [`EXTRA_POLL_SPACING`] ([`Debounce`]), within [`EXTRA_POLL_SHARE`] of the
+//! target's command budget ([`ExtraBudget`]). A stream event on a key not yet
 //! watched that the target's patterns match watches it at once, without
 //! waiting for discovery. Nothing else depends on events: the loss ledgers
 //! prove losses across any two polls, and events only bring a poll closer
@@ -33,6 +34,55 @@ use crate::snapshot::Name;
 
 /// The least time between two extra polls of one stream.
 pub const EXTRA_POLL_SPACING: Duration = Duration::from_secs(1);
+
+/// The share of a target's `commands_per_second` extra polls may spend:
+/// they run at the front of the budget, so without a share of their own a
+/// flood of events (`~` trimming publishes `xtrim` every 40–100 entries on
+/// every busy capped stream) would starve the scheduled probes. Beyond it,
+/// the streams asked for wait for their scheduled poll (the loss ledgers
+/// prove losses across any two polls; events only bring a poll closer).
+pub const EXTRA_POLL_SHARE: f64 = 0.2;
+
+/// What extra polls may spend: a token bucket of commands filled at
+/// [`EXTRA_POLL_SHARE`] of the target's budget, holding at most one
+/// second's worth. A batch of polls runs while the bucket is not empty and
+/// is charged what it really sent afterwards (the bucket may go below zero,
+/// and the next batch waits until it refills).
+#[derive(Debug)]
+pub(crate) struct ExtraBudget {
+    rate: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+impl ExtraBudget {
+    pub(crate) fn new(commands_per_second: u32, now: Instant) -> ExtraBudget {
+        let rate = f64::from(commands_per_second) * EXTRA_POLL_SHARE;
+        ExtraBudget {
+            rate,
+            tokens: rate,
+            at: now,
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.rate).min(self.rate);
+        self.at = now;
+    }
+
+    /// Whether a batch may run at `now`.
+    pub(crate) fn allows(&mut self, now: Instant) -> bool {
+        self.refill(now);
+        self.tokens > 0.0
+    }
+
+    /// Charges the commands a batch sent.
+    pub(crate) fn spend(&mut self, commands: u64, now: Instant) {
+        self.refill(now);
+        self.tokens -= commands as f64;
+    }
+}
 
 /// How often a subscription's connection is checked with `PING`, and the
 /// primaries are listed again (a failover or resharding changes them).
@@ -271,9 +321,9 @@ async fn subscription(
                 let refused = e.kind() == crate::vocab::ErrorKind::Auth;
                 if !failing_logged {
                     if refused {
-                        tracing::warn!(redis_target = %name, %node, error = %e, retry = ?RETRY_REFUSED, "keyspace events: the ACL user may not subscribe; keyspace events are off for this node and polls keep their schedule (the user needs +psubscribe and the keyevent channels, see docs/keyspace-events.md)");
+                        tracing::warn!(redis_target = %name, %node, error = %e, retry = ?RETRY_REFUSED, "keyspace events: the ACL user may not subscribe; keyspace events are off for this node and polls keep their schedule (the user needs +subscribe and the keyevent channels, see docs/keyspace-events.md)");
                     } else {
-                        tracing::warn!(redis_target = %name, %node, error = %e, ?retry, "keyspace events: cannot subscribe; polls keep their schedule (an ACL user needs +psubscribe and the keyevent channels, see docs/keyspace-events.md)");
+                        tracing::warn!(redis_target = %name, %node, error = %e, ?retry, "keyspace events: cannot subscribe; polls keep their schedule (an ACL user needs +subscribe and the keyevent channels, see docs/keyspace-events.md)");
                     }
                     failing_logged = true;
                 }
@@ -357,6 +407,7 @@ async fn extra_polls(
     publish: Arc<impl Fn() + Send + Sync + 'static>,
     shutdown: CancellationToken,
 ) {
+    let mut budget = ExtraBudget::new(ctx.config.limits.commands_per_second, Instant::now());
     loop {
         let next = shared.next_due();
         let wait = async {
@@ -374,10 +425,18 @@ async fn extra_polls(
         if due.is_empty() {
             continue;
         }
+        let stats = ctx.client.stats();
+        if !budget.allows(Instant::now()) {
+            stats.keyspace_extra_polls(0, due.len() as u64);
+            continue;
+        }
+        let sent = stats.commands_sent();
         let polled = tokio::select! {
             _ = shutdown.cancelled() => return,
             r = PRIORITY.scope(0, stream::run_some(&ctx, &due)) => r,
         };
+        budget.spend(stats.commands_sent().saturating_sub(sent), Instant::now());
+        stats.keyspace_extra_polls(due.len() as u64, 0);
         if let Err(e) = polled {
             // The scheduled probes say whether the target is down.
             tracing::debug!(redis_target = %ctx.target.name, error = %e, "extra stream poll failed");
@@ -409,6 +468,38 @@ mod tests {
         assert_eq!(action("xadd", false, false), Action::Ignore);
         // A deleted key that was not watched may not even be a stream.
         assert_eq!(action("del", false, true), Action::Ignore);
+    }
+
+    #[test]
+    fn extra_polls_spend_their_share_of_the_budget() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        // 500 commands a second: 100 for extra polls, one second's worth.
+        let mut b = ExtraBudget::new(500, t0);
+        assert!(b.allows(t0));
+        b.spend(60, t0);
+        assert!(b.allows(t0), "40 left");
+        b.spend(70, t0);
+        assert!(!b.allows(t0), "30 owed");
+        // 0.3 s repays the debt; 0.31 s leaves a command.
+        assert!(!b.allows(t0 + Duration::from_millis(300)));
+        assert!(b.allows(t0 + Duration::from_millis(310)));
+        // Quiet for a minute: one second's worth, not sixty.
+        let later = t0 + s(60);
+        assert!(b.allows(later));
+        b.spend(100, later);
+        assert!(!b.allows(later));
+        // Over a long flood, what runs is the share: 100 commands a second.
+        let mut spent = 0;
+        let mut at = later;
+        for _ in 0..1000 {
+            at += Duration::from_millis(10);
+            if b.allows(at) {
+                b.spend(8, at);
+                spent += 8;
+            }
+        }
+        assert!((1000..=1100).contains(&spent), "{spent} in 10 s");
     }
 
     #[test]

@@ -125,16 +125,17 @@ pub(crate) enum Command {
     Multi,
     /// `EXEC`, after them.
     Exec,
-    /// `PSUBSCRIBE pattern…`, on a subscriber connection of its own: the
-    /// keyevent channels of stream commands and `del` (see `subscriber`).
-    Psubscribe {
-        /// Channel patterns.
-        patterns: Vec<String>,
+    /// `SUBSCRIBE channel…`, on a subscriber connection of its own: the
+    /// keyevent channels of the stream events the exporter uses and `del`
+    /// (see `subscriber`).
+    Subscribe {
+        /// Channels.
+        channels: Vec<String>,
     },
-    /// `PUNSUBSCRIBE pattern…`, when a subscription is stopped.
-    Punsubscribe {
-        /// Channel patterns.
-        patterns: Vec<String>,
+    /// `UNSUBSCRIBE channel…`, when a subscription is stopped.
+    Unsubscribe {
+        /// Channels.
+        channels: Vec<String>,
     },
 }
 
@@ -163,8 +164,8 @@ impl Command {
             Command::SentinelMasterAddr { .. } => "sentinel_get_master_addr",
             Command::Multi => "multi",
             Command::Exec => "exec",
-            Command::Psubscribe { .. } => "psubscribe",
-            Command::Punsubscribe { .. } => "punsubscribe",
+            Command::Subscribe { .. } => "subscribe",
+            Command::Unsubscribe { .. } => "unsubscribe",
         }
     }
 
@@ -280,10 +281,8 @@ impl Command {
                 .to_owned(),
             Command::Multi => redis::cmd("MULTI"),
             Command::Exec => redis::cmd("EXEC"),
-            Command::Psubscribe { patterns } => redis::cmd("PSUBSCRIBE").arg(patterns).to_owned(),
-            Command::Punsubscribe { patterns } => {
-                redis::cmd("PUNSUBSCRIBE").arg(patterns).to_owned()
-            }
+            Command::Subscribe { channels } => redis::cmd("SUBSCRIBE").arg(channels).to_owned(),
+            Command::Unsubscribe { channels } => redis::cmd("UNSUBSCRIBE").arg(channels).to_owned(),
         }
     }
 }
@@ -353,19 +352,19 @@ mod tests {
             words(&Command::XinfoStream { key: b"s".to_vec() }),
             ["XINFO", "STREAM", "s"]
         );
-        let patterns = vec![
-            "__keyevent@0__:x*".to_string(),
+        let channels = vec![
+            "__keyevent@0__:xtrim".to_string(),
             "__keyevent@0__:del".to_string(),
         ];
         assert_eq!(
-            words(&Command::Psubscribe {
-                patterns: patterns.clone()
+            words(&Command::Subscribe {
+                channels: channels.clone()
             }),
-            ["PSUBSCRIBE", "__keyevent@0__:x*", "__keyevent@0__:del"]
+            ["SUBSCRIBE", "__keyevent@0__:xtrim", "__keyevent@0__:del"]
         );
         assert_eq!(
-            words(&Command::Punsubscribe { patterns }),
-            ["PUNSUBSCRIBE", "__keyevent@0__:x*", "__keyevent@0__:del"]
+            words(&Command::Unsubscribe { channels }),
+            ["UNSUBSCRIBE", "__keyevent@0__:xtrim", "__keyevent@0__:del"]
         );
     }
 }

@@ -40,7 +40,7 @@ pub(crate) struct CommandError {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum TargetError {
     /// Opening a connection (TCP, TLS, `AUTH`, `SELECT`, `CLIENT SETNAME`,
-    /// or a subscription's `PSUBSCRIBE`) did not complete within the command
+    /// or a subscription's `SUBSCRIBE`) did not complete within the command
     /// timeout.
     #[error(
         "{}: could not connect within {timeout:?} (no answer to {step})",

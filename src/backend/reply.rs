@@ -476,7 +476,7 @@ pub(crate) fn misfit(cmd: &Command, v: &Value) -> Option<String> {
         (Command::ClusterShards | Command::ClusterSlots, v) => as_array(v).is_some(),
         (Command::SentinelMasterAddr { .. }, v) => is_nil(v) || as_array(v).is_some(),
         // Sent on a subscribed connection, never in a pipeline.
-        (Command::Psubscribe { .. } | Command::Punsubscribe { .. }, _) => true,
+        (Command::Subscribe { .. } | Command::Unsubscribe { .. }, _) => true,
     };
     (!fits).then(|| {
         format!(

@@ -31,4 +31,9 @@ pub struct KeyspaceEventsStats {
     pub received: u64,
     /// Every node's subscription is up and answering.
     pub active: bool,
+    /// Extra stream polls run on events.
+    pub extra_polls: u64,
+    /// Extra stream polls left to the schedule: events asked for them while
+    /// the extra polls' share of the command budget was spent.
+    pub extra_polls_skipped: u64,
 }

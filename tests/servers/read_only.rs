@@ -22,7 +22,7 @@ fn acl_rule(kind: Server) -> String {
     format!(
         "on >exporter-pw resetchannels {keys} -@all +ping +info +time +scan +type +xinfo|stream +xinfo|groups \
          +xinfo|consumers +xpending +xrange +xrevrange +client|setname +cluster|shards +cluster|slots +asking \
-         +multi +exec +psubscribe +punsubscribe &__keyevent@0__:x* &__keyevent@0__:del"
+         +multi +exec +subscribe +unsubscribe &__keyevent@0__:x* &__keyevent@0__:del"
     )
 }
 
@@ -182,8 +182,8 @@ const ALLOWED: &[&str] = &[
     "hello",
     "select",
     // The keyspace-event subscription, on a connection of its own.
-    "psubscribe",
-    "punsubscribe",
+    "subscribe",
+    "unsubscribe",
 ];
 
 /// An ACL user without `+multi` and `+exec`: each stream's XINFO are read
@@ -217,10 +217,10 @@ per_server!(without_transactions);
 /// counts as a collection error while the probes succeed.
 async fn without_subscribe(kind: Server) {
     let rule = acl_rule(kind).replace(
-        " +psubscribe +punsubscribe &__keyevent@0__:x* &__keyevent@0__:del",
+        " +subscribe +unsubscribe &__keyevent@0__:x* &__keyevent@0__:del",
         "",
     );
-    assert!(!rule.contains("psubscribe"), "{rule}");
+    assert!(!rule.contains("subscribe"), "{rule}");
     let (_server, h) = as_exporter_user(kind, rule);
     let stop = tokio_util::sync::CancellationToken::new();
     let running = tokio::spawn(h.poller.clone().run(stop.clone()));
@@ -385,8 +385,8 @@ fn monitor_shows_only_allowed_commands(kind: Server) {
     }
     // The collection really exercised the probes.
     for must in [
-        "psubscribe",
-        "punsubscribe",
+        "subscribe",
+        "unsubscribe",
         "scan",
         "xinfo stream",
         "xinfo groups",

@@ -60,6 +60,26 @@ impl ClientStats {
         ks.get_or_insert_with(KeyspaceEventsStats::default).received += 1;
     }
 
+    /// Counts extra stream polls run and skipped.
+    pub(crate) fn keyspace_extra_polls(&self, run: u64, skipped: u64) {
+        let mut ks = self
+            .keyspace_events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let ks = ks.get_or_insert_with(KeyspaceEventsStats::default);
+        ks.extra_polls += run;
+        ks.extra_polls_skipped += skipped;
+    }
+
+    /// Commands sent so far, all labels together.
+    pub(crate) fn commands_sent(&self) -> u64 {
+        self.commands
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .sum()
+    }
+
     /// Records whether every node's subscription is healthy.
     pub(crate) fn keyspace_events_active(&self, active: bool) {
         let mut ks = self
@@ -133,11 +153,15 @@ mod tests {
         stats.keyspace_events_active(true);
         stats.keyspace_event();
         stats.keyspace_event();
+        stats.keyspace_extra_polls(3, 0);
+        stats.keyspace_extra_polls(0, 4);
         assert_eq!(
             stats.snapshot(0.0, BTreeMap::new()).keyspace_events,
             Some(KeyspaceEventsStats {
                 received: 2,
-                active: true
+                active: true,
+                extra_polls: 3,
+                extra_polls_skipped: 4,
             })
         );
     }

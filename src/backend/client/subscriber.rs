@@ -3,9 +3,9 @@
 //! so it cannot be the pooled one), opened with the target's credentials and
 //! TLS like every other, read through the same bounds
 //! ([`super::bounded`]: a key name too long to keep arrives as a null, and
-//! the message is left out and counted), subscribed with `PSUBSCRIBE` to
-//! the keyevent channels of stream commands and `del`, and its messages
-//! decoded into [`KeyEvent`]s.
+//! the message is left out and counted), subscribed with `SUBSCRIBE` to
+//! the keyevent channels of the stream events the exporter uses and `del`,
+//! and its messages decoded into [`KeyEvent`]s.
 
 use std::time::Duration;
 
@@ -32,15 +32,33 @@ pub(crate) struct KeyEvent {
     pub(crate) key: Vec<u8>,
 }
 
-/// The keyevent channel patterns for database `db`: every event whose
-/// name starts with `x` (the stream commands' events: `xadd`, `xdel`,
-/// `xtrim`, `xsetid`, `xgroup-*`; `XDELEX` and `XACKDEL` publish `xdel`) and
-/// `del`.
-pub(crate) fn keyevent_patterns(db: i64) -> Vec<String> {
-    vec![
-        format!("__keyevent@{db}__:x*"),
-        format!("__keyevent@{db}__:del"),
-    ]
+/// The stream events the exporter uses, as `t_stream.c` publishes them
+/// (`XDELEX` and `XACKDEL` publish `xdel`). Not `xadd`: it is ordinary
+/// traffic the schedule covers, one message per entry added (a third more
+/// work for the server per `XADD` at 100k/s, and a flood the subscriber
+/// would have to read); a new stream used as a queue is watched on its
+/// `xgroup-create`, one without groups at the next discovery.
+pub(crate) const STREAM_EVENTS: [&str; 8] = [
+    "xtrim",
+    "xdel",
+    "xsetid",
+    "xgroup-create",
+    "xgroup-setid",
+    "xgroup-destroy",
+    "xgroup-createconsumer",
+    "xgroup-delconsumer",
+];
+
+/// The keyevent channels for database `db`: [`STREAM_EVENTS`] and `del`.
+/// Channels, not a pattern: an ACL's `&__keyevent@0__:x*` allows each of
+/// them to `SUBSCRIBE`, while `PSUBSCRIBE` must name the ACL's pattern
+/// literally.
+pub(crate) fn keyevent_channels(db: i64) -> Vec<String> {
+    STREAM_EVENTS
+        .iter()
+        .chain(&["del"])
+        .map(|event| format!("__keyevent@{db}__:{event}"))
+        .collect()
 }
 
 /// The event and key of a keyevent message on `channel`, `None` for a
@@ -58,7 +76,7 @@ pub(crate) fn decode_keyevent(channel: &str, payload: &[u8]) -> Option<KeyEvent>
 pub(crate) struct Subscription {
     sink: PubSubSink,
     messages: PubSubStream,
-    patterns: Vec<String>,
+    channels: Vec<String>,
     timeout: Duration,
     violation: Violation,
 }
@@ -66,7 +84,7 @@ pub(crate) struct Subscription {
 impl std::fmt::Debug for Subscription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Subscription")
-            .field("patterns", &self.patterns)
+            .field("channels", &self.channels)
             .finish_non_exhaustive()
     }
 }
@@ -112,14 +130,14 @@ impl Subscription {
         }
     }
 
-    /// Unsubscribes (`PUNSUBSCRIBE`, within the command timeout) before the
+    /// Unsubscribes (`UNSUBSCRIBE`, within the command timeout) before the
     /// connection is dropped: a clean stop on shutdown or reload.
     pub(crate) async fn close(mut self, client: &TargetClient) {
-        let cmd = Command::Punsubscribe {
-            patterns: self.patterns.clone(),
+        let cmd = Command::Unsubscribe {
+            channels: self.channels.clone(),
         };
         client.stats.command(cmd.label());
-        let _ = tokio::time::timeout(self.timeout, self.sink.punsubscribe(&self.patterns)).await;
+        let _ = tokio::time::timeout(self.timeout, self.sink.unsubscribe(&self.channels)).await;
     }
 }
 
@@ -139,9 +157,9 @@ impl TargetClient {
             Mode::Cluster { .. } => 0,
             _ => self.target.endpoint.db,
         };
-        let patterns = keyevent_patterns(db);
-        let cmd = Command::Psubscribe {
-            patterns: patterns.clone(),
+        let channels = keyevent_channels(db);
+        let cmd = Command::Subscribe {
+            channels: channels.clone(),
         };
         let settings = data_settings(&self.target);
         if settings.password().is_some() {
@@ -181,13 +199,13 @@ impl TargetClient {
             };
             let (mut sink, messages) = pubsub.split();
             self.stats.command(cmd.label());
-            sink.psubscribe(&patterns).await?;
+            sink.subscribe(&channels).await?;
             Ok::<_, redis::RedisError>((sink, messages, violation))
         };
         match tokio::time::timeout(self.timeout, opened).await {
             Err(_) => {
                 self.stats.error(ErrorKind::Timeout);
-                Err(self.connect_timeout(addr, "PSUBSCRIBE"))
+                Err(self.connect_timeout(addr, "SUBSCRIBE"))
             }
             Ok(Err(e)) => {
                 let err = match e.code() {
@@ -199,12 +217,12 @@ impl TargetClient {
                             TargetError::Connection {
                                 target: self.target.name.clone(),
                                 node: addr.to_string(),
-                                detail: format!("PSUBSCRIBE refused: {e}"),
+                                detail: format!("SUBSCRIBE refused: {e}"),
                                 auth: true,
                             }
                         } else {
                             self.stats.error(kind);
-                            conn_err(format!("PSUBSCRIBE refused: {e}"))
+                            conn_err(format!("SUBSCRIBE refused: {e}"))
                         }
                     }
                     None => {
@@ -218,7 +236,7 @@ impl TargetClient {
             Ok(Ok((sink, messages, violation))) => Ok(Subscription {
                 sink,
                 messages,
-                patterns,
+                channels,
                 timeout: self.timeout,
                 violation,
             }),
@@ -232,10 +250,13 @@ mod tests {
 
     #[test]
     fn channels_of_the_target_database() {
-        assert_eq!(
-            keyevent_patterns(3),
-            ["__keyevent@3__:x*", "__keyevent@3__:del"]
-        );
+        let channels = keyevent_channels(3);
+        assert_eq!(channels.len(), 9);
+        assert!(channels.contains(&"__keyevent@3__:xtrim".to_string()));
+        assert!(channels.contains(&"__keyevent@3__:xgroup-create".to_string()));
+        assert!(channels.contains(&"__keyevent@3__:del".to_string()));
+        // Every entry added would be a message: not subscribed.
+        assert!(!channels.iter().any(|c| c.ends_with(":xadd")));
     }
 
     #[test]

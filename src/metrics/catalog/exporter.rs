@@ -87,6 +87,25 @@ metric!(
     Source::TargetHealth(|t| t.stats.keyspace_events.map(|k| k.received as f64))
 );
 metric!(
+    EXPORTER_EXTRA_POLLS,
+    "redis_streams_exporter_extra_polls_total",
+    Counter,
+    T,
+    "Extra stream polls keyspace events asked for and the exporter ran. They run at the front of the command budget but may spend only a fifth of commands_per_second; see redis_streams_exporter_extra_polls_skipped_total. Absent when keyspace_events = \"off\".",
+    Source::TargetHealth(|t| t.stats.keyspace_events.map(|k| k.extra_polls as f64))
+);
+metric!(
+    EXPORTER_EXTRA_POLLS_SKIPPED,
+    "redis_streams_exporter_extra_polls_skipped_total",
+    Counter,
+    T,
+    "Extra stream polls keyspace events asked for while the extra polls' share of commands_per_second (a fifth) was spent: those streams waited for their scheduled poll, so the scheduled probes keep their schedule whatever the event rate. Absent when keyspace_events = \"off\".",
+    Source::TargetHealth(|t| t
+        .stats
+        .keyspace_events
+        .map(|k| k.extra_polls_skipped as f64))
+);
+metric!(
     EXPORTER_KEYSPACE_EVENTS_ACTIVE,
     "redis_streams_exporter_keyspace_events_active",
     Gauge,

@@ -158,6 +158,8 @@ fn stats() -> StatsSnapshot {
         keyspace_events: Some(KeyspaceEventsStats {
             received: 42,
             active: true,
+            extra_polls: 7,
+            extra_polls_skipped: 2,
         }),
     }
 }
