@@ -70,8 +70,8 @@ pub struct Fault {
     pub may_fire: Vec<&'static str>,
     /// Alerts that must reach a receiver.
     pub notified: Vec<Want>,
-    /// Most notifications carrying its alerts firing (pages and tickets) the fault may send: one
-    /// where it must notify, none where it must not.
+    /// Most notifications announcing its alerts firing (pages and tickets) the fault may send:
+    /// one where it must notify, none where it must not (`recovered` says why it may send two).
     pub max_notifications: usize,
     pub since: Since,
 }
@@ -304,6 +304,11 @@ pub fn matrix(kind: Server, main_instance: &str) -> Vec<Fault> {
                 vec![w("RedisStreamsTrimmedUndelivered")],
                 1,
             ),
+            // A consumer outage during which trimming overtakes the group: the outage may page
+            // GroupStopped first (its consumers are silent for twice their cadence before the
+            // trim reaches them), and the loss it causes is then announced in the same alert
+            // group, one incident (Alertmanager's dedup key is the group's): two
+            // announcements, the second saying that entries are now lost.
             fault(
                 "recovered",
                 None,
@@ -313,7 +318,7 @@ pub fn matrix(kind: Server, main_instance: &str) -> Vec<Fault> {
                 ],
                 &[&recovered_may[..], &["RedisStreamsGroupStopped"]].concat(),
                 vec![w("RedisStreamsTrimmedUndelivered")],
-                1,
+                2,
             ),
             fault(
                 "outpace",
