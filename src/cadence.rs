@@ -20,7 +20,7 @@
 //!
 //! The learned value is an order statistic chosen to survive one outage:
 //! intervals are kept per hour of server time (the two longest of each hour,
-//! for the last [`HOURS`] hours); an hour's value is its second-longest
+//! for the last [`WAIT_HOURS`] hours); an hour's value is its second-longest
 //! interval (its longest when it has one), and the cadence is the lower
 //! median of the hours' values. One stop of a streaming group is one long
 //! interval: it is its hour's longest, not its second, and never the
@@ -32,8 +32,14 @@ use std::time::Duration;
 
 use crate::vocab::StreamId;
 
-/// Hours of history the cadence is learned from.
-pub const HOURS: usize = 6;
+/// Hours of history the cadence is learned from: a job every 3 hours has
+/// at least 3 waits in them at any time (one every 2 hours, 5), so the cadence,
+/// once learned, is not forgotten between two runs. Rarer jobs need
+/// `read_every`.
+pub const WAIT_HOURS: usize = 12;
+/// Hours of history the consumers' holds are learned from (they are
+/// handlers' times, seconds to minutes).
+pub const HOLD_HOURS: usize = 6;
 /// Intervals needed before the cadence is known.
 pub const MIN_INTERVALS: u32 = 3;
 /// A learned cadence is tolerated this many times over before work waiting
@@ -69,16 +75,27 @@ impl Hour {
 }
 
 /// Durations learned per hour of server time: the longest two of each of
-/// the last [`HOURS`] hours, and the lower median of the hours' values.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Rhythm {
-    hours: [Hour; HOURS],
+/// the last `N` hours, and the lower median of the hours' values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rhythm<const N: usize> {
+    hours: [Hour; N],
 }
 
-/// What the cadence of one group has learned so far: about 130 bytes.
+impl<const N: usize> Default for Rhythm<N> {
+    fn default() -> Self {
+        Rhythm {
+            hours: [Hour::default(); N],
+        }
+    }
+}
+
+/// How long consumers hold entries before reading again.
+pub type Holds = Rhythm<HOLD_HOURS>;
+
+/// What the cadence of one group has learned so far: about 240 bytes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cadence {
-    waits: Rhythm,
+    waits: Rhythm<WAIT_HOURS>,
     /// The latest read seen (server ms).
     last_read_ms: Option<u64>,
     /// When the unread work now waiting began to wait, at the latest.
@@ -159,7 +176,7 @@ impl Cadence {
     }
 }
 
-impl Rhythm {
+impl<const N: usize> Rhythm<N> {
     /// Records a duration that ended at `at_ms`.
     pub fn record(&mut self, at_ms: u64, interval_ms: u64) {
         let index = u32::try_from(at_ms / HOUR_MS).unwrap_or(u32::MAX);
@@ -200,12 +217,12 @@ impl Rhythm {
         hour.count = hour.count.saturating_add(1);
     }
 
-    /// What was learned at `at_ms`: the lower median of the last [`HOURS`]
+    /// What was learned at `at_ms`: the lower median of the last `N`
     /// hours' values; `None` before [`MIN_INTERVALS`] durations were seen
     /// in them.
     pub fn value(&self, at_ms: u64) -> Option<Duration> {
         let now = u32::try_from(at_ms / HOUR_MS).unwrap_or(u32::MAX);
-        let recent = |h: &&Hour| h.count > 0 && now.saturating_sub(h.index) < HOURS as u32;
+        let recent = |h: &&Hour| h.count > 0 && now.saturating_sub(h.index) < N as u32;
         let counted: u32 = self
             .hours
             .iter()
@@ -400,7 +417,7 @@ mod tests {
         let mut c = Cadence::default();
         run(&mut c, start, start + 2 * HOUR_MS, batch(start, 30 * MIN));
         assert!(c.interval(start + 2 * HOUR_MS).is_some());
-        assert_eq!(c.interval(start + 9 * HOUR_MS), None);
+        assert_eq!(c.interval(start + 15 * HOUR_MS), None);
     }
 
     #[test]

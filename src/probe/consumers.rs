@@ -131,7 +131,7 @@ pub struct Holder {
 /// held them at least as long as it had not read then. Gives this run's
 /// holders to compare the next run with.
 pub fn learn_holds(
-    holds: &mut crate::cadence::Rhythm,
+    holds: &mut crate::cadence::Holds,
     before: &[Holder],
     list: &[ConsumerInfo],
     now_ms: u64,
@@ -370,7 +370,7 @@ mod tests {
     /// (crashed) teaches nothing; consumers holding nothing are not kept.
     #[test]
     fn holds_are_learned_from_consumers_that_read_again() {
-        let mut holds = crate::cadence::Rhythm::default();
+        let mut holds = crate::cadence::Holds::default();
         let hour = 3_600_000;
         let mut before = Vec::new();
         // A 100 s handler seen every 30 s, beside a crashed consumer and a
@@ -401,7 +401,7 @@ mod tests {
         // A consumer that reads all the time while it holds entries (it
         // never acknowledges): every run sees a read since the last one,
         // however short its silences look.
-        let mut busy = crate::cadence::Rhythm::default();
+        let mut busy = crate::cadence::Holds::default();
         let mut seen = Vec::new();
         for (run, silent) in [900u64, 200, 700, 100].into_iter().enumerate() {
             let list = vec![c("reader", 5 + run as u64, silent, Some(silent), false)];

@@ -23,7 +23,7 @@ pub struct GroupMemory {
     pub cadence: cadence::Cadence,
     /// How long its consumers hold entries without reading before they read
     /// again (their handlers' time), learned by the consumers probe.
-    pub holds: cadence::Rhythm,
+    pub holds: cadence::Holds,
     /// Consumers seen holding entries at the last consumers run, at most
     /// [`consumers::HOLDERS_KEPT`].
     pub holders: Vec<consumers::Holder>,

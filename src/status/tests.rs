@@ -722,3 +722,92 @@ fn ok_with_work_is_within_limits() {
     }
     assert_eq!(last, Some((GroupStatus::Ok, Reason::WithinLimits)));
 }
+
+/// Batch consumers every 4, 30 and 120 minutes, polled every 15 s for 12
+/// hours, with the settings the stream probe derives (the learned cadence,
+/// or `read_every` a minute above the period): the statuses they get while
+/// the cadence is learned and after. Production is steady (2 entries a
+/// poll); each run reads everything. Prints one `RHYTHM` line per case.
+#[test]
+fn batch_consumers_are_judged_by_their_rhythm() {
+    use crate::cadence;
+    let poll = Duration::from_secs(15);
+    let window = poll * 10;
+    for period_min in [4u64, 30, 120] {
+        for read_every in [None, Some(Duration::from_secs((period_min + 1) * 60))] {
+            let period_ms = period_min * MIN;
+            let (mut w, mut c) = (Window::default(), cadence::Cadence::default());
+            let start = 1_800_000_000_000u64;
+            let mut counts: std::collections::BTreeMap<(&str, &str), u32> = Default::default();
+            let mut learned_at = None;
+            for i in 0..(12 * 3600 / 15) {
+                let at = start + i * 15_000;
+                let last_run = start + (at - start) / period_ms * period_ms;
+                let produced = StreamId::new(100 + i * 2, 0);
+                // Each run reads everything produced before it.
+                let read_upto = StreamId::new(100 + (last_run - start) / 15_000 * 2, 0);
+                let lag = produced.ms - read_upto.ms;
+                let s = Sample {
+                    at_ms: at,
+                    lag: Some(lag),
+                    lag_seconds: (lag > 0).then(|| (at - last_run) as f64 / 1000.0),
+                    last_delivered_id: read_upto,
+                    last_generated_id: produced,
+                    pending: 0,
+                    consumers: 1,
+                    last_read_at_ms: Some(last_run),
+                    trimmed_recently: false,
+                    ..sample(i)
+                };
+                c.observe(cadence::Seen {
+                    at_ms: at,
+                    last_read_ms: s.last_read_at_ms,
+                    last_generated_id: s.last_generated_id,
+                    waiting: s.undelivered(),
+                });
+                w.push(&s);
+                let learned = c.interval(at);
+                if learned.is_some() && learned_at.is_none() {
+                    learned_at = Some(at - start);
+                }
+                let patience = cadence::patience(learned, poll, window);
+                let settings = Settings {
+                    window: 10,
+                    window_duration: window,
+                    max_delay: None,
+                    read_every: read_every.or_else(|| cadence::reads_in_runs(learned, window)),
+                    patience,
+                    pel_patience: cadence::pel_patience(patience, None, window),
+                };
+                let v = verdict(&w, &s, &settings);
+                let phase = if learned.is_some() || read_every.is_some() {
+                    "after"
+                } else {
+                    "before"
+                };
+                *counts.entry((phase, v.status.label())).or_default() += 1;
+            }
+            let learned = c.interval(start + 12 * 3600 * 1000);
+            println!(
+                "RHYTHM | batch every {period_min} min | read_every {} | learned {:?} after {} | polls per status before/after: {:?}",
+                read_every.map_or("unset".into(), |d| format!("{} min", d.as_secs() / 60)),
+                learned,
+                learned_at.map_or("never".to_string(), |ms| format!("{} min", ms / MIN)),
+                counts
+            );
+            // Once the rhythm is known (configured or learned), a batch
+            // job on time is never stopped, stalled or lagging.
+            for ((phase, status), n) in &counts {
+                if *phase == "after" {
+                    assert!(
+                        matches!(*status, "ok" | "idle"),
+                        "every {period_min} min, read_every {read_every:?}: {n} polls {status}"
+                    );
+                }
+            }
+            if read_every.is_none() {
+                assert!(learned.is_some(), "every {period_min} min: learned");
+            }
+        }
+    }
+}
