@@ -292,7 +292,7 @@ async fn the_budget_need_follows_the_work() {
     reset(&mut c);
     h.collect().await;
     let first_run = calls(&mut c);
-    let consumers_interval = 60.0;
+    let consumers_interval = 30.0;
     let first_need = needed(&h.metrics(), "consumers") * consumers_interval;
     // Besides XINFO STREAM and GROUPS of the eleven streams, XINFO
     // CONSUMERS of all eleven groups (in one batch, with its TIME).
