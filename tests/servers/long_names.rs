@@ -109,10 +109,10 @@ async fn names_longer_than_kept(kind: Server) {
 
 per_server!(names_longer_than_kept);
 
-/// Keyspace notifications on, a stream whose key is 10 MiB long written
-/// three times: each event arrives without its key (left out and counted),
-/// the subscription stays up, and an event on an ordinary new stream still
-/// has it watched at once (discovery waits an hour here).
+/// Keyspace notifications on, a stream whose key is 10 MiB long given three
+/// groups: each `xgroup-create` event arrives without its key (left out and
+/// counted), the subscription stays up, and the event of an ordinary new
+/// queue still has it watched at once (discovery waits an hour here).
 async fn a_key_name_of_10_mib_with_events(kind: Server) {
     let server = RedisServer::start_with(kind, &["--notify-keyspace-events", "KEA"]);
     let mut c = server.conn();
@@ -133,10 +133,24 @@ async fn a_key_name_of_10_mib_with_events(kind: Server) {
         "{kind:?}: not subscribed"
     );
     let key = "k".repeat(10 << 20);
-    for _ in 0..3 {
-        xadd_n(&mut c, &key, 1);
+    for g in ["g1", "g2", "g3"] {
+        let _: () = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg(&key)
+            .arg(g)
+            .arg("$")
+            .arg("MKSTREAM")
+            .query(&mut c)
+            .unwrap();
     }
     xadd_n(&mut c, "fresh", 1);
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg("fresh")
+        .arg("g")
+        .arg("$")
+        .query(&mut c)
+        .unwrap();
     let watched = eventually(Duration::from_secs(10), || {
         let m = h.metrics();
         skipped(&m, "event") >= 3.0

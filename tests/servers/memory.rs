@@ -241,8 +241,9 @@ async fn many_wide_entries_overtaken(server: &RedisServer, idle: u64) {
     );
 }
 
-/// A stream whose key is 10 MiB long, written five times with keyspace
-/// notifications on: discovery's SCAN and every event carry the name.
+/// A stream whose key is 10 MiB long, given five groups with keyspace
+/// notifications on: discovery's SCAN and every `xgroup-create` event carry
+/// the name.
 async fn long_key_with_events(server: &RedisServer, idle: u64) {
     let mut c = server.conn();
     cmd(&mut c, &[b"FLUSHALL"]);
@@ -257,8 +258,13 @@ async fn long_key_with_events(server: &RedisServer, idle: u64) {
     })
     .await;
     let key = "k".repeat(10 << 20);
-    for _ in 0..5 {
-        xadd_n(&mut c, &key, 1);
+    xadd_n(&mut c, &key, 1);
+    for g in 0..5 {
+        let group = format!("g{g}");
+        cmd(
+            &mut c,
+            &[b"XGROUP", b"CREATE", key.as_bytes(), group.as_bytes(), b"0"],
+        );
     }
     let skipped = |m: &Metrics, kind: &str| {
         // Absent until the target's first snapshot is published.
