@@ -727,6 +727,21 @@ fn quiet(status: &str) -> bool {
     status == "ok" || status == "idle"
 }
 
+/// A batch scenario that fires nothing: ok (or idle) at every captured poll.
+fn quiet_batch(capture: Capture, what: &str) -> Batch {
+    let b = Batch {
+        capture,
+        fires: Vec::new(),
+    };
+    let statuses = b.statuses();
+    assert!(
+        statuses.iter().all(|s| quiet(s)),
+        "{what}: {}",
+        runs(&statuses)
+    );
+    b
+}
+
 /// Statuses in runs: `ok×7 lagging×3`.
 fn runs(statuses: &[String]) -> String {
     let mut out: Vec<String> = Vec::new();
@@ -763,17 +778,7 @@ async fn batch_in_rhythm(server: &RedisServer, stream: &str) -> Batch {
         c.ack(&read);
         c.poll().await;
     }
-    let b = Batch {
-        capture: c,
-        fires: Vec::new(),
-    };
-    let statuses = b.statuses();
-    assert!(
-        statuses.iter().all(|s| quiet(s)),
-        "a batch consumer between runs: {}",
-        runs(&statuses)
-    );
-    b
+    quiet_batch(c, "a batch consumer between runs")
 }
 
 /// A batch consumer without read_every: the exporter learns its rhythm over four runs (not
@@ -812,17 +817,7 @@ async fn batch_learned_in_rhythm(server: &RedisServer, stream: &str) -> Batch {
         "the learned read_every is exported at every captured poll:\n{}",
         c.polls[0]
     );
-    let b = Batch {
-        capture: c,
-        fires: Vec::new(),
-    };
-    let statuses = b.statuses();
-    assert!(
-        statuses.iter().all(|s| quiet(s)),
-        "a learned batch consumer between runs: {}",
-        runs(&statuses)
-    );
-    b
+    quiet_batch(c, "a learned batch consumer between runs")
 }
 
 /// A batch consumer (read_every 30m, no max_delay) whose runs come on time but take two entries
