@@ -429,13 +429,16 @@ impl GroupFold<'_> {
         }
         let outlook = self.outlook(memory, ledger, &figure);
         let judged = self.judge(memory, ledger, group, &figure, &outlook, stuck_evidence);
-        let learned = self.now_ms.and_then(|at| memory.cadence.interval(at));
-        let read_every = self
-            .status_settings
-            .read_every
-            .or_else(|| cadence::reads_in_runs(learned, self.status_settings.window_duration))
-            .map(|d| d.as_secs_f64());
-        let read_interval = learned.map(|d| d.as_secs_f64());
+        // Without the server's clock nothing is learned; a configured
+        // read_every still applies.
+        let rhythm = judged.map_or(
+            Rhythm {
+                learned: None,
+                read_every: self.status_settings.read_every,
+            },
+            |j| j.rhythm,
+        );
+        let judged = judged.map(|j| j.verdict);
         let before = self.previous.and_then(|p| p.groups.get(&gname));
         let fresh = GroupState {
             lag: figure.lag,
@@ -450,8 +453,8 @@ impl GroupFold<'_> {
             retention_margin: outlook.retention_margin,
             overtake_eta: outlook.overtake_eta,
             drain_eta: outlook.drain_eta,
-            read_interval,
-            read_every,
+            read_interval: rhythm.learned.map(|d| d.as_secs_f64()),
+            read_every: rhythm.read_every.map(|d| d.as_secs_f64()),
             ahead_of_stream: figure.ahead_of_stream,
             status: judged
                 .map(|v| v.status)
@@ -609,7 +612,7 @@ impl GroupFold<'_> {
         figure: &LagFigure,
         outlook: &Outlook,
         stuck: Option<status::Stuck>,
-    ) -> Option<status::Verdict> {
+    ) -> Option<Judged> {
         let at_ms = self.now_ms?;
         let sample = status::Sample {
             at_ms,
@@ -648,17 +651,40 @@ impl GroupFold<'_> {
         let window = self.status_settings.window_duration;
         let learned = memory.cadence.interval(at_ms);
         let patience = cadence::patience(learned, self.ctx.config.schedule.stream, window);
+        let read_every = self
+            .status_settings
+            .read_every
+            .or_else(|| cadence::reads_in_runs(learned, window));
         let settings = status::Settings {
-            read_every: self
-                .status_settings
-                .read_every
-                .or_else(|| cadence::reads_in_runs(learned, window)),
+            read_every,
             patience,
             pel_patience: cadence::pel_patience(patience, memory.holds.value(at_ms), window),
             ..self.status_settings
         };
-        Some(status::verdict(&memory.window, &sample, &settings))
+        Some(Judged {
+            verdict: status::verdict(&memory.window, &sample, &settings),
+            rhythm: Rhythm {
+                learned,
+                read_every,
+            },
+        })
     }
+}
+
+/// A group's verdict, and the rhythm it was judged by.
+#[derive(Clone, Copy, Debug)]
+struct Judged {
+    verdict: status::Verdict,
+    rhythm: Rhythm,
+}
+
+/// The rhythm a group is judged by: its learned cadence, and the
+/// `read_every` that applies (configured, or learned for a group that reads
+/// in runs).
+#[derive(Clone, Copy, Debug)]
+struct Rhythm {
+    learned: Option<std::time::Duration>,
+    read_every: Option<std::time::Duration>,
 }
 
 /// What the slow probes' latest results show stuck in the group, when
