@@ -19,7 +19,7 @@
 //! to the fault (a stream born and faulted between two discoveries is seen
 //! before the fault instead of after).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -96,6 +96,50 @@ const RETRY_MAX: Duration = Duration::from_secs(30);
 /// user's permissions change rarely, and each try is a refused command in
 /// the server's ACL log.
 const RETRY_REFUSED: Duration = Duration::from_secs(600);
+
+/// The most events that wait for [`on_event`]: a subscription's reader
+/// only moves each message into this queue (the redis crate's own channel
+/// between the socket and the reader is unbounded, so the reader must never
+/// wait), and when the handler falls behind (the target's state is locked by
+/// a probe) the newest events are dropped and counted. A dropped event
+/// costs only timeliness: its stream waits for its scheduled poll, as with
+/// `keyspace_events = "off"`, and the loss ledgers prove losses across any
+/// two polls without it.
+pub const EVENT_QUEUE_EVENTS: usize = 4096;
+
+/// The most key bytes the queued events may hold between them (a key may be
+/// up to 64 KiB long: 4,096 of those would be 256 MiB).
+pub const EVENT_QUEUE_KEY_BYTES: usize = 4 * 1024 * 1024;
+
+/// Events waiting for [`on_event`], within [`EVENT_QUEUE_EVENTS`] and
+/// [`EVENT_QUEUE_KEY_BYTES`].
+#[derive(Debug, Default)]
+pub(crate) struct EventQueue {
+    waiting: VecDeque<KeyEvent>,
+    key_bytes: usize,
+}
+
+impl EventQueue {
+    /// Queues `event`; false when the queue is full and it was dropped.
+    pub(crate) fn push(&mut self, event: KeyEvent) -> bool {
+        let bytes = event.key.len();
+        if self.waiting.len() >= EVENT_QUEUE_EVENTS
+            || self.key_bytes + bytes > EVENT_QUEUE_KEY_BYTES
+        {
+            return false;
+        }
+        self.key_bytes += bytes;
+        self.waiting.push_back(event);
+        true
+    }
+
+    /// The oldest event waiting.
+    pub(crate) fn pop(&mut self) -> Option<KeyEvent> {
+        let event = self.waiting.pop_front()?;
+        self.key_bytes -= event.key.len();
+        Some(event)
+    }
+}
 
 /// What an event asks of the poller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -190,6 +234,10 @@ struct Shared {
     removals: Mutex<Debounce>,
     debounce: Mutex<Debounce>,
     wake: Notify,
+    /// Events read from the subscriptions, waiting for [`on_event`].
+    events: Mutex<EventQueue>,
+    /// Wakes [`handle_events`] when an event is queued.
+    queued: Notify,
     /// Each subscribed node and whether its subscription is healthy.
     health: Mutex<BTreeMap<NodeAddr, bool>>,
 }
@@ -201,6 +249,32 @@ impl Shared {
 
     fn removals(&self) -> std::sync::MutexGuard<'_, Debounce> {
         self.removals.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues an event for [`handle_events`], or drops and counts it when
+    /// the queue is full.
+    fn queue(&self, client: &TargetClient, event: KeyEvent) {
+        let queued = self
+            .events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(event);
+        if queued {
+            self.queued.notify_one();
+        } else {
+            client.stats().keyspace_event_dropped();
+        }
+    }
+
+    /// The oldest queued event, once there is one.
+    async fn next_event(&self) -> KeyEvent {
+        loop {
+            let queued = self.queued.notified();
+            if let Some(event) = self.events.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+                return event;
+            }
+            queued.await;
+        }
     }
 
     /// When the next extra poll is due, of either kind.
@@ -249,6 +323,7 @@ pub(crate) async fn run(
     let publish = Arc::new(publish);
     ctx.client.stats().keyspace_events_active(false);
     let mut tasks = JoinSet::new();
+    tasks.spawn(handle_events(ctx.clone(), shared.clone(), shutdown.clone()));
     tasks.spawn(extra_polls(
         ctx.clone(),
         shared.clone(),
@@ -345,7 +420,10 @@ async fn subscription(
                     tokio::select! {
                         _ = stop.cancelled() => break true,
                         event = sub.next(&ctx.client) => match event {
-                            Some(event) => on_event(&ctx, &shared, event),
+                            Some(event) => {
+                                ctx.client.stats().keyspace_event();
+                                shared.queue(&ctx.client, event);
+                            }
                             None => break false,
                         },
                         _ = check.tick() => if !sub.ping(&ctx.client).await {
@@ -372,9 +450,19 @@ async fn subscription(
     health(None);
 }
 
-/// Counts an event and asks for what it means.
+/// Takes the queued events one by one, until `shutdown`.
+async fn handle_events(ctx: ProbeContext, shared: Arc<Shared>, shutdown: CancellationToken) {
+    loop {
+        let event = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            e = shared.next_event() => e,
+        };
+        on_event(&ctx, &shared, event);
+    }
+}
+
+/// Asks for what an event means.
 fn on_event(ctx: &ProbeContext, shared: &Shared, event: KeyEvent) {
-    ctx.client.stats().keyspace_event();
     let key: Name = Arc::from(event.key.as_slice());
     let asked = {
         let mut state = ctx.state();
@@ -468,6 +556,32 @@ mod tests {
         assert_eq!(action("xadd", false, false), Action::Ignore);
         // A deleted key that was not watched may not even be a stream.
         assert_eq!(action("del", false, true), Action::Ignore);
+    }
+
+    #[test]
+    fn the_event_queue_is_bounded_by_events_and_by_key_bytes() {
+        let event = |key_len: usize| KeyEvent {
+            event: "xtrim".into(),
+            key: vec![b'k'; key_len],
+        };
+        let mut q = EventQueue::default();
+        for _ in 0..EVENT_QUEUE_EVENTS {
+            assert!(q.push(event(10)));
+        }
+        assert!(!q.push(event(10)), "full by count: dropped");
+        assert_eq!(q.pop(), Some(event(10)));
+        assert!(q.push(event(10)), "room for one again");
+        while q.pop().is_some() {}
+        assert_eq!(q.key_bytes, 0);
+        // Keys of 64 KiB: 64 of them fill the 4 MiB.
+        let long = 64 * 1024;
+        for _ in 0..EVENT_QUEUE_KEY_BYTES / long {
+            assert!(q.push(event(long)));
+        }
+        assert!(!q.push(event(long)), "full by bytes");
+        assert!(!q.push(event(1)), "not a byte more");
+        q.pop();
+        assert!(q.push(event(1)));
     }
 
     #[test]

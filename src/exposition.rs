@@ -514,6 +514,7 @@ mod tests {
             settings: Arc::new(StreamSettings::default()),
             dead_letter: None,
             groups: Groups::new(Vec::new()),
+            ..StreamState::default()
         };
         Arc::new(
             lengths

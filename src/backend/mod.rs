@@ -27,6 +27,7 @@ mod tls;
 
 // The public surface is what the binary and the tests use; the rest is the
 // crate's own.
+pub use client::ROWS_KEPT;
 pub use client::{ClientSetupError, TargetClient};
 pub(crate) use client::{KeyEvent, NodeAddr, Reply};
 pub use command::CLIENT_NAME;

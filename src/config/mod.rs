@@ -376,6 +376,10 @@ pub struct MetricsSettings {
     /// (0: only `__other__`). A real consumer named `__other__` is exported
     /// as `\x5f_other__`, so it never collides with the sum.
     pub max_consumers_per_group: usize,
+    /// Groups watched per stream, the first by name; the rest are not
+    /// watched and are counted (`redis_streams_exporter_groups_dropped`).
+    /// At most the rows a reply keeps (`XINFO GROUPS` is cut there).
+    pub max_groups_per_stream: usize,
     /// `le` bounds of `pending_by_idle`, in seconds, ascending; empty: the
     /// family is not exported.
     pub pending_idle_buckets: Vec<f64>,
@@ -391,6 +395,7 @@ impl Default for MetricsSettings {
     fn default() -> Self {
         MetricsSettings {
             max_consumers_per_group: 50,
+            max_groups_per_stream: 1_000,
             pending_idle_buckets: vec![10.0, 60.0, 300.0, 900.0, 3600.0, 21600.0],
             delivery_count_buckets: vec![1, 2, 3, 5, 10, 20],
             max_label_value_bytes: DEFAULT_MAX_LABEL_VALUE_BYTES,

@@ -128,6 +128,7 @@ pub struct RawLimits {
 #[serde(deny_unknown_fields)]
 pub struct RawMetrics {
     pub max_consumers_per_group: Option<i64>,
+    pub max_groups_per_stream: Option<i64>,
     pub max_label_value_bytes: Option<i64>,
     pub pending_idle_buckets: Option<Vec<String>>,
     pub delivery_count_buckets: Option<Vec<i64>>,

@@ -13,9 +13,10 @@ use std::time::Duration;
 use super::{
     GroupLine, ProbeContext, ProbeError, ProbeKind, Problems, TargetState, group_lines, per_group,
 };
-use crate::backend::Command;
 use crate::backend::reply::{self, ConsumerInfo};
+use crate::backend::{Command, ROWS_KEPT};
 use crate::snapshot::{Consumers, Name};
+use crate::vocab::SkipKind;
 
 /// Milliseconds since the consumer last read successfully: `inactive` on
 /// 7.2+, `idle` before (which meant the same then). `None` when it never did.
@@ -27,8 +28,15 @@ pub fn since_last_read_ms(c: &ConsumerInfo) -> Option<u64> {
     }
 }
 
-/// Caps and summarises one group's consumers.
-pub fn summarise(mut all: Vec<ConsumerInfo>, cap: usize, inactive_after: Duration) -> Consumers {
+/// Caps and summarises one group's consumers. `unlisted_pending` is what
+/// consumers the reply left out (past [`ROWS_KEPT`]) hold: summed under
+/// `__other__`, and not counted orphaned (their inactivity is unknown).
+pub fn summarise(
+    mut all: Vec<ConsumerInfo>,
+    cap: usize,
+    inactive_after: Duration,
+    unlisted_pending: u64,
+) -> Consumers {
     let limit = inactive_after.as_millis() as u64;
     let orphaned = all
         .iter()
@@ -37,7 +45,8 @@ pub fn summarise(mut all: Vec<ConsumerInfo>, cap: usize, inactive_after: Duratio
         .sum();
     // Most pending first; ties broken by name so the exported set is stable.
     all.sort_by(|a, b| b.pending.cmp(&a.pending).then_with(|| a.name.cmp(&b.name)));
-    let other_pending = (all.len() > cap).then(|| all[cap..].iter().map(|c| c.pending).sum());
+    let other_pending = (all.len() > cap || unlisted_pending > 0)
+        .then(|| all.iter().skip(cap).map(|c| c.pending).sum::<u64>() + unlisted_pending);
     all.truncate(cap);
     Consumers {
         top: all.into_iter().map(super::figures::consumer).collect(),
@@ -164,7 +173,22 @@ pub fn learn_holds(
     holders
 }
 
-/// Records what a read (or what the line told) found for one group.
+/// The consumers and the pending entries a reply of `listed` consumers
+/// left out, from the stream poll's line for the group (`consumers`,
+/// `pending`): none unless the reply was cut at [`ROWS_KEPT`].
+fn unlisted(listed: &[ConsumerInfo], line: Option<(u64, u64)>) -> (u64, u64) {
+    let count = listed.len() as u64;
+    match line {
+        Some((consumers, pending)) if count >= ROWS_KEPT && consumers > count => {
+            let held: u64 = listed.iter().map(|c| c.pending).sum();
+            (consumers - count, pending.saturating_sub(held))
+        }
+        _ => (0, 0),
+    }
+}
+
+/// Records what a read (or what the line told) found for one group; the
+/// consumers a cut reply left out.
 fn record(
     state: &mut TargetState,
     key: (Name, Name),
@@ -172,8 +196,17 @@ fn record(
     now_ms: Option<u64>,
     cap: usize,
     stream_interval: Duration,
-) {
-    let last_read_at_ms = match (now_ms, list.is_empty()) {
+) -> u64 {
+    let line = state
+        .snapshot
+        .streams
+        .get(&key.0)
+        .and_then(|s| s.groups.get(&key.1))
+        .map(|g| (g.info.consumers, g.info.pending));
+    let (unlisted_consumers, unlisted_pending) = unlisted(&list, line);
+    // A consumer left out may have read last: when any was, the last read
+    // is unknown rather than the listed ones' latest.
+    let last_read_at_ms = match (now_ms, list.is_empty() || unlisted_consumers > 0) {
         (_, true) | (None, _) => None,
         (Some(now), false) => Some(
             list.iter()
@@ -190,15 +223,15 @@ fn record(
         }
         memory.last_read_at_ms = last_read_at_ms;
         memory.consumers_read = Some(LastRead {
-            consumers: list.len() as u64,
+            consumers: list.len() as u64 + unlisted_consumers,
             held: list.iter().any(|c| c.pending > 0),
         });
     }
     let Some(stream) = state.snapshot.streams.get(&key.0) else {
-        return;
+        return unlisted_consumers;
     };
     let Some(group) = stream.groups.get(&key.1) else {
-        return;
+        return unlisted_consumers;
     };
     let inactive_after = crate::cadence::inactive_after(
         stream.settings.consumer_inactive_after,
@@ -206,7 +239,7 @@ fn record(
         holds,
         stream_interval,
     );
-    let summary = summarise(list, cap, inactive_after);
+    let summary = summarise(list, cap, inactive_after, unlisted_pending);
     if summary.orphaned > 0 {
         state.findings.insert(key.clone());
     }
@@ -220,6 +253,7 @@ fn record(
     {
         Arc::make_mut(&mut state.snapshot.consumers).insert(key, Arc::new(summary));
     }
+    unlisted_consumers
 }
 
 /// Runs the consumers probe.
@@ -244,7 +278,9 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     pairs.push(key);
                 }
                 // What XINFO CONSUMERS answers for a group without consumers.
-                Ask::KnownEmpty => record(&mut state, key, Vec::new(), None, cap, interval),
+                Ask::KnownEmpty => {
+                    record(&mut state, key, Vec::new(), None, cap, interval);
+                }
                 Ask::Keep => {}
             }
         }
@@ -265,8 +301,9 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         &mut problems,
         |now_ms, decoded| {
             let mut state = ctx.state();
+            let mut unlisted = 0;
             for (s, g, list) in decoded {
-                record(
+                unlisted += record(
                     &mut state,
                     (s.clone(), g.clone()),
                     list,
@@ -274,6 +311,9 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                     cap,
                     interval,
                 );
+            }
+            if unlisted > 0 {
+                ctx.client.stats().skipped(SkipKind::Consumer, unlisted);
             }
         },
     )
@@ -358,7 +398,7 @@ mod tests {
             c("c", 3, 0, Some(0), false),
             c("d", 3, 0, Some(0), false),
         ];
-        let s = summarise(all, 2, Duration::from_secs(60));
+        let s = summarise(all, 2, Duration::from_secs(60), 0);
         let names: Vec<&[u8]> = s.top.iter().map(|c| c.name.as_slice()).collect();
         assert_eq!(names, vec![b"b".as_slice(), b"c".as_slice()]);
         assert_eq!(s.other_pending, Some(4));
@@ -414,6 +454,44 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_list_sums_what_it_left_out_under_other() {
+        let listed: Vec<ConsumerInfo> = (0..ROWS_KEPT)
+            .map(|i| {
+                c(
+                    &format!("c{i:05}"),
+                    u64::from(i < 3),
+                    1_000,
+                    Some(1_000),
+                    false,
+                )
+            })
+            .collect();
+        // The line says 100,000 consumers holding 10 entries: 7 are held by
+        // consumers the reply left out.
+        assert_eq!(
+            unlisted(&listed, Some((100_000, 10))),
+            (100_000 - ROWS_KEPT, 7)
+        );
+        // A reply that was not cut (as many as the line, or fewer than the
+        // rows kept) leaves nothing out, whatever the line says.
+        assert_eq!(unlisted(&listed, Some((ROWS_KEPT, 3))), (0, 0));
+        assert_eq!(unlisted(&listed[..5], Some((100_000, 10))), (0, 0));
+        assert_eq!(unlisted(&listed, None), (0, 0));
+        // The line read at another moment may say fewer pending than listed.
+        assert_eq!(
+            unlisted(&listed, Some((100_000, 2))),
+            (100_000 - ROWS_KEPT, 0)
+        );
+        let s = summarise(listed, 2, Duration::from_secs(60), 7);
+        assert_eq!(s.top.len(), 2);
+        // One listed holder beyond the two exported, and the 7 left out.
+        assert_eq!(s.other_pending, Some(8));
+        assert_eq!(s.orphaned, 0, "the listed holders read a second ago");
+        let s = summarise(Vec::new(), 2, Duration::from_secs(60), 0);
+        assert_eq!(s.other_pending, None);
+    }
+
+    #[test]
     fn orphaned_uses_inactive_then_idle() {
         let all = vec![
             // 7.2+: polls often (idle small) but has not succeeded for 10 min.
@@ -424,7 +502,7 @@ mod tests {
             c("never", 1, 0, None, true),
             c("fine", 9, 100, Some(100), false),
         ];
-        let s = summarise(all, 10, Duration::from_secs(120));
+        let s = summarise(all, 10, Duration::from_secs(120), 0);
         assert_eq!(s.orphaned, 7);
         assert_eq!(s.other_pending, None);
     }

@@ -7,6 +7,10 @@
 //! stream's `[[streams]]` rule) are dropped, whether named or found. The
 //! result is sorted (exact names first) and cut at `max_streams`; the
 //! number cut is exported. Streams no longer found leave the snapshot.
+//!
+//! A walk keeps at most `max_streams` names as it goes ([`FirstNames`]),
+//! whatever the keyspace holds: 300,000 streams watched 1,000 at a time
+//! cost the names of 1,000.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -24,7 +28,9 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let started = tokio::time::Instant::now();
     ctx.client.invalidate_topology();
     let mut problems = Problems::default();
-    let mut found: BTreeSet<Vec<u8>> = BTreeSet::new();
+    let watches = |name: &[u8]| target.watches_stream(&ctx.config.streams.for_stream(name), name);
+    let exact: BTreeSet<&[u8]> = target.streams.iter().map(Vec::as_slice).collect();
+    let mut found = FirstNames::new(target.max_streams);
     let mut keys_walked: Option<u64> = None;
     if !target.patterns.is_empty() {
         // One pattern goes to Redis as MATCH; several are matched locally
@@ -65,11 +71,16 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                 *keys_walked.get_or_insert(0) += u64::from(count);
                 // SCAN may return a key twice and, with ACL key patterns, keys
                 // outside them: match locally too.
-                found.extend(
-                    page.keys
-                        .into_iter()
-                        .filter(|k| target.patterns.iter().any(|p| p.matches(k))),
-                );
+                // Named streams and excluded ones go before the cap, so
+                // they never take a place in it.
+                for key in page.keys {
+                    if target.patterns.iter().any(|p| p.matches(&key))
+                        && !exact.contains(key.as_slice())
+                        && watches(&key)
+                    {
+                        found.insert(key);
+                    }
+                }
                 if page.cursor == 0 {
                     break;
                 }
@@ -79,19 +90,14 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     }
     let mut ordered: Vec<Name> = Vec::new();
     let mut seen = BTreeSet::new();
-    for exact in &target.streams {
-        if seen.insert(exact.clone()) {
-            ordered.push(Arc::from(exact.as_slice()));
+    for name in &target.streams {
+        if watches(name) && seen.insert(name.as_slice()) {
+            ordered.push(Arc::from(name.as_slice()));
         }
     }
-    for key in found {
-        if seen.insert(key.clone()) {
-            ordered.push(Arc::from(key.as_slice()));
-        }
-    }
-    // Excluded streams go before the cap, so they never take a place in it.
-    ordered.retain(|name| target.watches_stream(&ctx.config.streams.for_stream(name), name));
-    let dropped = ordered.len().saturating_sub(target.max_streams);
+    let beyond = found.beyond;
+    ordered.extend(found.kept.into_iter().map(|k| Arc::from(k.as_slice())));
+    let dropped = ordered.len().saturating_sub(target.max_streams) + beyond;
     if dropped > 0 {
         tracing::warn!(redis_target = %target.name, dropped, max_streams = target.max_streams, "more streams than max_streams; the rest are not watched");
         ordered.truncate(target.max_streams);
@@ -126,6 +132,46 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     result
 }
 
+/// The first names in byte order of those a walk finds, at most `cap` of
+/// them, and how many more it found (a name `SCAN` returns twice, as it
+/// may while the server rehashes, is counted twice when it is beyond the
+/// cap).
+#[derive(Debug)]
+pub struct FirstNames {
+    /// The names kept, sorted.
+    pub kept: BTreeSet<Vec<u8>>,
+    /// Names found beyond the cap.
+    pub beyond: usize,
+    cap: usize,
+}
+
+impl FirstNames {
+    /// None kept yet.
+    pub fn new(cap: usize) -> FirstNames {
+        FirstNames {
+            kept: BTreeSet::new(),
+            beyond: 0,
+            cap,
+        }
+    }
+
+    /// Keeps `name` if it is among the first `cap` found so far.
+    pub fn insert(&mut self, name: Vec<u8>) {
+        if self.kept.contains(&name) {
+            return;
+        }
+        if self.kept.len() < self.cap {
+            self.kept.insert(name);
+            return;
+        }
+        self.beyond += 1;
+        if self.kept.last().is_some_and(|last| name < *last) {
+            self.kept.pop_last();
+            self.kept.insert(name);
+        }
+    }
+}
+
 /// What the last successful discovery found, for its log line and the
 /// next run's delay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,4 +184,25 @@ pub struct DiscoveryReport {
     pub removed: usize,
     /// Keys the SCAN walks covered (calls × COUNT); `None` without a walk.
     pub keys_walked: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_walk_keeps_the_first_names_up_to_the_cap_and_counts_the_rest() {
+        let mut f = FirstNames::new(3);
+        for name in ["m", "c", "x", "a", "c", "z", "b", "a"] {
+            f.insert(name.as_bytes().to_vec());
+        }
+        let kept: Vec<&[u8]> = f.kept.iter().map(Vec::as_slice).collect();
+        assert_eq!(kept, [b"a", b"b", b"c"]);
+        // m, x and z found beyond (each once), duplicates of kept names
+        // not counted.
+        assert_eq!(f.beyond, 3);
+        let mut none = FirstNames::new(5);
+        none.insert(b"only".to_vec());
+        assert_eq!((none.kept.len(), none.beyond), (1, 0));
+    }
 }

@@ -342,6 +342,7 @@ fn build_stream(
         dead_letter: previous.as_ref().and_then(|p| p.dead_letter),
         settings,
         groups: Groups::new(groups),
+        groups_dropped: read.dropped,
     };
     reuse(previous.as_ref(), fresh)
 }

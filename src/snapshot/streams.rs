@@ -213,7 +213,7 @@ pub struct GroupState {
 }
 
 /// Everything known about one stream.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct StreamState {
     /// What XINFO STREAM said.
     pub info: StreamFigures,
@@ -225,6 +225,8 @@ pub struct StreamState {
     pub dead_letter: Option<DeadLetter>,
     /// Groups by name.
     pub groups: Groups,
+    /// Groups not watched for `max_groups_per_stream`.
+    pub groups_dropped: u64,
 }
 
 /// A stream's groups, sorted by name. A sorted slice rather than a map: a

@@ -63,6 +63,7 @@ fn oldest_pending_age_takes_the_later_clock() {
                 settings: Arc::default(),
                 dead_letter: None,
                 groups: Groups::new(vec![(key.1.clone(), g)]),
+                ..StreamState::default()
             }),
         )])),
         oldest_pending: Arc::new(BTreeMap::from([(

@@ -29,6 +29,9 @@ pub struct StatsSnapshot {
 pub struct KeyspaceEventsStats {
     /// Keyevent messages received.
     pub received: u64,
+    /// Keyevent messages dropped: received while the handler's queue was
+    /// full.
+    pub dropped: u64,
     /// Every node's subscription is up and answering.
     pub active: bool,
     /// Extra stream polls run on events.

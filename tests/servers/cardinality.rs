@@ -9,6 +9,7 @@ use crate::common;
 use std::collections::BTreeMap;
 
 use common::*;
+use redis_streams_exporter::backend::ROWS_KEPT;
 use redis_streams_exporter::probe::ProbeKind;
 
 const STREAMS: usize = 3000;
@@ -368,3 +369,91 @@ async fn a_consumer_named_like_the_aggregate(kind: Server) {
 }
 
 per_server!(a_consumer_named_like_the_aggregate);
+
+/// Groups past `max_groups_per_stream` are not watched and are counted;
+/// a group with more consumers than a reply keeps has its consumers listed
+/// up to the cut, and what the others hold is summed under `__other__`
+/// (counted as skipped consumers), the group's own figures unchanged.
+async fn groups_and_consumers_beyond_the_caps(kind: Server) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    xadd_n(&mut c, "s", 10);
+    let groups: Vec<String> = (0..12).map(|i| format!("g{i:02}")).collect();
+    for g in &groups {
+        let _: () = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg("s")
+            .arg(g)
+            .arg("0")
+            .query(&mut c)
+            .unwrap();
+    }
+    // g00: 10,050 consumers that never read, "a-early" holding 2 and
+    // "z-late" holding 3: XINFO CONSUMERS lists them by name, so z-late is
+    // past the rows kept.
+    let extra = ROWS_KEPT as usize + 50;
+    let mut pipe = redis::pipe();
+    for i in 0..extra {
+        pipe.cmd("XGROUP")
+            .arg("CREATECONSUMER")
+            .arg("s")
+            .arg("g00")
+            .arg(format!("c{i:05}"))
+            .ignore();
+    }
+    let _: () = pipe.query(&mut c).unwrap();
+    assert_eq!(read_group(&mut c, "s", "g00", "a-early", 2).len(), 2);
+    assert_eq!(read_group(&mut c, "s", "g00", "z-late", 3).len(), 3);
+    let h = Harness::new(config_for(
+        &server,
+        "[metrics]\nmax_groups_per_stream = 5\nmax_consumers_per_group = 1\n",
+    ));
+    h.collect().await;
+    let m = h.metrics();
+    let lags = m.family("redis_streams_group_lag");
+    assert_eq!(lags.len(), 5, "{lags:?}");
+    for g in &groups[..5] {
+        assert!(
+            m.get("redis_streams_group_lag", &tsg("s", g)).is_some(),
+            "{g}"
+        );
+    }
+    assert_eq!(
+        m.get("redis_streams_exporter_groups_dropped", &[("target", "t")]),
+        Some(7.0)
+    );
+    assert_eq!(
+        m.get("redis_streams_group_pending", &tsg("s", "g00")),
+        Some(5.0)
+    );
+    assert_eq!(
+        m.get("redis_streams_group_consumers", &tsg("s", "g00")),
+        Some((extra + 2) as f64)
+    );
+    let pending = |consumer: &str| {
+        m.get(
+            "redis_streams_consumer_pending",
+            &[
+                ("target", "t"),
+                ("stream", "s"),
+                ("group", "g00"),
+                ("consumer", consumer),
+            ],
+        )
+    };
+    assert_eq!(pending("a-early"), Some(2.0), "{}", m.text);
+    assert_eq!(
+        pending("__other__"),
+        Some(3.0),
+        "z-late's, left out of the reply"
+    );
+    assert_eq!(
+        m.get(
+            "redis_streams_exporter_items_skipped_total",
+            &[("target", "t"), ("kind", "consumer")]
+        ),
+        Some((extra + 2 - ROWS_KEPT as usize) as f64)
+    );
+}
+
+per_server!(groups_and_consumers_beyond_the_caps);

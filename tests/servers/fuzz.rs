@@ -232,6 +232,7 @@ fn render_names(names: &[Vec<u8>]) -> String {
             settings: Arc::new(StreamSettings::default()),
             dead_letter: None,
             groups: Groups::new(vec![(Arc::from(n.as_slice()), group)]),
+            ..StreamState::default()
         };
         streams.insert(Arc::from(n.as_slice()), Arc::new(stream));
     }

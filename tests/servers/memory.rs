@@ -44,10 +44,15 @@ struct Watch {
 
 impl Watch {
     fn start(url: &str, extra: &str) -> Watch {
+        Watch::start_with(url, "", extra)
+    }
+
+    /// With `target` in the target's table and `extra` in `[schedule]`.
+    fn start_with(url: &str, target: &str, extra: &str) -> Watch {
         let dir = tempfile::tempdir().unwrap();
         let exporter = Exporter::with_config(
             dir.path(),
-            &format!("[[targets]]\nname = \"t\"\nurl = \"{url}\"\n{FAST}{extra}"),
+            &format!("[[targets]]\nname = \"t\"\nurl = \"{url}\"\n{target}{FAST}{extra}"),
         )
         .start();
         Watch {
@@ -174,6 +179,8 @@ async fn memory_does_not_follow_entries_names_or_hostile_replies() {
     drop(w);
 
     many_wide_entries_overtaken(&server, idle).await;
+    many_consumers(&server, idle).await;
+    many_streams_few_watched(&server, idle).await;
     long_key_with_events(&server, idle).await;
     hostile(idle).await;
 }
@@ -239,6 +246,83 @@ async fn many_wide_entries_overtaken(server: &RedisServer, idle: u64) {
         w.peak_kib(),
         idle,
     );
+}
+
+/// One group of 100,000 consumers, three of them holding entries and the
+/// rest never active: `XINFO CONSUMERS` lists them all at every consumers
+/// run.
+async fn many_consumers(server: &RedisServer, idle: u64) {
+    const CONSUMERS: usize = 100_000;
+    let mut c = server.conn();
+    cmd(&mut c, &[b"FLUSHALL"]);
+    xadd_n(&mut c, "crowd", 20);
+    cmd(&mut c, &[b"XGROUP", b"CREATE", b"crowd", b"g", b"0"]);
+    for r in 0..3 {
+        read_group(&mut c, "crowd", "g", &format!("reader{r}"), 2);
+    }
+    for chunk in (0..CONSUMERS).collect::<Vec<_>>().chunks(10_000) {
+        let mut pipe = redis::pipe();
+        for i in chunk {
+            pipe.cmd("XGROUP")
+                .arg("CREATECONSUMER")
+                .arg("crowd")
+                .arg("g")
+                .arg(format!("consumer-{i:06}"));
+        }
+        let _: redis::Value = pipe.query(&mut c).unwrap();
+    }
+    let w = Watch::start(
+        &server.url(),
+        "consumers = \"1s\"\npending_summary = \"1s\"\n",
+    );
+    let consumers_reads = |m: &Metrics| {
+        m.get(
+            "redis_streams_exporter_redis_commands_total",
+            &[("target", "t"), ("command", "xinfo_consumers")],
+        )
+        .unwrap_or(0.0)
+    };
+    let m = w.until(6.0, 1.0, |m| consumers_reads(m) >= 3.0).await;
+    assert_eq!(
+        m.get("redis_streams_group_pending", &tsg("crowd", "g")),
+        Some(6.0),
+        "{}",
+        m.text
+    );
+    report("one group of 100,000 consumers", w.peak_kib(), idle);
+}
+
+/// 300,000 streams, `max_streams = 1000`: discovery's `SCAN` walks them all
+/// at every run, and keeps only the names it will watch.
+async fn many_streams_few_watched(server: &RedisServer, idle: u64) {
+    const STREAMS: usize = 300_000;
+    let mut c = server.conn();
+    cmd(&mut c, &[b"FLUSHALL"]);
+    for chunk in (0..STREAMS).collect::<Vec<_>>().chunks(10_000) {
+        let mut pipe = redis::pipe();
+        for i in chunk {
+            pipe.cmd("XADD")
+                .arg(format!("many:{i:06}"))
+                .arg("*")
+                .arg("n")
+                .arg(1);
+        }
+        let _: redis::Value = pipe.query(&mut c).unwrap();
+    }
+    let w = Watch::start_with(
+        &server.url(),
+        "max_streams = 1000\npatterns = [\"many:*\"]\n",
+        "",
+    );
+    let dropped = |m: &Metrics| m.get("redis_streams_exporter_streams_dropped", &[("target", "t")]);
+    let m = w
+        .until(2.0, 1000.0, |m| dropped(m) == Some((STREAMS - 1000) as f64))
+        .await;
+    assert_eq!(
+        m.get("redis_streams_exporter_streams", &[("target", "t")]),
+        Some(1000.0)
+    );
+    report("300,000 streams, max_streams = 1000", w.peak_kib(), idle);
 }
 
 /// A stream whose key is 10 MiB long, given five groups with keyspace

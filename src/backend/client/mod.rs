@@ -45,6 +45,7 @@ use super::tls::TlsSetup;
 use crate::config::{Limits, Target};
 use crate::vocab::StatsSnapshot;
 
+pub use self::bounded::ROWS_KEPT;
 pub(crate) use self::stats::ClientStats;
 pub(crate) use self::subscriber::KeyEvent;
 

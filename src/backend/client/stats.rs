@@ -60,6 +60,16 @@ impl ClientStats {
         ks.get_or_insert_with(KeyspaceEventsStats::default).received += 1;
     }
 
+    /// Counts one keyevent message dropped because the handler's queue was
+    /// full.
+    pub(crate) fn keyspace_event_dropped(&self) {
+        let mut ks = self
+            .keyspace_events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        ks.get_or_insert_with(KeyspaceEventsStats::default).dropped += 1;
+    }
+
     /// Counts extra stream polls run and skipped.
     pub(crate) fn keyspace_extra_polls(&self, run: u64, skipped: u64) {
         let mut ks = self
@@ -155,10 +165,12 @@ mod tests {
         stats.keyspace_event();
         stats.keyspace_extra_polls(3, 0);
         stats.keyspace_extra_polls(0, 4);
+        stats.keyspace_event_dropped();
         assert_eq!(
             stats.snapshot(0.0, BTreeMap::new()).keyspace_events,
             Some(KeyspaceEventsStats {
                 received: 2,
+                dropped: 1,
                 active: true,
                 extra_polls: 3,
                 extra_polls_skipped: 4,

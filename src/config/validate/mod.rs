@@ -249,6 +249,13 @@ impl Validator {
                 0,
                 100_000,
             ) as usize,
+            max_groups_per_stream: self.ranged(
+                "metrics.max_groups_per_stream",
+                m.max_groups_per_stream,
+                dm.max_groups_per_stream as u64,
+                1,
+                crate::backend::ROWS_KEPT,
+            ) as usize,
             max_label_value_bytes: self.ranged(
                 "metrics.max_label_value_bytes",
                 m.max_label_value_bytes,

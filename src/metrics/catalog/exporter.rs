@@ -63,6 +63,14 @@ metric!(
     Source::TargetHealth(|t| t.streams_dropped.map(|n| n as f64))
 );
 metric!(
+    EXPORTER_GROUPS_DROPPED,
+    "redis_streams_exporter_groups_dropped",
+    Gauge,
+    T,
+    "Consumer groups not watched because of max_groups_per_stream, over the streams watched (each stream keeps its first groups by name).",
+    Source::Target(|t| Some(t.streams.values().map(|s| s.groups_dropped as f64).sum()))
+);
+metric!(
     EXPORTER_RATE_LIMITED,
     "redis_streams_exporter_rate_limited_seconds_total",
     Counter,
@@ -85,6 +93,14 @@ metric!(
     T,
     "Keyevent messages received from the target (keyspace_events = \"auto\"; the server publishes them only when its notify-keyspace-events has E, t or A, and g). Absent when keyspace_events = \"off\".",
     Source::TargetHealth(|t| t.stats.keyspace_events.map(|k| k.received as f64))
+);
+metric!(
+    EXPORTER_KEYSPACE_EVENTS_DROPPED,
+    "redis_streams_exporter_keyspace_events_dropped_total",
+    Counter,
+    T,
+    "Keyevent messages received and dropped because the queue before their handler was full (4,096 events or 4 MiB of keys): their streams waited for their scheduled poll, as with keyspace_events = \"off\". Absent when keyspace_events = \"off\".",
+    Source::TargetHealth(|t| t.stats.keyspace_events.map(|k| k.dropped as f64))
 );
 metric!(
     EXPORTER_EXTRA_POLLS,
@@ -198,7 +214,7 @@ metric!(
     "redis_streams_exporter_items_skipped_total",
     Counter,
     &["target", "kind"],
-    "Items left out of the target's replies because a name in them was longer than the exporter keeps (64 KiB), by kind: group (a consumer group of XINFO GROUPS; the stream's other groups stay), consumer (of XINFO CONSUMERS), key (found by discovery, not watched), event (a keyspace event, which then asks for no poll). Counted at every reply that leaves one out.",
+    "Items left out of the target's replies because a name in them was longer than the exporter keeps (64 KiB), by kind: group (a consumer group of XINFO GROUPS; the stream's other groups stay), consumer (of XINFO CONSUMERS; also the consumers past the 10,000 rows a reply keeps, whose pending entries are summed under consumer=\"__other__\"), key (found by discovery, not watched), event (a keyspace event, which then asks for no poll). Counted at every reply that leaves one out.",
     Source::Custom(Custom::ItemsSkipped)
 );
 metric!(

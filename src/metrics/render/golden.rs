@@ -113,6 +113,7 @@ pub(super) fn stream(length: u64, groups: Vec<(Name, GroupState)>) -> StreamStat
             oldest_age: Some(90.0),
         }),
         groups: Groups::new(groups),
+        groups_dropped: 2,
     }
 }
 
@@ -157,6 +158,7 @@ fn stats() -> StatsSnapshot {
         page_sizes: BTreeMap::from([("scan", 1_000), ("xpending_range", 250)]),
         keyspace_events: Some(KeyspaceEventsStats {
             received: 42,
+            dropped: 3,
             active: true,
             extra_polls: 7,
             extra_polls_skipped: 2,

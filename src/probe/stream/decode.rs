@@ -16,6 +16,9 @@ pub(super) struct Read {
     /// Groups excluded by the group filters: never read further, but their
     /// positions still inform the lag estimator.
     pub(super) unwatched: Vec<GroupInfo>,
+    /// Groups not watched for `max_groups_per_stream`: beyond it among the
+    /// watched ones, or beyond the rows the reply kept.
+    pub(super) dropped: u64,
 }
 
 /// The server time from a `TIME` reply, when it came.
@@ -85,12 +88,19 @@ pub(super) fn decode_stream(
             return None;
         }
     };
-    let (groups, unwatched) = groups
+    let listed = groups.len() as u64;
+    let (mut groups, unwatched): (Vec<GroupInfo>, Vec<GroupInfo>) = groups
         .into_iter()
         .partition(|g| ctx.target.watches_group(&settings, &g.name));
+    // XINFO GROUPS lists groups by name: the first ones are kept.
+    let cap = ctx.config.metrics.max_groups_per_stream;
+    let over_cap = groups.len().saturating_sub(cap) as u64;
+    groups.truncate(cap);
+    let dropped = over_cap + info.groups.saturating_sub(listed);
     Some(Read {
         info,
         groups,
         unwatched,
+        dropped,
     })
 }

@@ -24,6 +24,13 @@
 //!   [`BULK_BOUND`] is dropped as it arrives and a null said instead: names,
 //!   IDs and INFO sections are far shorter, and the client leaves out what a
 //!   dropped name named (`client::prune`).
+//! - **Lists without a `COUNT` are cut.** `XINFO GROUPS`, `XINFO
+//!   CONSUMERS` and the summary `XPENDING`'s holders have one row per group
+//!   or consumer, as many as the server holds: the first [`ROWS_KEPT`] are
+//!   handed on (the array's length said accordingly), the rest skipped as
+//!   they arrive. The probes know each list's true length from the stream
+//!   poll (`XINFO STREAM`'s `groups`, `XINFO GROUPS`' `consumers`) and say
+//!   what was cut.
 //! - **Everything else is bounded or refused.** Lengths are read as numbers
 //!   however they are spelt (leading zeros included) and passed on in their
 //!   plain form; a line longer than [`LINE_BOUND`], aggregates nested deeper
@@ -52,6 +59,10 @@ pub(crate) const BULK_BOUND: usize = 64 * 1024;
 /// may have: an error names at most a key and a group, each within
 /// [`BULK_BOUND`] (longer ones are never asked about).
 pub(crate) const LINE_BOUND: usize = 4 * BULK_BOUND;
+
+/// The most rows of a list without a `COUNT` (groups, consumers, holders)
+/// handed on.
+pub const ROWS_KEPT: u64 = 10_000;
 
 /// The deepest nesting of aggregates a reply may have: the exporter's
 /// deepest (`CLUSTER SHARDS`, `CLUSTER SLOTS`) nest four deep.

@@ -29,8 +29,12 @@ pub(super) enum Shape {
     /// consumers are handed on as nulls (an empty name, released by
     /// `XNACK`, as it is).
     Rows,
-    /// The summary `XPENDING`: its consumers' names alike.
+    /// The summary `XPENDING`: its consumers' names alike, and its holders
+    /// cut at [`super::ROWS_KEPT`].
     Summary,
+    /// `XINFO GROUPS`, `XINFO CONSUMERS`: an array of rows cut at
+    /// [`super::ROWS_KEPT`].
+    Cut,
     /// `EXEC`: an array whose elements are the replies of the queued
     /// commands, each read by its own plan.
     Exec,

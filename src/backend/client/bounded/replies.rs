@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use super::{BULK_BOUND, DEPTH_BOUND, LINE_BOUND, Plan, Shape};
+use super::{BULK_BOUND, DEPTH_BOUND, LINE_BOUND, Plan, ROWS_KEPT, Shape};
 
 /// The field names of `XINFO STREAM` whose values are entries.
 const ENTRY_FIELDS: [&[u8]; 2] = [b"first-entry", b"last-entry"];
@@ -60,8 +60,11 @@ enum Kind {
     Row,
     /// The summary `XPENDING`: `[count, min, max, holders]`.
     Summary,
-    /// Its holders.
+    /// Its holders, the first [`ROWS_KEPT`] handed on.
     Holders,
+    /// `XINFO GROUPS`' or `XINFO CONSUMERS`' rows, the first [`ROWS_KEPT`]
+    /// handed on.
+    Cut,
     /// One holder.
     Pair,
     /// `EXEC`'s array: its `index`th element is the reply of the
@@ -251,6 +254,8 @@ impl Replies {
                 Kind::Fields { entry_next: true } => Role::Entry,
                 Kind::Fields { entry_next: false } => Role::Keep,
                 Kind::Rows => Role::Row,
+                Kind::Cut | Kind::Holders if frame.index >= ROWS_KEPT => Role::Skip,
+                Kind::Cut => Role::Keep,
                 Kind::Row if frame.index == 1 => Role::Owner,
                 Kind::Summary if frame.index == 3 => Role::Holders,
                 Kind::Holders => Role::Pair,
@@ -387,18 +392,22 @@ impl Replies {
             // Its header is held back: the ID alone stands for it.
             Role::Entry => Kind::Entry,
             Role::Keep | Role::Key | Role::Owner => {
-                let kind = self.top_kind(count)?;
-                header(out, ty, n);
+                let kind = self.top_kind(ty, count)?;
+                header(out, ty, shown(kind, n));
                 kind
             }
             Role::Queued(i) => {
                 let queued = self.plan.as_ref().and_then(|p| p.queued.get(i as usize));
                 let kind = match queued {
-                    Some(plan) => self.kind_for(plan, count)?,
+                    Some(plan) => self.kind_for(plan, ty, count)?,
                     None => Kind::Keep,
                 };
-                header(out, ty, n);
+                header(out, ty, shown(kind, n));
                 kind
+            }
+            Role::Holders if ty == b'*' => {
+                header(out, ty, n.min(ROWS_KEPT));
+                Kind::Holders
             }
             Role::Row | Role::Holders | Role::Pair => {
                 header(out, ty, n);
@@ -423,15 +432,16 @@ impl Replies {
 
     /// What the elements of a kept aggregate of `count` are: the reply's
     /// own array reads by its plan, the aggregates inside it as they are.
-    fn top_kind(&self, count: u64) -> Result<Kind, String> {
+    fn top_kind(&self, ty: u8, count: u64) -> Result<Kind, String> {
         let Some(plan) = self.plan.as_ref().filter(|_| self.stack.is_empty()) else {
             return Ok(Kind::Keep);
         };
-        self.kind_for(plan, count)
+        self.kind_for(plan, ty, count)
     }
 
-    /// What the elements of an aggregate of `count` answering `plan` are.
-    fn kind_for(&self, plan: &Plan, count: u64) -> Result<Kind, String> {
+    /// What the elements of an aggregate of type `ty` and `count` elements
+    /// answering `plan` are.
+    fn kind_for(&self, plan: &Plan, ty: u8, count: u64) -> Result<Kind, String> {
         if let (Shape::Entries | Shape::Rows, Some(limit)) = (plan.shape, plan.limit)
             && count > limit
         {
@@ -445,7 +455,9 @@ impl Replies {
             Shape::Rows => Kind::Rows,
             Shape::Summary => Kind::Summary,
             Shape::Exec => Kind::Exec,
-            Shape::Plain => Kind::Keep,
+            // Only an array is a list of rows (a map's elements pair up).
+            Shape::Cut if ty == b'*' => Kind::Cut,
+            Shape::Cut | Shape::Plain => Kind::Keep,
         })
     }
 
@@ -502,6 +514,14 @@ impl Replies {
             Some(command) if !command.is_empty() => format!("reply to {command}: {what}"),
             _ => format!("reply: {what}"),
         }
+    }
+}
+
+/// The length said for an aggregate of `n` elements read as `kind`.
+fn shown(kind: Kind, n: u64) -> u64 {
+    match kind {
+        Kind::Cut => n.min(ROWS_KEPT),
+        _ => n,
     }
 }
 

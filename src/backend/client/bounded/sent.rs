@@ -198,6 +198,12 @@ impl Sent {
                 limit: None,
                 queued: Vec::new(),
             },
+            "XINFO" if matches!(word(1).as_str(), "GROUPS" | "CONSUMERS") => Plan {
+                shape: Shape::Cut,
+                command: format!("XINFO {}", word(1)),
+                limit: None,
+                queued: Vec::new(),
+            },
             // `XPENDING key group start end count`: the extended form.
             "XPENDING" if self.arg >= 6 => Plan {
                 shape: Shape::Rows,
@@ -255,7 +261,7 @@ mod tests {
                 [
                     (Shape::Plain, None),
                     (Shape::StreamInfo, None),
-                    (Shape::Plain, None),
+                    (Shape::Cut, None),
                     (Shape::Entries, Some(2001)),
                     (Shape::Entries, Some(1)),
                     (Shape::Rows, Some(500)),
@@ -264,6 +270,7 @@ mod tests {
                 "step {step}"
             );
             assert_eq!(got[1].command, "XINFO STREAM");
+            assert_eq!(got[2].command, "XINFO GROUPS");
             assert_eq!(got[3].command, "XRANGE");
         }
     }

@@ -331,3 +331,71 @@ fn a_transaction_reads_each_queued_reply_by_its_command() {
     let out = filtered(commands, &refused, 7).unwrap();
     assert!(out.ends_with(b"-ERR EXEC without MULTI\r\n"));
 }
+
+/// `rows` rows `[name, nK, pending, :n]` as `XINFO CONSUMERS` writes them.
+fn consumer_rows(rows: u64) -> Vec<u8> {
+    let mut out = format!("*{rows}\r\n").into_bytes();
+    for i in 0..rows {
+        out.extend_from_slice(b"*4\r\n");
+        out.extend(bulk(b"name"));
+        out.extend(bulk(format!("c{i}").as_bytes()));
+        out.extend(bulk(b"pending"));
+        out.extend_from_slice(format!(":{i}\r\n").as_bytes());
+    }
+    out
+}
+
+#[test]
+fn lists_without_a_count_are_cut_at_the_rows_kept() {
+    // Within the bound: unchanged.
+    let short = consumer_rows(3);
+    for step in [1, 7, short.len()] {
+        let got = filtered(&[&["XINFO", "CONSUMERS", "s", "g"]], &short, step).unwrap();
+        assert_eq!(got, short, "step {step}");
+    }
+    // Beyond it: the first ROWS_KEPT rows, the array's length said so, and
+    // the next reply read as its own.
+    let long = consumer_rows(ROWS_KEPT + 5);
+    let mut reply = long.clone();
+    reply.extend_from_slice(b":1\r\n");
+    let kept = consumer_rows(ROWS_KEPT);
+    for step in [3, 4096, reply.len()] {
+        let got = filtered(&[&["XINFO", "GROUPS", "s"], &["XLEN", "s"]], &reply, step).unwrap();
+        assert_eq!(&got[..kept.len()], &kept[..], "step {step}");
+        assert_eq!(&got[kept.len()..], b":1\r\n", "step {step}");
+    }
+    // A plain command's list is not cut.
+    let got = filtered(&[&["LRANGE", "l", "0", "-1"]], &long, 4096).unwrap();
+    assert_eq!(got, long);
+}
+
+#[test]
+fn the_summary_pendings_holders_are_cut_at_the_rows_kept() {
+    let holders = |n: u64| {
+        let mut out = format!("*{n}\r\n").into_bytes();
+        for i in 0..n {
+            out.extend_from_slice(b"*2\r\n");
+            out.extend(bulk(format!("c{i}").as_bytes()));
+            out.extend(bulk(b"1"));
+        }
+        out
+    };
+    let summary = |h: Vec<u8>| {
+        let mut out = b"*4\r\n:7\r\n$3\r\n1-0\r\n$3\r\n9-0\r\n".to_vec();
+        out.extend(h);
+        out
+    };
+    let got = filtered(
+        &[&["XPENDING", "s", "g"]],
+        &summary(holders(ROWS_KEPT + 2)),
+        4096,
+    )
+    .unwrap();
+    // Names become nulls; the first ROWS_KEPT pairs are handed on.
+    let mut want = b"*4\r\n:7\r\n$3\r\n1-0\r\n$3\r\n9-0\r\n".to_vec();
+    want.extend_from_slice(format!("*{ROWS_KEPT}\r\n").as_bytes());
+    for _ in 0..ROWS_KEPT {
+        want.extend_from_slice(b"*2\r\n$-1\r\n$1\r\n1\r\n");
+    }
+    assert_eq!(got, want);
+}
