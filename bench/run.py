@@ -47,6 +47,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tomllib
 from dataclasses import dataclass, field
@@ -70,8 +71,14 @@ CONTAINER_COMMANDS = ("XINFO", "CONFIG", "CLIENT", "SLOWLOG", "LATENCY", "INFO",
 STREAM_COMMANDS = ("scan", "select", "type", "time", "xinfo", "xpending", "xrange", "xrevrange")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 CONTROL_CLIENT_NAME = "bench-o1-control"
-# Phases in the order they run: A, W and S share one dataset.
-ALL_PHASES = "AWSBCD"
+# Phases in the order they run: A, E, W and S share one dataset.
+ALL_PHASES = "AEWSBCD"
+# Phase E's workload: one queue trimmed at every write, so that the server
+# publishes a stream event (xtrim) a second.
+EVENTS_STREAM = "bench:stream:events"
+# Commands only a workload sends (never an exporter): left out of the
+# exporters' Redis time.
+WORKLOAD_COMMANDS = ("xadd", "xgroup|create", "config|set")
 PROBES = ("stream", "info", "discovery", "pending_summary", "consumers", "pending_scan")
 
 
@@ -894,6 +901,111 @@ class Bench:
         )
         return out
 
+    # ---------------- phase E
+    def phase_e(self) -> None:
+        """Ours on phase A's data with keyspace notifications on
+        (notify-keyspace-events Etg) and one queue written and trimmed every
+        second: once a stream event shows the server publishes them, every
+        walk but one in six is left out. Measured: the Redis time of each
+        walk until the first covered one, then a window of window_a seconds
+        with no walk in it; the steady state per minute is the window's rate
+        plus one walk per walk period (30 minutes at 1,000,000 keys)."""
+        s = self.sizes
+        self.build_a()
+        log(f"phase E: keyspace notifications on; ours until its second walk, then a {s.window_a:.0f}s window")
+        self.r.call("CONFIG", "SET", "notify-keyspace-events", "Etg")
+        self.r.call("XGROUP", "CREATE", EVENTS_STREAM, "g", "$", "MKSTREAM")
+        stop = threading.Event()
+
+        def write() -> None:
+            w = Redis(self.redis_port)
+            n = 0
+            while not stop.wait(1.0):
+                n += 1
+                w.call("XADD", EVENTS_STREAM, "MAXLEN", "10", "*", "n", str(n))
+            w.close()
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        try:
+            self.results["e_ours"] = self.events_window()
+        finally:
+            stop.set()
+            writer.join()
+            self.r.call("DEL", EVENTS_STREAM)
+            self.r.call("CONFIG", "SET", "notify-keyspace-events", "")
+
+    def events_window(self) -> dict:
+        s = self.sizes
+        c0 = commandstats(self.r)
+        t0 = time.monotonic()
+        p, port, logf = self.start_ours()
+        wait_http(port, "/healthz", 30, p, logf)
+        h = Http(port)
+
+        def walks_and_events() -> tuple[float, float]:
+            text = h.text()
+            walks = one(text, "redis_streams_exporter_redis_commands_total", command="scan") or 0.0
+            events = one(text, "redis_streams_exporter_keyspace_events_total") or 0.0
+            return walks, events
+
+        # Two walks: the first before any event arrived, the second covered.
+        # Each walk is a run of SCAN calls; a walk has ended when the count
+        # has not moved for 5 s after growing.
+        walk_ends = []
+        last, still_since = 0.0, time.monotonic()
+        deadline = t0 + 2 * 600 + 120
+        while len(walk_ends) < 2:
+            if p.poll() is not None:
+                raise BenchError(f"ours exited: {tail(logf)}")
+            if time.monotonic() > deadline:
+                raise BenchError("ours did not walk twice within 22 minutes")
+            calls, _ = walks_and_events()
+            now = time.monotonic()
+            if calls != last:
+                last, still_since = calls, now
+            elif calls > 0 and now - still_since > 5.0 and (not walk_ends or calls > walk_ends[-1]):
+                walk_ends.append(calls)
+                log(f"phase E: walk {len(walk_ends)} ended at {now - t0:.0f}s ({calls:.0f} SCAN calls so far)")
+            time.sleep(0.5)
+        c1 = commandstats(self.r)
+        scan = stats_diff(c1, c0).get("scan", {"calls": 0, "usec": 0})
+        walk_usec = scan["usec"] / 2
+        # The window: no walk is due in it (the next covered one is 30
+        # minutes after the last).
+        w = s.window_a
+        calls0, events0 = walks_and_events()
+        t1 = time.monotonic()
+        sleep_until(t1 + w)
+        c2 = commandstats(self.r)
+        calls1, events1 = walks_and_events()
+        text = h.text()
+        h.close()
+        self.procs.stop(p)
+        diff = {k: v for k, v in stats_diff(c2, c1).items() if k not in WORKLOAD_COMMANDS and k != "info"}
+        calls, usec = totals(diff)
+        per_min = 60.0 / w
+        walk_every_s = 6 * (300.0 if self.results.get("a_dbsize", 0) >= 1_000_000 else 60.0)
+        out = {
+            "window_s": w,
+            "walk_usec": walk_usec,
+            "walk_scan_calls": scan["calls"] / 2,
+            "walks_in_window": calls1 - calls0,
+            "events_in_window": events1 - events0,
+            "window_usec_per_min": usec * per_min,
+            "window_calls_per_min": calls * per_min,
+            "walk_every_s": walk_every_s,
+            "usec_per_min": usec * per_min + walk_usec * 60.0 / walk_every_s,
+            "extra_polls": one(text, "redis_streams_exporter_extra_polls_total"),
+            "commands": dict(sorted(diff.items(), key=lambda kv: -kv[1]["usec"])),
+        }
+        log(
+            f"phase E ours: window {usec * per_min:,.0f} usec/min ({calls * per_min:,.0f} calls/min, "
+            f"{out['walks_in_window']:.0f} SCAN calls, {out['events_in_window']:.0f} events); "
+            f"walk {walk_usec:,.0f} usec; steady state {out['usec_per_min']:,.0f} usec/min"
+        )
+        return out
+
     # ---------------- phase W
     def phase_w(self) -> None:
         """Discovery walks with adaptive pages (the default), then with fixed
@@ -1446,6 +1558,19 @@ def table(b: Bench) -> str:
             f"{a_p['redis_process_cpu_ms_per_min']:,.0f}",
             "info",
             "",
+        )
+    e_o = R.get("e_ours")
+    if e_o and a_p:
+        ratio = e_o["usec_per_min"] / a_p["usec_per_min"] if a_p["usec_per_min"] else None
+        row(
+            f"  same, keyspace notifications on (Etg; one queue trimmed every second): window of {e_o['window_s']:.0f} s "
+            f"with no walk ({e_o['window_usec_per_min']:,.0f} µs/min, {e_o['window_calls_per_min']:,.0f} calls/min, "
+            f"{e_o['events_in_window']:.0f} events, {e_o['walks_in_window']:.0f} SCAN calls) plus one walk "
+            f"({e_o['walk_usec']:,.0f} µs) every {e_o['walk_every_s'] / 60:.0f} min",
+            f"{e_o['usec_per_min']:,.0f}",
+            f"{a_p['usec_per_min']:,.0f} (notifications off)",
+            "ours ≤ 1/20 of peer",
+            f"{verdict(ratio is not None and ratio <= 0.05)} (ratio 1/{1 / ratio:.0f})" if ratio else "n/a",
         )
     wa, wf = R.get("w_adaptive"), R.get("w_fixed")
     if wa and wf and wa.get("usec_mean") and wf.get("usec_mean"):

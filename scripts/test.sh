@@ -149,6 +149,8 @@ log="$root/target/test-output.log"
 mkdir -p "$root/target"
 : >"$log"
 threads="${RSE_TEST_THREADS:-4}"
+# The longest a test binary may run (the slowest takes about 3.5 minutes).
+limit="${RSE_TEST_BINARY_LIMIT:-900}"
 # Build every test binary once, then run them from the package root as cargo would. The
 # end-to-end binary spends most of its 3.5 minutes waiting on Prometheus and Alertmanager's
 # clocks, so it runs beside the binaries that time nothing (unit tests, assets, packaging); the
@@ -183,7 +185,13 @@ run_tests() { # name...: runs each test binary in turn, output to stdout; fails 
       continue
     fi
     echo "     Running $name ($path)"
-    timed "$name" "$path" --test-threads="$threads" || failed=1
+    # A binary that hangs fails the run instead of holding it: SIGTERM after the limit (each
+    # test's own servers and children are stopped by their guards), SIGKILL 30 s later.
+    timed "$name" timeout --kill-after=30 "$limit" "$path" --test-threads="$threads" || {
+      local rc=$?
+      failed=1
+      [ "$rc" -ne 124 ] || echo "[test.sh] $name: still running after $limit s; stopped" >&2
+    }
   done
   return $failed
 }

@@ -421,7 +421,7 @@ async fn subscription(
                         _ = stop.cancelled() => break true,
                         event = sub.next(&ctx.client) => match event {
                             Some(event) => {
-                                ctx.client.stats().keyspace_event();
+                                ctx.client.stats().keyspace_event(event.event.starts_with('x'));
                                 shared.queue(&ctx.client, event);
                             }
                             None => break false,

@@ -8,6 +8,12 @@
 //! result is sorted (exact names first) and cut at `max_streams`; the
 //! number cut is exported. Streams no longer found leave the snapshot.
 //!
+//! While the target's keyspace-event subscription has covered every event
+//! since the last walk, only one run in [`WALK_EVERY_COVERED`] walks
+//! ([`walk_now`]): a stream used as a queue is watched on its
+//! `xgroup-create` event (see `events`), so the walk is left to find streams
+//! without groups. A run that skips the walk changes nothing.
+//!
 //! A walk keeps at most `max_streams` names as it goes ([`FirstNames`]),
 //! whatever the keyspace holds: 300,000 streams watched 1,000 at a time
 //! cost the names of 1,000.
@@ -27,6 +33,21 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let target = &ctx.target;
     let started = tokio::time::Instant::now();
     ctx.client.invalidate_topology();
+    let coverage = ctx.client.stats().keyspace_coverage();
+    if !target.patterns.is_empty() {
+        let mut state = ctx.state();
+        if !walk_now(state.last_walk, coverage) {
+            if let Some(last) = state.last_walk.as_mut() {
+                last.skipped += 1;
+            }
+            // Nothing added or removed this run (the poller logs it so).
+            if let Some(report) = state.discovery.as_mut() {
+                report.added = 0;
+                report.removed = 0;
+            }
+            return Ok(());
+        }
+    }
     let mut problems = Problems::default();
     let watches = |name: &[u8]| target.watches_stream(&ctx.config.streams.for_stream(name), name);
     let exact: BTreeSet<&[u8]> = target.streams.iter().map(Vec::as_slice).collect();
@@ -128,8 +149,42 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         state.snapshot.streams_dropped = Some(dropped as u64);
         state.set_watched(ordered);
         state.prune_memory();
+        state.last_walk = Some(LastWalk {
+            coverage,
+            skipped: 0,
+        });
+    } else {
+        ctx.state().last_walk = None;
     }
     result
+}
+
+/// While keyspace events cover every event, discovery walks the keyspace
+/// on one run in this many (the others skip it): a walk of 1,000,000 keys,
+/// due every 5 minutes, then runs every 30.
+pub const WALK_EVERY_COVERED: u32 = 6;
+
+/// The last walk: the keyspace-event coverage mark when it began (`None`
+/// when the subscription was not healthy), and the runs that skipped a walk
+/// since.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LastWalk {
+    /// [`crate::backend`]'s coverage mark at the walk.
+    pub coverage: Option<u64>,
+    /// Runs since that skipped the walk.
+    pub skipped: u32,
+}
+
+/// Whether this run walks the keyspace: always, unless keyspace events have
+/// covered every event since the last walk (the same coverage mark then and
+/// now) and fewer than [`WALK_EVERY_COVERED`] runs have passed.
+pub fn walk_now(last: Option<LastWalk>, coverage: Option<u64>) -> bool {
+    match (last, coverage) {
+        (Some(last), Some(now)) if last.coverage == Some(now) => {
+            last.skipped + 1 >= WALK_EVERY_COVERED
+        }
+        _ => true,
+    }
 }
 
 /// The first names in byte order of those a walk finds, at most `cap` of
@@ -189,6 +244,32 @@ pub struct DiscoveryReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn walks_are_rarer_while_events_cover_every_event() {
+        let covered = |skipped| {
+            Some(LastWalk {
+                coverage: Some(4),
+                skipped,
+            })
+        };
+        // No walk yet, or no healthy subscription: walk.
+        assert!(walk_now(None, Some(4)));
+        assert!(walk_now(covered(0), None));
+        // The same mark: five runs skip, the sixth walks.
+        for skipped in 0..WALK_EVERY_COVERED - 1 {
+            assert!(!walk_now(covered(skipped), Some(4)), "{skipped}");
+        }
+        assert!(walk_now(covered(WALK_EVERY_COVERED - 1), Some(4)));
+        // A gap since (an interruption, a dropped event): walk now.
+        assert!(walk_now(covered(0), Some(5)));
+        // A walk made while the subscription was down covers nothing.
+        let uncovered = Some(LastWalk {
+            coverage: None,
+            skipped: 0,
+        });
+        assert!(walk_now(uncovered, Some(4)));
+    }
 
     #[test]
     fn a_walk_keeps_the_first_names_up_to_the_cap_and_counts_the_rest() {

@@ -87,6 +87,8 @@ pub struct TargetState {
     pub(crate) walked_facts: usize,
     /// What the last successful discovery found.
     pub discovery: Option<discovery::DiscoveryReport>,
+    /// The last walk of the keyspace, and the runs that skipped one since.
+    pub last_walk: Option<discovery::LastWalk>,
     /// Failed runs in a row, per probe (discovery's backoff).
     pub failures_in_a_row: BTreeMap<ProbeKind, u32>,
     /// Runs of the consumers probe so far: idle groups are read on every

@@ -655,3 +655,93 @@ async fn flood_keeps_the_schedule(kind: Server) {
 }
 
 per_server!(flood_keeps_the_schedule);
+
+/// While the subscription covers every event, discovery walks the keyspace
+/// on one run in six: a queue born meanwhile is watched on its
+/// `xgroup-create` event, a stream without groups at the next walk, and an
+/// interrupted subscription makes the next run walk. Without events, or
+/// subscribed to a server that publishes none, every run walks.
+async fn walks_are_rarer_while_events_cover(kind: Server) {
+    let fast = "[schedule]\ndiscovery = \"1s\"\nstream = \"1s\"\n";
+    let silent = RedisServer::start(kind);
+    cmd(
+        &mut silent.conn(),
+        &["XGROUP", "CREATE", "first", "g", "$", "MKSTREAM"],
+    );
+    let server = RedisServer::start_with(kind, &["--notify-keyspace-events", "Etg"]);
+    let mut c = server.conn();
+    cmd(&mut c, &["XADD", "first", "*", "n", "1"]);
+    let scans = |m: &Metrics| {
+        m.get(
+            "redis_streams_exporter_redis_commands_total",
+            &[("target", "t"), ("command", "scan")],
+        )
+        .unwrap_or(0.0)
+    };
+    let watched = |m: &Metrics, s: &str| {
+        m.get(
+            "redis_streams_stream_length",
+            &[("target", "t"), ("stream", s)],
+        )
+        .is_some()
+    };
+    // Without events, and subscribed where nothing is published: a walk
+    // every run (1 s).
+    let mut walks_off = Vec::new();
+    for (server, keys) in [(&server, "keyspace_events = \"off\"\n"), (&silent, "")] {
+        let off = Harness::new(config_for(server, &format!("{keys}{fast}")));
+        let stop = CancellationToken::new();
+        let running = tokio::spawn(off.poller.clone().run(stop.clone()));
+        let m = wait_for(&off, |m| watched(m, "first")).await;
+        // The silent server's subscription is healthy all the same.
+        let m = if keys.is_empty() {
+            wait_for(&off, |m| active(m) == Some(1.0)).await
+        } else {
+            m
+        };
+        assert_eq!(active(&m), keys.is_empty().then_some(1.0), "{}", m.text);
+        let before = scans(&m);
+        tokio::time::sleep(Duration::from_millis(4500)).await;
+        let walks = scans(&off.metrics()) - before;
+        stop.cancel();
+        running.await.unwrap();
+        assert!(walks >= 3.0, "{walks} walks in 4.5 s ({keys})");
+        walks_off.push(walks);
+    }
+
+    let h = Harness::new(config_for(&server, fast));
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(h.poller.clone().run(stop.clone()));
+    let m = wait_for(&h, |m| active(m) == Some(1.0) && watched(m, "first")).await;
+    assert_eq!(active(&m), Some(1.0), "{}", m.text);
+    // A queue born now (its xgroup-create is the first stream event: the
+    // walks are covered from the next one on).
+    cmd(&mut c, &["XGROUP", "CREATE", "queue", "g", "$", "MKSTREAM"]);
+    let m = wait_for(&h, |m| watched(m, "queue")).await;
+    assert!(watched(&m, "queue"), "{}", m.text);
+    // The event showed the server publishes: from the next walk on, the
+    // walks are covered.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let before = scans(&h.metrics());
+    cmd(&mut c, &["XADD", "loner", "*", "n", "1"]);
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    let m = h.metrics();
+    let walks_on = scans(&m) - before;
+    assert!(walks_on <= 1.0, "{walks_on} walks in 4.5 s with events");
+    // The stream without groups waits for the sixth run's walk.
+    let m = wait_for(&h, |m| watched(m, "loner")).await;
+    assert!(watched(&m, "loner"), "{}", m.text);
+    // An interrupted subscription: the next run walks.
+    let before = scans(&m);
+    cmd(&mut c, &["CLIENT", "KILL", "TYPE", "pubsub"]);
+    let m = wait_for(&h, |m| scans(m) > before).await;
+    assert!(scans(&m) > before, "no walk after the interruption");
+    println!(
+        "DISCOVERY | {kind:?} | walks in 4.5 s at discovery = 1s: {} without events, {} subscribed to a server that publishes none, {walks_on} with events",
+        walks_off[0], walks_off[1]
+    );
+    stop.cancel();
+    running.await.unwrap();
+}
+
+per_server!(walks_are_rarer_while_events_cover);

@@ -16,6 +16,13 @@ pub(crate) struct ClientStats {
     skipped: Mutex<BTreeMap<&'static str, u64>>,
     pending_scanned: AtomicU64,
     keyspace_events: Mutex<Option<KeyspaceEventsStats>>,
+    /// Times the keyspace-event subscription stopped covering every event:
+    /// it stopped being healthy, or an event was dropped.
+    keyspace_gaps: AtomicU64,
+    /// A stream event arrived since the subscription last became healthy:
+    /// the server publishes them (a subscription to a server whose
+    /// `notify-keyspace-events` lacks `E` and `t` is healthy and silent).
+    stream_events_seen: std::sync::atomic::AtomicBool,
 }
 
 fn bump(map: &Mutex<BTreeMap<&'static str, u64>>, label: &'static str, by: u64) {
@@ -51,13 +58,17 @@ impl ClientStats {
         self.pending_scanned.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// Counts one keyevent message received.
-    pub(crate) fn keyspace_event(&self) {
+    /// Counts one keyevent message received; `stream_event` when it is a
+    /// stream command's (`x…`), which shows the server publishes them.
+    pub(crate) fn keyspace_event(&self, stream_event: bool) {
         let mut ks = self
             .keyspace_events
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         ks.get_or_insert_with(KeyspaceEventsStats::default).received += 1;
+        if stream_event {
+            self.stream_events_seen.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Counts one keyevent message dropped because the handler's queue was
@@ -68,6 +79,20 @@ impl ClientStats {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         ks.get_or_insert_with(KeyspaceEventsStats::default).dropped += 1;
+        self.keyspace_gaps.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// While every node's subscription is healthy and the server is seen
+    /// to publish stream events, a mark that stays the same as long as no
+    /// event is missed (no interruption, no drop); `None` otherwise. Two
+    /// equal marks say the events covered the time between.
+    pub(crate) fn keyspace_coverage(&self) -> Option<u64> {
+        let ks = self
+            .keyspace_events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        ks.filter(|k| k.active && self.stream_events_seen.load(Ordering::Relaxed))
+            .map(|_| self.keyspace_gaps.load(Ordering::Relaxed))
     }
 
     /// Counts extra stream polls run and skipped.
@@ -96,7 +121,12 @@ impl ClientStats {
             .keyspace_events
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        ks.get_or_insert_with(KeyspaceEventsStats::default).active = active;
+        let ks = ks.get_or_insert_with(KeyspaceEventsStats::default);
+        if ks.active && !active {
+            self.keyspace_gaps.fetch_add(1, Ordering::Relaxed);
+            self.stream_events_seen.store(false, Ordering::Relaxed);
+        }
+        ks.active = active;
     }
 
     /// A copy of the counters, with what the limiters and the page tuner
@@ -161,15 +191,28 @@ mod tests {
         assert_eq!(snap.page_sizes, sizes);
         assert_eq!(snap.keyspace_events, None);
         stats.keyspace_events_active(true);
-        stats.keyspace_event();
-        stats.keyspace_event();
+        stats.keyspace_event(false);
+        assert_eq!(stats.keyspace_coverage(), None, "no stream event seen");
+        stats.keyspace_event(true);
         stats.keyspace_extra_polls(3, 0);
         stats.keyspace_extra_polls(0, 4);
+        let mark = stats.keyspace_coverage();
+        assert!(mark.is_some(), "active");
         stats.keyspace_event_dropped();
+        assert_ne!(stats.keyspace_coverage(), mark, "a drop is a gap");
+        let mark = stats.keyspace_coverage();
+        stats.keyspace_events_active(true);
+        assert_eq!(stats.keyspace_coverage(), mark, "still covered");
+        stats.keyspace_events_active(false);
+        assert_eq!(stats.keyspace_coverage(), None);
+        stats.keyspace_events_active(true);
+        assert_eq!(stats.keyspace_coverage(), None, "none seen since");
+        stats.keyspace_event(true);
+        assert_ne!(stats.keyspace_coverage(), mark, "an interruption is a gap");
         assert_eq!(
             stats.snapshot(0.0, BTreeMap::new()).keyspace_events,
             Some(KeyspaceEventsStats {
-                received: 2,
+                received: 3,
                 dropped: 1,
                 active: true,
                 extra_polls: 3,
