@@ -985,7 +985,10 @@ class Bench:
         diff = {k: v for k, v in stats_diff(c2, c1).items() if k not in WORKLOAD_COMMANDS and k != "info"}
         calls, usec = totals(diff)
         per_min = 60.0 / w
-        walk_every_s = 6 * (300.0 if self.results.get("a_dbsize", 0) >= 1_000_000 else 60.0)
+        # Discovery's delay after a walk of k keys (schedule::discovery_next:
+        # 10 s × (k / 100,000)², at most the 5 min default), six times over.
+        keys = self.results.get("a_dbsize", 0)
+        walk_every_s = 6 * min(300.0, 10.0 * max(1.0, keys / 100_000) ** 2)
         out = {
             "window_s": w,
             "walk_usec": walk_usec,

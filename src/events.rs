@@ -466,6 +466,8 @@ fn on_event(ctx: &ProbeContext, shared: &Shared, event: KeyEvent) {
     let key: Name = Arc::from(event.key.as_slice());
     let asked = {
         let mut state = ctx.state();
+        // Whatever it did, the stream's last read no longer stands for it.
+        state.quiet.forget(&key);
         let watched = state.is_watched(&key);
         if sets_from_outside(&event.event) {
             state.set_outside(key.clone());

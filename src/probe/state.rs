@@ -87,6 +87,8 @@ pub struct TargetState {
     pub(crate) walked_facts: usize,
     /// What the last successful discovery found.
     pub discovery: Option<discovery::DiscoveryReport>,
+    /// The quiet streams' last full reads (see the stream probe).
+    pub(crate) quiet: super::stream::QuietReads,
     /// The last walk of the keyspace, and the runs that skipped one since.
     pub last_walk: Option<discovery::LastWalk>,
     /// Failed runs in a row, per probe (discovery's backoff).
@@ -323,6 +325,7 @@ impl TargetState {
         };
         self.groups.retain(|k, _| known(k));
         self.anchors.retain(|s, _| streams.contains_key(s));
+        self.quiet.retain(|s| streams.contains_key(s));
         self.walked.retain(|s, _| streams.contains_key(s));
         self.walked_facts = self.walked.values().map(lag::Walked::facts).sum();
         if !streams.is_empty() {

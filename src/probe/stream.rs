@@ -31,8 +31,10 @@ use crate::text;
 mod batch;
 mod dead_letters;
 mod decode;
+mod quiet;
 use batch::{Batch, Polled, observation, undelivered_bounds};
 use dead_letters::dead_letters;
+pub(crate) use quiet::QuietReads;
 
 /// Whether a poll is the probe's scheduled one or an extra poll of a few
 /// streams that keyspace events asked for. Extra polls feed the loss ledgers
@@ -195,7 +197,14 @@ async fn poll_streams(
             let names: Vec<&Name> = batch.iter().map(|&i| &watched[i]).collect();
             let server = (arithmetic, counter);
             let events_seen = ctx.state().outside_events;
-            let mut batch = Batch::read(ctx, &node, server, &names, problems, vanished).await?;
+            // Read before the XINFO: a gap after it makes the reads kept
+            // now stand for nothing.
+            let coverage = ctx.client.stats().keyspace_coverage();
+            let (stand, names) = quiet::check(ctx, &node, coverage, &names).await?;
+            let standing: std::collections::HashSet<Name> =
+                stand.iter().map(|(n, _)| n.clone()).collect();
+            let mut batch =
+                Batch::read(ctx, &node, server, &names, stand, problems, vanished).await?;
             batch.count_ranges(problems).await?;
             batch.sample_heads(limits.lag_exact_count, problems).await?;
             batch.read_tails(problems).await?;
@@ -205,7 +214,11 @@ async fn poll_streams(
             let mut state = ctx.state();
             ctx.ensure_current(&state, generation)?;
             let run_id = state.run_ids.get(&node).cloned();
+            let now = tokio::time::Instant::now();
             for (name, polled) in polled {
+                if !standing.contains(&name) {
+                    state.quiet.remember(&name, &polled.read, coverage, now);
+                }
                 let outside = state.take_outside_mark(&name, events_seen);
                 let poll = Poll {
                     kind,

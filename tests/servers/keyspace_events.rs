@@ -745,3 +745,111 @@ async fn walks_are_rarer_while_events_cover(kind: Server) {
 }
 
 per_server!(walks_are_rarer_while_events_cover);
+
+/// A quiet stream (nothing undelivered, nothing pending) is checked with
+/// `XREVRANGE … COUNT 1` while keyspace events cover every event: its last
+/// full read stands as long as its last entry is the same. An `XADD`, which
+/// publishes nothing we subscribe to, is seen at the next poll all the
+/// same; once read and acknowledged, the stream is quiet again. Redis 6.2
+/// (no entries-added) reads every stream in full.
+async fn quiet_streams_are_checked_by_their_last_entry(kind: Server) {
+    let server = RedisServer::start_with(kind, &["--notify-keyspace-events", "Etg"]);
+    let mut c = server.conn();
+    xadd_n(&mut c, "q", 3);
+    cmd(&mut c, &["XGROUP", "CREATE", "q", "g", "0"]);
+    let ids = read_group(&mut c, "q", "g", "c", 10);
+    for id in &ids {
+        cmd(&mut c, &["XACK", "q", "g", id]);
+    }
+    let h = Harness::new(config_for(
+        &server,
+        "[schedule]\ndiscovery = \"1h\"\nstream = \"1s\"\n",
+    ));
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(h.poller.clone().run(stop.clone()));
+    let command = |m: &Metrics, c: &str| {
+        m.get(
+            "redis_streams_exporter_redis_commands_total",
+            &[("target", "t"), ("command", c)],
+        )
+        .unwrap_or(0.0)
+    };
+    let qg = tsg("q", "g");
+    let m = wait_for(&h, |m| {
+        active(m) == Some(1.0) && m.get("redis_streams_group_lag", &qg) == Some(0.0)
+    })
+    .await;
+    assert_eq!(active(&m), Some(1.0), "{}", m.text);
+    // A stream event: the server is seen to publish them.
+    cmd(&mut c, &["XGROUP", "CREATECONSUMER", "q", "g", "other"]);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let m0 = h.metrics();
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    let m1 = h.metrics();
+    let full = command(&m1, "xinfo_stream") - command(&m0, "xinfo_stream");
+    let checks = command(&m1, "xrevrange") - command(&m0, "xrevrange");
+    println!(
+        "QUIET | {kind:?} | in 3 s at stream = 1s: {full} full reads, {checks} last-entry checks"
+    );
+    if kind == Server::Redis62 {
+        assert!(
+            full >= 2.0 && checks == 0.0,
+            "6.2 reads in full: {full}, {checks}"
+        );
+    } else {
+        assert!(full <= 1.0, "{full} full reads of a quiet stream");
+        assert!(checks >= 2.0, "{checks} checks");
+    }
+    // XADD publishes nothing we subscribe to: seen at the next poll.
+    xadd_n(&mut c, "q", 1);
+    let m = wait_for(&h, |m| m.get("redis_streams_group_lag", &qg) == Some(1.0)).await;
+    assert_eq!(
+        m.get("redis_streams_group_lag", &qg),
+        Some(1.0),
+        "{}",
+        m.text
+    );
+    assert_eq!(
+        m.get(
+            "redis_streams_stream_length",
+            &[("target", "t"), ("stream", "q")]
+        ),
+        Some(4.0)
+    );
+    // Read, then acknowledged: pending, then quiet again.
+    let id = read_group(&mut c, "q", "g", "c", 10);
+    let m = wait_for(&h, |m| {
+        m.get("redis_streams_group_pending", &qg) == Some(1.0)
+    })
+    .await;
+    assert_eq!(
+        m.get("redis_streams_group_pending", &qg),
+        Some(1.0),
+        "{}",
+        m.text
+    );
+    cmd(&mut c, &["XACK", "q", "g", &id[0]]);
+    let m = wait_for(&h, |m| {
+        m.get("redis_streams_group_pending", &qg) == Some(0.0)
+            && m.get("redis_streams_group_lag", &qg) == Some(0.0)
+    })
+    .await;
+    assert_eq!(
+        m.get("redis_streams_group_pending", &qg),
+        Some(0.0),
+        "{}",
+        m.text
+    );
+    if kind != Server::Redis62 {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let m0 = h.metrics();
+        tokio::time::sleep(Duration::from_millis(3000)).await;
+        let m1 = h.metrics();
+        let full = command(&m1, "xinfo_stream") - command(&m0, "xinfo_stream");
+        assert!(full <= 1.0, "quiet again: {full} full reads");
+    }
+    stop.cancel();
+    running.await.unwrap();
+}
+
+per_server!(quiet_streams_are_checked_by_their_last_entry);

@@ -75,12 +75,14 @@ impl<'a> Batch<'a> {
     /// First round trip: `TIME` and both `XINFO` of every stream in one
     /// pipeline, so a stream's figures are never read in two round trips
     /// with writes in between. Streams that cannot be read are left out
-    /// (and added to `vanished` when they are gone).
+    /// (and added to `vanished` when they are gone). The quiet streams whose
+    /// last read `stand` (see [`super::quiet`]) join as if read again.
     pub(super) async fn read(
         ctx: &'a ProbeContext,
         node: &'a NodeAddr,
         (arithmetic, counter): (Arithmetic, loss::ReadCounter),
         names: &[&Name],
+        stand: Vec<(Name, Read)>,
         problems: &mut Problems,
         vanished: &mut Vec<Name>,
     ) -> Result<Batch<'a>, ProbeError> {
@@ -111,6 +113,7 @@ impl<'a> Batch<'a> {
                 reads.push(((*key).clone(), read));
             }
         }
+        reads.extend(stand);
         let (trails, anchors) = recall(ctx, &reads, arithmetic);
         // Figures not read as one moment prove no loss.
         let changed = reads

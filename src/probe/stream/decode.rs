@@ -9,6 +9,7 @@ use crate::snapshot::Name;
 use crate::text;
 
 /// One stream's XINFO, decoded.
+#[derive(Clone, Debug)]
 pub(super) struct Read {
     pub(super) info: StreamInfo,
     /// The groups watched.
