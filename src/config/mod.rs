@@ -35,6 +35,8 @@ pub use web::*;
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 /// Default cap on streams watched per target.
 pub const DEFAULT_MAX_STREAMS: usize = 10_000;
+/// Groups watched per target unless `max_groups` says otherwise.
+pub const DEFAULT_MAX_GROUPS: usize = 100_000;
 /// Default cap on a name's bytes in a label value: long enough for any
 /// name a person chose, short enough that 200 names of 10 KB (each written
 /// in some 36 series) cannot turn a scrape into hundreds of megabytes.
@@ -190,6 +192,10 @@ pub struct Target {
     pub groups: NameFilter,
     /// Discovery cap.
     pub max_streams: usize,
+    /// Groups watched over all the target's streams: a stream keeps its
+    /// groups up to a share that leaves the small streams whole (see
+    /// `probe::stream`); the rest are counted as dropped.
+    pub max_groups: usize,
     /// SCAN COUNT hint.
     pub scan_count: u32,
     /// Whether to subscribe to the server's keyspace events.

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    Config, DEFAULT_MAX_STREAMS, DEFAULT_SCAN_COUNT, Endpoint, KeyspaceEvents, Mode, RedisTls,
-    Secret, Target,
+    Config, DEFAULT_MAX_GROUPS, DEFAULT_MAX_STREAMS, DEFAULT_SCAN_COUNT, Endpoint, KeyspaceEvents,
+    Mode, RedisTls, Secret, Target,
 };
 use crate::glob::Glob;
 
@@ -323,6 +323,7 @@ impl Config {
             exclude_streams: Vec::new(),
             groups: Default::default(),
             max_streams: DEFAULT_MAX_STREAMS,
+            max_groups: DEFAULT_MAX_GROUPS,
             scan_count: DEFAULT_SCAN_COUNT,
             keyspace_events: module.keyspace_events,
             endpoint,

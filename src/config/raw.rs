@@ -93,6 +93,7 @@ pub struct RawTarget {
     #[serde(default)]
     pub exclude_groups: Vec<String>,
     pub max_streams: Option<i64>,
+    pub max_groups: Option<i64>,
     pub scan_count: Option<i64>,
     pub keyspace_events: Option<String>,
 }

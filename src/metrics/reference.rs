@@ -10,46 +10,6 @@ use std::path::PathBuf;
 
 use super::catalog::*;
 
-/// Families that some servers cannot give, and the servers that can. Every
-/// other family is given by every supported server (Redis 6.2 and later,
-/// Valkey).
-const SERVER_FLOORS: &[(&MetricDef, &str)] = &[
-    (&STREAM_ENTRIES_ADDED, ENTRIES_READ),
-    (&STREAM_DEAD_LETTER_ADDED, ENTRIES_READ),
-    (&GROUP_ENTRIES_READ, ENTRIES_READ),
-    (&GROUP_TRIMMED_UNDELIVERED, ENTRIES_READ),
-    (&GROUP_LOST_ENTRIES, ENTRIES_READ),
-    (&GROUP_LAST_LOSS_TIMESTAMP, ENTRIES_READ),
-    (&GROUP_POSSIBLY_LOST, ENTRIES_READ),
-    (&CONSUMER_INACTIVE, "Redis 7.2+, Valkey"),
-    (&STREAM_IDEMPOTENT_IDS_ADDED, IDEMPOTENT),
-    (&STREAM_IDEMPOTENT_DUPLICATES, IDEMPOTENT),
-    (&STREAM_IDEMPOTENT_PRODUCERS, IDEMPOTENT),
-    (&STREAM_IDEMPOTENT_IDS, IDEMPOTENT),
-];
-
-/// Servers with entries-added, entries-read and lag in `XINFO`.
-const ENTRIES_READ: &str = "Redis 7.0+, Valkey";
-/// Servers with idempotent producers.
-const IDEMPOTENT: &str = "Redis 8.6+";
-const EVERY_SERVER: &str = "all";
-
-fn servers(m: &MetricDef) -> &'static str {
-    SERVER_FLOORS
-        .iter()
-        .find(|(def, _)| *def == m)
-        .map_or(EVERY_SERVER, |(_, servers)| servers)
-}
-
-/// The unit a family's name ends with, as OpenMetrics names units.
-fn unit(m: &MetricDef) -> &'static str {
-    let name = m.name.strip_suffix("_total").unwrap_or(m.name);
-    ["seconds", "bytes", "ratio"]
-        .into_iter()
-        .find(|u| name.ends_with(&format!("_{u}")))
-        .unwrap_or("")
-}
-
 /// Where a family is served: everywhere, or on one endpoint only.
 fn endpoints(m: &MetricDef) -> &'static str {
     match m.source {
@@ -138,10 +98,10 @@ pub(crate) fn markdown() -> String {
             "| `{}` | {} | {} | {} | {} | {} | {} |",
             m.name,
             m.kind.as_str(),
-            unit(m),
+            m.unit().unwrap_or(""),
             labels,
             endpoints(m),
-            servers(m),
+            m.servers.describe(),
             cell(m.help)
         );
     }
@@ -219,27 +179,29 @@ mod tests {
         assert!(served.is_empty(), "served, not in the catalog: {served:?}");
     }
 
-    /// A HELP text that names a server floor agrees with the table above.
+    /// A HELP text that names a server floor agrees with the family's `servers`.
     #[test]
     fn metric_reference_server_floors_agree_with_help() {
         for m in METRICS {
-            for (floor, want) in [("Redis 7.0+", ENTRIES_READ), ("Redis 8.6+", IDEMPOTENT)] {
+            for (floor, want) in [
+                ("Redis 7.0+", Servers::EntriesRead),
+                ("Redis 8.6+", Servers::Idempotent),
+                ("(Redis 7.2+", Servers::Inactive),
+            ] {
                 if m.help.contains(floor) {
-                    assert_eq!(servers(m), want, "{}", m.name);
+                    assert_eq!(m.servers, want, "{}", m.name);
                 }
-            }
-            if m.help.contains("(Redis 7.2+") {
-                assert_eq!(servers(m), "Redis 7.2+, Valkey", "{}", m.name);
             }
         }
     }
 
     #[test]
     fn metric_reference_units_and_sections() {
-        assert_eq!(unit(&GROUP_LAG_SECONDS), "seconds");
-        assert_eq!(unit(&PROCESS_CPU_SECONDS), "seconds");
-        assert_eq!(unit(&PROCESS_RESIDENT_MEMORY), "bytes");
-        assert_eq!(unit(&GROUP_LAG), "");
+        assert_eq!(GROUP_LAG_SECONDS.unit(), Some("seconds"));
+        assert_eq!(PROCESS_CPU_SECONDS.unit(), Some("seconds"));
+        assert_eq!(PROCESS_RESIDENT_MEMORY.unit(), Some("bytes"));
+        assert_eq!(GROUP_PENDING_SCAN_PROGRESS.unit(), Some("ratio"));
+        assert_eq!(GROUP_LAG.unit(), None);
         assert_eq!(section(&GROUP_PENDING_POISON), "Pending entries");
         assert_eq!(section(&GROUP_LAG), "Consumer groups");
         assert!(

@@ -32,8 +32,9 @@ mod batch;
 mod dead_letters;
 mod decode;
 mod quiet;
-use batch::{Batch, Polled, observation, undelivered_bounds};
+use batch::{Batch, Polled, ToRead, observation, undelivered_bounds};
 use dead_letters::dead_letters;
+use decode::{Allotment, group_share};
 pub(crate) use quiet::QuietReads;
 
 /// Whether a poll is the probe's scheduled one or an extra poll of a few
@@ -170,11 +171,12 @@ async fn poll_streams(
     vanished: &mut Vec<Name>,
 ) -> Result<BTreeMap<Name, Arc<StreamState>>, ProbeError> {
     let Polling { generation, kind } = polling;
-    let (arithmetic_by_node, counter_by_node) = {
+    let (arithmetic_by_node, counter_by_node, mut allot) = {
         let state = ctx.state();
         (
             state.arithmetic_by_node.clone(),
             state.read_counter_by_node.clone(),
+            allotment(ctx, &state.snapshot.streams, watched, kind),
         )
     };
     let limits = &ctx.config.limits;
@@ -203,8 +205,12 @@ async fn poll_streams(
             let (stand, names) = quiet::check(ctx, &node, coverage, &names).await?;
             let standing: std::collections::HashSet<Name> =
                 stand.iter().map(|(n, _)| n.clone()).collect();
-            let mut batch =
-                Batch::read(ctx, &node, server, &names, stand, problems, vanished).await?;
+            let to_read = ToRead {
+                names: &names,
+                stand,
+                allot: &mut allot,
+            };
+            let mut batch = Batch::read(ctx, &node, server, to_read, problems, vanished).await?;
             batch.count_ranges(problems).await?;
             batch.sample_heads(limits.lag_exact_count, problems).await?;
             batch.read_tails(problems).await?;
@@ -231,6 +237,43 @@ async fn poll_streams(
         }
     }
     Ok(fresh)
+}
+
+/// The groups a poll of `polled` may keep, under the target's `max_groups`:
+/// each stream's share is worked out from what the streams wanted at their
+/// last poll (a stream not polled yet wants nothing until it is), and an
+/// extra poll leaves room for the groups the other streams keep.
+fn allotment(
+    ctx: &ProbeContext,
+    last: &BTreeMap<Name, Arc<StreamState>>,
+    polled: &[Name],
+    kind: PollKind,
+) -> Allotment {
+    let wants = |s: &StreamState| {
+        s.groups
+            .len()
+            .saturating_add(usize::try_from(s.groups_dropped).unwrap_or(usize::MAX))
+    };
+    let others = last
+        .iter()
+        .filter(|(name, _)| kind == PollKind::Extra && !polled.contains(name));
+    let wanted = polled
+        .iter()
+        .filter_map(|name| last.get(name))
+        .chain(others.map(|(_, s)| s))
+        .map(|s| wants(s))
+        .collect();
+    let max_groups = ctx.target.max_groups;
+    let share = group_share(wanted, ctx.config.metrics.max_groups_per_stream, max_groups);
+    let kept_elsewhere: usize = match kind {
+        PollKind::Scheduled => 0,
+        PollKind::Extra => last
+            .iter()
+            .filter(|(name, _)| !polled.contains(name))
+            .map(|(_, s)| s.groups.len())
+            .sum(),
+    };
+    Allotment::new(share, max_groups.saturating_sub(kept_elsewhere))
 }
 
 /// Whether a stream's IDs are wall-clock milliseconds.

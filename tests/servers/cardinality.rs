@@ -457,3 +457,81 @@ async fn groups_and_consumers_beyond_the_caps(kind: Server) {
 }
 
 per_server!(groups_and_consumers_beyond_the_caps);
+
+/// The target's `max_groups` leaves small streams whole and cuts the
+/// largest, whatever order the streams are read in; a stream that arrives
+/// between polls never takes the poll over the cap.
+async fn the_target_group_cap_cuts_the_largest_streams(kind: Server) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    let create = |c: &mut redis::Connection, stream: &str, groups: usize| {
+        xadd_n(c, stream, 3);
+        for i in 0..groups {
+            let _: () = redis::cmd("XGROUP")
+                .arg("CREATE")
+                .arg(stream)
+                .arg(format!("g{i:02}"))
+                .arg("0")
+                .query(c)
+                .unwrap();
+        }
+    };
+    // Read first, by name: the first poll, which knows nothing of what the
+    // streams want, lets it take what is left.
+    create(&mut c, "a-big", 10);
+    create(&mut c, "b", 1);
+    create(&mut c, "c", 2);
+    let h = Harness::new(config_for(&server, "max_groups = 8\n"));
+    let kept = |h: &Harness| {
+        let m = h.metrics();
+        let mut kept: BTreeMap<String, usize> = BTreeMap::new();
+        for (series, _) in m.family("redis_streams_group_lag") {
+            let stream = series
+                .split("stream=\"")
+                .nth(1)
+                .and_then(|s| s.split('"').next());
+            *kept.entry(stream.unwrap().to_string()).or_default() += 1;
+        }
+        let dropped = m.get("redis_streams_exporter_groups_dropped", &[("target", "t")]);
+        (kept, dropped)
+    };
+    h.collect().await;
+    let (first, dropped) = kept(&h);
+    assert_eq!(first.values().sum::<usize>(), 8, "{first:?}");
+    assert_eq!(dropped, Some(5.0));
+    for _ in 0..2 {
+        h.probe(ProbeKind::Stream).await;
+        let (kept, dropped) = kept(&h);
+        let want: BTreeMap<String, usize> = [("a-big", 5), ("b", 1), ("c", 2)]
+            .map(|(s, n)| (s.to_string(), n))
+            .into();
+        assert_eq!(kept, want, "each stream's share once their wants are known");
+        assert_eq!(dropped, Some(5.0));
+        let m = h.metrics();
+        for g in ["g00", "g04"] {
+            assert!(
+                m.get("redis_streams_group_lag", &tsg("a-big", g)).is_some(),
+                "{g}: the first by name stay"
+            );
+        }
+    }
+    // A newcomer read first: the poll stops at the cap, and the next one
+    // shares again.
+    create(&mut c, "0-new", 4);
+    h.probe(ProbeKind::Discovery).await;
+    h.probe(ProbeKind::Stream).await;
+    let (kept_now, dropped) = kept(&h);
+    assert_eq!(kept_now.values().sum::<usize>(), 8, "{kept_now:?}");
+    assert_eq!(dropped, Some(9.0));
+    h.probe(ProbeKind::Stream).await;
+    let (kept, _) = kept(&h);
+    let want: BTreeMap<String, usize> = [("0-new", 2), ("a-big", 2), ("b", 1), ("c", 2)]
+        .map(|(s, n)| (s.to_string(), n))
+        .into();
+    assert_eq!(
+        kept, want,
+        "shares of 2 over 4 streams wanting 4, 10, 1 and 2"
+    );
+}
+
+per_server!(the_target_group_cap_cuts_the_largest_streams);

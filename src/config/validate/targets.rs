@@ -292,6 +292,12 @@ impl Validator {
                 DEFAULT_MAX_STREAMS as u64,
                 10_000_000,
             ) as usize,
+            max_groups: self.positive(
+                &format!("{key}.max_groups"),
+                raw.max_groups,
+                DEFAULT_MAX_GROUPS as u64,
+                10_000_000,
+            ) as usize,
             scan_count: self.positive(
                 &format!("{key}.scan_count"),
                 raw.scan_count,

@@ -181,6 +181,34 @@ pub struct MetricDef {
     pub labels: &'static [&'static str],
     /// Where its samples come from.
     pub source: Source,
+    /// The servers that give it.
+    pub servers: Servers,
+}
+
+/// The servers that give a family. A server that does not give it leaves
+/// it absent, never 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Servers {
+    /// Every supported server (Redis 6.2 and later, Valkey).
+    All,
+    /// Servers with entries-added, entries-read and lag in `XINFO`.
+    EntriesRead,
+    /// Servers that report each consumer's last successful read.
+    Inactive,
+    /// Servers with idempotent producers.
+    Idempotent,
+}
+
+impl Servers {
+    /// As the metric reference writes it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Servers::All => "all",
+            Servers::EntriesRead => "Redis 7.0+, Valkey",
+            Servers::Inactive => "Redis 7.2+, Valkey",
+            Servers::Idempotent => "Redis 8.6+",
+        }
+    }
 }
 
 impl MetricDef {
@@ -191,14 +219,14 @@ impl MetricDef {
         self.name.strip_suffix(suffix).unwrap_or(self.name)
     }
 
-    /// The unit OpenMetrics declares (`# UNIT`): seconds or bytes, when the
-    /// family's name ends in it.
+    /// The unit OpenMetrics declares (`# UNIT`) and the metric reference
+    /// gives: seconds, bytes or ratio, when the family's name ends in it.
     pub fn unit(&self) -> Option<&'static str> {
         if matches!(self.kind, MetricType::StateSet { .. } | MetricType::Info) {
             return None;
         }
         let family = self.openmetrics_name();
-        ["seconds", "bytes"]
+        ["seconds", "bytes", "ratio"]
             .into_iter()
             .find(|unit| family.strip_suffix(unit).is_some_and(|f| f.ends_with('_')))
     }
@@ -259,8 +287,10 @@ fn probe_on(e: &ExporterState, value: u64) -> Option<f64> {
     (e.multi_target.max_targets.load(Relaxed) > 0).then_some(value as f64)
 }
 
+/// One family: its const, named for the code that reads it. `servers` names
+/// the servers that give it when not every supported one does.
 macro_rules! metric {
-    ($id:ident, $name:literal, $kind:ident $({ $($field:tt)* })?, $labels:expr, $help:literal, $source:expr) => {
+    ($id:ident, $name:literal, $kind:ident $({ $($field:tt)* })?, $labels:expr, $help:literal, $source:expr $(, servers: $servers:ident)?) => {
         #[doc = $help]
         // The help is Prometheus HELP text, not Markdown: `[probe] target_ttl` names a section.
         #[allow(rustdoc::broken_intra_doc_links)]
@@ -270,115 +300,76 @@ macro_rules! metric {
             help: $help,
             labels: $labels,
             source: $source,
+            servers: metric!(@servers $($servers)?),
         };
+    };
+    (@servers) => { Servers::All };
+    (@servers $servers:ident) => { Servers::$servers };
+}
+
+/// A family file's entries: each `metric!` and the list `$list` of all of
+/// them, in order, which [`METRICS`] is made of. An entry cannot be left out
+/// of the list, so a family written in a family file is always rendered,
+/// documented and checked.
+macro_rules! family {
+    ($list:ident; $(metric!($id:ident, $($entry:tt)*);)*) => {
+        $(metric!($id, $($entry)*);)*
+        /// This file's families, in the order they are rendered.
+        pub(super) const $list: &[MetricDef] = &[$($id),*];
     };
 }
 
-// After the macro, which the family files use.
+// After the macros, which the family files use.
+mod consumers;
 mod exporter;
 mod pending;
 mod streams;
 
+pub use consumers::*;
 pub use exporter::*;
 pub use pending::*;
 pub use streams::*;
 
-/// Every metric the exporter can emit, in the order families are rendered.
-pub const METRICS: &[MetricDef] = &[
-    STREAM_LENGTH,
-    STREAM_ENTRIES_ADDED,
-    STREAM_FIRST_ENTRY_TS,
-    STREAM_LAST_ENTRY_TS,
-    STREAM_GROUPS,
-    STREAM_TIME_BASED_IDS,
-    STREAM_DEAD_LETTER_LENGTH,
-    STREAM_DEAD_LETTER_ADDED,
-    STREAM_MAX_DELAY,
-    STREAM_READ_EVERY,
-    STREAM_DEAD_LETTER_OLDEST_AGE,
-    STREAM_RADIX_TREE_KEYS,
-    STREAM_RADIX_TREE_NODES,
-    STREAM_IDEMPOTENT_IDS_ADDED,
-    STREAM_IDEMPOTENT_DUPLICATES,
-    STREAM_IDEMPOTENT_PRODUCERS,
-    STREAM_IDEMPOTENT_IDS,
-    GROUP_LAG,
-    GROUP_LAG_ESTIMATED,
-    GROUP_LAG_SECONDS,
-    GROUP_ENTRIES_READ,
-    GROUP_LAST_DELIVERED_TS,
-    GROUP_CONSUMERS,
-    GROUP_PENDING,
-    GROUP_TRIMMED_UNDELIVERED,
-    GROUP_REWINDS,
-    GROUP_AHEAD_OF_STREAM,
-    GROUP_RETENTION_MARGIN,
-    GROUP_TRIM_OVERTAKE_ETA,
-    GROUP_DRAIN_ETA,
-    GROUP_READ_INTERVAL,
-    GROUP_READ_EVERY,
-    GROUP_LOST_ENTRIES,
-    GROUP_LAST_LOSS_TIMESTAMP,
-    GROUP_POSSIBLY_LOST,
-    GROUP_LOSS_UNPROVEN,
-    GROUP_STATUS,
-    GROUP_STATUS_REASON,
-    GROUP_WITHIN_OBJECTIVE,
-    GROUP_OLDEST_PENDING_AGE,
-    GROUP_PENDING_POISON,
-    GROUP_PENDING_MAX_IDLE,
-    GROUP_PENDING_GHOST,
-    GROUP_PENDING_GHOST_UNCHECKED,
-    GROUP_PENDING_SCAN_TS,
-    GROUP_PENDING_SCAN_PROGRESS,
-    GROUP_PENDING_BY_IDLE,
-    GROUP_PENDING_BY_DELIVERY_COUNT,
-    GROUP_PENDING_ORPHANED,
-    CONSUMER_PENDING,
-    CONSUMER_IDLE,
-    CONSUMER_INACTIVE,
-    TARGET_INFO,
-    TARGET_MAXMEMORY,
-    TARGET_USED_MEMORY,
-    EXPORTER_TARGET_UP,
-    EXPORTER_STREAMS,
-    EXPORTER_STREAMS_DROPPED,
-    EXPORTER_GROUPS_DROPPED,
-    EXPORTER_RATE_LIMITED,
-    EXPORTER_PENDING_SCANNED,
-    EXPORTER_KEYSPACE_EVENTS,
-    EXPORTER_KEYSPACE_EVENTS_DROPPED,
-    EXPORTER_KEYSPACE_EVENTS_ACTIVE,
-    EXPORTER_EXTRA_POLLS,
-    EXPORTER_EXTRA_POLLS_SKIPPED,
-    EXPORTER_PAGE_SIZE,
-    EXPORTER_PROBE_SUCCESS,
-    EXPORTER_PROBE_DURATION,
-    EXPORTER_PROBE_LAST_SUCCESS,
-    EXPORTER_PROBE_INTERVAL,
-    EXPORTER_PROBE_COMMANDS_NEEDED,
-    EXPORTER_PROBE_ACHIEVED_INTERVAL,
-    EXPORTER_PROBE_PANICS,
-    EXPORTER_COMMANDS,
-    EXPORTER_ERRORS,
-    EXPORTER_ITEMS_SKIPPED,
-    EXPORTER_TARGET_READY,
-    EXPORTER_BUILD_INFO,
-    EXPORTER_CONFIG_RELOADS,
-    EXPORTER_CONFIG_RELOAD_FAILURES,
-    EXPORTER_CONFIG_LAST_RELOAD_OK,
-    EXPORTER_LABELS_SHORTENED,
-    EXPORTER_PROBED_TARGETS,
-    EXPORTER_PROBED_TARGETS_MAX,
-    EXPORTER_PROBED_TARGETS_EXPIRED,
-    EXPORTER_PROBE_REQUESTS,
-    PROCESS_CPU_SECONDS,
-    PROCESS_OPEN_FDS,
-    PROCESS_MAX_FDS,
-    PROCESS_VIRTUAL_MEMORY,
-    PROCESS_RESIDENT_MEMORY,
-    PROCESS_START_TIME,
+/// Every metric the exporter can emit, in the order families are rendered:
+/// each family file's entries, in the order they are written.
+pub const METRICS: &[MetricDef] = &ALL;
+
+const FAMILIES: &[&[MetricDef]] = &[
+    STREAM_FAMILIES,
+    PENDING_FAMILIES,
+    CONSUMER_FAMILIES,
+    EXPORTER_FAMILIES,
 ];
+
+const ALL: [MetricDef; count(FAMILIES)] = concat(FAMILIES);
+
+const fn count(families: &[&[MetricDef]]) -> usize {
+    let mut n = 0;
+    let mut i = 0;
+    while i < families.len() {
+        n += families[i].len();
+        i += 1;
+    }
+    n
+}
+
+/// The families' entries in one array (the const evaluator's loops: an
+/// iterator cannot run at compile time).
+const fn concat<const N: usize>(families: &[&[MetricDef]]) -> [MetricDef; N] {
+    let mut all = [STREAM_LENGTH; N];
+    let mut n = 0;
+    let mut i = 0;
+    while i < families.len() {
+        let mut j = 0;
+        while j < families[i].len() {
+            all[n] = families[i][j];
+            n += 1;
+            j += 1;
+        }
+        i += 1;
+    }
+    all
+}
 
 /// Looks a metric up by its full name.
 pub fn find(name: &str) -> Option<&'static MetricDef> {

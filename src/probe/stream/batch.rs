@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::decode::{Read, decode_stream, time_of};
+use super::decode::{Allotment, Read, decode_stream, time_of};
 use crate::backend::reply::{self, GroupInfo, StreamInfo};
 use crate::backend::{Command, NodeAddr, RangeEnd, RangeStart, Reply};
 use crate::lag::{self, Arithmetic, MsEnds, UndeliveredSample};
@@ -41,6 +41,15 @@ pub(super) struct Polled {
     pub(super) changed: Vec<bool>,
     /// How the node's entries-read counts (see [`loss::ReadCounter`]).
     pub(super) counter: loss::ReadCounter,
+}
+
+/// What one batch reads: the streams to read, the quiet ones whose last
+/// read stands (see [`super::quiet`]), and the groups the poll has left to
+/// give them (see [`Allotment`]).
+pub(super) struct ToRead<'n> {
+    pub(super) names: &'n [&'n Name],
+    pub(super) stand: Vec<(Name, Read)>,
+    pub(super) allot: &'n mut Allotment,
 }
 
 /// One batch of streams on one node, as far as this poll has read it.
@@ -81,11 +90,15 @@ impl<'a> Batch<'a> {
         ctx: &'a ProbeContext,
         node: &'a NodeAddr,
         (arithmetic, counter): (Arithmetic, loss::ReadCounter),
-        names: &[&Name],
-        stand: Vec<(Name, Read)>,
+        to_read: ToRead<'_>,
         problems: &mut Problems,
         vanished: &mut Vec<Name>,
     ) -> Result<Batch<'a>, ProbeError> {
+        let ToRead {
+            names,
+            stand,
+            allot,
+        } = to_read;
         let per_stream: Vec<Vec<Command>> = names
             .iter()
             .map(|key| {
@@ -106,14 +119,18 @@ impl<'a> Batch<'a> {
             let (Some(info), Some(groups)) = (r.first(), r.get(1)) else {
                 continue;
             };
-            if let Some(read) = decode_stream(ctx, key, info, groups, problems, vanished) {
+            if let Some(mut read) = decode_stream(ctx, key, info, groups, problems, vanished) {
+                allot.cut(&mut read);
                 if !atomic {
                     unsettled.insert(reads.len());
                 }
                 reads.push(((*key).clone(), read));
             }
         }
-        reads.extend(stand);
+        reads.extend(stand.into_iter().map(|(name, mut read)| {
+            allot.cut(&mut read);
+            (name, read)
+        }));
         let (trails, anchors) = recall(ctx, &reads, arithmetic);
         // Figures not read as one moment prove no loss.
         let changed = reads
