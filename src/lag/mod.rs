@@ -54,7 +54,7 @@
 //! (what the probe must read), `compute` (the lag from all of it), `model`
 //! (the estimator's model for a group), `figure` (the result and its
 //! method), `sample`, `evidence`, `trail` (what the next poll needs),
-//! `arithmetic` (which servers miscount), `anchors`, [`estimate`] and
+//! `arithmetic` (which servers miscount), `anchors`, `estimate` and
 //! `walked` (what the walks learnt).
 
 mod anchors;
