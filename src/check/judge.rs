@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Baseline, DEFAULT_DELAY_THRESHOLD, Plan, Watched, short, short_secs};
+use super::plan::Plan;
+use super::watched::{Baseline, Watched};
+use super::{DEFAULT_DELAY_THRESHOLD, short, short_secs};
 use super::{GroupReport, TargetReport};
 use crate::config::{Config, StreamSettings, Target};
 use crate::poller::Poller;

@@ -1,4 +1,6 @@
 use super::*;
+use crate::vocab::StreamId;
+use crate::vocab::{GroupInfo, StreamInfo};
 
 fn id(ms: u64) -> StreamId {
     StreamId::new(ms, 0)

@@ -6,242 +6,35 @@
 //! consecutive snapshots (`Arc`): publishing copies only the maps the last
 //! probe changed, and a quiet stream keeps its allocation. What is not in the
 //! latest snapshot is not rendered: a vanished stream vanishes.
-
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
-
-use crate::vocab::ProbeKind;
-use crate::vocab::StatsSnapshot;
+//!
+//! The rooms: `target` (the snapshot of one target), `part` (its parts and
+//! their one writer each), `server_info`, `probe_status`, `streams` (streams,
+//! groups, consumers), `exporter` (state not about a target), `store` (the
+//! latest snapshots), `name` (the names they are keyed by) and `retain` (the
+//! pruning of shared maps).
 
 mod exporter;
+mod name;
+mod part;
+mod probe_status;
+mod retain;
+mod server_info;
 mod store;
 mod streams;
+mod target;
 
 pub use exporter::{ExporterState, MultiTargetCounters};
+pub use name::{GroupKey, Name};
+pub use part::Part;
+pub use probe_status::ProbeStatus;
+pub use retain::retain_keys;
+pub use server_info::ServerInfo;
 pub use store::{Owner, SnapshotStore};
 pub use streams::{
     ConsumerState, Consumers, DeadLetter, GroupFigures, GroupState, Groups, OldestPending, PelScan,
     ScanState, StreamFigures, StreamState,
 };
-
-/// A binary-safe name (stream, group or consumer).
-pub type Name = Arc<[u8]>;
-
-/// What `INFO server` and `INFO memory` said.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ServerInfo {
-    /// `redis` or `valkey`.
-    pub server: String,
-    /// The server's own version (`valkey_version` on Valkey).
-    pub version: String,
-    /// `standalone`, `cluster` or `sentinel`.
-    pub mode: String,
-    /// `maxmemory_policy`.
-    pub maxmemory_policy: String,
-    /// `maxmemory` in bytes.
-    pub maxmemory: Option<u64>,
-    /// `used_memory` in bytes.
-    pub used_memory: Option<u64>,
-    /// `run_id`, new at every start of the server (for a cluster, its
-    /// primaries' joined): tells the same server, back after an outage,
-    /// from another one; empty when unknown.
-    pub run_id: String,
-}
-
-/// The last run of one probe.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ProbeStatus {
-    /// Whether it succeeded.
-    pub success: bool,
-    /// How long it took.
-    pub duration: Duration,
-    /// When it last succeeded.
-    pub last_success: Option<SystemTime>,
-    /// Time from this run to the next one scheduled (the configured interval,
-    /// or discovery's adaptive cadence and backoff).
-    pub interval: Option<Duration>,
-    /// Why the last run failed, when it did (no credentials, no paths).
-    pub last_error: Option<Arc<str>>,
-    /// Commands the last run sent.
-    pub commands: u64,
-    /// Of those, commands its next runs will not repeat (the first read of
-    /// idle groups, which later runs read one at a time).
-    pub one_off: u64,
-    /// Time between the starts of the last two runs: the cadence achieved.
-    pub achieved_interval: Option<Duration>,
-    /// When the last run started (exporter clock).
-    pub started_at: Option<tokio::time::Instant>,
-    /// Runs that panicked (each logged; the probe's loop restarted).
-    pub panics: u64,
-}
-
-impl ProbeStatus {
-    /// Commands per second this probe's cadence needs: its last run's
-    /// commands, less those its next runs will not repeat, over its
-    /// interval.
-    pub fn commands_needed_per_second(&self) -> Option<f64> {
-        let interval = self.interval?.as_secs_f64();
-        let steady = self.commands.saturating_sub(self.one_off);
-        (interval > 0.0).then(|| steady as f64 / interval)
-    }
-}
-
-/// A group, by stream and group name.
-pub type GroupKey = (Name, Name);
-
-/// A part of a [`TargetSnapshot`] that a probe fills. Each has one owner,
-/// the only probe that writes it ([`Part::owner`]); the others only read
-/// it. The poller's bookkeeping may drop entries of what vanished (a
-/// target going down, streams no longer watched, groups gone), never write
-/// them. The probes' tests check their sources against this table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Part {
-    /// `server`: what INFO said.
-    Server,
-    /// `streams_watched`, `streams_dropped`: what discovery chose.
-    Watched,
-    /// `streams`: streams, their groups and their figures.
-    Streams,
-    /// `oldest_pending`: each group's smallest pending ID.
-    OldestPending,
-    /// `head_poison`: poison among stuck groups' oldest entries.
-    HeadPoison,
-    /// `consumers`: each group's consumers.
-    Consumers,
-    /// `scans`: each group's PEL scan.
-    Scans,
-}
-
-impl Part {
-    /// Every part.
-    pub const ALL: [Part; 7] = [
-        Part::Server,
-        Part::Watched,
-        Part::Streams,
-        Part::OldestPending,
-        Part::HeadPoison,
-        Part::Consumers,
-        Part::Scans,
-    ];
-
-    /// The one probe that writes this part.
-    pub fn owner(self) -> ProbeKind {
-        match self {
-            Part::Server => ProbeKind::Info,
-            Part::Watched => ProbeKind::Discovery,
-            Part::Streams => ProbeKind::Stream,
-            Part::OldestPending | Part::HeadPoison => ProbeKind::PendingSummary,
-            Part::Consumers => ProbeKind::Consumers,
-            Part::Scans => ProbeKind::PendingScan,
-        }
-    }
-
-    /// The fields of [`TargetSnapshot`] that make this part.
-    pub fn fields(self) -> &'static [&'static str] {
-        match self {
-            Part::Server => &["server"],
-            Part::Watched => &["streams_watched", "streams_dropped"],
-            Part::Streams => &["streams"],
-            Part::OldestPending => &["oldest_pending"],
-            Part::HeadPoison => &["head_poison"],
-            Part::Consumers => &["consumers"],
-            Part::Scans => &["scans"],
-        }
-    }
-}
-
-/// Everything known about one target.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct TargetSnapshot {
-    /// Target name.
-    pub name: Arc<str>,
-    /// The last connection attempt succeeded.
-    pub up: bool,
-    /// Discovery and the stream poll have each succeeded at least once.
-    pub ready: bool,
-    /// From INFO.
-    pub server: Option<ServerInfo>,
-    /// Streams watched, once discovery ran.
-    pub streams_watched: Option<u64>,
-    /// Streams over `max_streams`, once discovery ran.
-    pub streams_dropped: Option<u64>,
-    /// Streams by name (the stream poll).
-    pub streams: Arc<BTreeMap<Name, Arc<StreamState>>>,
-    /// Each group's smallest pending ID (the pending summary), for groups
-    /// of streams with time-based IDs; see [`Self::oldest_pending_age`].
-    pub oldest_pending: Arc<BTreeMap<GroupKey, OldestPending>>,
-    /// Poison entries among each stuck group's oldest pending entries (the
-    /// pending summary; see `probe::pending_summary`).
-    pub head_poison: Arc<BTreeMap<GroupKey, u64>>,
-    /// Each group's consumers (the consumers probe).
-    pub consumers: Arc<BTreeMap<GroupKey, Arc<Consumers>>>,
-    /// Each group's PEL scan.
-    pub scans: Arc<BTreeMap<GroupKey, ScanState>>,
-    /// Probe health.
-    pub probes: BTreeMap<ProbeKind, ProbeStatus>,
-    /// Client counters.
-    pub stats: StatsSnapshot,
-}
-
-impl TargetSnapshot {
-    /// True once the first collection has an outcome: ready, or discovery
-    /// or the stream poll failed (an unreachable target's outcome is
-    /// `target_up 0`). What `/readyz` and a first `/probe` wait for, rather
-    /// than for the target to be healthy.
-    pub fn first_collection_done(&self) -> bool {
-        self.ready
-            || [ProbeKind::Discovery, ProbeKind::Stream]
-                .iter()
-                .any(|k| self.probes.get(k).is_some_and(|p| !p.success))
-    }
-
-    /// True when the stream poll knows the group.
-    pub fn has_group(&self, stream: &Name, group: &Name) -> bool {
-        self.streams
-            .get(stream)
-            .is_some_and(|s| s.groups.contains_key(group))
-    }
-
-    /// Age in seconds of group `key`'s smallest pending ID, by the server
-    /// clock of the later of the two polls that know of it: the pending
-    /// summary that read the ID, or a stream poll after it, which ages it
-    /// while entries are pending. A stream poll that found nothing pending
-    /// (or IDs that are not time) withholds it. `None` when unknown.
-    pub fn oldest_pending_age(&self, key: &GroupKey) -> Option<f64> {
-        let oldest = self.oldest_pending.get(key)?;
-        let group = self.streams.get(&key.0).and_then(|s| s.groups.get(&key.1));
-        let now_ms = match group.map(|g| g.pending_aged_at_ms) {
-            Some(Some(aged_at)) => aged_at.max(oldest.read_at_ms),
-            // The stream poll found nothing to age.
-            Some(None) => return None,
-            None => oldest.read_at_ms,
-        };
-        // Clamped at 0: IDs can run ahead of the clock.
-        Some(now_ms.saturating_sub(oldest.id.ms) as f64 / 1000.0)
-    }
-
-    /// Drops the per-group results of groups the stream poll no longer knows.
-    pub fn prune_groups(&mut self) {
-        let streams = &self.streams;
-        let known = |(s, g): &GroupKey| streams.get(s).is_some_and(|st| st.groups.contains_key(g));
-        retain_keys(&mut self.oldest_pending, known);
-        retain_keys(&mut self.head_poison, known);
-        retain_keys(&mut self.consumers, known);
-        retain_keys(&mut self.scans, known);
-    }
-}
-
-/// Keeps the entries whose key passes `keep`, copying a map shared with a
-/// published snapshot only when something is to be removed.
-pub fn retain_keys<K: Ord + Clone, V: Clone>(
-    map: &mut Arc<BTreeMap<K, V>>,
-    keep: impl Fn(&K) -> bool,
-) {
-    if map.keys().any(|k| !keep(k)) {
-        Arc::make_mut(map).retain(|k, _| keep(k));
-    }
-}
+pub use target::TargetSnapshot;
 
 #[cfg(test)]
 mod tests;

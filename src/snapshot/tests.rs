@@ -1,5 +1,8 @@
 //! Unit tests of the snapshot types.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use super::*;
 use crate::vocab::StreamId;
 

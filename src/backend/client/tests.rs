@@ -4,7 +4,10 @@
 
 use std::sync::Arc;
 
+use super::pipeline::pipelines;
 use super::*;
+use crate::backend::command::Command;
+use crate::backend::error::TargetError;
 use crate::config::{CliOverrides, from_str};
 use crate::vocab::ErrorKind;
 

@@ -2,298 +2,31 @@
 //! URLs, range checks and secret resolution, collecting every problem with
 //! its key path instead of stopping at the first.
 //!
-//! This file walks the whole file, section by section, and checks the
-//! sections that are only values (`[log]`, `[schedule]`, `[limits]`,
-//! `[metrics]`, `[status]`); the rest lives by subject: `targets` (targets,
-//! their URLs and secrets, stream rules), `web` (`[web]`, `[probe]` and auth
-//! modules) and `values` (durations, ranges, priorities, buckets).
+//! The rooms: `from_str` (text to configuration), `parse` (the TOML and its
+//! errors), `overrides` (the flags), `validator` (the problems and the walk
+//! of the whole file, section by section), and by subject: `sections` (the
+//! sections that are only values: `[log]`, `[schedule]`, `[limits]`,
+//! `[metrics]`, `[status]`), `targets` (targets, their URLs and secrets,
+//! stream rules), `web` (`[web]`, `[probe]` and auth modules), `values`
+//! (durations, ranges, priorities, buckets) and `suggest` (the nearest
+//! valid name).
+//!
+//! [`RawConfig`]: super::raw::RawConfig
+//! [`Config`]: super::Config
 
+mod from_str;
+mod overrides;
+mod parse;
+mod sections;
 mod suggest;
 mod targets;
+mod validator;
 mod values;
 mod web;
 
-use super::raw::{RawConfig, RawLimits, RawLog, RawMetrics, RawSchedule, RawStatus};
-use super::*;
-
+pub use from_str::from_str;
+pub use overrides::CliOverrides;
 pub(super) use targets::parse_url;
-
-/// Values given on the command line; they override the file.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CliOverrides {
-    /// `--web.listen-address`.
-    pub listen_address: Option<String>,
-    /// `--web.telemetry-path`.
-    pub telemetry_path: Option<String>,
-    /// `--web.config.file`.
-    pub web_config_file: Option<PathBuf>,
-    /// `--log.format`.
-    pub log_format: Option<String>,
-    /// `--log.level`.
-    pub log_level: Option<String>,
-    /// `--redis.url`: the URL of the default target when the file names none.
-    pub redis_url: Option<String>,
-    /// `--web.enable-lifecycle`: serve `POST /-/reload`.
-    pub enable_lifecycle: bool,
-    /// `--web.max-connections`.
-    pub max_connections: Option<i64>,
-}
-
-/// Parses and validates configuration text. `file` names the source in
-/// messages.
-///
-/// # Errors
-/// Every problem found, with its key path.
-pub fn from_str(file: &str, text: &str, overrides: &CliOverrides) -> Result<Config, ConfigError> {
-    let raw = parse(file, text)?;
-    let mut v = Validator {
-        problems: Vec::new(),
-    };
-    let config = v.config(raw, overrides);
-    if v.problems.is_empty() {
-        Ok(config)
-    } else {
-        Err(ConfigError {
-            file: file.to_string(),
-            problems: v.problems,
-        })
-    }
-}
-
-fn parse(file: &str, text: &str) -> Result<RawConfig, ConfigError> {
-    let fail = |key: String, message: String| ConfigError {
-        file: file.to_string(),
-        problems: vec![Problem { key, message }],
-    };
-    let de = toml::Deserializer::parse(text)
-        .map_err(|e| fail(String::new(), describe_toml_error(text, &e)))?;
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let key = e.path().to_string();
-        let key = if key == "." { String::new() } else { key };
-        fail(key, describe_toml_error(text, e.inner()))
-    })
-}
-
-/// The toml error's message with the line it points at on its first line,
-/// an unknown key or value with the nearest valid one.
-fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
-    let message = suggest::unknown_name(e.message().trim());
-    match e.span() {
-        Some(span) => {
-            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-            match message.split_once('\n') {
-                Some((first, rest)) => format!("{first} (line {line})\n{rest}"),
-                None => format!("{message} (line {line})"),
-            }
-        }
-        None => message,
-    }
-}
-
-struct Validator {
-    problems: Vec<Problem>,
-}
-
-impl Validator {
-    fn problem(&mut self, key: impl Into<String>, message: impl Into<String>) {
-        self.problems.push(Problem {
-            key: key.into(),
-            message: message.into(),
-        });
-    }
-
-    /// The whole file, section by section in the file's order, so that
-    /// problems are listed in the order a reader meets their keys.
-    fn config(&mut self, raw: RawConfig, cli: &CliOverrides) -> Config {
-        let web = self.web(raw.web, cli);
-        let log = self.log(raw.log, cli);
-        // A /probe-only exporter (allowed_targets set, no [[targets]]) polls
-        // nothing of its own; --redis.url still adds its target.
-        let probe_only = !raw.probe.allowed_targets.is_empty() && cli.redis_url.is_none();
-        let targets = self.targets(raw.targets, probe_only, cli);
-        let schedule = self.schedule(raw.schedule);
-        let limits = self.limits(raw.limits);
-        let metrics = self.metrics(raw.metrics);
-        let (status_window, data_loss_hold) = self.status(raw.status);
-        let streams = self.stream_rules(raw.stream_defaults, raw.streams);
-        let multi_target = self.multi_target(raw.probe);
-        let auth_modules = self.auth_modules(raw.auth_modules);
-        Config {
-            source: None,
-            web,
-            log,
-            targets,
-            schedule,
-            limits,
-            metrics,
-            status_window,
-            data_loss_hold,
-            streams,
-            multi_target,
-            auth_modules,
-        }
-    }
-
-    /// `[log]`, the flags first: its format and its level filter, which
-    /// must parse now rather than when logging starts.
-    fn log(&mut self, raw: RawLog, cli: &CliOverrides) -> Log {
-        let log = Log {
-            format: match cli.log_format.clone().or(raw.format).as_deref() {
-                None | Some("text") => LogFormat::Text,
-                Some("json") => LogFormat::Json,
-                Some(other) => {
-                    self.problem(
-                        "log.format",
-                        format!("must be \"text\" or \"json\", not {other:?}"),
-                    );
-                    LogFormat::Text
-                }
-            },
-            level: cli
-                .log_level
-                .clone()
-                .or(raw.level)
-                .unwrap_or_else(|| "info".into()),
-        };
-        if let Err(e) = crate::telemetry::check_filter(&log.level) {
-            self.problem("log.level", e);
-        }
-        log
-    }
-
-    /// `[schedule]`: every probe's interval, each positive.
-    fn schedule(&mut self, s: RawSchedule) -> Schedule {
-        let defaults = Schedule::default();
-        Schedule {
-            discovery: self.interval("schedule.discovery", s.discovery, defaults.discovery),
-            info: self.interval("schedule.info", s.info, defaults.info),
-            stream: self.interval("schedule.stream", s.stream, defaults.stream),
-            pending_summary: self.interval(
-                "schedule.pending_summary",
-                s.pending_summary,
-                defaults.pending_summary,
-            ),
-            consumers: self.interval("schedule.consumers", s.consumers, defaults.consumers),
-            pending_scan: self.interval(
-                "schedule.pending_scan",
-                s.pending_scan,
-                defaults.pending_scan,
-            ),
-        }
-    }
-
-    /// `[limits]`: the command budget, page sizes and the probes' shares
-    /// of the budget, each within the range the client can honour.
-    fn limits(&mut self, l: RawLimits) -> Limits {
-        let d = Limits::default();
-        Limits {
-            commands_per_second: self.positive(
-                "limits.commands_per_second",
-                l.commands_per_second,
-                d.commands_per_second.into(),
-                1_000_000,
-            ) as u32,
-            pending_entries_per_second: self.positive(
-                "limits.pending_entries_per_second",
-                l.pending_entries_per_second,
-                d.pending_entries_per_second.into(),
-                100_000_000,
-            ) as u32,
-            pending_page: self.positive(
-                "limits.pending_page",
-                l.pending_page,
-                d.pending_page.into(),
-                100_000,
-            ) as u32,
-            command_timeout: self.interval(
-                "limits.command_timeout",
-                l.command_timeout,
-                d.command_timeout,
-            ),
-            pipeline_size: self.positive(
-                "limits.pipeline_size",
-                l.pipeline_size,
-                d.pipeline_size as u64,
-                100_000,
-            ) as usize,
-            lag_exact_count: self.positive(
-                "limits.lag_exact_count",
-                l.lag_exact_count,
-                d.lag_exact_count.into(),
-                100_000,
-            ) as u32,
-            ghost_checks_per_scan: self.ranged(
-                "limits.ghost_checks_per_scan",
-                l.ghost_checks_per_scan,
-                d.ghost_checks_per_scan.into(),
-                0,
-                10_000_000,
-            ) as u32,
-            priority: self.priority(l.priority, &d.priority),
-            min_share: self.min_share(l.min_share, &d.min_share),
-            page_target: self.interval("limits.page_target", l.page_target, d.page_target),
-            min_page: self.positive("limits.min_page", l.min_page, d.min_page.into(), 100_000)
-                as u32,
-        }
-    }
-
-    /// `[metrics]`: caps on series and label sizes, and the histograms'
-    /// buckets.
-    fn metrics(&mut self, m: RawMetrics) -> MetricsSettings {
-        let dm = MetricsSettings::default();
-        MetricsSettings {
-            max_consumers_per_group: self.ranged(
-                "metrics.max_consumers_per_group",
-                m.max_consumers_per_group,
-                dm.max_consumers_per_group as u64,
-                0,
-                100_000,
-            ) as usize,
-            max_groups_per_stream: self.ranged(
-                "metrics.max_groups_per_stream",
-                m.max_groups_per_stream,
-                dm.max_groups_per_stream as u64,
-                1,
-                crate::backend::ROWS_KEPT,
-            ) as usize,
-            max_label_value_bytes: self.ranged(
-                "metrics.max_label_value_bytes",
-                m.max_label_value_bytes,
-                dm.max_label_value_bytes as u64,
-                64,
-                1 << 20,
-            ) as usize,
-            pending_idle_buckets: match m.pending_idle_buckets {
-                None => dm.pending_idle_buckets,
-                Some(list) => self.duration_buckets("metrics.pending_idle_buckets", &list),
-            },
-            delivery_count_buckets: match m.delivery_count_buckets {
-                None => dm.delivery_count_buckets,
-                Some(list) => self.count_buckets("metrics.delivery_count_buckets", &list),
-            },
-        }
-    }
-
-    /// `[status]`: the window of polls a status rests on (at least two, to
-    /// see a change) and how long `data_loss` holds after a loss.
-    fn status(&mut self, raw: RawStatus) -> (usize, Duration) {
-        let status_window = self.positive(
-            "status.window",
-            raw.window,
-            DEFAULT_STATUS_WINDOW as u64,
-            1000,
-        ) as usize;
-        if status_window < 2 {
-            self.problem("status.window", "must be at least 2 polls");
-        }
-        let data_loss_hold = self.interval(
-            "status.data_loss_hold",
-            raw.data_loss_hold,
-            DEFAULT_DATA_LOSS_HOLD,
-        );
-        (status_window, data_loss_hold)
-    }
-}
 
 #[cfg(test)]
 mod tests;

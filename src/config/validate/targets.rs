@@ -4,7 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use super::{CliOverrides, Validator};
+use super::CliOverrides;
+use super::validator::Validator;
 use crate::config::raw::{RawStreamRule, RawStreamSettings, RawTarget};
 use crate::config::tls::TlsKeys;
 use crate::config::*;

@@ -1,6 +1,7 @@
 //! The validator's unit tests: every problem reported with its key path.
 
 use super::*;
+use crate::config::*;
 
 fn load(text: &str) -> Result<Config, ConfigError> {
     from_str("test.toml", text, &CliOverrides::default())

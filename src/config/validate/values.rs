@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use super::Validator;
+use super::validator::Validator;
 use crate::config::*;
 
 impl Validator {

@@ -2,7 +2,8 @@
 //! timeouts), `[probe]` and `[auth_modules]`, and the `tls_*` keys they share
 //! with targets.
 
-use super::{CliOverrides, Validator};
+use super::CliOverrides;
+use super::validator::Validator;
 use crate::config::raw::{RawAuthModule, RawMultiTarget, RawWeb};
 use crate::config::tls::TlsKeys;
 use crate::config::*;
@@ -146,7 +147,7 @@ impl Validator {
     /// The `tls_*` keys of a target or auth module, files read and checked.
     pub(super) fn tls(&mut self, key: &str, keys: TlsKeys) -> RedisTls {
         let mut found = Vec::new();
-        let tls = super::tls::load(keys, &mut |k, message| {
+        let tls = crate::config::tls::load(keys, &mut |k, message| {
             found.push((format!("{key}.{k}"), message));
         });
         for (k, message) in found {

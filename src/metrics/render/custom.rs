@@ -5,7 +5,10 @@
 use std::io::Write;
 use std::sync::atomic::Ordering;
 
-use super::{OTHER_CONSUMERS, Renderer, consumer_sample, group_labels, groups_of, outer_join};
+use super::Renderer;
+use super::groups::{group_labels, groups_of};
+use super::other_consumers::{OTHER_CONSUMERS, consumer_sample};
+use super::outer_join::outer_join;
 use crate::metrics::catalog::Custom;
 use crate::metrics::text::{Family, write_value};
 use crate::snapshot::{PelScan, ScanState, TargetSnapshot};
