@@ -586,35 +586,14 @@ fn known(value: Option<u64>) -> String {
     value.map_or("-".to_string(), |n| n.to_string())
 }
 
-/// How far down a group comes on the landing page: problems first.
 /// A name from Redis (or a configured one) fit for the page: control
 /// characters escaped, long names cut with a marker, then HTML-escaped.
 fn name(bytes: &[u8]) -> String {
     html(&crate::text::shorten(&crate::text::printable(bytes), 120))
 }
 
-fn landing(state: &HttpState, config: &Config, query: Option<&str>) -> Response {
-    use std::fmt::Write as _;
-    let build = BuildInfo::CURRENT;
-    let targets = state.store.targets();
-    let mut page = String::new();
-    page.push_str("<!doctype html><html><head><meta charset=\"utf-8\">");
-    // The page follows the stream poll, which judges the statuses.
-    let _ = write!(
-        page,
-        "<meta http-equiv=\"refresh\" content=\"{}\"><title>redis-streams-exporter</title>",
-        config.schedule.stream.as_secs_f64().ceil().max(1.0)
-    );
-    page.push_str("<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}.bad{background:#fdd}</style></head><body>");
-    let _ = write!(
-        page,
-        "<h1>redis-streams-exporter</h1><p>Version {} (revision {}, built {}). <a href=\"{}\">Metrics</a> · <a href=\"/healthz\">healthz</a> · <a href=\"/readyz\">readyz</a></p>",
-        html(build.version),
-        html(build.revision),
-        html(build.build_date),
-        html(&config.web.telemetry_path)
-    );
-    // Targets, problems first.
+/// The landing page's targets, problems first.
+fn targets_table(page: &mut String, config: &Config, targets: &[Arc<TargetSnapshot>]) {
     let mut rows: Vec<(bool, String)> = config
         .targets
         .iter()
@@ -645,6 +624,30 @@ fn landing(state: &HttpState, config: &Config, query: Option<&str>) -> Response 
         page.push_str(row);
     }
     page.push_str("</table>");
+}
+
+fn landing(state: &HttpState, config: &Config, query: Option<&str>) -> Response {
+    use std::fmt::Write as _;
+    let build = BuildInfo::CURRENT;
+    let targets = state.store.targets();
+    let mut page = String::new();
+    page.push_str("<!doctype html><html><head><meta charset=\"utf-8\">");
+    // The page follows the stream poll, which judges the statuses.
+    let _ = write!(
+        page,
+        "<meta http-equiv=\"refresh\" content=\"{}\"><title>redis-streams-exporter</title>",
+        config.schedule.stream.as_secs_f64().ceil().max(1.0)
+    );
+    page.push_str("<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}.bad{background:#fdd}</style></head><body>");
+    let _ = write!(
+        page,
+        "<h1>redis-streams-exporter</h1><p>Version {} (revision {}, built {}). <a href=\"{}\">Metrics</a> · <a href=\"/healthz\">healthz</a> · <a href=\"/readyz\">readyz</a></p>",
+        html(build.version),
+        html(build.revision),
+        html(build.build_date),
+        html(&config.web.telemetry_path)
+    );
+    targets_table(&mut page, config, &targets);
 
     // Groups of the targets that are up, problems first, a page at a time.
     let mut groups: Vec<LandingRow<'_>> = targets

@@ -5,6 +5,12 @@
 
 use super::StreamId;
 
+/// The most rows of a list without a `COUNT` (groups, consumers, the
+/// pending summary's holders) a decoded reply holds: the client cuts the
+/// list there as it arrives, and the configuration caps what may ask for
+/// more (`max_groups_per_stream`).
+pub const ROWS_KEPT: u64 = 10_000;
+
 /// `XINFO STREAM key` (summary form).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StreamInfo {

@@ -127,7 +127,7 @@ impl Validator {
                 m.max_groups_per_stream,
                 dm.max_groups_per_stream as u64,
                 1,
-                crate::backend::ROWS_KEPT,
+                crate::vocab::ROWS_KEPT,
             ) as usize,
             max_label_value_bytes: self.ranged(
                 "metrics.max_label_value_bytes",

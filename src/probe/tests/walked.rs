@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use super::{TargetState, WALKED_KEPT_PER_TARGET};
 use crate::lag::{MsEnds, WALKED_KEPT_PER_STREAM, Walked};
+use crate::probe::{TargetState, WALKED_KEPT_PER_TARGET};
 use crate::snapshot::Name;
 use crate::vocab::StreamId;
 use crate::vocab::StreamInfo;

@@ -60,9 +60,7 @@ pub(crate) const BULK_BOUND: usize = 64 * 1024;
 /// [`BULK_BOUND`] (longer ones are never asked about).
 pub(crate) const LINE_BOUND: usize = 4 * BULK_BOUND;
 
-/// The most rows of a list without a `COUNT` (groups, consumers, holders)
-/// handed on.
-pub const ROWS_KEPT: u64 = 10_000;
+pub use crate::vocab::ROWS_KEPT;
 
 /// The deepest nesting of aggregates a reply may have: the exporter's
 /// deepest (`CLUSTER SHARDS`, `CLUSTER SLOTS`) nest four deep.

@@ -2,7 +2,7 @@
 //! need outgrows the figure it advised; and what the estimator's walks may
 //! spend of the budget in one stream poll.
 
-use super::BudgetNotice::{self, Covers, Short};
+use crate::probe::BudgetNotice::{self, Covers, Short};
 
 /// Feeds `needs` (commands per second) against a budget of 500 and returns
 /// the notices that would be logged.
@@ -51,7 +51,7 @@ fn covering_again_is_logged_once_and_a_first_cover_is_a_verdict_too() {
 
 #[test]
 fn the_walks_never_spend_more_than_the_rate_limit_allows_in_one_interval() {
-    use super::stream::walk_budget;
+    use crate::probe::stream::walk_budget;
     use std::time::Duration;
     let interval = Duration::from_secs(15);
     // Defaults: a tenth of 500/s over 15 s.
@@ -65,8 +65,8 @@ fn the_walks_never_spend_more_than_the_rate_limit_allows_in_one_interval() {
 }
 
 mod group_cost {
-    use super::super::{GroupCost, GroupLine};
     use crate::config::{CliOverrides, from_str};
+    use crate::probe::{GroupCost, GroupLine};
 
     fn line(pending: u64, consumers: u64, work: bool) -> GroupLine {
         GroupLine {

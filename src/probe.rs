@@ -29,15 +29,7 @@ mod status_log;
 pub(crate) mod stream;
 
 #[cfg(test)]
-mod budget_tests;
-#[cfg(test)]
-mod ledgers_tests;
-#[cfg(test)]
-mod ownership_tests;
-#[cfg(test)]
-mod packing_tests;
-#[cfg(test)]
-mod walked_tests;
+mod tests;
 
 pub use budget::BudgetNotice;
 pub(crate) use context::ProbeError;

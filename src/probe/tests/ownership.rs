@@ -2,7 +2,7 @@
 //! names. Checked on the probes' sources: a probe's file (outside its
 //! tests) assigns or mutably borrows only the snapshot fields of the parts
 //! it owns, and every owner does write its part (so the check bites).
-//! Dropping what vanished goes through [`super::TargetState`]'s methods.
+//! Dropping what vanished goes through [`crate::probe::TargetState`]'s methods.
 
 use crate::snapshot::Part;
 use crate::vocab::ProbeKind;

@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use super::TargetState;
-use super::state::RunId;
 use crate::backend::NodeAddr;
+use crate::probe::TargetState;
+use crate::probe::state::RunId;
 use crate::snapshot::Name;
 
 fn key(stream: &str) -> (Name, Name) {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::TargetState;
+use crate::probe::TargetState;
 use crate::snapshot::Name;
 
 fn key(stream: &str, group: &str) -> (Name, Name) {
