@@ -4,6 +4,8 @@
 //! `redis_streams_` prefix, so dashboards and rules written for any exporter
 //! use them; read from /proc when the exposition is rendered).
 
+use std::sync::atomic::Ordering::Relaxed;
+
 use super::*;
 
 family! {

@@ -1,0 +1,230 @@
+//! What a metric family is: its type, where its samples come from, the
+//! servers that give it, and its unit; the family files declare theirs with
+//! these types.
+
+use crate::process::ProcessStats;
+use crate::snapshot::{
+    ConsumerState, Consumers, ExporterState, GroupState, ProbeStatus, ScanState, StreamState,
+    TargetSnapshot,
+};
+
+/// The type of a metric family. The text format (0.0.4) knows the first
+/// three; OpenMetrics also the last three, which the text format writes as
+/// the types noted. Every type's series have the same names and labels in
+/// both formats (a Prometheus that negotiates OpenMetrics, as it does by
+/// default, stores what one reading the text format stores), except the
+/// one label OpenMetrics adds to a state set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricType {
+    /// A value that can go up and down.
+    Gauge,
+    /// A value that only goes up (resets when its source resets). Its name
+    /// ends in `_total`, which OpenMetrics keeps on the samples only.
+    Counter,
+    /// A gauge-like value written without a type.
+    Untyped,
+    /// One 0/1 series per state, the current state 1; a gauge in the text
+    /// format. The state is in the label `state_label`, and OpenMetrics
+    /// adds the label it requires, named after the family, with the same
+    /// value.
+    StateSet {
+        /// The label holding the state's name.
+        state_label: &'static str,
+    },
+    /// A distribution as it is now (cumulative `le` buckets that may go
+    /// down). The name ends in `_bucket`, which OpenMetrics keeps on the
+    /// samples only; the text format writes it untyped, because a gauge with
+    /// an `le` label or named `_bucket` fails `promtool check metrics`, while
+    /// Prometheus stores untyped samples exactly like gauges.
+    GaugeHistogram,
+    /// Always 1, labels describing something; a gauge in the text format.
+    /// The name ends in `_info`, which OpenMetrics keeps on the samples only.
+    Info,
+}
+
+impl MetricType {
+    /// The type name as written on a `# TYPE` line of the text format.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricType::Gauge | MetricType::StateSet { .. } | MetricType::Info => "gauge",
+            MetricType::Counter => "counter",
+            MetricType::Untyped | MetricType::GaugeHistogram => "untyped",
+        }
+    }
+
+    /// The type name as written on a `# TYPE` line of OpenMetrics.
+    pub fn openmetrics(self) -> &'static str {
+        match self {
+            MetricType::Gauge => "gauge",
+            MetricType::Counter => "counter",
+            MetricType::Untyped => "unknown",
+            MetricType::StateSet { .. } => "stateset",
+            MetricType::GaugeHistogram => "gaugehistogram",
+            MetricType::Info => "info",
+        }
+    }
+
+    /// The suffix OpenMetrics puts on the samples of a family of this type
+    /// (and the catalog name of the family ends in).
+    fn sample_suffix(self) -> &'static str {
+        match self {
+            MetricType::Counter => "_total",
+            MetricType::GaugeHistogram => "_bucket",
+            MetricType::Info => "_info",
+            _ => "",
+        }
+    }
+}
+
+/// Where a family's samples come from. Each variant but [`Source::Custom`]
+/// fixes the label set (checked against [`MetricDef::labels`] when samples
+/// are written) and gives one value, or `None` (unknown: no sample), per
+/// item it walks.
+#[derive(Clone, Copy, Debug)]
+pub enum Source {
+    /// Each watched stream of the targets that are up (`target`, `stream`).
+    Stream(fn(&StreamState) -> Option<f64>),
+    /// Each group the stream poll knows (`target`, `stream`, `group`).
+    Group(fn(&StreamState, &GroupState) -> Option<f64>),
+    /// Each group the PEL scan knows (`target`, `stream`, `group`).
+    Scan(fn(&ScanState) -> Option<f64>),
+    /// Each group the consumers probe knows (`target`, `stream`, `group`).
+    GroupConsumers(fn(&Consumers) -> Option<f64>),
+    /// Each consumer exported by name (`target`, `stream`, `group`,
+    /// `consumer`).
+    Consumer(fn(&ConsumerState) -> Option<f64>),
+    /// Each target that is up (`target`).
+    Target(fn(&TargetSnapshot) -> Option<f64>),
+    /// Each target, up or not: the exporter's view of it (`target`).
+    TargetHealth(fn(&TargetSnapshot) -> Option<f64>),
+    /// Each probe of each target, up or not (`target`, `probe`).
+    Probe(fn(&ProbeStatus) -> Option<f64>),
+    /// The exporter, in `/metrics` only (no label).
+    Exporter(fn(&ExporterState) -> Option<f64>),
+    /// The process, in `/metrics` only (no label).
+    Process(fn(&ProcessStats) -> Option<f64>),
+    /// Written by its own code in the renderer.
+    Custom(Custom),
+}
+
+/// The families the renderer writes by hand: their labels go beyond one
+/// series per item of a [`Source`] (buckets, causes, statuses, the
+/// `__other__` consumer, counters by command), or they are about the
+/// render itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Custom {
+    /// Cause `trimmed` and `deleted` of each group's lost entries.
+    LostEntries,
+    /// When each group last lost entries of each cause, where it did.
+    LastLoss,
+    /// Cause `trimmed` and `deleted` of each group's possibly lost entries.
+    PossiblyLost,
+    /// Each group's unproven intervals, by reason, where there were any.
+    LossUnproven,
+    /// One series per status of each group.
+    Status,
+    /// The rule that decided each group's status.
+    StatusReason,
+    /// The pending summary's age of each group's oldest pending entry.
+    OldestPendingAge,
+    /// The larger of the PEL scan's and the pending summary's poison counts.
+    Poison,
+    /// Idle-time buckets of the last PEL scan.
+    PendingByIdle,
+    /// Delivery-count buckets of the last PEL scan.
+    PendingByDeliveryCount,
+    /// Pending entries by consumer, with those beyond the cap summed.
+    ConsumerPending,
+    /// The server's description in labels.
+    TargetInfo,
+    /// Page sizes by command.
+    PageSizes,
+    /// Commands sent, by command.
+    Commands,
+    /// Errors by kind, every kind written.
+    Errors,
+    /// Items left out of replies by kind, every kind written.
+    ItemsSkipped,
+    /// In `/probe` answers only: the probed target is ready.
+    TargetReady,
+    /// The exporter's build, in `/metrics` only.
+    BuildInfo,
+    /// Label values the render shortened, in `/metrics` only.
+    LabelsShortened,
+    /// `/probe` requests by result, in `/metrics` only while `/probe` is on.
+    ProbeRequests,
+}
+
+/// One metric family: its name, type, HELP text, label names and source.
+#[derive(Clone, Copy, Debug)]
+pub struct MetricDef {
+    /// Full metric name, with the `redis_streams_` prefix (`process_` for
+    /// the process metrics every client library exports).
+    pub name: &'static str,
+    /// Gauge or counter.
+    pub kind: MetricType,
+    /// HELP text. Values read from Redis say that the poller caches them.
+    pub help: &'static str,
+    /// Label names, in the order they are written.
+    pub labels: &'static [&'static str],
+    /// Where its samples come from.
+    pub source: Source,
+    /// The servers that give it.
+    pub servers: Servers,
+}
+
+/// The servers that give a family. A server that does not give it leaves
+/// it absent, never 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Servers {
+    /// Every supported server (Redis 6.2 and later, Valkey).
+    All,
+    /// Servers with entries-added, entries-read and lag in `XINFO`.
+    EntriesRead,
+    /// Servers that report each consumer's last successful read.
+    Inactive,
+    /// Servers with idempotent producers.
+    Idempotent,
+}
+
+impl Servers {
+    /// As the metric reference writes it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Servers::All => "all",
+            Servers::EntriesRead => "Redis 7.0+, Valkey",
+            Servers::Inactive => "Redis 7.2+, Valkey",
+            Servers::Idempotent => "Redis 8.6+",
+        }
+    }
+}
+
+impl MetricDef {
+    /// The family's name in OpenMetrics: the catalog name (the samples'
+    /// name) without its type's suffix.
+    pub fn openmetrics_name(&self) -> &'static str {
+        let suffix = self.kind.sample_suffix();
+        self.name.strip_suffix(suffix).unwrap_or(self.name)
+    }
+
+    /// The unit OpenMetrics declares (`# UNIT`) and the metric reference
+    /// gives: seconds, bytes or ratio, when the family's name ends in it.
+    pub fn unit(&self) -> Option<&'static str> {
+        if matches!(self.kind, MetricType::StateSet { .. } | MetricType::Info) {
+            return None;
+        }
+        let family = self.openmetrics_name();
+        ["seconds", "bytes", "ratio"]
+            .into_iter()
+            .find(|unit| family.strip_suffix(unit).is_some_and(|f| f.ends_with('_')))
+    }
+}
+
+/// Families are one by name (names are unique in [`METRICS`]).
+impl PartialEq for MetricDef {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for MetricDef {}
