@@ -11,11 +11,11 @@
 //! This file holds no code. The rooms: `whole` (the [`Config`] and its
 //! logging section), `target` (one deployment to watch), `polling` (schedule
 //! and limits), `output` (output shaping), `streams` (per-stream settings and
-//! rules), `defaults`, `load` (reading a file, and its errors), `raw` and
+//! rules), `defaults`, `loading` (reading a file, and its errors), `raw` and
 //! `validate` (the two stages), `web`, `tls` and `multitarget`.
 
 mod defaults;
-mod load;
+mod loading;
 mod multitarget;
 mod output;
 mod polling;
@@ -32,7 +32,7 @@ pub use defaults::{
     DEFAULT_MAX_LABEL_VALUE_BYTES, DEFAULT_MAX_STREAMS, DEFAULT_REDIS_URL, DEFAULT_SCAN_COUNT,
     DEFAULT_STATUS_WINDOW,
 };
-pub use load::{ConfigError, Problem, load};
+pub use loading::{ConfigError, Problem, load};
 pub use multitarget::{
     AuthModule, AuthModules, DEFAULT_FIRST_COLLECTION_WAIT, DEFAULT_MAX_PROBED_TARGETS,
     DEFAULT_TARGET_TTL, MAX_PROBE_URL_LEN, MultiTargetRefusal, MultiTargetSettings,

@@ -1,7 +1,5 @@
 //! Per-stream settings ([`StreamSettings`]) and the `[[streams]]` rules that
 //! pick them for a stream ([`StreamRules`]), first match wins.
-//!
-//! [`DEFAULT_CONSUMER_INACTIVE_AFTER`]: super::DEFAULT_CONSUMER_INACTIVE_AFTER
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +27,8 @@ pub struct StreamSettings {
     /// orphaned; unset, the group's patience from its learned cadence (see
     /// [`crate::cadence`]), or [`DEFAULT_CONSUMER_INACTIVE_AFTER`] until it
     /// is learned.
+    ///
+    /// [`DEFAULT_CONSUMER_INACTIVE_AFTER`]: super::DEFAULT_CONSUMER_INACTIVE_AFTER
     pub consumer_inactive_after: Option<Duration>,
     /// Streams this rule matches that are not watched at all.
     pub exclude_streams: Vec<Glob>,
