@@ -1,4 +1,15 @@
-use super::*;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{Notify, Semaphore};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::conn::{Clock, Conn, Phase};
+use super::log_gate::LogGate;
+use super::registry::{Registry, Shared};
+use crate::config::HttpLimits;
 
 fn conn(phase: Phase, since: u64) -> Conn {
     Conn {

@@ -2,7 +2,22 @@
 //! on the connection's record when bytes move and when a request is answered
 //! and sent, which is what the edge's timeouts and its cap read.
 
-use super::*;
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, Response, StatusCode, header};
+use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::conn::{Clock, Conn, Phase};
 
 /// The connection's I/O, noting when bytes move.
 pub(super) struct Tracked<T> {

@@ -1,6 +1,8 @@
 //! The sections that are only values: `[log]`, `[schedule]`, `[limits]`,
 //! `[metrics]` and `[status]`, each checked key by key against its defaults.
 
+use std::time::Duration;
+
 use super::CliOverrides;
 use super::validator::Validator;
 use crate::config::raw::{RawLimits, RawLog, RawMetrics, RawSchedule, RawStatus};

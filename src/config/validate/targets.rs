@@ -3,12 +3,15 @@
 //! stream rules (`[stream_defaults]`, `[[streams]]`).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
 
 use super::CliOverrides;
 use super::validator::Validator;
 use crate::config::raw::{RawStreamRule, RawStreamSettings, RawTarget};
 use crate::config::tls::TlsKeys;
 use crate::config::*;
+use crate::glob::Glob;
 
 impl Validator {
     /// `[[targets]]`, or the one default target (`--redis.url`, else

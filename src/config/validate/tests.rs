@@ -1,7 +1,10 @@
 //! The validator's unit tests: every problem reported with its key path.
 
+use std::time::Duration;
+
 use super::*;
 use crate::config::*;
+use crate::glob::Glob;
 
 fn load(text: &str) -> Result<Config, ConfigError> {
     from_str("test.toml", text, &CliOverrides::default())

@@ -1,6 +1,7 @@
 //! Values checked alike wherever they appear: durations, intervals,
 //! ranges, the probes' priority and minimum shares, histogram buckets.
 
+use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::time::Duration;
 

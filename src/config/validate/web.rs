@@ -2,11 +2,16 @@
 //! timeouts), `[probe]` and `[auth_modules]`, and the `tls_*` keys they share
 //! with targets.
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
 use super::CliOverrides;
 use super::validator::Validator;
 use crate::config::raw::{RawAuthModule, RawMultiTarget, RawWeb};
 use crate::config::tls::TlsKeys;
 use crate::config::*;
+use crate::glob::Glob;
 
 impl Validator {
     /// `[web]`, the flags first: the listener, the web config file and the

@@ -7,18 +7,36 @@
 use crate::snapshot::Part;
 use crate::vocab::ProbeKind;
 
-/// The source of a probe, without its tests.
+/// The source of a probe, without its tests: its file and the rooms in its
+/// folder, when it has one.
 fn source(kind: ProbeKind) -> String {
-    let path = format!(
-        "{}/src/probe/{}.rs",
-        env!("CARGO_MANIFEST_DIR"),
-        kind.label()
-    );
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    match text.find("#[cfg(test)]") {
-        Some(at) => text[..at].to_string(),
-        None => text,
+    let base = format!("{}/src/probe/{}", env!("CARGO_MANIFEST_DIR"), kind.label());
+    let mut files = vec![std::path::PathBuf::from(format!("{base}.rs"))];
+    let mut folders = vec![std::path::PathBuf::from(&base)];
+    while let Some(folder) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
     }
+    let mut out = String::new();
+    for path in files {
+        let p = path.display();
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{p}: {e}"));
+        out.push_str(match text.find("#[cfg(test)]") {
+            Some(at) => &text[..at],
+            None => &text,
+        });
+        out.push('\n');
+    }
+    out
 }
 
 /// Whether `text` writes the snapshot field `field`: assigns it, or borrows

@@ -1,0 +1,124 @@
+//! Per-stream settings ([`StreamSettings`]) and the `[[streams]]` rules that
+//! pick them for a stream ([`StreamRules`]), first match wins.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::NameFilter;
+use crate::glob::Glob;
+
+/// Settings that apply to one stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamSettings {
+    /// The delay the business tolerates.
+    pub max_delay: Option<Duration>,
+    /// How often the groups are read at least (batch consumers): work
+    /// waiting less long than this plus the status window is neither
+    /// `stalled` nor `stopped`.
+    pub read_every: Option<Duration>,
+    /// How the stream is trimmed: with `ACKED`, trimming removes only what
+    /// every group read and acknowledged, so it never overtakes a group.
+    pub trimming: Trimming,
+    /// Dead-letter stream name; `{stream}` is replaced by the stream's name.
+    pub dead_letter: Option<Vec<u8>>,
+    /// Delivery count from which a pending entry is poison.
+    pub poison_delivery_count: u64,
+    /// Inactivity after which a consumer's pending entries count as
+    /// orphaned; unset, the group's patience from its learned cadence (see
+    /// [`crate::cadence`]), or [`DEFAULT_CONSUMER_INACTIVE_AFTER`] until it
+    /// is learned.
+    ///
+    /// [`DEFAULT_CONSUMER_INACTIVE_AFTER`]: super::DEFAULT_CONSUMER_INACTIVE_AFTER
+    pub consumer_inactive_after: Option<Duration>,
+    /// Streams this rule matches that are not watched at all.
+    pub exclude_streams: Vec<Glob>,
+    /// Groups watched on the streams this rule matches.
+    pub groups: NameFilter,
+}
+
+impl Default for StreamSettings {
+    fn default() -> Self {
+        StreamSettings {
+            max_delay: None,
+            read_every: None,
+            trimming: Trimming::Any,
+            dead_letter: None,
+            poison_delivery_count: 10,
+            consumer_inactive_after: None,
+            exclude_streams: Vec::new(),
+            groups: NameFilter::default(),
+        }
+    }
+}
+
+/// How a stream is trimmed (`trimming`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Trimming {
+    /// Any way: a trim may remove entries a group has not read.
+    #[default]
+    Any,
+    /// Only with `ACKED` (Redis 8.2+): a trim removes only entries every
+    /// group has read and acknowledged, so it never comes for a group's
+    /// unread entries; the trim-overtake figures are not exported.
+    Acked,
+}
+
+impl StreamSettings {
+    /// The dead-letter stream of `stream`, with `{stream}` substituted.
+    pub fn dead_letter_for(&self, stream: &[u8]) -> Option<Vec<u8>> {
+        let template = self.dead_letter.as_ref()?;
+        let marker = b"{stream}";
+        let mut out = Vec::with_capacity(template.len() + stream.len());
+        let mut rest = template.as_slice();
+        while let Some(pos) = rest.windows(marker.len()).position(|w| w == marker) {
+            out.extend_from_slice(&rest[..pos]);
+            out.extend_from_slice(stream);
+            rest = &rest[pos + marker.len()..];
+        }
+        out.extend_from_slice(rest);
+        Some(out)
+    }
+}
+
+/// `[[streams]]` rules in file order, over `[stream_defaults]`. The first rule
+/// whose pattern matches a stream supplies its settings.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct StreamRules {
+    /// Settings for streams no rule matches.
+    pub defaults: Arc<StreamSettings>,
+    /// Rules, first match wins.
+    pub rules: Vec<(Glob, Arc<StreamSettings>)>,
+}
+
+impl StreamRules {
+    /// The settings for `stream`.
+    pub fn for_stream(&self, stream: &[u8]) -> Arc<StreamSettings> {
+        self.rules
+            .iter()
+            .find(|(glob, _)| glob.matches(stream))
+            .map(|(_, settings)| settings.clone())
+            .unwrap_or_else(|| self.defaults.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dead_letter_template() {
+        let s = StreamSettings {
+            dead_letter: Some(b"{stream}:dlq".to_vec()),
+            ..StreamSettings::default()
+        };
+        assert_eq!(s.dead_letter_for(b"orders"), Some(b"orders:dlq".to_vec()));
+        let fixed = StreamSettings {
+            dead_letter: Some(b"orders:dead".to_vec()),
+            ..StreamSettings::default()
+        };
+        assert_eq!(
+            fixed.dead_letter_for(b"orders:eu"),
+            Some(b"orders:dead".to_vec())
+        );
+    }
+}

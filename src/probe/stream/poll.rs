@@ -1,0 +1,166 @@
+//! One poll of some streams ([`poll_streams`]): node by node, batch after
+//! batch, each batch's round trips and then the fold of its streams into
+//! snapshot entries, within the target's group allotment and walk budget.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::batch::{Batch, ToRead};
+use super::decode::{Allotment, group_share};
+use super::quiet;
+use super::stream_entry::{Poll, build_stream};
+use crate::lag::Arithmetic;
+use crate::probe::{ProbeContext, ProbeError, Problems};
+use crate::snapshot::{Name, StreamState};
+
+/// Whether a poll is the probe's scheduled one or an extra poll of a few
+/// streams that keyspace events asked for. Extra polls feed the loss ledgers
+/// and the figures like any poll, but add no sample to the status window or
+/// the trend: those count scheduled polls, and extra samples would shorten
+/// the time the window covers (a burst of events must not turn a few seconds
+/// of a stuck group into `stopped`). Their status is judged against the
+/// window as the scheduled polls left it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PollKind {
+    /// Every watched stream, on the probe's schedule.
+    Scheduled,
+    /// The streams events named, merged into the snapshot.
+    Extra,
+}
+
+/// One poll of some streams: which kind, and the data generation it read.
+#[derive(Clone, Copy)]
+pub(super) struct Polling {
+    pub(super) generation: u64,
+    pub(super) kind: PollKind,
+}
+
+/// Reads `watched` (per node, per batch) and builds their snapshot entries,
+/// feeding the group memories and ledgers on the way. Streams found gone
+/// are added to `vanished`.
+pub(super) async fn poll_streams(
+    ctx: &ProbeContext,
+    polling: Polling,
+    watched: &[Name],
+    problems: &mut Problems,
+    vanished: &mut Vec<Name>,
+) -> Result<BTreeMap<Name, Arc<StreamState>>, ProbeError> {
+    let Polling { generation, kind } = polling;
+    let (arithmetic_by_node, counter_by_node, mut allot) = {
+        let state = ctx.state();
+        (
+            state.arithmetic_by_node.clone(),
+            state.read_counter_by_node.clone(),
+            allotment(ctx, &state.snapshot.streams, watched, kind),
+        )
+    };
+    let limits = &ctx.config.limits;
+    // TIME and both XINFO of every stream of a batch go in one pipeline, so
+    // a stream's figures are never read in two round trips with writes in
+    // between (entries-added from one moment, entries-read from another).
+    let per_batch = (limits.pipeline_size.saturating_sub(1) / 2).max(1);
+    let mut fresh: BTreeMap<Name, Arc<StreamState>> = BTreeMap::new();
+    let mut walk_budget = walk_budget(limits.commands_per_second, ctx.config.schedule.stream);
+    let by_node = ctx.client.partition(watched.iter().map(|n| &**n)).await?;
+    for (node, mine) in by_node {
+        // Each node's own version: a cluster in a rolling upgrade runs two.
+        let arithmetic = arithmetic_by_node
+            .get(&node)
+            .copied()
+            .unwrap_or(Arithmetic::Miscounting);
+        let counter = counter_by_node.get(&node).copied().unwrap_or_default();
+        for batch in mine.chunks(per_batch) {
+            // The watched names' allocations are kept, not copied per poll.
+            let names: Vec<&Name> = batch.iter().map(|&i| &watched[i]).collect();
+            let server = (arithmetic, counter);
+            let events_seen = ctx.state().outside_events;
+            // Read before the XINFO: a gap after it makes the reads kept
+            // now stand for nothing.
+            let coverage = ctx.client.stats().keyspace_coverage();
+            let (stand, names) = quiet::check(ctx, &node, coverage, &names).await?;
+            let standing: std::collections::HashSet<Name> =
+                stand.iter().map(|(n, _)| n.clone()).collect();
+            let to_read = ToRead {
+                names: &names,
+                stand,
+                allot: &mut allot,
+            };
+            let mut batch = Batch::read(ctx, &node, server, to_read, problems, vanished).await?;
+            batch.count_ranges(problems).await?;
+            batch.sample_heads(limits.lag_exact_count, problems).await?;
+            batch.read_tails(problems).await?;
+            batch.confirm(problems).await?;
+            batch.walk(&mut walk_budget, problems).await?;
+            let polled = batch.into_polled();
+            let mut state = ctx.state();
+            ctx.ensure_current(&state, generation)?;
+            let run_id = state.run_ids.get(&node).cloned();
+            let now = tokio::time::Instant::now();
+            for (name, polled) in polled {
+                if !standing.contains(&name) {
+                    state.quiet.remember(&name, &polled.read, coverage, now);
+                }
+                let outside = state.take_outside_mark(&name, events_seen);
+                let poll = Poll {
+                    kind,
+                    run_id: run_id.as_ref(),
+                    set_from_outside: outside,
+                };
+                let stream = build_stream(ctx, &mut state, poll, &name, polled);
+                fresh.insert(name, stream);
+            }
+        }
+    }
+    Ok(fresh)
+}
+
+/// The groups a poll of `polled` may keep, under the target's `max_groups`:
+/// each stream's share is worked out from what the streams wanted at their
+/// last poll (a stream not polled yet wants nothing until it is), and an
+/// extra poll leaves room for the groups the other streams keep.
+fn allotment(
+    ctx: &ProbeContext,
+    last: &BTreeMap<Name, Arc<StreamState>>,
+    polled: &[Name],
+    kind: PollKind,
+) -> Allotment {
+    let wants = |s: &StreamState| {
+        s.groups
+            .len()
+            .saturating_add(usize::try_from(s.groups_dropped).unwrap_or(usize::MAX))
+    };
+    let others = last
+        .iter()
+        .filter(|(name, _)| kind == PollKind::Extra && !polled.contains(name));
+    let wanted = polled
+        .iter()
+        .filter_map(|name| last.get(name))
+        .chain(others.map(|(_, s)| s))
+        .map(|s| wants(s))
+        .collect();
+    let max_groups = ctx.target.max_groups;
+    let share = group_share(wanted, ctx.config.metrics.max_groups_per_stream, max_groups);
+    let kept_elsewhere: usize = match kind {
+        PollKind::Scheduled => 0,
+        PollKind::Extra => last
+            .iter()
+            .filter(|(name, _)| !polled.contains(name))
+            .map(|(_, s)| s.groups.len())
+            .sum(),
+    };
+    Allotment::new(share, max_groups.saturating_sub(kept_elsewhere))
+}
+
+/// Commands the estimator's walks may spend in one stream poll: a tenth of
+/// what the rate limit allows over one stream interval, at least 200 so that
+/// a short interval still walks, but never more than a fifth of the whole
+/// interval's allowance: the walks must leave the poll itself, and the other
+/// probes, room to keep their schedule (at 1 s and 500/s, 200 walks a poll
+/// with Redis 6.2's counted lags stretched the stream poll to 3 s).
+pub(in crate::probe) fn walk_budget(
+    commands_per_second: u32,
+    interval: std::time::Duration,
+) -> usize {
+    let allowed = (f64::from(commands_per_second) * interval.as_secs_f64()) as usize;
+    (allowed / 10).max(200).min(allowed / 5).max(1)
+}
