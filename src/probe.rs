@@ -22,6 +22,7 @@ pub(crate) mod discovery;
 mod figures;
 mod groups;
 pub(crate) mod info;
+pub(crate) mod memory;
 pub(crate) mod pending_scan;
 pub(crate) mod pending_summary;
 mod state;
@@ -34,8 +35,7 @@ mod tests;
 pub use budget::BudgetNotice;
 pub(crate) use context::ProbeError;
 pub use context::{ProbeContext, Problems};
-pub(crate) use groups::per_group;
-pub use groups::{GroupCost, GroupLine, age_seconds, group_lines, known_groups};
+pub use groups::{GroupCost, GroupLine, IDLE_EVERY, age_seconds, group_lines, known_groups};
 pub use state::{GroupMemory, Parked, TargetState, WALKED_KEPT_PER_TARGET};
 
 pub use crate::vocab::ProbeKind;

@@ -412,7 +412,7 @@ fn per_group_cost(config: &Config, poller: &Poller) -> String {
         cost.every_group_per_second,
         plural_groups(cost.with_work),
         cost.idle_with_consumers,
-        crate::probe::consumers::IDLE_EVERY,
+        crate::probe::IDLE_EVERY,
         cost.nothing_to_ask,
     )
 }

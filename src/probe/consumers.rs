@@ -10,12 +10,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{
-    GroupLine, ProbeContext, ProbeError, ProbeKind, Problems, TargetState, group_lines, per_group,
-};
+use super::context::{ProbeContext, ProbeError, Problems};
+use super::groups::{GroupLine, IDLE_EVERY, group_lines, per_group};
+use super::memory::{Holder, LastRead};
+use super::state::TargetState;
 use crate::backend::reply::{self, ConsumerInfo};
 use crate::backend::{Command, ROWS_KEPT};
 use crate::snapshot::{Consumers, Name};
+use crate::vocab::ProbeKind;
 use crate::vocab::SkipKind;
 
 /// Milliseconds since the consumer last read successfully: `inactive` on
@@ -54,21 +56,6 @@ pub fn summarise(
         orphaned,
         inactive_after,
     }
-}
-
-/// An idle group (consumers, nothing pending, nothing undelivered) is read
-/// on one run in this many: its consumers' idle times grow, but nothing an
-/// alert or the status needs can change without the stream poll's line
-/// showing it (work, a consumer added or removed).
-pub const IDLE_EVERY: u64 = 5;
-
-/// What the last read of a group's consumers found, beyond what it exports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LastRead {
-    /// Consumers listed.
-    pub consumers: u64,
-    /// Some consumer held entries.
-    pub held: bool,
 }
 
 /// What the consumers probe does with a group this run.
@@ -122,17 +109,6 @@ fn name_hash(name: &[u8]) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     name.hash(&mut h);
     h.finish()
-}
-
-/// A consumer seen holding entries at a consumers run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Holder {
-    /// A hash of its name.
-    name: u64,
-    /// Server time (ms) of its last read then.
-    read_at_ms: u64,
-    /// How long it had not read then (ms).
-    silent_ms: u64,
 }
 
 /// Learns from this run's list how long consumers held entries without

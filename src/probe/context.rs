@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::TargetState;
+use super::state::TargetState;
 use crate::backend::{TargetClient, TargetError};
 use crate::config::{Config, Target};
 use crate::vocab::{ErrorKind, ProbeKind};

@@ -21,9 +21,11 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::{ProbeContext, ProbeError, ProbeKind, Problems};
+use super::context::{ProbeContext, ProbeError, Problems};
+use super::memory::{DiscoveryReport, LastWalk};
 use crate::backend::{Command, reply};
 use crate::snapshot::Name;
+use crate::vocab::ProbeKind;
 
 /// Runs discovery.
 ///
@@ -164,17 +166,6 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
 /// due every 5 minutes, then runs every 30.
 pub const WALK_EVERY_COVERED: u32 = 6;
 
-/// The last walk: the keyspace-event coverage mark when it began (`None`
-/// when the subscription was not healthy), and the runs that skipped a walk
-/// since.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LastWalk {
-    /// [`crate::backend`]'s coverage mark at the walk.
-    pub coverage: Option<u64>,
-    /// Runs since that skipped the walk.
-    pub skipped: u32,
-}
-
 /// Whether this run walks the keyspace: always, unless keyspace events have
 /// covered every event since the last walk (the same coverage mark then and
 /// now) and fewer than [`WALK_EVERY_COVERED`] runs have passed.
@@ -225,20 +216,6 @@ impl FirstNames {
             self.kept.insert(name);
         }
     }
-}
-
-/// What the last successful discovery found, for its log line and the
-/// next run's delay.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DiscoveryReport {
-    /// Streams watched.
-    pub watched: usize,
-    /// Watched now and not before.
-    pub added: usize,
-    /// Watched before and not now.
-    pub removed: usize,
-    /// Keys the SCAN walks covered (calls × COUNT); `None` without a walk.
-    pub keys_walked: Option<u64>,
 }
 
 #[cfg(test)]

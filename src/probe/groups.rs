@@ -2,10 +2,17 @@
 //! group's `XINFO GROUPS` line says it costs, ages, and the batched
 //! per-group round trips.
 
-use super::{ProbeContext, ProbeError, Problems, TargetState, consumers};
+use super::context::{ProbeContext, ProbeError, Problems};
+use super::state::TargetState;
 use crate::config::Config;
 use crate::snapshot::Name;
 use crate::vocab::ProbeKind;
+
+/// An idle group (consumers, nothing pending, nothing undelivered) is read
+/// on one run in this many: its consumers' idle times grow, but nothing an
+/// alert or the status needs can change without the stream poll's line
+/// showing it (work, a consumer added or removed).
+pub const IDLE_EVERY: u64 = 5;
 
 /// `(stream, group)` pairs currently in the snapshot.
 pub fn known_groups(state: &TargetState) -> Vec<(Name, Name)> {
@@ -34,7 +41,7 @@ pub struct GroupLine {
 /// What the per-group probes ask of a target's groups in steady state, at
 /// the configured intervals: groups with work are asked every run, idle
 /// groups with consumers have their consumers read one run in
-/// [`consumers::IDLE_EVERY`], and the rest cost nothing.
+/// [`IDLE_EVERY`], and the rest cost nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GroupCost {
     /// Groups asked every run: pending entries, or consumers and undelivered
@@ -85,7 +92,7 @@ impl GroupCost {
                 }
                 (true, false) => {
                     cost.idle_with_consumers += 1;
-                    consumer_reads += 1.0 / consumers::IDLE_EVERY as f64;
+                    consumer_reads += 1.0 / IDLE_EVERY as f64;
                 }
                 // A PEL without consumers (they were deleted): its pages.
                 (false, _) if line.pending > 0 => cost.with_work += 1,

@@ -7,13 +7,14 @@
 
 use std::collections::BTreeMap;
 
-use super::{ProbeContext, ProbeError, ProbeKind, Problems};
+use super::context::{ProbeContext, ProbeError, Problems};
 use crate::backend::{Command, reply};
 use crate::lag::Arithmetic;
 use crate::loss::ReadCounter;
 use crate::probe::state::RunId;
 use crate::snapshot::ServerInfo;
 use crate::vocab::ErrorKind;
+use crate::vocab::ProbeKind;
 
 /// Runs the info probe.
 ///

@@ -20,36 +20,15 @@ use std::time::SystemTime;
 
 use tokio::time::Instant;
 
-use super::{ProbeContext, ProbeError, ProbeKind, Problems, group_lines};
+use super::context::{ProbeContext, ProbeError, Problems};
+use super::groups::group_lines;
+use super::memory::{Accumulator, Pass};
+use super::state::TargetState;
 use crate::backend::reply::{self, PendingEntry};
 use crate::backend::{Command, NodeAddr, RangeEnd, RangeStart, Reply};
 use crate::snapshot::{Name, PelScan, ScanState};
+use crate::vocab::ProbeKind;
 use crate::vocab::StreamId;
-
-/// A pass over one group's PEL, possibly spanning several runs.
-#[derive(Clone, Debug)]
-pub struct Pass {
-    /// Where the next page starts; `None` before the first page.
-    next: Option<StreamId>,
-    /// PEL size when the pass began, for progress.
-    pel_size: u64,
-    acc: Accumulator,
-}
-
-/// Running totals of a pass.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Accumulator {
-    entries: u64,
-    max_idle_ms: Option<u64>,
-    /// Entries per idle bucket; the last slot is above every bound.
-    idle: Vec<u64>,
-    /// Entries per delivery-count bucket; the last slot is above every bound.
-    deliveries: Vec<u64>,
-    poison: u64,
-    ghost: u64,
-    candidates: Vec<StreamId>,
-    unchecked: u64,
-}
 
 /// What the accumulator needs to know about the stream and the settings.
 #[derive(Clone, Debug)]
@@ -562,7 +541,7 @@ async fn check_ghosts(
 }
 
 fn set_progress(
-    state: &mut super::TargetState,
+    state: &mut TargetState,
     stream: &Name,
     group: &Name,
     result: Option<PelScan>,

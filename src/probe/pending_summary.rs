@@ -13,7 +13,9 @@
 //! shows at the first run after its last delivery that reached the count,
 //! not at the next scan.
 
-use super::{ProbeContext, ProbeError, ProbeKind, Problems, group_lines, per_group};
+use super::context::{ProbeContext, ProbeError, Problems};
+use super::groups::{group_lines, per_group};
+use crate::vocab::ProbeKind;
 use std::sync::Arc;
 
 use crate::backend::{Command, RangeEnd, RangeStart, reply};

@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{BudgetNotice, consumers, discovery, pending_scan, status_log};
+use super::budget::BudgetNotice;
+use super::memory::{DiscoveryReport, Holder, LastRead, LastWalk, Pass};
+use super::status_log;
 use crate::backend::NodeAddr;
 use crate::config::{Config, Target};
 use crate::snapshot::{Name, TargetSnapshot};
@@ -26,7 +28,7 @@ pub struct GroupMemory {
     pub holds: cadence::Holds,
     /// Consumers seen holding entries at the last consumers run, at most
     /// [`consumers::HOLDERS_KEPT`].
-    pub holders: Vec<consumers::Holder>,
+    pub holders: Vec<Holder>,
     /// Server time of the latest successful read by any consumer.
     pub last_read_at_ms: Option<u64>,
     /// Server time of the latest stream poll that found the group's
@@ -36,9 +38,9 @@ pub struct GroupMemory {
     pub oldest_pending_id: Option<StreamId>,
     /// What the consumers probe last read of the group, to tell whether an
     /// idle group has anything new to show.
-    pub consumers_read: Option<consumers::LastRead>,
+    pub consumers_read: Option<LastRead>,
     /// The PEL scan pass in progress.
-    pub scan_pass: Option<Box<pending_scan::Pass>>,
+    pub scan_pass: Option<Box<Pass>>,
     /// What the last stream poll proved about the group's lag.
     pub lag_trail: Option<lag::Trail>,
     /// The recent polls, for the ETAs.
@@ -86,15 +88,15 @@ pub struct TargetState {
     /// The facts `walked` holds in all.
     pub(crate) walked_facts: usize,
     /// What the last successful discovery found.
-    pub discovery: Option<discovery::DiscoveryReport>,
+    pub discovery: Option<DiscoveryReport>,
     /// The quiet streams' last full reads (see the stream probe).
     pub(crate) quiet: super::stream::QuietReads,
     /// The last walk of the keyspace, and the runs that skipped one since.
-    pub last_walk: Option<discovery::LastWalk>,
+    pub last_walk: Option<LastWalk>,
     /// Failed runs in a row, per probe (discovery's backoff).
     pub failures_in_a_row: BTreeMap<ProbeKind, u32>,
     /// Runs of the consumers probe so far: idle groups are read on every
-    /// [`consumers::IDLE_EVERY`]th, each on its own turn.
+    /// [`super::groups::IDLE_EVERY`]th, each on its own turn.
     pub consumers_runs: u64,
     /// Commands of a probe's last run that its next runs will not repeat,
     /// for the poller's figure of what the probe needs.

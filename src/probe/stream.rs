@@ -9,19 +9,18 @@
 //! snapshot, keeping what the other probes contributed to each group.
 //!
 //! The rooms: `run` (the scheduled and the extra run), `poll` (one poll,
-//! batch after batch), `batch` sends a batch's round trips and gathers what
+//! batch after batch, and the `poll_kind` it is), `batch` sends a batch's round trips and gathers what
 //! they read, `decode` decodes its first one, `quiet` (reads that stand for
 //! quiet streams), `stream_entry` folds each stream into the snapshot,
-//! `group_fold` each of its groups, with `outlook` and `judge` (a group's
-//! heading and status); `dead_letters` is the last step.
+//! `group_fold` each of its groups (its figures, heading and status);
+//! `dead_letters` is the last step.
 
 mod batch;
 mod dead_letters;
 mod decode;
 mod group_fold;
-mod judge;
-mod outlook;
 mod poll;
+mod poll_kind;
 mod quiet;
 mod run;
 mod stream_entry;

@@ -14,7 +14,7 @@ use crate::backend::reply::{self, GroupInfo, StreamInfo};
 use crate::backend::{Command, NodeAddr, RangeEnd, RangeStart, Reply};
 use crate::lag::{self, Arithmetic, MsEnds, UndeliveredSample};
 use crate::loss;
-use crate::probe::{ProbeContext, ProbeError, Problems};
+use crate::probe::context::{ProbeContext, ProbeError, Problems};
 use crate::snapshot::Name;
 use crate::vocab::StreamId;
 

@@ -4,7 +4,7 @@
 
 use crate::backend::Reply;
 use crate::backend::reply::{self, GroupInfo, StreamInfo};
-use crate::probe::{ProbeContext, Problems};
+use crate::probe::context::{ProbeContext, Problems};
 use crate::snapshot::Name;
 use crate::text;
 

@@ -1,19 +1,22 @@
 //! Folding one watched group's poll ([`GroupFold`]): its lag figure, its
-//! memory and loss ledger, and its entry in the snapshot; the group's
-//! outlook and status are worked out in `outlook` and `judge`.
+//! memory and loss ledger, where it stands in time and is heading
+//! ([`Outlook`]: lag seconds, the trimming edge's margin, the ETAs), its
+//! status ([`Judged`]: the sample joins its window and cadence, the rhythm it
+//! is judged by, what the slow probes saw stuck in it), and its entry in the
+//! snapshot.
 
 use std::sync::Arc;
 
 use super::batch::{observation, undelivered_bounds};
-use super::judge::{Rhythm, stuck_evidence};
-use super::poll::PollKind;
+use super::poll_kind::PollKind;
 use crate::backend::reply::{GroupInfo, StreamInfo};
 use crate::lag::{self, Arithmetic, LagFigure, UndeliveredSample};
-use crate::loss;
-use crate::probe::{GroupMemory, ProbeContext, TargetState, figures};
+use crate::probe::context::ProbeContext;
+use crate::probe::figures;
+use crate::probe::groups::age_seconds;
+use crate::probe::state::{GroupMemory, TargetState};
 use crate::snapshot::{GroupState, Name, StreamState};
-use crate::status;
-use crate::text;
+use crate::{cadence, loss, status, text};
 
 /// What every watched group of one polled stream is folded with.
 pub(super) struct GroupFold<'p> {
@@ -184,4 +187,204 @@ impl GroupFold<'_> {
         );
         figure
     }
+}
+
+/// How long after the stream's first entry last moved it counts as trimmed
+/// recently: the hour of the shipped rules' `delta(...first_entry...[1h])`.
+const TRIMMED_RECENTLY_MS: u64 = 3_600_000;
+
+/// Where a group stands in time, and where it is heading.
+pub(super) struct Outlook {
+    pub(super) lag_seconds: Option<f64>,
+    pub(super) retention_margin: Option<f64>,
+    /// The stream's first entry moved within the last hour.
+    pub(super) trimmed_recently: bool,
+    pub(super) overtake_eta: Option<f64>,
+    pub(super) drain_eta: Option<f64>,
+}
+
+impl GroupFold<'_> {
+    /// Lag seconds, and where the group is heading: the trimming edge's
+    /// margin and the ETAs from the recent polls (crate::trend), which a
+    /// rewind starts over and only scheduled polls extend.
+    pub(super) fn outlook(
+        &self,
+        memory: &mut GroupMemory,
+        ledger: &loss::Ledger,
+        figure: &LagFigure,
+    ) -> Outlook {
+        let lag_seconds =
+            self.ages_at
+                .and_then(|now| match (figure.lag, figure.first_undelivered) {
+                    (_, Some(first)) => Some(age_seconds(now, first.ms)),
+                    (Some(0), None) => Some(0.0),
+                    _ => None,
+                });
+        let first_entry = self.info.first_entry_id;
+        // The margin measures how far trimming is from unread entries. Where
+        // what removes the head waits for the group, a margin says nothing
+        // of a threat: a worker deleting what it processed moves the head
+        // by deletions (the stream's max-deleted-entry-id lies between the
+        // last poll's first entry and this one's), and a retention job trimming to the group's
+        // position or ACKED trimming leaves its first undelivered entry the
+        // stream's first without removing any it had not read. There a
+        // margin would extrapolate into an overtake that never comes; a loss
+        // the ledger proves keeps it (0: trimming reached unread entries).
+        if first_entry != memory.head {
+            // The last deletion lies between the old head and the new one.
+            memory.head_deleted = matches!(
+                (self.info.max_deleted_entry_id, memory.head, first_entry),
+                (Some(deleted), Some(before), Some(now)) if deleted >= before && deleted < now
+            );
+            if memory.head.is_some() {
+                memory.head_moved_at_ms = self.now_ms.or(memory.head_moved_at_ms);
+            }
+            memory.head = first_entry;
+        }
+        let trimmed_recently = matches!(
+            (self.now_ms, memory.head_moved_at_ms),
+            (Some(now), Some(moved)) if now.saturating_sub(moved) < TRIMMED_RECENTLY_MS
+        );
+        let proven_now = self.now_ms.is_some_and(|at| ledger.lost_at(at));
+        let edge_waits_for_group = !proven_now
+            && (memory.head_deleted
+                || (first_entry.is_some() && figure.first_undelivered == first_entry));
+        let retention_margin = match (self.time_ids, figure.first_undelivered, first_entry) {
+            _ if self.acked_trimming || edge_waits_for_group => None,
+            (true, Some(undelivered), Some(first)) => {
+                Some(undelivered.ms.saturating_sub(first.ms) as f64 / 1000.0)
+            }
+            _ => None,
+        };
+        if ledger.rewinds() != memory.rewinds_seen {
+            memory.rewinds_seen = ledger.rewinds();
+            memory.trend.clear();
+        }
+        // Entries retained before the group's first undelivered one.
+        let ahead = figure
+            .lag
+            .filter(|_| figure.exact())
+            .map(|lag| self.info.length.saturating_sub(lag));
+        if let (Some(at), PollKind::Scheduled) = (self.now_ms, self.kind) {
+            let first_entry_ms = first_entry.filter(|_| self.time_ids).map(|id| id.ms);
+            memory
+                .trend
+                .push(at, retention_margin, first_entry_ms, figure.lag, ahead);
+        }
+        Outlook {
+            lag_seconds,
+            retention_margin,
+            trimmed_recently,
+            overtake_eta: retention_margin.and_then(|_| memory.trend.overtake_eta()),
+            drain_eta: memory.trend.drain_eta(),
+        }
+    }
+}
+
+impl GroupFold<'_> {
+    /// The group's status against its window, which a scheduled poll's
+    /// sample joins first; none while the server's clock is unknown.
+    pub(super) fn judge(
+        &self,
+        memory: &mut GroupMemory,
+        ledger: &loss::Ledger,
+        group: &GroupInfo,
+        figure: &LagFigure,
+        outlook: &Outlook,
+        stuck: Option<status::Stuck>,
+    ) -> Option<Judged> {
+        let at_ms = self.now_ms?;
+        let sample = status::Sample {
+            at_ms,
+            lag: figure.lag,
+            lag_seconds: outlook.lag_seconds,
+            last_delivered_id: group.last_delivered_id,
+            last_generated_id: self.info.last_generated_id,
+            pending: group.pending,
+            consumers: group.consumers,
+            loss_now: ledger.lost_at(at_ms),
+            gone_ahead: if self.feed_ledger {
+                ledger.gone_unread()
+            } else {
+                0
+            },
+            recent_loss: ledger.recent_loss(at_ms, self.hold_ms),
+            oldest_pending_id: memory.oldest_pending_id,
+            last_read_at_ms: memory.last_read_at_ms.max(memory.last_progress_at_ms),
+            stuck,
+            retention_margin: outlook.retention_margin,
+            trimmed_recently: outlook.trimmed_recently,
+            overtake_eta: outlook.overtake_eta,
+        };
+        if self.kind == PollKind::Scheduled {
+            if self.set_from_outside {
+                memory.cadence.interrupt();
+            }
+            memory.cadence.observe(cadence::Seen {
+                at_ms,
+                last_read_ms: sample.last_read_at_ms,
+                last_generated_id: self.info.last_generated_id,
+                waiting: sample.undelivered(),
+            });
+            memory.window.push(&sample);
+        }
+        let window = self.status_settings.window_duration;
+        let learned = memory.cadence.interval(at_ms);
+        let patience = cadence::patience(learned, self.ctx.config.schedule.stream, window);
+        let read_every = self
+            .status_settings
+            .read_every
+            .or_else(|| cadence::reads_in_runs(learned, window));
+        let settings = status::Settings {
+            read_every,
+            patience,
+            pel_patience: cadence::pel_patience(patience, memory.holds.value(at_ms), window),
+            ..self.status_settings
+        };
+        Some(Judged {
+            verdict: status::verdict(&memory.window, &sample, &settings),
+            rhythm: Rhythm {
+                learned,
+                read_every,
+            },
+        })
+    }
+}
+
+/// A group's verdict, and the rhythm it was judged by.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Judged {
+    pub(super) verdict: status::Verdict,
+    pub(super) rhythm: Rhythm,
+}
+
+/// The rhythm a group is judged by: its learned cadence, and the
+/// `read_every` that applies (configured, or learned for a group that reads
+/// in runs).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Rhythm {
+    pub(super) learned: Option<std::time::Duration>,
+    pub(super) read_every: Option<std::time::Duration>,
+}
+
+/// What the slow probes' latest results show stuck in the group, when
+/// anything: poison or ghost entries in its PEL (the last scan, or the
+/// pending summary's look at its oldest entries), or entries held by
+/// consumers inactive past their limit. Poison first: it explains the rest.
+pub(super) fn stuck_evidence(
+    snapshot: &crate::snapshot::TargetSnapshot,
+    key: &(Name, Name),
+) -> Option<status::Stuck> {
+    let scan = snapshot.scans.get(key).and_then(|s| s.last.as_deref());
+    let poison = scan.is_some_and(|scan| scan.poison > 0)
+        || snapshot.head_poison.get(key).is_some_and(|&n| n > 0);
+    let ghost = scan.is_some_and(|scan| scan.ghost > 0);
+    let orphaned = snapshot.consumers.get(key).is_some_and(|c| c.orphaned > 0);
+    [
+        (poison, status::Stuck::Poison),
+        (ghost, status::Stuck::Ghost),
+        (orphaned, status::Stuck::Orphaned),
+    ]
+    .into_iter()
+    .find_map(|(seen, stuck)| seen.then_some(stuck))
 }

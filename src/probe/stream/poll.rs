@@ -7,26 +7,12 @@ use std::sync::Arc;
 
 use super::batch::{Batch, ToRead};
 use super::decode::{Allotment, group_share};
+use super::poll_kind::PollKind;
 use super::quiet;
 use super::stream_entry::{Poll, build_stream};
 use crate::lag::Arithmetic;
-use crate::probe::{ProbeContext, ProbeError, Problems};
+use crate::probe::context::{ProbeContext, ProbeError, Problems};
 use crate::snapshot::{Name, StreamState};
-
-/// Whether a poll is the probe's scheduled one or an extra poll of a few
-/// streams that keyspace events asked for. Extra polls feed the loss ledgers
-/// and the figures like any poll, but add no sample to the status window or
-/// the trend: those count scheduled polls, and extra samples would shorten
-/// the time the window covers (a burst of events must not turn a few seconds
-/// of a stuck group into `stopped`). Their status is judged against the
-/// window as the scheduled polls left it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum PollKind {
-    /// Every watched stream, on the probe's schedule.
-    Scheduled,
-    /// The streams events named, merged into the snapshot.
-    Extra,
-}
 
 /// One poll of some streams: which kind, and the data generation it read.
 #[derive(Clone, Copy)]

@@ -33,7 +33,7 @@ use tokio::time::Instant;
 
 use super::decode::Read;
 use crate::backend::{Command, NodeAddr, RangeEnd, RangeStart, reply};
-use crate::probe::{ProbeContext, ProbeError};
+use crate::probe::context::{ProbeContext, ProbeError};
 use crate::snapshot::Name;
 
 /// The longest a quiet stream goes without a full read.

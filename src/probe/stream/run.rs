@@ -5,10 +5,12 @@
 use std::sync::Arc;
 
 use super::dead_letters::dead_letters;
-use super::poll::{PollKind, Polling, poll_streams};
+use super::poll::{Polling, poll_streams};
+use super::poll_kind::PollKind;
 use crate::backend::Command;
-use crate::probe::{ProbeContext, ProbeError, ProbeKind, Problems};
+use crate::probe::context::{ProbeContext, ProbeError, Problems};
 use crate::snapshot::Name;
+use crate::vocab::ProbeKind;
 
 /// Runs the stream probe.
 ///

@@ -6,10 +6,12 @@ use std::sync::Arc;
 
 use super::batch::Polled;
 use super::group_fold::{Found, GroupFold};
-use super::poll::PollKind;
+use super::poll_kind::PollKind;
 use crate::backend::reply::StreamInfo;
 use crate::lag;
-use crate::probe::{ProbeContext, TargetState, figures};
+use crate::probe::context::ProbeContext;
+use crate::probe::figures;
+use crate::probe::state::TargetState;
 use crate::snapshot::{Groups, Name, StreamState};
 use crate::status;
 use crate::text;

@@ -1,0 +1,78 @@
+//! What each probe leaves in the target's state for its next run: the
+//! consumers probe's last read of a group and the consumers it saw holding
+//! entries, discovery's last walk and report, the PEL scan's pass in
+//! progress. The types live here, below the state that holds them; the
+//! probes that fill them keep their behaviour (`impl` blocks) in their own
+//! rooms.
+
+use crate::vocab::StreamId;
+
+/// What the last read of a group's consumers found, beyond what it exports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LastRead {
+    /// Consumers listed.
+    pub consumers: u64,
+    /// Some consumer held entries.
+    pub held: bool,
+}
+
+/// A consumer seen holding entries at a consumers run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Holder {
+    /// A hash of its name.
+    pub(super) name: u64,
+    /// Server time (ms) of its last read then.
+    pub(super) read_at_ms: u64,
+    /// How long it had not read then (ms).
+    pub(super) silent_ms: u64,
+}
+
+/// The last walk: the keyspace-event coverage mark when it began (`None`
+/// when the subscription was not healthy), and the runs that skipped a walk
+/// since.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LastWalk {
+    /// [`crate::backend`]'s coverage mark at the walk.
+    pub coverage: Option<u64>,
+    /// Runs since that skipped the walk.
+    pub skipped: u32,
+}
+
+/// What the last successful discovery found, for its log line and the
+/// next run's delay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DiscoveryReport {
+    /// Streams watched.
+    pub watched: usize,
+    /// Watched now and not before.
+    pub added: usize,
+    /// Watched before and not now.
+    pub removed: usize,
+    /// Keys the SCAN walks covered (calls × COUNT); `None` without a walk.
+    pub keys_walked: Option<u64>,
+}
+
+/// A pass over one group's PEL, possibly spanning several runs.
+#[derive(Clone, Debug)]
+pub struct Pass {
+    /// Where the next page starts; `None` before the first page.
+    pub(super) next: Option<StreamId>,
+    /// PEL size when the pass began, for progress.
+    pub(super) pel_size: u64,
+    pub(super) acc: Accumulator,
+}
+
+/// Running totals of a pass.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Accumulator {
+    pub(super) entries: u64,
+    pub(super) max_idle_ms: Option<u64>,
+    /// Entries per idle bucket; the last slot is above every bound.
+    pub(super) idle: Vec<u64>,
+    /// Entries per delivery-count bucket; the last slot is above every bound.
+    pub(super) deliveries: Vec<u64>,
+    pub(super) poison: u64,
+    pub(super) ghost: u64,
+    pub(super) candidates: Vec<StreamId>,
+    pub(super) unchecked: u64,
+}
