@@ -46,7 +46,7 @@
 //! or entries-read moves backwards was rewound (XGROUP SETID, or recreated
 //! under the same name): counted, and a new baseline.
 
-use crate::vocab::StreamId;
+use crate::vocab::{GroupInfo, StreamId, StreamInfo};
 
 /// How a server's entries-read counts entries a group never received.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -312,6 +312,32 @@ pub struct Observation {
 }
 
 impl Observation {
+    /// What the loss ledger needs of one group's poll; `undelivered` is what
+    /// the poll proved of its lag (the stream probe bounds it from its counts).
+    pub fn of(
+        info: &StreamInfo,
+        group: &GroupInfo,
+        at_ms: Option<u64>,
+        undelivered: Bounds,
+        counter: ReadCounter,
+    ) -> Observation {
+        Observation {
+            at_ms,
+            stream: StreamFigures {
+                length: info.length,
+                first_entry: info.first_entry_id,
+                last_generated: info.last_generated_id,
+                entries_added: info.entries_added,
+                max_deleted: info.max_deleted_entry_id,
+            },
+            last_delivered: group.last_delivered_id,
+            entries_read: group.entries_read,
+            undelivered,
+            counter,
+            set_from_outside: false,
+        }
+    }
+
     /// The rank of the group's position (entries ever added up to and
     /// including it) that this poll's figures allow, given what was known
     /// of it before; and whether its entries-read is in doubt (it

@@ -74,6 +74,23 @@ pub(super) struct TlsKeys {
     pub insecure_skip_verify: Option<bool>,
 }
 
+/// The `tls_*` keys of a raw section that has them (a target, an auth
+/// module: the same five keys), moved out of it. A macro rather than a
+/// `From`: the section's other keys are moved out one by one too, and a
+/// partly moved struct cannot be borrowed whole.
+macro_rules! tls_keys {
+    ($raw:expr) => {
+        $crate::config::tls::TlsKeys {
+            ca_file: $raw.tls_ca_file,
+            cert_file: $raw.tls_cert_file,
+            key_file: $raw.tls_key_file,
+            server_name: $raw.tls_server_name,
+            insecure_skip_verify: $raw.tls_insecure_skip_verify,
+        }
+    };
+}
+pub(super) use tls_keys;
+
 /// Reads and checks the files; every problem goes to `problem(key, message)`
 /// with the key relative to the section (`tls_ca_file`, ...).
 pub(super) fn load(keys: TlsKeys, problem: &mut dyn FnMut(&str, String)) -> RedisTls {

@@ -144,6 +144,16 @@ impl Problems {
         }
     }
 
+    /// The decoded value, or `None` with the failure recorded as by
+    /// [`Problems::add`]: what every probe does with a reply it decodes.
+    pub fn decoded<T, E: std::fmt::Display>(
+        &mut self,
+        ctx: &ProbeContext,
+        decoded: Result<T, E>,
+    ) -> Option<T> {
+        decoded.map_err(|e| self.add(ctx, e)).ok()
+    }
+
     /// Records a command the server answered.
     pub fn answered(&mut self) {
         self.answered += 1;

@@ -78,12 +78,9 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
                 // A walk that cannot finish keeps the streams watched so far:
                 // a refused or garbled page must not make streams vanish.
                 let page = match walk.send(&cmd).await? {
-                    Ok(v) => match reply::scan_page(&v) {
-                        Ok(p) => p,
-                        Err(e) => {
-                            problems.add(ctx, e);
-                            return problems.finish(ProbeKind::Discovery);
-                        }
+                    Ok(v) => match problems.decoded(ctx, reply::scan_page(&v)) {
+                        Some(p) => p,
+                        None => return problems.finish(ProbeKind::Discovery),
                     },
                     Err(e) => {
                         problems.refused(&e);

@@ -171,9 +171,8 @@ pub(crate) async fn per_group<T>(
                 match r {
                     Ok(v) => {
                         problems.answered();
-                        match decode(&v) {
-                            Ok(item) => decoded.push((s, g, item)),
-                            Err(e) => problems.add(ctx, e),
+                        if let Some(item) = problems.decoded(ctx, decode(&v)) {
+                            decoded.push((s, g, item));
                         }
                     }
                     Err(e) => {

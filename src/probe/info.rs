@@ -37,9 +37,8 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             match r {
                 Ok(v) => {
                     problems.answered();
-                    match reply::info_fields(&v) {
-                        Ok(f) => fields.extend(f),
-                        Err(e) => problems.add(ctx, e),
+                    if let Some(f) = problems.decoded(ctx, reply::info_fields(&v)) {
+                        fields.extend(f);
                     }
                 }
                 Err(e) => {

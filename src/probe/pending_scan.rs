@@ -419,14 +419,14 @@ impl Scan<'_> {
     fn page_of(&mut self, i: usize, r: Reply) -> Option<Vec<PendingEntry>> {
         let problems = &mut *self.problems;
         match r {
-            Ok(v) => match reply::pending_entries(&v).inspect(|_| problems.answered()) {
-                Ok(e) => Some(e),
-                Err(e) => {
-                    problems.add(self.ctx, e);
-                    self.work[i].done = true;
-                    None
+            Ok(v) => {
+                let entries = problems.decoded(self.ctx, reply::pending_entries(&v));
+                match entries {
+                    Some(_) => problems.answered(),
+                    None => self.work[i].done = true,
                 }
-            },
+                entries
+            }
             Err(e) => {
                 problems.refused(&e);
                 self.work[i].done = true;

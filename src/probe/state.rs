@@ -27,7 +27,7 @@ pub struct GroupMemory {
     /// again (their handlers' time), learned by the consumers probe.
     pub holds: cadence::Holds,
     /// Consumers seen holding entries at the last consumers run, at most
-    /// [`consumers::HOLDERS_KEPT`].
+    /// [`super::consumers::HOLDERS_KEPT`].
     pub holders: Vec<Holder>,
     /// Server time of the latest successful read by any consumer.
     pub last_read_at_ms: Option<u64>,

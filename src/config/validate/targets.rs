@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::CliOverrides;
 use super::validator::Validator;
 use crate::config::raw::{RawStreamRule, RawStreamSettings, RawTarget};
-use crate::config::tls::TlsKeys;
+use crate::config::tls::tls_keys;
 use crate::config::*;
 use crate::glob::Glob;
 
@@ -260,16 +260,7 @@ impl Validator {
                 sentinel_password_file: raw.sentinel_password_file,
             },
         );
-        let tls = self.tls(
-            key,
-            TlsKeys {
-                ca_file: raw.tls_ca_file,
-                cert_file: raw.tls_cert_file,
-                key_file: raw.tls_key_file,
-                server_name: raw.tls_server_name,
-                insecure_skip_verify: raw.tls_insecure_skip_verify,
-            },
-        );
+        let tls = self.tls(key, tls_keys!(raw));
         if tls.is_configured() && !endpoint.tls {
             self.problem(format!("{key}.url"), "the tls_* keys need a rediss:// URL");
         }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::CliOverrides;
 use super::validator::Validator;
 use crate::config::raw::{RawAuthModule, RawMultiTarget, RawWeb};
-use crate::config::tls::TlsKeys;
+use crate::config::tls::{TlsKeys, tls_keys};
 use crate::config::*;
 use crate::glob::Glob;
 
@@ -135,16 +135,7 @@ impl Validator {
         AuthModule {
             username: raw.username,
             password: self.secret(key, "password", raw.password_env, raw.password_file),
-            tls: self.tls(
-                key,
-                TlsKeys {
-                    ca_file: raw.tls_ca_file,
-                    cert_file: raw.tls_cert_file,
-                    key_file: raw.tls_key_file,
-                    server_name: raw.tls_server_name,
-                    insecure_skip_verify: raw.tls_insecure_skip_verify,
-                },
-            ),
+            tls: self.tls(key, tls_keys!(raw)),
             keyspace_events: self.keyspace_events(key, raw.keyspace_events),
         }
     }

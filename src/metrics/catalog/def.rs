@@ -220,7 +220,7 @@ impl MetricDef {
     }
 }
 
-/// Families are one by name (names are unique in [`METRICS`]).
+/// Families are one by name (names are unique in [`super::METRICS`]).
 impl PartialEq for MetricDef {
     fn eq(&self, other: &Self) -> bool {
         self.name == other.name

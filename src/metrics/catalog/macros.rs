@@ -23,7 +23,7 @@ macro_rules! metric {
 }
 
 /// A family file's entries: each `metric!` and the list `$list` of all of
-/// them, in order, which [`METRICS`] is made of. An entry cannot be left out
+/// them, in order, which [`super::METRICS`] is made of. An entry cannot be left out
 /// of the list, so a family written in a family file is always rendered,
 /// documented and checked.
 macro_rules! family {

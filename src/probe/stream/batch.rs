@@ -217,7 +217,13 @@ impl<'a> Batch<'a> {
                     continue;
                 };
                 let unknown_lag = loss::Bounds::ANY;
-                let o = observation(&read.info, group, self.now_ms, unknown_lag, self.counter);
+                let o = loss::Observation::of(
+                    &read.info,
+                    group,
+                    self.now_ms,
+                    unknown_lag,
+                    self.counter,
+                );
                 let Some((from, to)) = ledger.range_to_count(&o) else {
                     continue;
                 };
@@ -583,13 +589,7 @@ fn range_ids(ctx: &ProbeContext, r: Reply, problems: &mut Problems) -> Option<Ve
     match r {
         Ok(v) => {
             problems.answered();
-            match reply::range_ids(&v) {
-                Ok(ids) => Some(ids),
-                Err(e) => {
-                    problems.add(ctx, e);
-                    None
-                }
-            }
+            problems.decoded(ctx, reply::range_ids(&v))
         }
         Err(e) => {
             problems.refused(&e);
@@ -621,13 +621,7 @@ fn range_count(
     let mut decoded = |r: Reply, ids: fn(&_) -> _| match r {
         Ok(v) => {
             problems.answered();
-            match ids(&v) {
-                Ok(ids) => Some(ids),
-                Err(e) => {
-                    problems.add(ctx, e);
-                    None
-                }
-            }
+            problems.decoded(ctx, ids(&v))
         }
         Err(e) => {
             problems.refused(&e);
@@ -650,32 +644,6 @@ fn range_count(
             }
         }
         _ => loss::RangeCount::NotCounted,
-    }
-}
-
-/// What the loss ledger needs of one group's poll; `undelivered` is what
-/// the poll proved of its lag (see [`undelivered_bounds`]).
-pub(super) fn observation(
-    info: &StreamInfo,
-    group: &GroupInfo,
-    at_ms: Option<u64>,
-    undelivered: loss::Bounds,
-    counter: loss::ReadCounter,
-) -> loss::Observation {
-    loss::Observation {
-        at_ms,
-        stream: loss::StreamFigures {
-            length: info.length,
-            first_entry: info.first_entry_id,
-            last_generated: info.last_generated_id,
-            entries_added: info.entries_added,
-            max_deleted: info.max_deleted_entry_id,
-        },
-        last_delivered: group.last_delivered_id,
-        entries_read: group.entries_read,
-        undelivered,
-        counter,
-        set_from_outside: false,
     }
 }
 

@@ -63,16 +63,11 @@ pub(super) async fn dead_letters(
             let oldest_age = match pair.get(1) {
                 Some(Ok(v)) => {
                     problems.answered();
-                    match reply::range_ids(v) {
-                        Ok(ids) => ids.first().and_then(|id| {
-                            let now = now_ms?;
-                            id.is_plausible_time(now).then(|| age_seconds(now, id.ms))
-                        }),
-                        Err(e) => {
-                            problems.add(ctx, e);
-                            None
-                        }
-                    }
+                    let ids = problems.decoded(ctx, reply::range_ids(v));
+                    ids.and_then(|ids| {
+                        let (id, now) = (ids.first()?, now_ms?);
+                        id.is_plausible_time(now).then(|| age_seconds(now, id.ms))
+                    })
                 }
                 Some(Err(e)) => {
                     problems.refused(e);
@@ -81,17 +76,17 @@ pub(super) async fn dead_letters(
                 None => None,
             };
             let dl = match &pair[0] {
-                Ok(v) => match reply::stream_info(v).inspect(|_| problems.answered()) {
-                    Ok(info) => DeadLetter {
+                Ok(v) => {
+                    let Some(info) = problems.decoded(ctx, reply::stream_info(v)) else {
+                        continue;
+                    };
+                    problems.answered();
+                    DeadLetter {
                         length: info.length,
                         entries_added: info.entries_added,
                         oldest_age,
-                    },
-                    Err(e) => {
-                        problems.add(ctx, e);
-                        continue;
                     }
-                },
+                }
                 // Not created yet (the usual state): no dead letters, and
                 // no error (a missing key is not counted as one).
                 Err(e) if e.kind == ErrorKind::NoSuchKey => DeadLetter {

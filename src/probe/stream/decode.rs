@@ -25,13 +25,7 @@ pub(super) struct Read {
 /// The server time from a `TIME` reply, when it came.
 pub(super) fn time_of(ctx: &ProbeContext, r: &Reply, problems: &mut Problems) -> Option<u64> {
     match r {
-        Ok(v) => match reply::time_ms(v) {
-            Ok(ms) => Some(ms),
-            Err(e) => {
-                problems.add(ctx, e);
-                None
-            }
-        },
+        Ok(v) => problems.decoded(ctx, reply::time_ms(v)),
         Err(e) => {
             problems.refused(e);
             tracing::debug!(redis_target = %ctx.target.name, error = %e, "TIME refused; ages are not exported");
@@ -52,13 +46,11 @@ pub(super) fn decode_stream(
     vanished: &mut Vec<Name>,
 ) -> Option<Read> {
     let info = match info {
-        Ok(v) => match reply::stream_info(v).inspect(|_| problems.answered()) {
-            Ok(i) => i,
-            Err(e) => {
-                problems.add(ctx, e);
-                return None;
-            }
-        },
+        Ok(v) => {
+            let info = problems.decoded(ctx, reply::stream_info(v))?;
+            problems.answered();
+            info
+        }
         Err(e) if e.kind.is_vanished() => {
             // Deleted since discovery: it leaves the watch list now (an
             // event, not an error); discovery finds it again if it returns.
@@ -77,13 +69,7 @@ pub(super) fn decode_stream(
     };
     let settings = ctx.config.streams.for_stream(key);
     let groups = match groups {
-        Ok(v) => match reply::groups(v) {
-            Ok(g) => g,
-            Err(e) => {
-                problems.add(ctx, e);
-                return None;
-            }
-        },
+        Ok(v) => problems.decoded(ctx, reply::groups(v))?,
         Err(e) => {
             problems.refused(e);
             return None;

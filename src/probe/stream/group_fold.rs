@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use super::batch::{observation, undelivered_bounds};
+use super::batch::undelivered_bounds;
 use super::poll_kind::PollKind;
 use crate::backend::reply::{GroupInfo, StreamInfo};
 use crate::lag::{self, Arithmetic, LagFigure, UndeliveredSample};
@@ -84,7 +84,7 @@ impl GroupFold<'_> {
                 undelivered_bounds(self.info, group, &figure, found.sample, found.changed);
             let seen = loss::Observation {
                 set_from_outside: self.set_from_outside,
-                ..observation(self.info, group, self.now_ms, undelivered, self.counter)
+                ..loss::Observation::of(self.info, group, self.now_ms, undelivered, self.counter)
             };
             ledger.follow_server(self.run_id);
             ledger.observe(&seen, found.counted);
