@@ -199,6 +199,9 @@ pub struct GroupState {
     /// `read_every`, or one learned for a group that reads in runs (see
     /// [`crate::cadence::reads_in_runs`]); `None` otherwise.
     pub read_every: Option<f64>,
+    /// Server time (ms) of the group's latest read the polls saw (a
+    /// consumer's last read, or its position advancing); `None` until one.
+    pub last_read_at_ms: Option<u64>,
     /// Status over the window.
     pub status: Option<GroupStatus>,
     /// Server time (ms) of this poll when it found entries pending in a

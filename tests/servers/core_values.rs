@@ -544,3 +544,53 @@ async fn counters_never_go_backwards(kind: Server) {
 }
 
 per_server!(counters_never_go_backwards);
+
+/// `redis_streams_group_last_read_timestamp_seconds` is the server time of
+/// the group's latest read, follows a later read, and is absent for a group
+/// nobody has read.
+async fn last_read_timestamp_follows_the_reads(kind: Server) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    xadd_n(&mut c, "jobs", 6);
+    for (group, from) in [("read", "0"), ("unread", "$")] {
+        let _: () = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg("jobs")
+            .arg(group)
+            .arg(from)
+            .query(&mut c)
+            .unwrap();
+    }
+    let first_read = server_ms(&mut c);
+    assert_eq!(read_group(&mut c, "jobs", "read", "c1", 2).len(), 2);
+    let h = Harness::new(config_for(&server, ""));
+    let last_read = |h: &Harness, group: &str| {
+        h.metrics().get(
+            "redis_streams_group_last_read_timestamp_seconds",
+            &tsg("jobs", group),
+        )
+    };
+    h.collect().await;
+    h.probe(redis_streams_exporter::probe::ProbeKind::Stream)
+        .await;
+    let seen = last_read(&h, "read").expect("a read was seen") * 1000.0;
+    let now = server_ms(&mut c) as f64;
+    assert!(
+        seen >= first_read as f64 - 1.0 && seen <= now,
+        "last read at {seen} ms, read at {first_read} ms, now {now} ms"
+    );
+    assert_eq!(last_read(&h, "unread"), None, "never read: unknown, not 0");
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let second_read = server_ms(&mut c);
+    assert_eq!(read_group(&mut c, "jobs", "read", "c2", 2).len(), 2);
+    h.collect().await;
+    h.probe(redis_streams_exporter::probe::ProbeKind::Stream)
+        .await;
+    let later = last_read(&h, "read").expect("still seen") * 1000.0;
+    assert!(
+        later >= second_read as f64 - 1.0 && later > seen,
+        "the second read at {second_read} ms shows as {later} ms (first {seen} ms)"
+    );
+}
+
+per_server!(last_read_timestamp_follows_the_reads);

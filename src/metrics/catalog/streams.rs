@@ -266,6 +266,14 @@ family! {
         Source::Group(|_, g| g.read_interval)
     );
     metric!(
+        GROUP_LAST_READ_TIMESTAMP,
+        "redis_streams_group_last_read_timestamp_seconds",
+        Gauge,
+        TSG,
+        "Server time (seconds since the epoch) of the group's latest read the polls saw: a consumer's last read (its last successful read on Redis 7.2+, its last attempt before), or the group's position or entries-read advancing. time() minus this is how long the group has not read; the status waits twice the learned cadence before calling that stopped. Absent until a read was seen. Cached by the poller.",
+        Source::Group(|_, g| g.last_read_at_ms.map(|ms| ms as f64 / 1000.0))
+    );
+    metric!(
         GROUP_READ_EVERY,
         "redis_streams_group_read_every_seconds",
         Gauge,

@@ -77,6 +77,7 @@ pub(super) fn group(pending: u64, lag: Option<u64>) -> GroupState {
         drain_eta: Some(40.0),
         read_interval: Some(14.2),
         read_every: Some(480.0),
+        last_read_at_ms: Some(NOW_S * 1000 - 4_000),
         status: Some(GroupStatus::Lagging),
         status_basis: Some(Basis::Window),
         status_reason: Some(crate::status::Reason::KeepingUp),

@@ -117,6 +117,7 @@ impl GroupFold<'_> {
             drain_eta: outlook.drain_eta,
             read_interval: rhythm.learned.map(|d| d.as_secs_f64()),
             read_every: rhythm.read_every.map(|d| d.as_secs_f64()),
+            last_read_at_ms: memory.last_read_at_ms.max(memory.last_progress_at_ms),
             ahead_of_stream: figure.ahead_of_stream,
             status: judged
                 .map(|v| v.status)
