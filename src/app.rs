@@ -34,7 +34,7 @@ pub enum AppError {
     Http(#[from] std::io::Error),
     /// The web config file (TLS, basic auth) is invalid.
     #[error(transparent)]
-    Web(#[from] crate::web::WebConfigError),
+    Web(#[from] crate::http::web_config::WebConfigError),
 }
 
 /// How long shutdown waits for the daemon's tasks (pollers, renderer,
@@ -244,7 +244,7 @@ pub async fn run(
         .web
         .config_file
         .as_deref()
-        .map(crate::web::Live::load)
+        .map(crate::http::web_config::Live::load)
         .transpose()?;
     let web_check_interval = config.web.config_file_check_interval;
     let limits = config.web.limits.clone();
@@ -322,7 +322,7 @@ pub async fn run(
         max_connections = limits.max_connections,
         "listening"
     );
-    crate::server::serve(listener, app, tls, &limits, stop_http).await;
+    crate::http::server::serve(listener, app, tls, &limits, stop_http).await;
     wind_down(&stop_all, &tasks).await;
     tracing::info!("stopped");
     Ok(())

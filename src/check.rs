@@ -25,27 +25,24 @@
 //! Exit codes: 0 no problem found, 1 problems, 2 usage or configuration
 //! error, 3 a target could not be reached (whatever the others show).
 //!
-//! The rooms: `run` (the targets watched and judged), `options`, `plan`
-//! (when a watch polls), `watched` (what it remembers), `judge` (what it
-//! makes of it), `report` (how it is written), `progress` (stderr while it
-//! runs), `exit` (the exit codes), `threshold` (the default delay
-//! threshold) and `durations` (`2m30s`).
+//! The rooms: `run` (the targets watched and judged), `plan` (the options
+//! and when a watch polls), `watched` (what it remembers), `judge` (what it
+//! makes of it, and the default delay threshold), `report` (how it is
+//! written, and the exit codes), `progress` (stderr while it runs) and
+//! `durations` (`2m30s`).
 
 mod durations;
-mod exit;
 mod judge;
-mod options;
 mod plan;
 mod progress;
 mod report;
 mod run;
-mod threshold;
 mod watched;
 
 pub use durations::{short, short_secs};
-pub use exit::{EXIT_OK, EXIT_PROBLEMS, EXIT_UNREACHABLE, EXIT_USAGE};
-pub use options::Options;
+pub use judge::DEFAULT_DELAY_THRESHOLD;
+pub use plan::Options;
 pub use progress::Progress;
+pub use report::{EXIT_OK, EXIT_PROBLEMS, EXIT_UNREACHABLE, EXIT_USAGE};
 pub use report::{GroupReport, Report, TargetReport};
 pub use run::run;
-pub use threshold::DEFAULT_DELAY_THRESHOLD;

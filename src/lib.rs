@@ -22,14 +22,14 @@
 //! - [`snapshot`]: the immutable picture `/metrics` renders.
 //! - [`metrics`]: the only module that knows metric names (the catalog) and
 //!   the text exposition; [`exposition`] keeps it rendered in the background.
-//! - [`http`]: the endpoints; [`server`]: bounded connections (caps,
-//!   timeouts, size limits, shutdown); [`web`]: TLS, basic auth, rate limit
-//!   and headers from an exporter-toolkit web config, kept current with its
-//!   file. [`app`]: wiring, reload and shutdown.
+//! - [`http`]: everything HTTP: the endpoints and the landing page, bounded
+//!   connections (caps, timeouts, size limits, shutdown), and TLS, basic
+//!   auth, rate limit and headers from an exporter-toolkit web config, kept
+//!   current with its file. [`app`]: wiring, reload and shutdown.
 //! - [`process`]: the process's own figures from /proc.
 //! - [`check`]: the daemon's probes and status rules from a shell, once or
 //!   over a watched window, and a report. [`glob`]: Redis-style patterns.
-//!   [`text`]: names from Redis made safe to print.
+//!   [`safe_names`]: names from Redis made safe to print.
 
 // Unit tests may run long: the 150-line rule is for production code.
 #![cfg_attr(test, allow(clippy::too_many_lines))]
@@ -40,6 +40,8 @@ pub(crate) mod cadence;
 pub mod check;
 pub mod cli;
 pub mod config;
+#[doc(hidden)]
+pub mod derived;
 pub(crate) mod events;
 pub mod exposition;
 pub mod glob;
@@ -51,13 +53,11 @@ pub(crate) mod multitarget;
 pub mod poller;
 pub mod probe;
 pub(crate) mod process;
+pub(crate) mod safe_names;
 pub(crate) mod schedule;
-pub mod server;
 pub mod snapshot;
 pub(crate) mod status;
 pub mod telemetry;
-pub(crate) mod text;
 pub(crate) mod tls_signatures;
 pub(crate) mod trend;
 pub mod vocab;
-pub mod web;

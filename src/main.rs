@@ -87,7 +87,7 @@ fn refuse_web_flags(cli: &Cli) {
 /// before its first connection, checked without connecting.
 fn check_config(config: &config::Config) -> ExitCode {
     if let Some(web) = &config.web.config_file {
-        if let Err(e) = redis_streams_exporter::web::load(web) {
+        if let Err(e) = redis_streams_exporter::http::web_config::load(web) {
             eprintln!("invalid web configuration:\n{e}");
             return ExitCode::from(2);
         }

@@ -22,7 +22,7 @@
 //! their IDs), [`topology`] (which node serves what: cluster slots and
 //! routing), [`sentinel`] (the sentinels' current primary), [`redirect`]
 //! (`MOVED`/`ASK`), [`stats`] (what the client counted), `subscriber`
-//! (keyspace events), [`setup_error`] and [`aliases`] (the names its
+//! (keyspace events) and [`aliases`] (the names its
 //! signatures share).
 //!
 //! [`Command`]: super::command::Command
@@ -36,7 +36,6 @@ mod redirect;
 mod round_trip;
 mod sentinel;
 mod sequence;
-mod setup_error;
 mod stats;
 mod subscriber;
 mod target_client;
@@ -45,9 +44,9 @@ mod transaction;
 
 pub(crate) use self::aliases::{NodeAddr, Reply};
 pub use self::bounded::ROWS_KEPT;
-pub use self::setup_error::ClientSetupError;
 pub(crate) use self::stats::ClientStats;
 pub(crate) use self::subscriber::KeyEvent;
+pub use self::target_client::ClientSetupError;
 pub use self::target_client::TargetClient;
 
 #[cfg(test)]

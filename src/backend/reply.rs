@@ -30,6 +30,10 @@ fn bad(command: &'static str, detail: impl Into<String>) -> DecodeError {
     }
 }
 
+/// One of the decoders below, as a probe passes it along: the probes hand
+/// replies to the decoders without seeing what a reply is made of.
+pub type Decoder<T> = fn(&Value) -> Result<T, DecodeError>;
+
 /// The bytes of a string-like value.
 pub fn as_bytes(v: &Value) -> Option<&[u8]> {
     match v {

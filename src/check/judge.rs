@@ -8,12 +8,16 @@ use tokio::time::Instant;
 
 use super::plan::Plan;
 use super::watched::{Baseline, Watched};
-use super::{DEFAULT_DELAY_THRESHOLD, short, short_secs};
 use super::{GroupReport, TargetReport};
+use super::{short, short_secs};
 use crate::config::{Config, StreamSettings, Target};
 use crate::poller::Poller;
 use crate::snapshot::{GroupKey, GroupState, PelScan, StreamState, TargetSnapshot};
 use crate::status::{self, Basis, GroupStatus};
+
+/// Age above which the oldest pending entry, or the lag, is a problem for a
+/// stream without `max_delay`: the alert rules' default.
+pub const DEFAULT_DELAY_THRESHOLD: Duration = Duration::from_secs(300);
 
 /// One group as the watch saw it: its final state and what the watch
 /// remembered of it.
@@ -58,7 +62,7 @@ pub(super) fn target_report(
         if let Some(every) = st.settings.read_every {
             report.notes.push(format!(
                 "{}: read every {} (read_every): work waiting between two runs is ok; stopped only once a run is {} overdue",
-                crate::text::printable(&**s),
+                crate::safe_names::printable(&**s),
                 short(every),
                 short(every + plan.required)
             ));

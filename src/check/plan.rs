@@ -4,8 +4,15 @@
 
 use std::time::Duration;
 
-use super::{Options, short};
+use super::short;
 use crate::config::Config;
+
+/// How to run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Poll for this long; `None` (or zero): one look.
+    pub watch: Option<Duration>,
+}
 
 /// When the watch polls.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -166,9 +166,11 @@ impl Progress {
         let mut bar = None;
         let mut long_running = false;
         for s in slots.iter() {
-            let name =
-                crate::text::shorten(&crate::text::printable(s.ctx.target.name.as_bytes()), 24)
-                    .into_owned();
+            let name = crate::safe_names::shorten(
+                &crate::safe_names::printable(s.ctx.target.name.as_bytes()),
+                24,
+            )
+            .into_owned();
             let who = if many {
                 format!("{name}: ")
             } else {

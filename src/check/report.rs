@@ -8,10 +8,19 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{EXIT_OK, EXIT_PROBLEMS, EXIT_UNREACHABLE, short, short_secs};
+use super::{short, short_secs};
+use crate::safe_names::{printable, shorten};
 use crate::snapshot::Name;
 use crate::status::GroupStatus;
-use crate::text::{printable, shorten};
+
+/// Exit code when no problem was found.
+pub const EXIT_OK: u8 = 0;
+/// Exit code when a problem was found.
+pub const EXIT_PROBLEMS: u8 = 1;
+/// Exit code of a usage or configuration error.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code when a target could not be reached.
+pub const EXIT_UNREACHABLE: u8 = 3;
 
 /// Characters of a name shown in the table before it is cut.
 const NAME_WIDTH: usize = 48;

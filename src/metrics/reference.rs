@@ -2,8 +2,7 @@
 //! family's name, type, unit, labels, the endpoints that serve it, the servers
 //! that give it, and its HELP text. The tests fail when the file drifts from
 //! the catalog, or the catalog from what the exporter serves (the golden
-//! expositions); `RSE_UPDATE_DOCS=1 cargo test --lib metric_reference`
-//! rewrites the file.
+//! expositions); `scripts/regen.sh` rewrites the file.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -52,7 +51,7 @@ pub(crate) fn markdown() -> String {
     out.push_str(
         "# Metrics\n\n\
          <!-- Generated from src/metrics/catalog/ by \
-         `RSE_UPDATE_DOCS=1 cargo test --lib metric_reference`: edit the catalog, not this file. -->\n\n\
+         `scripts/regen.sh`: edit the catalog, not this file. -->\n\n\
          Every family the exporter can serve, from its metric catalog (`src/metrics/catalog/`). \
          A test fails when this page differs from the catalog, or the catalog from what the \
          exporter serves ([`tests/golden/exposition.prom`](../tests/golden/exposition.prom) \
@@ -122,26 +121,8 @@ mod tests {
     fn metric_reference_matches_the_catalog() {
         let text = markdown();
         let file = path("docs/metrics.md");
-        if std::env::var_os("RSE_UPDATE_DOCS").is_some_and(|v| v == "1") {
-            std::fs::write(&file, &text).unwrap();
-            return;
-        }
-        let want = std::fs::read_to_string(&file)
-            .unwrap_or_else(|e| panic!("{}: {e} (RSE_UPDATE_DOCS=1 writes it)", file.display()));
-        if want != text {
-            let line = want
-                .lines()
-                .zip(text.lines())
-                .position(|(a, b)| a != b)
-                .unwrap_or(want.lines().count().min(text.lines().count()));
-            panic!(
-                "{} differs from the catalog at line {} (RSE_UPDATE_DOCS=1 cargo test --lib \
-                 metric_reference rewrites it):\nfile:    {:?}\ncatalog: {:?}",
-                file.display(),
-                line + 1,
-                want.lines().nth(line),
-                text.lines().nth(line)
-            );
+        if let Err(e) = crate::derived::compare_or_rewrite(&file, &text, "the catalog") {
+            panic!("{e}");
         }
         for m in METRICS {
             assert!(text.contains(&format!("| `{}` |", m.name)), "{}", m.name);

@@ -51,7 +51,7 @@ pub fn summarise(
         .then(|| all.iter().skip(cap).map(|c| c.pending).sum::<u64>() + unlisted_pending);
     all.truncate(cap);
     Consumers {
-        top: all.into_iter().map(super::figures::consumer).collect(),
+        top: all,
         other_pending,
         orphaned,
         inactive_after,

@@ -1,8 +1,12 @@
-//! What the snapshot keeps of the replies the probes decode: plain figures,
-//! so the snapshot and the exposition never hold the client's reply types.
+//! What the snapshot keeps of `XINFO STREAM` and `XINFO GROUPS`: the figures
+//! the exporter renders as the server gave them. A group's own `lag` is left
+//! out: the snapshot holds only the lag the stream probe judged
+//! ([`crate::lag`]), so nothing can render the server's figure where Redis
+//! gets it wrong. The stream's last entry and recorded first entry serve the
+//! probes only. Consumers are kept as `XINFO CONSUMERS` decodes them.
 
-use crate::backend::reply::{ConsumerInfo, GroupInfo, StreamInfo};
-use crate::snapshot::{ConsumerState, GroupFigures, StreamFigures};
+use crate::backend::reply::{GroupInfo, StreamInfo};
+use crate::snapshot::{GroupFigures, StreamFigures};
 
 /// XINFO STREAM, as the snapshot keeps it.
 pub fn stream(info: &StreamInfo) -> StreamFigures {
@@ -29,15 +33,5 @@ pub fn group(group: &GroupInfo) -> GroupFigures {
         pending: group.pending,
         last_delivered_id: group.last_delivered_id,
         entries_read: group.entries_read,
-    }
-}
-
-/// One consumer of XINFO CONSUMERS.
-pub fn consumer(c: ConsumerInfo) -> ConsumerState {
-    ConsumerState {
-        name: c.name,
-        pending: c.pending,
-        idle_ms: c.idle_ms,
-        inactive_ms: c.inactive_ms,
     }
 }

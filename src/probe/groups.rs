@@ -146,7 +146,7 @@ pub(crate) async fn per_group<T>(
     ctx: &ProbeContext,
     pairs: &[(Name, Name)],
     make: impl Fn(&Name, &Name) -> crate::backend::Command,
-    decode: impl Fn(&redis::Value) -> Result<T, crate::backend::reply::DecodeError>,
+    decode: crate::backend::reply::Decoder<T>,
     problems: &mut Problems,
     mut apply: impl FnMut(Option<u64>, Vec<(&Name, &Name, T)>),
 ) -> Result<(), ProbeError> {

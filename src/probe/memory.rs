@@ -1,10 +1,16 @@
 //! What each probe leaves in the target's state for its next run: the
 //! consumers probe's last read of a group and the consumers it saw holding
 //! entries, discovery's last walk and report, the PEL scan's pass in
-//! progress. The types live here, below the state that holds them; the
+//! progress, the stream probe's last full reads of quiet streams. The types live here, below the state that holds them; the
 //! probes that fill them keep their behaviour (`impl` blocks) in their own
 //! rooms.
 
+use std::collections::HashMap;
+
+use tokio::time::Instant;
+
+use crate::backend::reply::{GroupInfo, StreamInfo};
+use crate::snapshot::Name;
 use crate::vocab::StreamId;
 
 /// What the last read of a group's consumers found, beyond what it exports.
@@ -75,4 +81,33 @@ pub struct Accumulator {
     pub(super) ghost: u64,
     pub(super) candidates: Vec<StreamId>,
     pub(super) unchecked: u64,
+}
+
+/// One stream's XINFO, decoded by the stream probe.
+#[derive(Clone, Debug)]
+pub(crate) struct StreamRead {
+    pub(crate) info: StreamInfo,
+    /// The groups watched.
+    pub(crate) groups: Vec<GroupInfo>,
+    /// Groups excluded by the group filters: never read further, but their
+    /// positions still inform the lag estimator.
+    pub(crate) unwatched: Vec<GroupInfo>,
+    /// Groups not watched for `max_groups_per_stream`: beyond it among the
+    /// watched ones, or beyond the rows the reply kept.
+    pub(crate) dropped: u64,
+}
+
+/// A quiet stream's last full read (the stream probe's `quiet` room).
+#[derive(Clone, Debug)]
+pub(crate) struct QuietRead {
+    pub(crate) read: StreamRead,
+    /// The coverage mark when it was read.
+    pub(crate) coverage: u64,
+    pub(crate) read_at: Instant,
+}
+
+/// The quiet streams of a target, by name.
+#[derive(Debug, Default)]
+pub(crate) struct QuietReads {
+    pub(crate) reads: HashMap<Name, QuietRead>,
 }

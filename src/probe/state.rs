@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::budget::BudgetNotice;
-use super::memory::{DiscoveryReport, Holder, LastRead, LastWalk, Pass};
+use super::memory::{DiscoveryReport, Holder, LastRead, LastWalk, Pass, QuietReads};
 use super::status_log;
 use crate::backend::NodeAddr;
 use crate::config::{Config, Target};
@@ -90,7 +90,7 @@ pub struct TargetState {
     /// What the last successful discovery found.
     pub discovery: Option<DiscoveryReport>,
     /// The quiet streams' last full reads (see the stream probe).
-    pub(crate) quiet: super::stream::QuietReads,
+    pub(crate) quiet: QuietReads,
     /// The last walk of the keyspace, and the runs that skipped one since.
     pub last_walk: Option<LastWalk>,
     /// Failed runs in a row, per probe (discovery's backoff).

@@ -4,8 +4,8 @@
 //! poll, so an incident that moves every group at once cannot flood the log.
 //! A group's first status is not a change: it is not logged.
 
+use crate::safe_names;
 use crate::status::GroupStatus;
-use crate::text;
 
 /// Status change lines per target and stream poll before they are counted
 /// instead.
@@ -42,8 +42,8 @@ impl StatusChanges {
         self.logged += 1;
         tracing::info!(
             redis_target = %target,
-            stream = %text::printable(stream),
-            group = %text::printable(group),
+            stream = %safe_names::printable(stream),
+            group = %safe_names::printable(group),
             from = from.label(),
             to = to.label(),
             "group status changed"

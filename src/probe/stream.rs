@@ -25,7 +25,6 @@ mod quiet;
 mod run;
 mod stream_entry;
 
-pub(crate) use quiet::QuietReads;
 pub use run::{run, run_some};
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! What the stream poll, the PEL scan and the consumers probe know about
 //! each stream, group and consumer: plain figures, filled by the probes from
-//! what Redis replied (the snapshot holds no reply type of the client).
+//! what Redis replied, and judged where Redis can be wrong (a group's lag is
+//! only ever the judged one; see `probe/figures.rs`).
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -9,7 +10,7 @@ use super::Name;
 use crate::config::StreamSettings;
 use crate::loss::{ByCause, Unproven};
 use crate::status::GroupStatus;
-use crate::vocab::StreamId;
+use crate::vocab::{ConsumerInfo, StreamId};
 
 /// What `XINFO STREAM` said of a stream, as the snapshot keeps it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -52,20 +53,6 @@ pub struct GroupFigures {
     pub last_delivered_id: StreamId,
     /// Entries read; `None` when unknown or before 7.0.
     pub entries_read: Option<u64>,
-}
-
-/// One consumer exported by name.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ConsumerState {
-    /// Consumer name (binary-safe).
-    pub name: Vec<u8>,
-    /// Entries it holds.
-    pub pending: u64,
-    /// Milliseconds since its last read attempt (last success before 7.2).
-    pub idle_ms: u64,
-    /// Milliseconds since its last successful read (7.2+); `None` before
-    /// 7.2 and when it never read successfully.
-    pub inactive_ms: Option<u64>,
 }
 
 /// The smallest pending ID of a group, as the pending summary read it.
@@ -136,7 +123,7 @@ impl PelScan {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Consumers {
     /// The consumers exported by name (top N by pending).
-    pub top: Vec<ConsumerState>,
+    pub top: Vec<ConsumerInfo>,
     /// Pending entries of the consumers beyond the cap, when there are any.
     pub other_pending: Option<u64>,
     /// PEL entries held by consumers inactive longer than `inactive_after`.

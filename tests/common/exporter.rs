@@ -137,8 +137,10 @@ impl Exporter {
     /// The HTTP edge tests' exporter: `config`, optionally under a descriptor limit, with the
     /// server module's debug lines in the log and `extra` arguments.
     pub fn start(dir: &Path, config: &str, nofile: Option<u64>, extra: &[&str]) -> Exporter {
-        let mut builder = Exporter::with_config(dir, config)
-            .args(&["--log.level", "info,redis_streams_exporter::server=debug"]);
+        let mut builder = Exporter::with_config(dir, config).args(&[
+            "--log.level",
+            "info,redis_streams_exporter::http::server=debug",
+        ]);
         if let Some(n) = nofile {
             builder = builder.nofile(n);
         }

@@ -7,12 +7,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::topology::Topology;
-use super::{ClientSetupError, ClientStats, NodeAddr};
+use super::{ClientStats, NodeAddr};
 use crate::backend::paging::Pages;
 use crate::backend::ratelimit::RateLimiter;
 use crate::backend::tls::TlsSetup;
 use crate::config::{Limits, Target};
 use crate::vocab::StatsSnapshot;
+
+/// Why a client could not be built: its TLS settings are unusable.
+#[derive(Debug, thiserror::Error)]
+#[error("target {target}: {detail}")]
+pub struct ClientSetupError {
+    target: String,
+    detail: String,
+}
 
 /// The connections to one target.
 #[derive(Debug)]

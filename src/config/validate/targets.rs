@@ -1,14 +1,13 @@
-//! Targets (`[[targets]]`, or the default one): their URL (parsed with the
-//! `url` crate), mode, credentials and secrets, and what they watch; and the
-//! stream rules (`[stream_defaults]`, `[[streams]]`).
+//! Targets (`[[targets]]`, or the default one): their URL, mode and
+//! credentials, and the streams they watch.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::CliOverrides;
+use super::connection::parse_url;
 use super::validator::Validator;
-use crate::config::raw::{RawStreamRule, RawStreamSettings, RawTarget};
+use crate::config::raw::RawTarget;
 use crate::config::tls::tls_keys;
 use crate::config::*;
 use crate::glob::Glob;
@@ -62,156 +61,6 @@ impl Validator {
             }
         }
         targets
-    }
-
-    /// `[stream_defaults]` and the `[[streams]]` rules, each rule's settings
-    /// falling back to the defaults.
-    pub(super) fn stream_rules(
-        &mut self,
-        defaults: RawStreamSettings,
-        raw: Vec<RawStreamRule>,
-    ) -> StreamRules {
-        let base =
-            Arc::new(self.stream_settings("stream_defaults", &StreamSettings::default(), defaults));
-        let rules = raw
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let key = format!("streams[{i}]");
-                let pattern = match r.pattern {
-                    Some(p) if !p.is_empty() => Glob::new(p),
-                    _ => {
-                        self.problem(
-                            format!("{key}.match"),
-                            "is required (a stream name or glob pattern)",
-                        );
-                        Glob::new("")
-                    }
-                };
-                let settings = self.stream_settings(
-                    &key,
-                    &base,
-                    RawStreamSettings {
-                        max_delay: r.max_delay,
-                        read_every: r.read_every,
-                        trimming: r.trimming,
-                        dead_letter: r.dead_letter,
-                        poison_delivery_count: r.poison_delivery_count,
-                        consumer_inactive_after: r.consumer_inactive_after,
-                        exclude_streams: r.exclude_streams,
-                        include_groups: r.include_groups,
-                        exclude_groups: r.exclude_groups,
-                    },
-                );
-                (pattern, Arc::new(settings))
-            })
-            .collect();
-        StreamRules {
-            defaults: base,
-            rules,
-        }
-    }
-
-    fn stream_settings(
-        &mut self,
-        key: &str,
-        base: &StreamSettings,
-        raw: RawStreamSettings,
-    ) -> StreamSettings {
-        StreamSettings {
-            max_delay: self.optional_positive_duration(
-                key,
-                "max_delay",
-                raw.max_delay,
-                base.max_delay,
-            ),
-            read_every: self.optional_positive_duration(
-                key,
-                "read_every",
-                raw.read_every,
-                base.read_every,
-            ),
-            trimming: match raw.trimming.as_deref() {
-                None => base.trimming,
-                Some("any") => Trimming::Any,
-                Some("acked") => Trimming::Acked,
-                Some(other) => {
-                    self.problem(
-                        format!("{key}.trimming"),
-                        format!("must be \"any\" or \"acked\", not {other:?}"),
-                    );
-                    base.trimming
-                }
-            },
-            dead_letter: match raw.dead_letter {
-                None => base.dead_letter.clone(),
-                Some(name) if name.is_empty() => {
-                    self.problem(format!("{key}.dead_letter"), "must not be empty");
-                    None
-                }
-                Some(name) => Some(name.into_bytes()),
-            },
-            poison_delivery_count: self.positive(
-                &format!("{key}.poison_delivery_count"),
-                raw.poison_delivery_count,
-                base.poison_delivery_count,
-                u64::MAX,
-            ),
-            consumer_inactive_after: self.optional_positive_duration(
-                key,
-                "consumer_inactive_after",
-                raw.consumer_inactive_after,
-                base.consumer_inactive_after,
-            ),
-            exclude_streams: match raw.exclude_streams {
-                None => base.exclude_streams.clone(),
-                Some(list) => self.globs(&format!("{key}.exclude_streams"), list),
-            },
-            groups: NameFilter {
-                include: match raw.include_groups {
-                    None => base.groups.include.clone(),
-                    Some(list) => self.globs(&format!("{key}.include_groups"), list),
-                },
-                exclude: match raw.exclude_groups {
-                    None => base.groups.exclude.clone(),
-                    Some(list) => self.globs(&format!("{key}.exclude_groups"), list),
-                },
-            },
-        }
-    }
-
-    /// An optional duration above zero (`base` when not given).
-    fn optional_positive_duration(
-        &mut self,
-        key: &str,
-        name: &str,
-        raw: Option<String>,
-        base: Option<Duration>,
-    ) -> Option<Duration> {
-        let Some(text) = raw else {
-            return base;
-        };
-        let k = format!("{key}.{name}");
-        match self.duration(&k, &text) {
-            Some(d) if d.is_zero() => {
-                self.problem(k, "must be greater than zero");
-                None
-            }
-            d => d,
-        }
-    }
-
-    /// Glob patterns, none of them empty.
-    pub(super) fn globs(&mut self, key: &str, list: Vec<String>) -> Vec<Glob> {
-        let mut globs = Vec::with_capacity(list.len());
-        for (i, p) in list.into_iter().enumerate() {
-            if p.is_empty() {
-                self.problem(format!("{key}[{i}]"), "must not be empty");
-            } else {
-                globs.push(Glob::new(p));
-            }
-        }
-        globs
     }
 
     /// One target: where it is (its URL), how to reach it (mode,
@@ -396,70 +245,6 @@ impl Validator {
         }
         (streams, patterns)
     }
-
-    /// `<key>.keyspace_events`: `"auto"` (the default) or `"off"`.
-    pub(super) fn keyspace_events(&mut self, key: &str, raw: Option<String>) -> KeyspaceEvents {
-        match raw.as_deref() {
-            None | Some("auto") => KeyspaceEvents::Auto,
-            Some("off") => KeyspaceEvents::Off,
-            Some(other) => {
-                self.problem(
-                    format!("{key}.keyspace_events"),
-                    format!("must be \"auto\" or \"off\", not {other:?}"),
-                );
-                KeyspaceEvents::Auto
-            }
-        }
-    }
-
-    pub(super) fn host_port(&mut self, key: &str, value: &str) {
-        let ok = value
-            .rsplit_once(':')
-            .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
-        if !ok {
-            self.problem(key, format!("{value:?} is not host:port"));
-        }
-    }
-
-    /// Reads a secret from `<prefix>_env` or `<prefix>_file`.
-    pub(super) fn secret(
-        &mut self,
-        key: &str,
-        prefix: &str,
-        env: Option<String>,
-        file: Option<String>,
-    ) -> Option<Secret> {
-        match (env, file) {
-            (Some(_), Some(_)) => {
-                self.problem(
-                    format!("{key}.{prefix}_env"),
-                    format!("set either {prefix}_env or {prefix}_file, not both"),
-                );
-                None
-            }
-            (Some(var), None) => match std::env::var(&var) {
-                Ok(v) => Some(Secret::new(v)),
-                Err(_) => {
-                    self.problem(
-                        format!("{key}.{prefix}_env"),
-                        format!("environment variable {var} is not set"),
-                    );
-                    None
-                }
-            },
-            (None, Some(path)) => match std::fs::read_to_string(&path) {
-                Ok(v) => Some(Secret::new(v.trim_end_matches(['\r', '\n']))),
-                Err(e) => {
-                    self.problem(
-                        format!("{key}.{prefix}_file"),
-                        format!("cannot read {path}: {e}"),
-                    );
-                    None
-                }
-            },
-            (None, None) => None,
-        }
-    }
 }
 
 /// A target's `mode` and the keys that only one mode takes, as written.
@@ -471,62 +256,4 @@ struct ModeKeys {
     sentinel_username: Option<String>,
     sentinel_password_env: Option<String>,
     sentinel_password_file: Option<String>,
-}
-
-/// A target URL's endpoint, user and password.
-pub(in crate::config) type ParsedUrl = (Endpoint, Option<String>, Option<Secret>);
-
-/// Reads `redis[s]://[user[:password]@]host[:port][/db]` with the `url`
-/// crate; a query or fragment is ignored. Messages never include the URL,
-/// which may carry a password.
-pub(in crate::config) fn parse_url(text: &str) -> Result<ParsedUrl, String> {
-    // The scheme as written: `url` would also take `REDIS://`.
-    let tls = match text.split_once("://") {
-        Some(("redis", _)) => false,
-        Some(("rediss", _)) => true,
-        _ => return Err("must start with redis:// or rediss://".into()),
-    };
-    // `url` drops tabs and newlines silently: refuse them (and spaces and
-    // other controls) rather than dial a different address than written.
-    if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err("has a space or a control character".into());
-    }
-    let url = url::Url::parse(text).map_err(|e| match e {
-        url::ParseError::EmptyHost => "has no host",
-        url::ParseError::InvalidPort => "has an invalid port",
-        url::ParseError::InvalidIpv6Address => "has an invalid [IPv6] host",
-        _ => "is not a valid URL",
-    })?;
-    let host = match url.host() {
-        Some(url::Host::Ipv6(ip)) => ip.to_string(),
-        Some(url::Host::Ipv4(ip)) => ip.to_string(),
-        Some(url::Host::Domain(name)) if !name.is_empty() => name.to_string(),
-        _ => return Err("has no host".into()),
-    };
-    let path = url.path().strip_prefix('/').unwrap_or(url.path());
-    let db = if path.is_empty() {
-        0
-    } else {
-        path.parse::<i64>()
-            .ok()
-            .filter(|d| *d >= 0)
-            .ok_or("has a database path that is not a number")?
-    };
-    let decode = |s: &str| {
-        percent_encoding::percent_decode_str(s)
-            .decode_utf8_lossy()
-            .into_owned()
-    };
-    let user = (!url.username().is_empty()).then(|| decode(url.username()));
-    let password = url.password().map(|p| Secret::new(decode(p)));
-    Ok((
-        Endpoint {
-            host,
-            port: url.port().unwrap_or(6379),
-            tls,
-            db,
-        },
-        user,
-        password,
-    ))
 }

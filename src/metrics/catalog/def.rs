@@ -4,9 +4,9 @@
 
 use crate::process::ProcessStats;
 use crate::snapshot::{
-    ConsumerState, Consumers, ExporterState, GroupState, ProbeStatus, ScanState, StreamState,
-    TargetSnapshot,
+    Consumers, ExporterState, GroupState, ProbeStatus, ScanState, StreamState, TargetSnapshot,
 };
+use crate::vocab::ConsumerInfo;
 
 /// The type of a metric family. The text format (0.0.4) knows the first
 /// three; OpenMetrics also the last three, which the text format writes as
@@ -92,7 +92,7 @@ pub enum Source {
     GroupConsumers(fn(&Consumers) -> Option<f64>),
     /// Each consumer exported by name (`target`, `stream`, `group`,
     /// `consumer`).
-    Consumer(fn(&ConsumerState) -> Option<f64>),
+    Consumer(fn(&ConsumerInfo) -> Option<f64>),
     /// Each target that is up (`target`).
     Target(fn(&TargetSnapshot) -> Option<f64>),
     /// Each target, up or not: the exporter's view of it (`target`).

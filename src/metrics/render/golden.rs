@@ -2,7 +2,7 @@
 //! every family of the catalog appear, rendered and compared byte for byte
 //! with `tests/golden/exposition.prom` (what `/metrics` serves) and
 //! `tests/golden/probe_answer.prom` (what `/probe` answers), both checked
-//! with `promtool check metrics`. `RSE_UPDATE_GOLDEN=1` rewrites the files.
+//! with `promtool check metrics`. `scripts/regen.sh` rewrites the files.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -17,13 +17,12 @@ use crate::loss::ByCause;
 use crate::metrics::catalog::METRICS;
 use crate::process::ProcessStats;
 use crate::snapshot::{
-    ConsumerState, Consumers, DeadLetter, ExporterState, GroupFigures, GroupState, Groups, Name,
-    OldestPending, PelScan, ProbeStatus, ScanState, ServerInfo, StreamFigures, StreamState,
-    TargetSnapshot,
+    Consumers, DeadLetter, ExporterState, GroupFigures, GroupState, Groups, Name, OldestPending,
+    PelScan, ProbeStatus, ScanState, ServerInfo, StreamFigures, StreamState, TargetSnapshot,
 };
 use crate::status::{Basis, GroupStatus};
-use crate::vocab::ProbeKind;
 use crate::vocab::StreamId;
+use crate::vocab::{ConsumerInfo, ProbeKind};
 use crate::vocab::{KeyspaceEventsStats, StatsSnapshot};
 
 /// A fixed instant: 2026-12-01T00:00:00Z.
@@ -118,12 +117,13 @@ pub(super) fn stream(length: u64, groups: Vec<(Name, GroupState)>) -> StreamStat
     }
 }
 
-fn consumer(name: &[u8], pending: u64, inactive_ms: Option<u64>) -> ConsumerState {
-    ConsumerState {
+fn consumer(name: &[u8], pending: u64, inactive_ms: Option<u64>) -> ConsumerInfo {
+    ConsumerInfo {
         name: name.to_vec(),
         pending,
         idle_ms: 1_500,
         inactive_ms,
+        never_active: false,
     }
 }
 
@@ -333,30 +333,11 @@ fn golden_path(file: &str) -> PathBuf {
         .join(file)
 }
 
-/// Compares `text` with the golden file, or rewrites the file when
-/// `RSE_UPDATE_GOLDEN=1`.
+/// Compares `text` with the golden file, or rewrites it (see
+/// [`crate::derived`]).
 fn compare(file: &str, text: &str) {
-    let path = golden_path(file);
-    if std::env::var_os("RSE_UPDATE_GOLDEN").is_some_and(|v| v == "1") {
-        std::fs::write(&path, text).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (RSE_UPDATE_GOLDEN=1 writes it)", path.display()));
-    if want != text {
-        let line = want
-            .lines()
-            .zip(text.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or(want.lines().count().min(text.lines().count()));
-        panic!(
-            "{} differs from the render at line {} (RSE_UPDATE_GOLDEN=1 rewrites it):\n\
-             want: {:?}\n got: {:?}",
-            path.display(),
-            line + 1,
-            want.lines().nth(line),
-            text.lines().nth(line)
-        );
+    if let Err(e) = crate::derived::compare_or_rewrite(&golden_path(file), text, "the render") {
+        panic!("{e}");
     }
 }
 

@@ -9,12 +9,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::decode::{Allotment, Read, decode_stream, time_of};
+use super::decode::{Allotment, decode_stream, time_of};
 use crate::backend::reply::{self, GroupInfo, StreamInfo};
 use crate::backend::{Command, NodeAddr, RangeEnd, RangeStart, Reply};
 use crate::lag::{self, Arithmetic, MsEnds, UndeliveredSample};
 use crate::loss;
 use crate::probe::context::{ProbeContext, ProbeError, Problems};
+use crate::probe::memory::StreamRead;
 use crate::snapshot::Name;
 use crate::vocab::StreamId;
 
@@ -25,7 +26,7 @@ type At = (usize, usize);
 /// One stream as this poll read it, with what the round trips after XINFO
 /// learnt of each watched group (in the order of `read.groups`).
 pub(super) struct Polled {
-    pub(super) read: Read,
+    pub(super) read: StreamRead,
     pub(super) now_ms: Option<u64>,
     pub(super) arithmetic: Arithmetic,
     pub(super) ends: MsEnds,
@@ -48,7 +49,7 @@ pub(super) struct Polled {
 /// give them (see [`Allotment`]).
 pub(super) struct ToRead<'n> {
     pub(super) names: &'n [&'n Name],
-    pub(super) stand: Vec<(Name, Read)>,
+    pub(super) stand: Vec<(Name, StreamRead)>,
     pub(super) allot: &'n mut Allotment,
 }
 
@@ -65,7 +66,7 @@ pub(super) struct Batch<'a> {
     counter: loss::ReadCounter,
     now_ms: Option<u64>,
     /// The streams whose XINFO could be read.
-    reads: Vec<(Name, Read)>,
+    reads: Vec<(Name, StreamRead)>,
     /// Per stream and group: what the previous poll proved.
     trails: Vec<Vec<Option<lag::Trail>>>,
     /// Per stream: points of its generated-entries curve.
@@ -113,7 +114,7 @@ impl<'a> Batch<'a> {
             .execute_atomically(node, &[Command::Time], &per_stream)
             .await?;
         let now_ms = head.first().and_then(|r| time_of(ctx, r, problems));
-        let mut reads: Vec<(Name, Read)> = Vec::with_capacity(names.len());
+        let mut reads: Vec<(Name, StreamRead)> = Vec::with_capacity(names.len());
         let mut unsettled = HashSet::new();
         for (key, (r, atomic)) in names.iter().zip(&replies) {
             let (Some(info), Some(groups)) = (r.first(), r.get(1)) else {
@@ -553,7 +554,7 @@ impl<'a> Batch<'a> {
 /// group's position (the unwatched ones are points too).
 fn recall(
     ctx: &ProbeContext,
-    reads: &[(Name, Read)],
+    reads: &[(Name, StreamRead)],
     arithmetic: Arithmetic,
 ) -> (Vec<Vec<Option<lag::Trail>>>, Vec<Vec<lag::Anchor>>) {
     let state = ctx.state();

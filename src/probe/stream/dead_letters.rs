@@ -11,8 +11,8 @@ use crate::backend::reply;
 use crate::backend::{Command, RangeEnd, RangeStart};
 use crate::probe::context::{ProbeContext, ProbeError, Problems};
 use crate::probe::groups::age_seconds;
+use crate::safe_names;
 use crate::snapshot::{DeadLetter, Name, StreamState};
-use crate::text;
 use crate::vocab::ErrorKind;
 
 /// Reads the dead-letter streams of every stream that has one configured.
@@ -96,7 +96,7 @@ pub(super) async fn dead_letters(
                 },
                 Err(e) => {
                     problems.refused(e);
-                    tracing::debug!(redis_target = %ctx.target.name, stream = %text::printable(key), error = %e, "dead-letter stream skipped");
+                    tracing::debug!(redis_target = %ctx.target.name, stream = %safe_names::printable(key), error = %e, "dead-letter stream skipped");
                     continue;
                 }
             };

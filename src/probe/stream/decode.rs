@@ -3,24 +3,11 @@
 //! vanished streams set aside (an event, not an error).
 
 use crate::backend::Reply;
-use crate::backend::reply::{self, GroupInfo, StreamInfo};
+use crate::backend::reply::{self, GroupInfo};
 use crate::probe::context::{ProbeContext, Problems};
+use crate::probe::memory::StreamRead;
+use crate::safe_names;
 use crate::snapshot::Name;
-use crate::text;
-
-/// One stream's XINFO, decoded.
-#[derive(Clone, Debug)]
-pub(super) struct Read {
-    pub(super) info: StreamInfo,
-    /// The groups watched.
-    pub(super) groups: Vec<GroupInfo>,
-    /// Groups excluded by the group filters: never read further, but their
-    /// positions still inform the lag estimator.
-    pub(super) unwatched: Vec<GroupInfo>,
-    /// Groups not watched for `max_groups_per_stream`: beyond it among the
-    /// watched ones, or beyond the rows the reply kept.
-    pub(super) dropped: u64,
-}
 
 /// The server time from a `TIME` reply, when it came.
 pub(super) fn time_of(ctx: &ProbeContext, r: &Reply, problems: &mut Problems) -> Option<u64> {
@@ -44,7 +31,7 @@ pub(super) fn decode_stream(
     groups: &Reply,
     problems: &mut Problems,
     vanished: &mut Vec<Name>,
-) -> Option<Read> {
+) -> Option<StreamRead> {
     let info = match info {
         Ok(v) => {
             let info = problems.decoded(ctx, reply::stream_info(v))?;
@@ -54,7 +41,7 @@ pub(super) fn decode_stream(
         Err(e) if e.kind.is_vanished() => {
             // Deleted since discovery: it leaves the watch list now (an
             // event, not an error); discovery finds it again if it returns.
-            tracing::debug!(redis_target = %ctx.target.name, stream = %text::printable(&**key), "stream vanished");
+            tracing::debug!(redis_target = %ctx.target.name, stream = %safe_names::printable(&**key), "stream vanished");
             vanished.push(key.clone());
             return None;
         }
@@ -63,7 +50,7 @@ pub(super) fn decode_stream(
             // (errors_total); the stream leaves the output. Logged at debug
             // so a permanent condition cannot flood the log every poll.
             problems.refused(e);
-            tracing::debug!(redis_target = %ctx.target.name, stream = %text::printable(&**key), error = %e, "stream skipped");
+            tracing::debug!(redis_target = %ctx.target.name, stream = %safe_names::printable(&**key), error = %e, "stream skipped");
             return None;
         }
     };
@@ -84,7 +71,7 @@ pub(super) fn decode_stream(
     let over_cap = groups.len().saturating_sub(cap) as u64;
     groups.truncate(cap);
     let dropped = over_cap + info.groups.saturating_sub(listed);
-    Some(Read {
+    Some(StreamRead {
         info,
         groups,
         unwatched,
@@ -112,7 +99,7 @@ impl Allotment {
     /// Cuts `read`'s watched groups to its share and to what is left,
     /// counting the rest as dropped. The first by name are kept, as
     /// `max_groups_per_stream` keeps them.
-    pub(super) fn cut(&mut self, read: &mut Read) {
+    pub(super) fn cut(&mut self, read: &mut StreamRead) {
         let keep = read.groups.len().min(self.share).min(self.left);
         read.dropped += (read.groups.len() - keep) as u64;
         read.groups.truncate(keep);
@@ -174,8 +161,8 @@ mod tests {
             name: name.as_bytes().to_vec(),
             ..GroupInfo::default()
         };
-        let read = |n: usize| Read {
-            info: StreamInfo::default(),
+        let read = |n: usize| StreamRead {
+            info: crate::backend::reply::StreamInfo::default(),
             groups: (0..n).map(|i| group(&format!("g{i}"))).collect(),
             unwatched: Vec::new(),
             dropped: 1,

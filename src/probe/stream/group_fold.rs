@@ -16,7 +16,7 @@ use crate::probe::figures;
 use crate::probe::groups::age_seconds;
 use crate::probe::state::{GroupMemory, TargetState};
 use crate::snapshot::{GroupState, Name, StreamState};
-use crate::{cadence, loss, status, text};
+use crate::{cadence, loss, safe_names, status};
 
 /// What every watched group of one polled stream is folded with.
 pub(super) struct GroupFold<'p> {
@@ -171,8 +171,8 @@ impl GroupFold<'_> {
         let info = self.info;
         tracing::trace!(
             redis_target = %self.ctx.target.name,
-            stream = %text::printable(&**self.name),
-            group = %text::printable(&**gname),
+            stream = %safe_names::printable(&**self.name),
+            group = %safe_names::printable(&**gname),
             added = ?info.entries_added,
             length = info.length,
             first = ?info.first_entry_id,

@@ -115,25 +115,22 @@ fn allotment(
             .len()
             .saturating_add(usize::try_from(s.groups_dropped).unwrap_or(usize::MAX))
     };
-    let others = last
-        .iter()
-        .filter(|(name, _)| kind == PollKind::Extra && !polled.contains(name));
-    let wanted = polled
+    let mut wanted: Vec<usize> = polled
         .iter()
         .filter_map(|name| last.get(name))
-        .chain(others.map(|(_, s)| s))
         .map(|s| wants(s))
         .collect();
+    // An extra poll shares with the streams it does not poll, and leaves
+    // them the groups they keep.
+    let mut kept_elsewhere = 0usize;
+    if kind == PollKind::Extra {
+        for (_, s) in last.iter().filter(|(name, _)| !polled.contains(name)) {
+            wanted.push(wants(s));
+            kept_elsewhere = kept_elsewhere.saturating_add(s.groups.len());
+        }
+    }
     let max_groups = ctx.target.max_groups;
     let share = group_share(wanted, ctx.config.metrics.max_groups_per_stream, max_groups);
-    let kept_elsewhere: usize = match kind {
-        PollKind::Scheduled => 0,
-        PollKind::Extra => last
-            .iter()
-            .filter(|(name, _)| !polled.contains(name))
-            .map(|(_, s)| s.groups.len())
-            .sum(),
-    };
     Allotment::new(share, max_groups.saturating_sub(kept_elsewhere))
 }
 

@@ -26,33 +26,18 @@
 //! On Redis 6.2 (no `entries-added`, and a read that creates a consumer
 //! publishes nothing) every stream is read in full.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::decode::Read;
 use crate::backend::{Command, NodeAddr, RangeEnd, RangeStart, reply};
 use crate::probe::context::{ProbeContext, ProbeError};
+use crate::probe::memory::{QuietRead, QuietReads, StreamRead};
 use crate::snapshot::Name;
 
 /// The longest a quiet stream goes without a full read.
 pub const QUIET_SAFETY: Duration = Duration::from_secs(300);
-
-/// A quiet stream's last full read.
-#[derive(Clone, Debug)]
-pub(crate) struct QuietRead {
-    read: Read,
-    /// The coverage mark when it was read.
-    coverage: u64,
-    read_at: Instant,
-}
-
-/// The quiet streams of a target, by name.
-#[derive(Debug, Default)]
-pub(crate) struct QuietReads {
-    reads: HashMap<Name, QuietRead>,
-}
 
 impl QuietReads {
     /// An event named `stream`: it is read in full next time.
@@ -66,7 +51,7 @@ impl QuietReads {
     }
 
     /// The read that may stand for `stream` at `now` under `coverage`.
-    fn candidate(&self, stream: &Name, coverage: u64, now: Instant) -> Option<&Read> {
+    fn candidate(&self, stream: &Name, coverage: u64, now: Instant) -> Option<&StreamRead> {
         self.reads
             .get(stream)
             .filter(|q| {
@@ -80,7 +65,7 @@ impl QuietReads {
     pub(super) fn remember(
         &mut self,
         stream: &Name,
-        read: &Read,
+        read: &StreamRead,
         coverage: Option<u64>,
         now: Instant,
     ) {
@@ -104,7 +89,7 @@ impl QuietReads {
 
 /// Whether a full read shows nothing that can change without an event or
 /// a longer stream.
-pub(super) fn is_quiet(read: &Read) -> bool {
+pub(super) fn is_quiet(read: &StreamRead) -> bool {
     let info = &read.info;
     let Some(added) = info.entries_added else {
         return false;
@@ -130,12 +115,12 @@ pub(super) async fn check<'n>(
     node: &NodeAddr,
     coverage: Option<u64>,
     names: &[&'n Name],
-) -> Result<(Vec<(Name, Read)>, Vec<&'n Name>), ProbeError> {
+) -> Result<(Vec<(Name, StreamRead)>, Vec<&'n Name>), ProbeError> {
     let Some(coverage) = coverage else {
         return Ok((Vec::new(), names.to_vec()));
     };
     let now = Instant::now();
-    let candidates: Vec<(&Name, Read)> = {
+    let candidates: Vec<(&Name, StreamRead)> = {
         let state = ctx.state();
         names
             .iter()
@@ -185,8 +170,8 @@ mod tests {
     use crate::backend::reply::{GroupInfo, StreamInfo};
     use crate::vocab::StreamId;
 
-    fn read(groups: Vec<GroupInfo>) -> Read {
-        Read {
+    fn read(groups: Vec<GroupInfo>) -> StreamRead {
+        StreamRead {
             info: StreamInfo {
                 length: 3,
                 entries_added: Some(5),

@@ -12,9 +12,9 @@ use crate::lag;
 use crate::probe::context::ProbeContext;
 use crate::probe::figures;
 use crate::probe::state::TargetState;
+use crate::safe_names;
 use crate::snapshot::{Groups, Name, StreamState};
 use crate::status;
-use crate::text;
 
 /// Whether a stream's IDs are wall-clock milliseconds.
 fn time_based(info: &StreamInfo, now_ms: Option<u64>) -> bool {
@@ -71,7 +71,7 @@ pub(super) fn build_stream(
     if !time_ids && state.non_time_logged.insert(name.clone()) {
         tracing::info!(
             redis_target = %ctx.target.name,
-            stream = %text::printable(&**name),
+            stream = %safe_names::printable(&**name),
             last_id = %read.info.last_generated_id,
             "stream IDs are not wall-clock time; ages of this stream are not exported"
         );

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::conn::{Conn, Phase};
 use super::registry::{HandshakeSlot, Registered, Shared};
 use super::tracked::{Edge, Tracked};
-use crate::web::Live;
+use crate::http::web_config::Live;
 
 #[allow(clippy::too_many_arguments)] // One task's whole context, passed once.
 pub(super) async fn connection(

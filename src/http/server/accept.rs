@@ -18,7 +18,7 @@ use super::log_gate::LogGate;
 use super::registry::{Registry, Shared};
 use super::task::connection;
 use crate::config::HttpLimits;
-use crate::web::Live;
+use crate::http::web_config::Live;
 
 /// How long requests in progress may take to finish after shutdown starts.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
