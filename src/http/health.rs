@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use tokio::sync::oneshot;
 
-use super::router::HttpState;
+use super::state::HttpState;
 use crate::config::Config;
 
 /// `GET /readyz`: 200 once the exporter serves what it knows, that is once

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
-use super::router::HttpState;
+use super::state::HttpState;
 use crate::config::Config;
 use crate::metrics::BuildInfo;
 use crate::snapshot::TargetSnapshot;

@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 
-use super::router::HttpState;
+use super::state::HttpState;
 use crate::config::Config;
 use crate::exposition::Chunks;
 use crate::metrics::openmetrics::{

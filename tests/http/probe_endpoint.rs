@@ -609,10 +609,19 @@ async fn spellings_of_one_server_are_one_target_and_answers_take_name_and_openme
     let (status, body) = probe(&d, &format!("target=redis://127.0.1:{}", other.port)).await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(exporter_connections(&other), 0);
-    let m = common::wait_metrics(&d, Duration::from_secs(10), "one probed target", |m| {
-        m.get("redis_streams_exporter_probed_targets", &[]) == Some(1.0)
+    // The exposition is rendered in the background: wait for one that saw the refusal.
+    let m = common::wait_metrics(&d, Duration::from_secs(10), "the refusal counted", |m| {
+        m.get(
+            "redis_streams_exporter_probe_requests_total",
+            &[("result", "over_cap")],
+        )
+        .is_some_and(|n| n >= 1.0)
     })
     .await;
+    assert_eq!(
+        m.get("redis_streams_exporter_probed_targets", &[]),
+        Some(1.0)
+    );
     assert_eq!(
         m.value(
             "redis_streams_exporter_probe_requests_total",
