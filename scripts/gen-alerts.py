@@ -67,7 +67,7 @@ def main() -> int:
     if args.check:
         if new != text:
             print(
-                f"stale: {RULES.relative_to(ROOT)} (run python3 scripts/gen-alerts.py)",
+                f"stale: {RULES.relative_to(ROOT)} (run: scripts/regen.sh)",
                 file=sys.stderr,
             )
             return 1

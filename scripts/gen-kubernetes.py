@@ -144,7 +144,7 @@ def main() -> int:
         for p in problems:
             print(p)
         if problems:
-            print("run: python3 scripts/gen-kubernetes.py")
+            print("run: scripts/regen.sh (it rewrites every derived file)")
             return 1
         print(f"up to date: {len(files)} generated files")
     else:

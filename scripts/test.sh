@@ -189,6 +189,9 @@ PY
 binary() { # name (lib:..., bin:..., test:...)
   awk -v n="$1" '$1 == n {print $2}' <<<"$binaries"
 }
+threads_of() { # name: the servers binary runs alone, on 6 threads (4 kept only one core busy)
+  if [ "$1" = test:servers ]; then echo "${RSE_SERVERS_TEST_THREADS:-6}"; else echo "$threads"; fi
+}
 run_tests() { # name...: runs each test binary in turn, output to stdout; fails if one failed
   local failed=0 name path
   for name in "$@"; do
@@ -201,7 +204,7 @@ run_tests() { # name...: runs each test binary in turn, output to stdout; fails 
     echo "     Running $name ($path)"
     # A binary that hangs fails the run instead of holding it: SIGTERM after the limit (each
     # test's own servers and children are stopped by their guards), SIGKILL 30 s later.
-    timed "$name" timeout --kill-after=30 "$limit" "$path" --test-threads="$threads" || {
+    timed "$name" timeout --kill-after=30 "$limit" "$path" --test-threads="$(threads_of "$name")" || {
       local rc=$?
       failed=1
       [ "$rc" -ne 124 ] || echo "[test.sh] $name: still running after $limit s; stopped" >&2
