@@ -228,14 +228,14 @@ if [ -n "$cargo_deb_install" ]; then
 fi
 set +e
 status=0
-# Three lanes at once, each binary's output in its own file (appended to the log in lane order).
+# Three lanes at once, each one's output in its own file (appended to the log in lane order).
 # The end-to-end binary spends most of its 3 minutes waiting on Prometheus and Alertmanager's clocks,
 # the outages binary on dead and hung targets' timeouts (about 20 s of CPU in 2 minutes), and both
 # time what they watch: they run at normal priority. The third lane (unit tests, assets and
-# packaging, which time nothing, then daemon and http, whose waits are generous) and the documentation
-# run at the lowest priority (nice 19), on the CPU those two leave: beside them at equal priority,
-# the outages binary's one-second bounds were missed. Then the servers binary, which keeps both
-# cores busy and times the schedule under a flood, runs alone.
+# packaging, which time nothing, then daemon and http, whose waits are generous) runs at the lowest
+# priority (nice 19), on the CPU those two leave: beside them at equal priority, the outages
+# binary's one-second bounds were missed. Then the servers binary, which keeps both cores busy and
+# times the schedule under a flood, runs alone.
 lane_pids=()
 lane_names=()
 lane() { # name, niceness, binaries...
@@ -246,17 +246,24 @@ lane() { # name, niceness, binaries...
   lane_names+=("$name")
 }
 others=$(awk '$1 !~ /^test:(e2e|daemon|http|outages|servers)$/ {print $1}' <<<"$binaries")
-lane e2e 0 test:e2e
+# The maintainers' documentation, private items included (links between modules resolve there),
+# builds without a warning: a broken link or a stale name fails the run. It builds once e2e is done,
+# beside the untimed lane rather than slowing it from the start.
+build_docs() {
+  RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links" \
+    timed "cargo doc" nice -n 19 cargo doc --no-deps --document-private-items --locked
+}
+{
+  lane_nice=0 run_tests test:e2e
+  e2e_status=$?
+  build_docs || e2e_status=1
+  exit "$e2e_status"
+} >"$root/target/test-output-e2e.log" 2>&1 &
+lane_pids+=($!)
+lane_names+=(e2e)
 lane outages 0 test:outages
 # shellcheck disable=SC2086
 lane others 19 $others test:daemon test:http
-# The maintainers' documentation, private items included (links between modules resolve there),
-# builds without a warning: a broken link or a stale name fails the run.
-RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links" \
-  timed "cargo doc" nice -n 19 cargo doc --no-deps --document-private-items --locked \
-  >"$root/target/test-output-doc.log" 2>&1 &
-lane_pids+=($!)
-lane_names+=(doc)
 for i in "${!lane_pids[@]}"; do
   wait "${lane_pids[$i]}" || status=1
   tee -a "$log" <"$root/target/test-output-${lane_names[$i]}.log"
