@@ -238,14 +238,13 @@ status=0
 # times the schedule under a flood, runs alone.
 lane_pids=()
 lane_names=()
-lane() { # name, niceness, binaries...
-  local name=$1 niceness=$2
-  shift 2
-  lane_nice=$niceness run_tests "$@" >"$root/target/test-output-$name.log" 2>&1 &
+lane() { # name, command...: runs the command in the background, its output in the lane's file
+  local name=$1
+  shift
+  "$@" >"$root/target/test-output-$name.log" 2>&1 &
   lane_pids+=($!)
   lane_names+=("$name")
 }
-others=$(awk '$1 !~ /^test:(e2e|daemon|http|outages|servers)$/ {print $1}' <<<"$binaries")
 # The maintainers' documentation, private items included (links between modules resolve there),
 # builds without a warning: a broken link or a stale name fails the run. It builds once e2e is done,
 # beside the untimed lane rather than slowing it from the start.
@@ -253,17 +252,20 @@ build_docs() {
   RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links" \
     timed "cargo doc" nice -n 19 cargo doc --no-deps --document-private-items --locked
 }
-{
-  lane_nice=0 run_tests test:e2e
-  e2e_status=$?
-  build_docs || e2e_status=1
-  exit "$e2e_status"
-} >"$root/target/test-output-e2e.log" 2>&1 &
-lane_pids+=($!)
-lane_names+=(e2e)
-lane outages 0 test:outages
+e2e_then_docs() {
+  local failed=0
+  run_tests test:e2e || failed=1
+  build_docs || failed=1
+  return $failed
+}
+at_lowest_priority() { # binaries...
+  lane_nice=19 run_tests "$@"
+}
+others=$(awk '$1 !~ /^test:(e2e|daemon|http|outages|servers)$/ {print $1}' <<<"$binaries")
+lane e2e e2e_then_docs
+lane outages run_tests test:outages
 # shellcheck disable=SC2086
-lane others 19 $others test:daemon test:http
+lane others at_lowest_priority $others test:daemon test:http
 for i in "${!lane_pids[@]}"; do
   wait "${lane_pids[$i]}" || status=1
   tee -a "$log" <"$root/target/test-output-${lane_names[$i]}.log"

@@ -43,6 +43,7 @@ pub use durations::{short, short_secs};
 pub use judge::DEFAULT_DELAY_THRESHOLD;
 pub use plan::Options;
 pub use progress::Progress;
-pub use report::{EXIT_OK, EXIT_PROBLEMS, EXIT_UNREACHABLE, EXIT_USAGE};
-pub use report::{GroupReport, Report, TargetReport};
+pub use report::{
+    EXIT_OK, EXIT_PROBLEMS, EXIT_UNREACHABLE, EXIT_USAGE, GroupReport, Report, TargetReport,
+};
 pub use run::run;

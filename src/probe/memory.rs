@@ -1,9 +1,9 @@
 //! What each probe leaves in the target's state for its next run: the
 //! consumers probe's last read of a group and the consumers it saw holding
 //! entries, discovery's last walk and report, the PEL scan's pass in
-//! progress, the stream probe's last full reads of quiet streams. The types live here, below the state that holds them; the
-//! probes that fill them keep their behaviour (`impl` blocks) in their own
-//! rooms.
+//! progress, the stream probe's last full reads of quiet streams. The types
+//! live here, below the state that holds them; the probes that fill them
+//! keep their behaviour (`impl` blocks) in their own rooms.
 
 use std::collections::HashMap;
 
@@ -86,28 +86,28 @@ pub struct Accumulator {
 /// One stream's XINFO, decoded by the stream probe.
 #[derive(Clone, Debug)]
 pub(crate) struct StreamRead {
-    pub(crate) info: StreamInfo,
+    pub(super) info: StreamInfo,
     /// The groups watched.
-    pub(crate) groups: Vec<GroupInfo>,
+    pub(super) groups: Vec<GroupInfo>,
     /// Groups excluded by the group filters: never read further, but their
     /// positions still inform the lag estimator.
-    pub(crate) unwatched: Vec<GroupInfo>,
+    pub(super) unwatched: Vec<GroupInfo>,
     /// Groups not watched for `max_groups_per_stream`: beyond it among the
     /// watched ones, or beyond the rows the reply kept.
-    pub(crate) dropped: u64,
+    pub(super) dropped: u64,
 }
 
 /// A quiet stream's last full read (the stream probe's `quiet` room).
 #[derive(Clone, Debug)]
 pub(crate) struct QuietRead {
-    pub(crate) read: StreamRead,
+    pub(super) read: StreamRead,
     /// The coverage mark when it was read.
-    pub(crate) coverage: u64,
-    pub(crate) read_at: Instant,
+    pub(super) coverage: u64,
+    pub(super) read_at: Instant,
 }
 
 /// The quiet streams of a target, by name.
 #[derive(Debug, Default)]
 pub(crate) struct QuietReads {
-    pub(crate) reads: HashMap<Name, QuietRead>,
+    pub(super) reads: HashMap<Name, QuietRead>,
 }
