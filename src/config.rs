@@ -39,7 +39,7 @@ pub use multitarget::{
 };
 pub use output::MetricsSettings;
 pub use polling::{Limits, Schedule, probe_names};
-pub use streams::{StreamRules, StreamSettings, Trimming};
+pub use streams::{ConsumerRename, Series, StreamRules, StreamSettings, Trimming};
 pub use target::{Endpoint, KeyspaceEvents, Mode, NameFilter, Secret, Target};
 pub use tls::{ClientIdentity, PemFile, RedisTls};
 pub use validate::{CliOverrides, from_str};

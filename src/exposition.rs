@@ -415,7 +415,7 @@ fn render_gzip(
         };
         let compressed = slot.insert(compressed);
         duplicates += compressed.counts.duplicates;
-        renderer.note_shortened(compressed.counts.shortened);
+        renderer.note(&compressed.counts);
     }
     let sections = || cache.iter().flatten();
     let text = gzip_member(sections().map(|c| &c.text));

@@ -509,6 +509,8 @@ pub struct Ledger {
     unproven: Unproven,
     /// Rewinds counted.
     rewinds: u64,
+    /// Server time of the last counted rewind.
+    rewound_at_ms: Option<u64>,
     /// Server time of the last counted loss.
     last_loss_at_ms: Option<u64>,
     /// The same, by cause.
@@ -593,6 +595,7 @@ impl Ledger {
         match previous {
             Some(p) if p.rewound_by(o) => {
                 self.rewinds += 1;
+                self.rewound_at_ms = o.at_ms.or(self.rewound_at_ms);
                 self.anchor = None;
             }
             Some(p) if self.starts_over(&p, o) => self.anchor = None,
@@ -749,6 +752,12 @@ impl Ledger {
     /// Rewinds counted.
     pub fn rewinds(&self) -> u64 {
         self.rewinds
+    }
+
+    /// When the last rewind was counted (server time), for the same reason
+    /// as [`Self::loss_times`].
+    pub fn rewound_at(&self) -> Option<u64> {
+        self.rewound_at_ms
     }
 
     /// When the last loss of each cause was counted (server time): what

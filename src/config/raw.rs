@@ -154,6 +154,8 @@ pub struct RawStreamSettings {
     pub exclude_streams: Option<Vec<String>>,
     pub include_groups: Option<Vec<String>>,
     pub exclude_groups: Option<Vec<String>>,
+    pub series: Option<String>,
+    pub consumer_names: Option<Vec<RawConsumerRename>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -170,6 +172,15 @@ pub struct RawStreamRule {
     pub exclude_streams: Option<Vec<String>>,
     pub include_groups: Option<Vec<String>>,
     pub exclude_groups: Option<Vec<String>>,
+    pub series: Option<String>,
+    pub consumer_names: Option<Vec<RawConsumerRename>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConsumerRename {
+    pub regex: Option<String>,
+    pub replacement: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

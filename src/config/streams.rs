@@ -34,6 +34,11 @@ pub struct StreamSettings {
     pub exclude_streams: Vec<Glob>,
     /// Groups watched on the streams this rule matches.
     pub groups: NameFilter,
+    /// Which series the stream's groups and consumers cost.
+    pub series: Series,
+    /// Consumer names rewritten to stable ones before they become labels,
+    /// first matching rule wins.
+    pub consumer_names: Vec<ConsumerRename>,
 }
 
 impl Default for StreamSettings {
@@ -47,7 +52,74 @@ impl Default for StreamSettings {
             consumer_inactive_after: None,
             exclude_streams: Vec::new(),
             groups: NameFilter::default(),
+            series: Series::Lean,
+            consumer_names: Vec::new(),
         }
+    }
+}
+
+/// Which series a stream's groups and consumers cost (`series`).
+///
+/// Lean, the default, leaves out what says nothing: zeros of problems that
+/// never happened, the PEL scan's bookkeeping while nothing is pending, the
+/// idle and delivery-count distributions, and consumers that hold nothing
+/// (counted per group instead). Full writes every family the catalog has,
+/// zeros included, and every consumer up to `max_consumers_per_group`: for
+/// the streams someone is debugging. What each family does in lean is its
+/// catalog entry's [`Lean`](crate::metrics::catalog::Lean).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Series {
+    /// What an on-call reads, alerts and panels use.
+    #[default]
+    Lean,
+    /// Every family, zeros included, and every consumer up to the cap.
+    Full,
+}
+
+impl Series {
+    /// True for [`Series::Full`].
+    pub fn full(self) -> bool {
+        self == Series::Full
+    }
+}
+
+/// One rewrite of consumer names (`consumer_names`): a name the pattern
+/// matches whole becomes the replacement, `$1` and `${name}` expanded from
+/// its groups, as in Prometheus relabelling. Consumers rewritten to one
+/// name are exported as one (their entries summed, their latest read kept):
+/// workers that take a random name at every start keep one series per kind.
+#[derive(Clone, Debug)]
+pub struct ConsumerRename {
+    /// The pattern, anchored at both ends.
+    pub pattern: regex::bytes::Regex,
+    /// What a matching name becomes.
+    pub replacement: String,
+}
+
+impl ConsumerRename {
+    /// The rewritten name of `name`, when the pattern matches it.
+    pub fn rename(&self, name: &[u8]) -> Option<Vec<u8>> {
+        let caps = self.pattern.captures(name)?;
+        let mut out = Vec::new();
+        caps.expand(self.replacement.as_bytes(), &mut out);
+        Some(out)
+    }
+}
+
+/// Rules are one when their pattern and replacement read the same.
+impl PartialEq for ConsumerRename {
+    fn eq(&self, other: &Self) -> bool {
+        self.pattern.as_str() == other.pattern.as_str() && self.replacement == other.replacement
+    }
+}
+
+impl Eq for ConsumerRename {}
+
+impl StreamSettings {
+    /// The name `name` is exported under: the first rewrite that matches
+    /// it, else itself. `None` when no rule rewrote it.
+    pub fn renamed_consumer(&self, name: &[u8]) -> Option<Vec<u8>> {
+        self.consumer_names.iter().find_map(|r| r.rename(name))
     }
 }
 

@@ -23,7 +23,7 @@ mod streams;
 mod values;
 
 pub use consumers::*;
-pub use def::{Custom, MetricDef, MetricType, Servers, Source};
+pub use def::{Custom, Lean, MetricDef, MetricType, Servers, Source};
 pub use exporter::*;
 pub use list::{METRICS, find};
 pub use pending::*;

@@ -15,7 +15,7 @@
 use std::collections::HashSet;
 use std::io::{self, Write};
 
-use super::catalog::{METRICS, MetricDef, MetricType, find};
+use super::catalog::{METRICS, find};
 
 /// The last line of an OpenMetrics exposition.
 pub const EOF: &[u8] = b"# EOF\n";
@@ -147,11 +147,10 @@ fn metadata_name(line: &[u8]) -> Option<&[u8]> {
 /// Converts the text exposition written into it to OpenMetrics (without
 /// the final [`EOF`], which the caller adds once after the last piece).
 pub fn to_openmetrics<W: Write>(inner: W) -> Lines<W, impl FnMut(&[u8], &mut Vec<u8>)> {
-    let mut family: Option<&'static MetricDef> = None;
     Lines::new(inner, move |line: &[u8], out: &mut Vec<u8>| {
         if let Some(rest) = line.strip_prefix(b"# HELP ") {
             let (name, help) = split_name(rest);
-            family = std::str::from_utf8(name).ok().and_then(find);
+            let family = std::str::from_utf8(name).ok().and_then(find);
             out.extend_from_slice(b"# HELP ");
             out.extend_from_slice(family.map_or(name, |d| d.openmetrics_name().as_bytes()));
             out.push(b' ');
@@ -163,8 +162,7 @@ pub fn to_openmetrics<W: Write>(inner: W) -> Lines<W, impl FnMut(&[u8], &mut Vec
             }
         } else if let Some(rest) = line.strip_prefix(b"# TYPE ") {
             let (name, _) = split_name(rest);
-            family = std::str::from_utf8(name).ok().and_then(find);
-            let Some(def) = family else {
+            let Some(def) = std::str::from_utf8(name).ok().and_then(find) else {
                 // Not a family of the catalog: not one the exporter writes.
                 out.extend_from_slice(line);
                 return;
@@ -177,12 +175,7 @@ pub fn to_openmetrics<W: Write>(inner: W) -> Lines<W, impl FnMut(&[u8], &mut Vec
         } else if line.starts_with(b"#") {
             // OpenMetrics has no free comments.
         } else {
-            match family.map(|d| (d, d.kind)) {
-                Some((def, MetricType::StateSet { state_label })) => {
-                    state_sample(line, def.openmetrics_name(), state_label, out);
-                }
-                _ => out.extend_from_slice(line),
-            }
+            out.extend_from_slice(line);
         }
     })
 }
@@ -192,37 +185,6 @@ fn split_name(rest: &[u8]) -> (&[u8], &[u8]) {
     match rest.iter().position(|&b| b == b' ') {
         Some(i) => (&rest[..i], &rest[i + 1..]),
         None => (rest.strip_suffix(b"\n").unwrap_or(rest), b"\n"),
-    }
-}
-
-/// A state set's sample with the label OpenMetrics requires added: the
-/// state is the value of `state_label`, the family's last label (the
-/// catalog declares it so), whose values never need escaping.
-fn state_sample(line: &[u8], family: &str, state_label: &str, out: &mut Vec<u8>) {
-    let state = line
-        .iter()
-        .rposition(|&b| b == b'}')
-        .filter(|&close| close > 0 && line[close - 1] == b'"')
-        .and_then(|close| {
-            let open = line[..close - 1].iter().rposition(|&b| b == b'"')?;
-            let prefix = &line[..open];
-            let named = prefix.ends_with(format!(",{state_label}=").as_bytes())
-                || prefix.ends_with(format!("{{{state_label}=").as_bytes());
-            named.then_some((close, &line[open + 1..close - 1]))
-        });
-    match state {
-        Some((close, state)) => {
-            out.extend_from_slice(&line[..close]);
-            out.push(b',');
-            out.extend_from_slice(family.as_bytes());
-            out.extend_from_slice(b"=\"");
-            out.extend_from_slice(state);
-            out.push(b'"');
-            out.extend_from_slice(&line[close..]);
-        }
-        // Every sample of a state set has its state label; a line without
-        // one is copied rather than lost.
-        None => out.extend_from_slice(line),
     }
 }
 
@@ -262,6 +224,7 @@ pub fn keep_families<W: Write>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::catalog::MetricType;
     use crate::metrics::catalog::{
         EXPORTER_BUILD_INFO, GROUP_PENDING_BY_IDLE, GROUP_STATUS, STREAM_ENTRIES_ADDED,
     };
@@ -328,30 +291,9 @@ mod tests {
         );
     }
 
-    /// The state label is found from the end, so a stream named like a
-    /// label cannot fool it.
-    #[test]
-    fn state_set_samples_get_the_family_label() {
-        let text = "# HELP redis_streams_group_status Status.\n\
-                    # TYPE redis_streams_group_status gauge\n\
-                    redis_streams_group_status{target=\"t\",stream=\"x,status=\",group=\"g\",status=\"data_loss\"} 0\n";
-        let om = convert(text);
-        assert!(
-            om.contains("# TYPE redis_streams_group_status stateset\n"),
-            "{om}"
-        );
-        assert!(
-            om.ends_with(
-                "redis_streams_group_status{target=\"t\",stream=\"x,status=\",group=\"g\",status=\"data_loss\",redis_streams_group_status=\"data_loss\"} 0\n"
-            ),
-            "{om}"
-        );
-    }
-
     /// Every catalog entry fits OpenMetrics: counters end in `_total`, info
     /// families in `_info`, gauge histograms in `_bucket` with `le` last,
-    /// state sets have their state label last, and no two families claim a
-    /// name.
+    /// and no two families claim a name.
     #[test]
     fn the_catalog_fits_openmetrics() {
         let mut claimed = HashSet::new();
@@ -369,10 +311,6 @@ mod tests {
                     assert!(def.name.ends_with("_bucket"), "{}", def.name);
                     assert_eq!(def.labels.last(), Some(&"le"), "{}", def.name);
                     &["_bucket", "_gcount", "_gsum"]
-                }
-                MetricType::StateSet { state_label } => {
-                    assert_eq!(def.labels.last(), Some(&state_label), "{}", def.name);
-                    &[]
                 }
                 MetricType::Gauge | MetricType::Untyped => {
                     assert!(!def.labels.contains(&"le"), "{}", def.name);

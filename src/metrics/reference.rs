@@ -66,11 +66,19 @@ pub(crate) fn markdown() -> String {
          (each probed target's own series).\n\
          - **Servers**: `all` is every supported server (Redis 6.2 and later, Valkey). A value \
          a server does not give is absent, never 0 (see [lag and losses](lag-and-losses.md)).\n\
+         - **Lean**: what a stream whose `series` is `\"lean\"` (the default) writes of the \
+         family; `series = \"full\"` writes every sample. `always`: every sample; \
+         `unless 0` (or `1`): not the value that says nothing happened (no problem counted, \
+         a flag down, a scan with nothing left to read); `while pending`: only for groups \
+         with pending entries; `holders`: only for consumers that hold entries or carry a \
+         rewritten name (`consumer_names`), the others counted per group; `full only`: not \
+         at all. [Cost](cost.md#series) gives what a group costs in each.\n\
          - Labels: `target` (the configured name, or `host:port` for a probed target), \
-         `stream`, `group`, `consumer` (per group the top `max_consumers_per_group`, 50 by \
-         default, by pending entries; the rest are summed under `consumer=\"__other__\"`), \
-         and `le`, `status`, `cause`, `probe`, `command`, `kind` where they apply. Streams \
-         per target are capped by `max_streams`.\n\n\
+         `stream`, `group`, `consumer` (per group at most `max_consumers_per_group`, 50 by \
+         default: those holding the most entries, then the most recent readers; the rest \
+         are summed under `consumer=\"__other__\"`), and `le`, `status`, `reason`, `cause`, \
+         `probe`, `command`, `kind` where they apply. Streams per target are capped by \
+         `max_streams`.\n\n\
          Values read from Redis are polled in the background and served from a cached \
          snapshot; `redis_streams_exporter_probe_last_success_timestamp_seconds` says how old \
          each probe's data is.\n",
@@ -83,8 +91,8 @@ pub(crate) fn markdown() -> String {
             let _ = write!(
                 out,
                 "\n## {title}\n\n\
-                 | name | type | unit | labels | served on | servers | help |\n\
-                 |---|---|---|---|---|---|---|\n"
+                 | name | type | unit | labels | served on | servers | lean | help |\n\
+                 |---|---|---|---|---|---|---|---|\n"
             );
         }
         let labels = if m.labels.is_empty() {
@@ -94,13 +102,14 @@ pub(crate) fn markdown() -> String {
         };
         let _ = writeln!(
             out,
-            "| `{}` | {} | {} | {} | {} | {} | {} |",
+            "| `{}` | {} | {} | {} | {} | {} | {} | {} |",
             m.name,
             m.kind.as_str(),
             m.unit().unwrap_or(""),
             labels,
             endpoints(m),
             m.servers.describe(),
+            m.lean.describe(),
             cell(m.help)
         );
     }

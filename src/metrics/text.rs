@@ -161,6 +161,10 @@ pub struct Family<'s, W: Write> {
     pub duplicates: u64,
     /// Label values shortened to the limit.
     pub shortened: u64,
+    /// Series written per `target` label value, in the order targets came
+    /// (samples come target by target, so the last entry is nearly always
+    /// the one to count).
+    pub series: Vec<(Vec<u8>, u64)>,
 }
 
 impl<'s, W: Write> Family<'s, W> {
@@ -176,6 +180,7 @@ impl<'s, W: Write> Family<'s, W> {
             limit,
             duplicates: 0,
             shortened: 0,
+            series: Vec::new(),
         }
     }
 
@@ -260,6 +265,12 @@ impl<'s, W: Write> Family<'s, W> {
         write_value(buf, value);
         buf.push(b'\n');
         self.sink.line_done();
+        if let Some((_, target)) = labels.first().filter(|(name, _)| *name == "target") {
+            match self.series.iter_mut().rev().find(|(t, _)| t == target) {
+                Some((_, n)) => *n += 1,
+                None => self.series.push((target.to_vec(), 1)),
+            }
+        }
     }
 }
 

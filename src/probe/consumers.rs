@@ -16,7 +16,8 @@ use super::memory::{Holder, LastRead};
 use super::state::TargetState;
 use crate::backend::reply::{self, ConsumerInfo};
 use crate::backend::{Command, ROWS_KEPT};
-use crate::snapshot::{Consumers, Name};
+use crate::config::StreamSettings;
+use crate::snapshot::{Consumers, ExportedConsumer, Name};
 use crate::vocab::ProbeKind;
 use crate::vocab::SkipKind;
 
@@ -30,32 +31,123 @@ pub fn since_last_read_ms(c: &ConsumerInfo) -> Option<u64> {
     }
 }
 
+/// A consumer that has not tried to read for this long is stale: a worker
+/// gone without `XGROUP DELCONSUMER`, counted apart from the idle ones.
+pub const STALE_AFTER: Duration = Duration::from_secs(24 * 3600);
+
+/// How one group's consumers are summarised for export.
+#[derive(Clone, Copy, Debug)]
+pub struct Tally<'a> {
+    /// Consumers exported by name (`max_consumers_per_group`).
+    pub cap: usize,
+    /// Inactivity after which a consumer's entries are orphaned.
+    pub inactive_after: Duration,
+    /// A consumer whose last read attempt is more recent is live: the
+    /// status window.
+    pub live_within: Duration,
+    /// The stream's settings: its consumer-name rewrites.
+    pub settings: &'a StreamSettings,
+}
+
 /// Caps and summarises one group's consumers. `unlisted_pending` is what
 /// consumers the reply left out (past [`ROWS_KEPT`]) hold: summed under
-/// `__other__`, and not counted orphaned (their inactivity is unknown).
-pub fn summarise(
-    mut all: Vec<ConsumerInfo>,
-    cap: usize,
-    inactive_after: Duration,
-    unlisted_pending: u64,
-) -> Consumers {
-    let limit = inactive_after.as_millis() as u64;
+/// `__other__`, and neither orphaned, live nor stale (their reads are
+/// unknown).
+///
+/// Orphaned entries, live and stale consumers are counted per consumer as
+/// Redis lists them; then the names a rewrite matches are merged into its
+/// name. The order is what an on-call acts on: most entries held first,
+/// the longest silent among equals (a crashed worker before a busy one),
+/// then the consumers holding nothing, rewritten names first and the most
+/// recent readers next, so the cap never hides a live worker behind stale
+/// ones.
+pub fn summarise(all: Vec<ConsumerInfo>, tally: &Tally<'_>, unlisted_pending: u64) -> Consumers {
+    let limit = tally.inactive_after.as_millis() as u64;
     let orphaned = all
         .iter()
         .filter(|c| since_last_read_ms(c).is_none_or(|ms| ms >= limit))
         .map(|c| c.pending)
         .sum();
-    // Most pending first; ties broken by name so the exported set is stable.
-    all.sort_by(|a, b| b.pending.cmp(&a.pending).then_with(|| a.name.cmp(&b.name)));
-    let other_pending = (all.len() > cap || unlisted_pending > 0)
-        .then(|| all.iter().skip(cap).map(|c| c.pending).sum::<u64>() + unlisted_pending);
-    all.truncate(cap);
+    let live_ms = tally.live_within.as_millis() as u64;
+    let live = all.iter().filter(|c| c.idle_ms < live_ms).count() as u64;
+    let stale_ms = STALE_AFTER.as_millis() as u64;
+    let stale = all.iter().filter(|c| c.idle_ms >= stale_ms).count() as u64;
+    let mut exported = renamed(all, tally.settings);
+    exported.sort_by(|a, b| {
+        let (a_held, b_held) = (a.info.pending, b.info.pending);
+        b_held.cmp(&a_held).then_with(|| {
+            if a_held > 0 {
+                b.info.idle_ms.cmp(&a.info.idle_ms)
+            } else {
+                b.renamed
+                    .cmp(&a.renamed)
+                    .then_with(|| a.info.idle_ms.cmp(&b.info.idle_ms))
+            }
+            .then_with(|| a.info.name.cmp(&b.info.name))
+        })
+    });
+    let cap = tally.cap;
+    let other_pending = (exported.len() > cap || unlisted_pending > 0).then(|| {
+        exported
+            .iter()
+            .skip(cap)
+            .map(|c| c.info.pending)
+            .sum::<u64>()
+            + unlisted_pending
+    });
+    exported.truncate(cap);
     Consumers {
-        top: all,
+        top: exported,
         other_pending,
+        live,
+        stale,
         orphaned,
-        inactive_after,
+        inactive_after: tally.inactive_after,
     }
+}
+
+/// The consumers under the names they are exported as: those a rewrite of
+/// `settings` matches merged into its name (with any consumer already
+/// called so), their entries summed and their latest reads kept.
+fn renamed(all: Vec<ConsumerInfo>, settings: &StreamSettings) -> Vec<ExportedConsumer> {
+    if settings.consumer_names.is_empty() {
+        return all
+            .into_iter()
+            .map(|info| ExportedConsumer {
+                info,
+                renamed: false,
+            })
+            .collect();
+    }
+    let mut by_name: std::collections::BTreeMap<Vec<u8>, ExportedConsumer> =
+        std::collections::BTreeMap::new();
+    for mut info in all {
+        let renamed = match settings.renamed_consumer(&info.name) {
+            Some(name) => {
+                info.name = name;
+                true
+            }
+            None => false,
+        };
+        match by_name.entry(info.name.clone()) {
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(ExportedConsumer { info, renamed });
+            }
+            std::collections::btree_map::Entry::Occupied(mut e) => {
+                let kept = e.get_mut();
+                kept.renamed |= renamed;
+                let k = &mut kept.info;
+                k.pending += info.pending;
+                k.idle_ms = k.idle_ms.min(info.idle_ms);
+                k.inactive_ms = match (k.inactive_ms, info.inactive_ms) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                k.never_active &= info.never_active;
+            }
+        }
+    }
+    by_name.into_values().collect()
 }
 
 /// What the consumers probe does with a group this run.
@@ -171,8 +263,9 @@ fn record(
     list: Vec<ConsumerInfo>,
     now_ms: Option<u64>,
     cap: usize,
-    stream_interval: Duration,
+    schedule: (Duration, usize),
 ) -> u64 {
+    let (stream_interval, window) = schedule;
     let line = state
         .snapshot
         .streams
@@ -215,7 +308,13 @@ fn record(
         holds,
         stream_interval,
     );
-    let summary = summarise(list, cap, inactive_after, unlisted_pending);
+    let tally = Tally {
+        cap,
+        inactive_after,
+        live_within: stream_interval.saturating_mul(window as u32),
+        settings: &stream.settings,
+    };
+    let summary = summarise(list, &tally, unlisted_pending);
     if summary.orphaned > 0 {
         state.findings.insert(key.clone());
     }
@@ -238,7 +337,7 @@ fn record(
 /// When the target cannot be reached or replies cannot be decoded.
 pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
     let cap = ctx.config.metrics.max_consumers_per_group;
-    let interval = ctx.config.schedule.stream;
+    let interval = (ctx.config.schedule.stream, ctx.config.status_window);
     let pairs = {
         let mut state = ctx.state();
         let run = state.consumers_runs;
@@ -300,6 +399,7 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ConsumerRename;
 
     fn c(
         name: &str,
@@ -366,6 +466,24 @@ mod tests {
         assert_eq!(ask(line(2, 0, false), held, 1, 0), Ask::CatchUp);
     }
 
+    /// A tally of `cap` consumers, orphaned after `inactive_s` seconds,
+    /// live within 150 s, renaming by `settings`.
+    fn tally(cap: usize, inactive_s: u64, settings: &StreamSettings) -> Tally<'_> {
+        Tally {
+            cap,
+            inactive_after: Duration::from_secs(inactive_s),
+            live_within: Duration::from_secs(150),
+            settings,
+        }
+    }
+
+    fn names(s: &Consumers) -> Vec<&str> {
+        s.top
+            .iter()
+            .map(|c| std::str::from_utf8(&c.info.name).unwrap())
+            .collect()
+    }
+
     #[test]
     fn caps_by_pending_and_sums_the_rest() {
         let all = vec![
@@ -374,11 +492,78 @@ mod tests {
             c("c", 3, 0, Some(0), false),
             c("d", 3, 0, Some(0), false),
         ];
-        let s = summarise(all, 2, Duration::from_secs(60), 0);
-        let names: Vec<&[u8]> = s.top.iter().map(|c| c.name.as_slice()).collect();
-        assert_eq!(names, vec![b"b".as_slice(), b"c".as_slice()]);
+        let s = summarise(all, &tally(2, 60, &StreamSettings::default()), 0);
+        assert_eq!(names(&s), ["b", "c"]);
         assert_eq!(s.other_pending, Some(4));
         assert_eq!(s.orphaned, 0);
+    }
+
+    /// Who is kept under the cap: the most entries held first, the longest
+    /// silent among equals (the crashed worker before the busy one), then
+    /// the consumers holding nothing by how recently they tried to read, so
+    /// a live worker among hundreds of dead ones with random names is kept,
+    /// whatever its name; live and stale are counted over them all.
+    #[test]
+    fn holders_first_then_the_most_recent_readers() {
+        let day = 24 * 3_600_000;
+        let mut all: Vec<ConsumerInfo> = (0..300)
+            .map(|i| c(&format!("a-dead-{i:03}"), 0, day + i, Some(day + i), false))
+            .collect();
+        all.push(c("z-live", 0, 200, Some(900), false));
+        all.push(c("m-busy", 2, 100, Some(100), false));
+        all.push(c("m-crashed", 2, 600_000, Some(600_000), false));
+        all.push(c("m-idle", 0, 60_000, Some(60_000), false));
+        let s = summarise(all, &tally(4, 300, &StreamSettings::default()), 0);
+        assert_eq!(names(&s), ["m-crashed", "m-busy", "z-live", "m-idle"]);
+        assert_eq!(s.other_pending, Some(0));
+        assert_eq!(s.orphaned, 2);
+        assert_eq!((s.live, s.stale), (3, 300));
+        let lean: Vec<bool> = s.top.iter().map(ExportedConsumer::in_lean).collect();
+        assert_eq!(lean, [true, true, false, false]);
+    }
+
+    /// Consumers a rewrite matches are one consumer under its name: their
+    /// entries summed, their latest reads kept, kept in lean series while
+    /// holding nothing; orphaned entries are counted per real consumer, so
+    /// a crashed worker is not hidden by a live one of its kind.
+    #[test]
+    fn rewritten_names_merge() {
+        let rename = |regex: &str, replacement: &str| ConsumerRename {
+            pattern: regex::bytes::Regex::new(&format!("^(?:{regex})$")).unwrap(),
+            replacement: replacement.to_string(),
+        };
+        let settings = StreamSettings {
+            consumer_names: vec![
+                rename("(?P<kind>[a-z]+)-[0-9a-f]{8}", "${kind}"),
+                rename("reaper-.*", "reaper"),
+            ],
+            ..StreamSettings::default()
+        };
+        let all = vec![
+            c("worker-0badf00d", 3, 900_000, Some(900_000), false),
+            c("worker-12345678", 1, 100, Some(500), false),
+            c("worker-deadbeef", 0, 50, None, true),
+            c("reaper-1", 0, 10_000, Some(10_000), false),
+            c("worker", 1, 20, Some(20), false),
+            c("other", 0, 5, Some(5), false),
+        ];
+        let s = summarise(all, &tally(10, 300, &settings), 0);
+        assert_eq!(names(&s), ["worker", "reaper", "other"]);
+        let worker = &s.top[0];
+        assert!(worker.renamed);
+        assert_eq!(
+            (
+                worker.info.pending,
+                worker.info.idle_ms,
+                worker.info.inactive_ms
+            ),
+            (5, 20, Some(20))
+        );
+        assert!(!worker.info.never_active);
+        assert_eq!(s.orphaned, 3, "the crashed worker's entries");
+        let lean: Vec<bool> = s.top.iter().map(ExportedConsumer::in_lean).collect();
+        assert_eq!(lean, [true, true, false]);
+        assert_eq!((s.live, s.stale), (5, 0), "all but the crashed worker");
     }
 
     /// A consumer that held entries and read again held them at least as
@@ -458,12 +643,13 @@ mod tests {
             unlisted(&listed, Some((100_000, 2))),
             (100_000 - ROWS_KEPT, 0)
         );
-        let s = summarise(listed, 2, Duration::from_secs(60), 7);
+        let settings = StreamSettings::default();
+        let s = summarise(listed, &tally(2, 60, &settings), 7);
         assert_eq!(s.top.len(), 2);
         // One listed holder beyond the two exported, and the 7 left out.
         assert_eq!(s.other_pending, Some(8));
         assert_eq!(s.orphaned, 0, "the listed holders read a second ago");
-        let s = summarise(Vec::new(), 2, Duration::from_secs(60), 0);
+        let s = summarise(Vec::new(), &tally(2, 60, &settings), 0);
         assert_eq!(s.other_pending, None);
     }
 
@@ -478,7 +664,7 @@ mod tests {
             c("never", 1, 0, None, true),
             c("fine", 9, 100, Some(100), false),
         ];
-        let s = summarise(all, 10, Duration::from_secs(120), 0);
+        let s = summarise(all, &tally(10, 120, &StreamSettings::default()), 0);
         assert_eq!(s.orphaned, 7);
         assert_eq!(s.other_pending, None);
     }

@@ -122,16 +122,44 @@ impl PelScan {
 /// The consumers of a group, capped for export.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Consumers {
-    /// The consumers exported by name (top N by pending).
-    pub top: Vec<ConsumerInfo>,
+    /// The consumers exported by name: at most `max_consumers_per_group`,
+    /// those holding the most entries first (the longest silent among
+    /// equals), then those that read most recently; lean series write only
+    /// those that hold entries or carry a rewritten name.
+    pub top: Vec<ExportedConsumer>,
     /// Pending entries of the consumers beyond the cap, when there are any.
     pub other_pending: Option<u64>,
+    /// Consumers whose last read attempt is within the status window.
+    pub live: u64,
+    /// Consumers that have not tried to read for a day or more: workers
+    /// gone without `XGROUP DELCONSUMER`.
+    pub stale: u64,
     /// PEL entries held by consumers inactive longer than `inactive_after`.
     pub orphaned: u64,
     /// The inactivity after which entries are orphaned: the stream's
     /// `consumer_inactive_after`, or learned (see
     /// [`crate::cadence::inactive_after`]).
     pub inactive_after: std::time::Duration,
+}
+
+/// A consumer as exported: what `XINFO CONSUMERS` said of it, or of the
+/// consumers whose names one rewrite (`consumer_names`) made into its name,
+/// together (their entries summed, their latest read kept).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExportedConsumer {
+    /// The consumer, under the name it is exported as.
+    pub info: ConsumerInfo,
+    /// Its name is a rewrite's: stable across worker restarts, so lean
+    /// series keep it whether or not it holds entries.
+    pub renamed: bool,
+}
+
+impl ExportedConsumer {
+    /// Whether lean series write it: it holds entries, or its name is a
+    /// rewrite's.
+    pub fn in_lean(&self) -> bool {
+        self.info.pending > 0 || self.renamed
+    }
 }
 
 /// The PEL scan's view of one group.
@@ -170,6 +198,8 @@ pub struct GroupState {
     pub loss_unproven: Unproven,
     /// Times the group's position moved backwards.
     pub rewinds: u64,
+    /// Server time (ms) of the last counted rewind.
+    pub rewound_at_ms: Option<u64>,
     /// last-delivered-id is beyond the stream's last generated ID.
     pub ahead_of_stream: bool,
     /// Seconds of ID time between the stream's first entry and the group's

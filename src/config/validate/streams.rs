@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::validator::Validator;
-use crate::config::raw::{RawStreamRule, RawStreamSettings};
+use crate::config::raw::{RawConsumerRename, RawStreamRule, RawStreamSettings};
 use crate::config::*;
 use crate::glob::Glob;
 
@@ -47,6 +47,8 @@ impl Validator {
                         exclude_streams: r.exclude_streams,
                         include_groups: r.include_groups,
                         exclude_groups: r.exclude_groups,
+                        series: r.series,
+                        consumer_names: r.consumer_names,
                     },
                 );
                 (pattern, Arc::new(settings))
@@ -123,7 +125,69 @@ impl Validator {
                     Some(list) => self.globs(&format!("{key}.exclude_groups"), list),
                 },
             },
+            series: match raw.series.as_deref() {
+                None => base.series,
+                Some("lean") => Series::Lean,
+                Some("full") => Series::Full,
+                Some(other) => {
+                    self.problem(
+                        format!("{key}.series"),
+                        format!("must be \"lean\" or \"full\", not {other:?}"),
+                    );
+                    base.series
+                }
+            },
+            consumer_names: match raw.consumer_names {
+                None => base.consumer_names.clone(),
+                Some(list) => self.consumer_renames(&format!("{key}.consumer_names"), list),
+            },
         }
+    }
+
+    /// Consumer-name rewrites: a pattern that compiles (anchored at both
+    /// ends) and a replacement whose `$` references name its groups.
+    fn consumer_renames(&mut self, key: &str, list: Vec<RawConsumerRename>) -> Vec<ConsumerRename> {
+        let mut renames = Vec::with_capacity(list.len());
+        for (i, raw) in list.into_iter().enumerate() {
+            let k = format!("{key}[{i}]");
+            let Some(regex) = raw.regex.filter(|r| !r.is_empty()) else {
+                self.problem(format!("{k}.regex"), "is required (a regular expression)");
+                continue;
+            };
+            let Some(replacement) = raw.replacement.filter(|r| !r.is_empty()) else {
+                self.problem(
+                    format!("{k}.replacement"),
+                    "is required (the name, with $1 or ${name} for the pattern's groups)",
+                );
+                continue;
+            };
+            let pattern = match regex::bytes::RegexBuilder::new(&format!("^(?:{regex})$"))
+                .size_limit(1 << 20)
+                .build()
+            {
+                Ok(p) => p,
+                Err(e) => {
+                    let why = e.to_string().replace('\n', " ");
+                    self.problem(
+                        format!("{k}.regex"),
+                        format!("is not a regular expression: {why}"),
+                    );
+                    continue;
+                }
+            };
+            if let Some(missing) = unknown_references(&pattern, &replacement) {
+                self.problem(
+                    format!("{k}.replacement"),
+                    format!("refers to ${missing}, which the regex does not capture"),
+                );
+                continue;
+            }
+            renames.push(ConsumerRename {
+                pattern,
+                replacement,
+            });
+        }
+        renames
     }
 
     /// An optional duration above zero (`base` when not given).
@@ -159,4 +223,41 @@ impl Validator {
         }
         globs
     }
+}
+
+/// The first `$` reference of `replacement` (`$1`, `${1}`, `$name`,
+/// `${name}`) that names no group of `pattern`: such a reference would
+/// expand to nothing, silently merging consumers.
+fn unknown_references(pattern: &regex::bytes::Regex, replacement: &str) -> Option<String> {
+    let names: Vec<&str> = pattern.capture_names().flatten().collect();
+    let groups = pattern.captures_len();
+    let mut rest = replacement;
+    while let Some(at) = rest.find('$') {
+        rest = &rest[at + 1..];
+        let (reference, after) = if let Some(braced) = rest.strip_prefix('{') {
+            match braced.find('}') {
+                Some(end) => (&braced[..end], &braced[end + 1..]),
+                None => (braced, ""),
+            }
+        } else if let Some(escaped) = rest.strip_prefix('$') {
+            ("", escaped)
+        } else {
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            (&rest[..end], &rest[end..])
+        };
+        rest = after;
+        if reference.is_empty() {
+            continue;
+        }
+        let known = match reference.parse::<usize>() {
+            Ok(n) => n < groups,
+            Err(_) => names.contains(&reference),
+        };
+        if !known {
+            return Some(reference.to_string());
+        }
+    }
+    None
 }

@@ -8,12 +8,31 @@ family! {
     CONSUMER_FAMILIES;
 
     metric!(
+        GROUP_CONSUMERS_LIVE,
+        "redis_streams_group_consumers_live",
+        Gauge,
+        TSG,
+        "Consumers of the group whose last read attempt is within the status window (last successful read before Redis 7.2): the workers alive. The others are idle, and those idle for a day or more are also in redis_streams_group_consumers_stale; redis_streams_group_consumers counts them all. Cached by the poller.",
+        Source::GroupConsumers(|cs| Some(cs.live as f64))
+    );
+    metric!(
+        GROUP_CONSUMERS_STALE,
+        "redis_streams_group_consumers_stale",
+        Gauge,
+        TSG,
+        "Consumers of the group that have not tried to read for a day or more: workers gone without XGROUP DELCONSUMER (task queues that name every worker process anew leave one per restart). Harmless while they hold nothing; delete them to keep XINFO CONSUMERS short. Cached by the poller.",
+        Source::GroupConsumers(|cs| Some(cs.stale as f64)),
+        lean: Lean::Unless(0.0)
+    );
+
+    metric!(
         CONSUMER_PENDING,
         "redis_streams_consumer_pending",
         Gauge,
         TSGC,
         "Entries the consumer holds in its PEL. Consumers beyond the per-group cap (max_consumers_per_group) are summed under consumer=\"__other__\"; a real consumer of that name gets the label value \\x5f_other__ (its first byte escaped; consumer=\"\\\\x5f_other__\" in PromQL) here and in the other consumer families, so the two never collide. Cached by the poller.",
-        Source::Custom(Custom::ConsumerPending)
+        Source::Custom(Custom::ConsumerPending),
+        lean: Lean::Holders
     );
     metric!(
         CONSUMER_IDLE,
@@ -21,7 +40,8 @@ family! {
         Gauge,
         TSGC,
         "Seconds since the consumer's last read attempt (since its last successful read before Redis 7.2). Cached by the poller.",
-        Source::Consumer(|c| Some(c.idle_ms as f64 / 1000.0))
+        Source::Consumer(|c| Some(c.idle_ms as f64 / 1000.0)),
+        lean: Lean::Holders
     );
     metric!(
         CONSUMER_INACTIVE,
@@ -30,6 +50,7 @@ family! {
         TSGC,
         "Seconds since the consumer's last successful read (Redis 7.2+; absent before, and for consumers that never read). Cached by the poller.",
         Source::Consumer(|c| c.inactive_ms.map(|ms| ms as f64 / 1000.0)),
-        servers: Inactive
+        servers: Inactive,
+        lean: Lean::Holders
     );
 }

@@ -9,11 +9,10 @@ use crate::snapshot::{
 use crate::vocab::ConsumerInfo;
 
 /// The type of a metric family. The text format (0.0.4) knows the first
-/// three; OpenMetrics also the last three, which the text format writes as
+/// three; OpenMetrics also the last two, which the text format writes as
 /// the types noted. Every type's series have the same names and labels in
-/// both formats (a Prometheus that negotiates OpenMetrics, as it does by
-/// default, stores what one reading the text format stores), except the
-/// one label OpenMetrics adds to a state set.
+/// both formats: a Prometheus that negotiates OpenMetrics, as it does by
+/// default, stores what one reading the text format stores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MetricType {
     /// A value that can go up and down.
@@ -23,14 +22,6 @@ pub enum MetricType {
     Counter,
     /// A gauge-like value written without a type.
     Untyped,
-    /// One 0/1 series per state, the current state 1; a gauge in the text
-    /// format. The state is in the label `state_label`, and OpenMetrics
-    /// adds the label it requires, named after the family, with the same
-    /// value.
-    StateSet {
-        /// The label holding the state's name.
-        state_label: &'static str,
-    },
     /// A distribution as it is now (cumulative `le` buckets that may go
     /// down). The name ends in `_bucket`, which OpenMetrics keeps on the
     /// samples only; the text format writes it untyped, because a gauge with
@@ -46,7 +37,7 @@ impl MetricType {
     /// The type name as written on a `# TYPE` line of the text format.
     pub fn as_str(self) -> &'static str {
         match self {
-            MetricType::Gauge | MetricType::StateSet { .. } | MetricType::Info => "gauge",
+            MetricType::Gauge | MetricType::Info => "gauge",
             MetricType::Counter => "counter",
             MetricType::Untyped | MetricType::GaugeHistogram => "untyped",
         }
@@ -58,7 +49,6 @@ impl MetricType {
             MetricType::Gauge => "gauge",
             MetricType::Counter => "counter",
             MetricType::Untyped => "unknown",
-            MetricType::StateSet { .. } => "stateset",
             MetricType::GaugeHistogram => "gaugehistogram",
             MetricType::Info => "info",
         }
@@ -121,10 +111,8 @@ pub enum Custom {
     PossiblyLost,
     /// Each group's unproven intervals, by reason, where there were any.
     LossUnproven,
-    /// One series per status of each group.
+    /// Each group's status and the rule that decided it.
     Status,
-    /// The rule that decided each group's status.
-    StatusReason,
     /// The pending summary's age of each group's oldest pending entry.
     OldestPendingAge,
     /// The larger of the PEL scan's and the pending summary's poison counts.
@@ -147,6 +135,8 @@ pub enum Custom {
     ItemsSkipped,
     /// In `/probe` answers only: the probed target is ready.
     TargetReady,
+    /// The series each target costs in this exposition.
+    Series,
     /// The exporter's build, in `/metrics` only.
     BuildInfo,
     /// Label values the render shortened, in `/metrics` only.
@@ -171,6 +161,59 @@ pub struct MetricDef {
     pub source: Source,
     /// The servers that give it.
     pub servers: Servers,
+    /// What it costs a stream in lean series (`series = "lean"`).
+    pub lean: Lean,
+}
+
+/// What a family writes for a stream whose `series` is lean (the default;
+/// `series = "full"` writes every sample a family has). Every series must
+/// earn its place: a zero that says a problem never happened costs
+/// Prometheus as much as a signal, so lean leaves such samples out and
+/// writes them when there is something to say. Families of targets, probes
+/// and the exporter are written whole either way.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Lean {
+    /// Written whole: what an on-call reads, alerts and panels use.
+    Always,
+    /// Left out when its value is this one: the value that says nothing
+    /// happened (0 problems, a flag down, a scan with nothing left to read).
+    /// Alerts that compare with it (`> 0`, `== 1`, `< 1`) are the same
+    /// either way.
+    Unless(f64),
+    /// Written only for groups with pending entries: what describes the
+    /// pending entries list (the PEL scan's bookkeeping, its largest idle).
+    WhilePending,
+    /// Per consumer: written for the consumers that hold entries or carry
+    /// a rewritten name (`consumer_names`); the rest are counted per group.
+    /// Worker restarts under random names then cost no series.
+    Holders,
+    /// Not written: the distributions, for `series = "full"` only.
+    Never,
+}
+
+impl Lean {
+    /// As the metric reference writes it.
+    pub fn describe(self) -> String {
+        match self {
+            Lean::Always => "always".to_string(),
+            Lean::Unless(v) => format!("unless {v}"),
+            Lean::WhilePending => "while pending".to_string(),
+            Lean::Holders => "holders".to_string(),
+            Lean::Never => "full only".to_string(),
+        }
+    }
+
+    /// Whether lean writes `value` of a group with `pending` entries.
+    pub fn keeps(self, value: f64, pending: u64) -> bool {
+        match self {
+            Lean::Always => true,
+            Lean::Unless(nothing) => value != nothing,
+            Lean::WhilePending => pending > 0,
+            // The walk of the consumers picks them (`ExportedConsumer::in_lean`).
+            Lean::Holders => true,
+            Lean::Never => false,
+        }
+    }
 }
 
 /// The servers that give a family. A server that does not give it leaves
@@ -210,7 +253,7 @@ impl MetricDef {
     /// The unit OpenMetrics declares (`# UNIT`) and the metric reference
     /// gives: seconds, bytes or ratio, when the family's name ends in it.
     pub fn unit(&self) -> Option<&'static str> {
-        if matches!(self.kind, MetricType::StateSet { .. } | MetricType::Info) {
+        if self.kind == MetricType::Info {
             return None;
         }
         let family = self.openmetrics_name();

@@ -231,6 +231,14 @@ family! {
         Source::Custom(Custom::TargetReady)
     );
     metric!(
+        EXPORTER_SERIES,
+        "redis_streams_exporter_series",
+        Gauge,
+        T,
+        "Series of the target in this exposition (or /probe answer): its streams', groups' and consumers' series, and the exporter's own series about it, this one included. What the target costs Prometheus; docs/cost.md gives the cost of a group in lean and full series.",
+        Source::Custom(Custom::Series)
+    );
+    metric!(
         EXPORTER_BUILD_INFO,
         "redis_streams_exporter_build_info",
         Info,

@@ -3,9 +3,10 @@
 //! [`super::METRICS`] is made of.
 
 /// One family: its const, named for the code that reads it. `servers` names
-/// the servers that give it when not every supported one does.
+/// the servers that give it when not every supported one does; `lean` what
+/// it writes for lean streams when not every sample ([`Lean::Always`]).
 macro_rules! metric {
-    ($id:ident, $name:literal, $kind:ident $({ $($field:tt)* })?, $labels:expr, $help:literal, $source:expr $(, servers: $servers:ident)?) => {
+    ($id:ident, $name:literal, $kind:ident $({ $($field:tt)* })?, $labels:expr, $help:literal, $source:expr $(, servers: $servers:ident)? $(, lean: $lean:expr)?) => {
         #[doc = $help]
         // The help is Prometheus HELP text, not Markdown: `[probe] target_ttl` names a section.
         #[allow(rustdoc::broken_intra_doc_links)]
@@ -16,10 +17,13 @@ macro_rules! metric {
             labels: $labels,
             source: $source,
             servers: metric!(@servers $($servers)?),
+            lean: metric!(@lean $($lean)?),
         };
     };
     (@servers) => { Servers::All };
     (@servers $servers:ident) => { Servers::$servers };
+    (@lean) => { Lean::Always };
+    (@lean $lean:expr) => { $lean };
 }
 
 /// A family file's entries: each `metric!` and the list `$list` of all of

@@ -20,7 +20,8 @@ family! {
         Gauge,
         TSG,
         "PEL entries delivered at least poison_delivery_count times: the larger of the last complete PEL scan's count and the count among the 10 oldest pending entries, read at every pending summary (a poison entry is retried forever, so it stays among the oldest). Cached by the poller.",
-        Source::Custom(Custom::Poison)
+        Source::Custom(Custom::Poison),
+        lean: Lean::Unless(0.0)
     );
     metric!(
         GROUP_PENDING_MAX_IDLE,
@@ -28,7 +29,8 @@ family! {
         Gauge,
         TSG,
         "Largest idle time (since last delivery) over every PEL entry, from the last complete PEL scan: 0 for an empty PEL, absent when no entry has an owner (released by XNACK). Cached by the poller.",
-        Source::Scan(|sc| last_scan(sc).and_then(max_idle_seconds))
+        Source::Scan(|sc| last_scan(sc).and_then(max_idle_seconds)),
+        lean: Lean::WhilePending
     );
     metric!(
         GROUP_PENDING_GHOST,
@@ -36,7 +38,8 @@ family! {
         Gauge,
         TSG,
         "PEL entries whose body no longer exists in the stream (trimmed or deleted), from the last complete PEL scan. Cached by the poller.",
-        Source::Scan(|sc| last_scan(sc).map(|s| s.ghost as f64))
+        Source::Scan(|sc| last_scan(sc).map(|s| s.ghost as f64)),
+        lean: Lean::Unless(0.0)
     );
     metric!(
         GROUP_PENDING_GHOST_UNCHECKED,
@@ -44,7 +47,8 @@ family! {
         Gauge,
         TSG,
         "PEL entries that may be ghosts (at or below max-deleted-entry-id) but were not checked in the last complete PEL scan because the check budget ran out. Cached by the poller.",
-        Source::Scan(|sc| last_scan(sc).map(|s| s.ghost_unchecked as f64))
+        Source::Scan(|sc| last_scan(sc).map(|s| s.ghost_unchecked as f64)),
+        lean: Lean::Unless(0.0)
     );
     metric!(
         GROUP_PENDING_SCAN_TS,
@@ -52,7 +56,8 @@ family! {
         Gauge,
         TSG,
         "When the last complete PEL scan of the group finished, in seconds since the epoch. Cached by the poller.",
-        Source::Scan(|sc| last_scan(sc).map(|s| secs(s.finished_at)))
+        Source::Scan(|sc| last_scan(sc).map(|s| secs(s.finished_at))),
+        lean: Lean::WhilePending
     );
     metric!(
         GROUP_PENDING_SCAN_PROGRESS,
@@ -60,7 +65,8 @@ family! {
         Gauge,
         TSG,
         "Fraction of the PEL read by the PEL scan pass in progress (1 when no pass is unfinished). A value below 1 across several intervals means the PEL is too large for the scan budget. Cached by the poller.",
-        Source::Scan(|sc| Some(sc.progress))
+        Source::Scan(|sc| Some(sc.progress)),
+        lean: Lean::Unless(1.0)
     );
     metric!(
         GROUP_PENDING_BY_IDLE,
@@ -68,7 +74,8 @@ family! {
         GaugeHistogram,
         TSGL,
         "PEL entries whose idle time is at most le seconds, from the last complete PEL scan (cumulative buckets); absent for an empty PEL. Cached by the poller.",
-        Source::Custom(Custom::PendingByIdle)
+        Source::Custom(Custom::PendingByIdle),
+        lean: Lean::Never
     );
     metric!(
         GROUP_PENDING_BY_DELIVERY_COUNT,
@@ -76,7 +83,8 @@ family! {
         GaugeHistogram,
         TSGL,
         "PEL entries delivered at most le times, from the last complete PEL scan (cumulative buckets); absent for an empty PEL. Cached by the poller.",
-        Source::Custom(Custom::PendingByDeliveryCount)
+        Source::Custom(Custom::PendingByDeliveryCount),
+        lean: Lean::Never
     );
     metric!(
         GROUP_PENDING_ORPHANED,
@@ -84,6 +92,7 @@ family! {
         Gauge,
         TSG,
         "PEL entries held by consumers inactive longer than consumer_inactive_after, or, unset, than the group's learned limit: twice its read cadence (at least 4 stream polls) and twice how long its consumers hold entries before reading again; 5 minutes until the cadence is learned (idle on servers before 7.2). Cached by the poller.",
-        Source::GroupConsumers(|cs| Some(cs.orphaned as f64))
+        Source::GroupConsumers(|cs| Some(cs.orphaned as f64)),
+        lean: Lean::Unless(0.0)
     );
 }

@@ -165,7 +165,8 @@ family! {
         Gauge,
         TSG,
         "0 when redis_streams_group_lag is Redis's count: XINFO GROUPS lag as reported, or recounted or trim-corrected where that lag could not be trusted. 1 when Redis gave no usable lag (NULL after XDEL or XGROUP SETID, none before 7.0) and the exporter's own figure stands in: counted exactly with XRANGE when few entries follow the group, else estimated within the bounds Redis's counters prove; with nothing sound to go on the lag is absent and this stays 1. Cached by the poller.",
-        Source::Group(|_, g| flag(g.lag_estimated))
+        Source::Group(|_, g| flag(g.lag_estimated)),
+        lean: Lean::Unless(0.0)
     );
     metric!(
         GROUP_LAG_SECONDS,
@@ -215,7 +216,8 @@ family! {
         TSG,
         "Entries removed from the stream before this group read them: lost messages. Absent when the server gives no way to know. Cached by the poller.",
         Source::Group(|_, g| g.trimmed_undelivered.map(|v| v as f64)),
-        servers: EntriesRead
+        servers: EntriesRead,
+        lean: Lean::Unless(0.0)
     );
     metric!(
         GROUP_REWINDS,
@@ -223,7 +225,16 @@ family! {
         Counter,
         TSG,
         "Times the group's last-delivered-id or entries-read moved backwards (XGROUP SETID to an earlier ID, or the group recreated under the same name), as observed since the exporter started. Cached by the poller.",
-        Source::Group(|_, g| Some(g.rewinds as f64))
+        Source::Group(|_, g| Some(g.rewinds as f64)),
+        lean: Lean::Unless(0.0)
+    );
+    metric!(
+        GROUP_LAST_REWIND_TIMESTAMP,
+        "redis_streams_group_last_rewind_timestamp_seconds",
+        Gauge,
+        TSG,
+        "Server time (Unix seconds) of the last stream poll that counted a rewind in redis_streams_group_rewinds_total. The rewind alert reads it beside increase(), which cannot see the first rewind of a series that appears with it. Absent until a rewind was counted. Cached by the poller.",
+        Source::Group(|_, g| g.rewound_at_ms.map(|ms| ms as f64 / 1000.0))
     );
     metric!(
         GROUP_AHEAD_OF_STREAM,
@@ -231,7 +242,8 @@ family! {
         Gauge,
         TSG,
         "1 when the group's last-delivered-id is beyond the stream's last generated ID (XGROUP SETID into the future): entries added with smaller IDs will never be delivered to it. Cached by the poller.",
-        Source::Group(|_, g| flag(g.ahead_of_stream))
+        Source::Group(|_, g| flag(g.ahead_of_stream)),
+        lean: Lean::Unless(0.0)
     );
     metric!(
         GROUP_RETENTION_MARGIN,
@@ -255,7 +267,8 @@ family! {
         Gauge,
         TSG,
         "At the recent rates (a robust slope of the lag over the last polls: consumption minus production), seconds until the lag reaches 0; 0 when there is none. Absent while the lag is not shrinking. Cached by the poller.",
-        Source::Group(|_, g| g.drain_eta)
+        Source::Group(|_, g| g.drain_eta),
+        lean: Lean::Unless(0.0)
     );
     metric!(
         GROUP_READ_INTERVAL,
@@ -288,7 +301,8 @@ family! {
         TSGCAUSE,
         "Entries removed from the stream before this group read them, as observed since the exporter started (never decreases), counted only where the server's figures exclude every order in which the group read them first: entries gone after its position at a poll (behind the trimming edge, or before a deleted entry), and on Redis 7.x every rise of entries-added - entries-read - lag. cause=trimmed: XTRIM or XADD MAXLEN/MINID; cause=deleted: XDEL, XDELEX or XACKDEL. What may have been lost beyond this is in redis_streams_group_possibly_lost_entries_total. Absent before Redis 7.0. Cached by the poller.",
         Source::Custom(Custom::LostEntries),
-        servers: EntriesRead
+        servers: EntriesRead,
+        lean: Lean::Unless(0.0)
     );
     metric!(
         GROUP_LAST_LOSS_TIMESTAMP,
@@ -306,7 +320,8 @@ family! {
         TSGCAUSE,
         "Entries that may have been removed before this group read them beyond those counted in redis_streams_group_lost_entries_total, as observed since the exporter started (never decreases): an upper bound, for intervals in which the group read past entries removed meanwhile and the server's figures cannot tell the order (Redis 8 and Valkey after a trim; every server after a deletion the group read past). Information, not a page. Absent before Redis 7.0. Cached by the poller.",
         Source::Custom(Custom::PossiblyLost),
-        servers: EntriesRead
+        servers: EntriesRead,
+        lean: Lean::Unless(0.0)
     );
     metric!(
         GROUP_LOSS_UNPROVEN,
@@ -319,20 +334,10 @@ family! {
     metric!(
         GROUP_STATUS,
         "redis_streams_group_status",
-        StateSet {
-            state_label: "status"
-        },
-        TSGS,
-        "1 for the group's current status (ok, idle, lagging, stalled, stopped, data_loss), 0 for the others, evaluated over a sliding window of polls. Cached by the poller.",
-        Source::Custom(Custom::Status)
-    );
-    metric!(
-        GROUP_STATUS_REASON,
-        "redis_streams_group_status_reason",
         Gauge,
-        TSGREASON,
-        "1, with the rule that decided the group's status as reason (one series per group): data_loss: loss_counted, entries_gone_ahead, loss_held; stopped: no_consumers, no_read (nobody read for the group's patience), run_overdue (a group read in runs missed its run); stalled: poison, ghost, orphaned, position_stuck, oldest_pending_stuck; lagging: lag_seconds, past_max_delay, trim_overtake, retention_margin, lag_growing; ok: keeping_up (nothing waits), within_limits (work waits, under the thresholds), between_runs, undecided (work waits and the window is not full); idle: no_work. Cached by the poller.",
-        Source::Custom(Custom::StatusReason)
+        TSGSR,
+        "1, one series per group: its status (ok, idle, lagging, stalled, stopped, data_loss), judged over a sliding window of polls, and the rule that decided it as reason. data_loss: loss_counted, entries_gone_ahead, loss_held; stopped: no_consumers, no_read (nobody read for the group's patience), run_overdue (a group read in runs missed its run); stalled: poison, ghost, orphaned, position_stuck, oldest_pending_stuck; lagging: lag_seconds, past_max_delay, trim_overtake, retention_margin, lag_growing; ok: keeping_up (nothing waits), within_limits (work waits, under the thresholds), between_runs, undecided (work waits and the window is not full); idle: no_work. The series changes with either label: alerts on a status aggregate the reason away (max without (reason)). Cached by the poller.",
+        Source::Custom(Custom::Status)
     );
     metric!(
         GROUP_WITHIN_OBJECTIVE,

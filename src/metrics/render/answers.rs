@@ -25,9 +25,8 @@ pub fn render<W: Write>(
     for section in Section::ALL {
         let (w, c) = renderer.section(section, out)?;
         out = w;
-        total.duplicates += c.duplicates;
-        total.shortened += c.shortened;
-        renderer.note_shortened(c.shortened);
+        total.add(&c);
+        renderer.note(&c);
     }
     Ok((out, total))
 }
@@ -51,7 +50,9 @@ pub fn render_probe_answer<W: Write>(
     renderer.probe_answer = true;
     let mut out = out;
     for section in Section::ALL {
-        out = renderer.section(section, out)?.0;
+        let (w, counts) = renderer.section(section, out)?;
+        out = w;
+        renderer.note(&counts);
     }
     Ok(out)
 }

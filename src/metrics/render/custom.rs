@@ -5,14 +5,14 @@
 use std::io::Write;
 use std::sync::atomic::Ordering;
 
-use super::Renderer;
 use super::groups::{group_labels, groups_of};
 use super::other_consumers::{OTHER_CONSUMERS, consumer_sample};
 use super::outer_join::outer_join;
-use crate::metrics::catalog::Custom;
+use super::renderer::{full_series, group_writes, writes};
+use super::{Renderer, SectionCounts};
+use crate::metrics::catalog::{Custom, Lean};
 use crate::metrics::text::{Family, write_value};
 use crate::snapshot::{PelScan, ScanState, TargetSnapshot};
-use crate::status::GroupStatus;
 use crate::vocab::{ErrorKind, SkipKind};
 
 fn last_scan(scan: &ScanState) -> Option<&PelScan> {
@@ -28,14 +28,6 @@ impl Renderer<'_> {
             Custom::PossiblyLost => self.by_cause(f, |gs| gs.possibly_lost),
             Custom::LossUnproven => self.loss_unproven(f),
             Custom::Status => self.status(f),
-            Custom::StatusReason => {
-                for (t, s, _, g, gs) in groups_of(&self.up) {
-                    if let Some(reason) = gs.status_reason {
-                        let [l1, l2, l3] = group_labels(t, s, g);
-                        f.sample(&[l1, l2, l3, ("reason", reason.label().as_bytes())], 1.0);
-                    }
-                }
-            }
             Custom::OldestPendingAge => self.oldest_pending_age(f),
             Custom::Poison => self.poison(f),
             Custom::PendingByIdle => self.pending_by_idle(f),
@@ -72,7 +64,9 @@ impl Renderer<'_> {
                 ];
                 f.sample(&labels, 1.0);
             }
-            Custom::LabelsShortened => f.sample(&[], self.shortened.get() as f64),
+            Custom::LabelsShortened => f.sample(&[], self.before.borrow().shortened as f64),
+            // Written by `series`, which needs the counts of the render so far.
+            Custom::Series => {}
             Custom::ProbeRequests => {
                 let counters = &self.exporter.multi_target;
                 // Only when /probe is on (its cap is then at least 1).
@@ -86,19 +80,24 @@ impl Renderer<'_> {
         }
     }
 
-    /// One series per cause of each group's entries counted by `counts`.
+    /// One series per cause of each group's entries counted by `counts`;
+    /// in lean series only the causes that counted some (a loss alert reads
+    /// the last loss's time beside `increase()`, which cannot see the rise
+    /// of a series that appears with its first loss).
     fn by_cause<W: Write>(
         &self,
         f: &mut Family<'_, W>,
         counts: fn(&crate::snapshot::GroupState) -> Option<crate::loss::ByCause>,
     ) {
-        for (t, s, _, g, gs) in groups_of(&self.up) {
+        for (t, s, st, g, gs) in groups_of(&self.up) {
             let Some(lost) = counts(gs) else {
                 continue;
             };
             let [l1, l2, l3] = group_labels(t, s, g);
             for (cause, n) in [("trimmed", lost.trimmed), ("deleted", lost.deleted)] {
-                f.sample(&[l1, l2, l3, ("cause", cause.as_bytes())], n as f64);
+                if writes(st, Lean::Unless(0.0), n as f64, gs.info.pending) {
+                    f.sample(&[l1, l2, l3, ("cause", cause.as_bytes())], n as f64);
+                }
             }
         }
     }
@@ -129,16 +128,24 @@ impl Renderer<'_> {
         }
     }
 
+    /// One series per group: its status and the rule that decided it, as
+    /// labels of a 1 (kube-state-metrics' `…_reason` families are written
+    /// so). A state set would cost six series a group to say one thing.
     fn status<W: Write>(&self, f: &mut Family<'_, W>) {
         for (t, s, _, g, gs) in groups_of(&self.up) {
             let Some(current) = gs.status else {
                 continue;
             };
+            let reason = gs.status_reason.map_or("", |r| r.label());
             let [l1, l2, l3] = group_labels(t, s, g);
-            for status in GroupStatus::ALL {
-                let on = if status == current { 1.0 } else { 0.0 };
-                f.sample(&[l1, l2, l3, ("status", status.label().as_bytes())], on);
-            }
+            let labels = [
+                l1,
+                l2,
+                l3,
+                ("status", current.label().as_bytes()),
+                ("reason", reason.as_bytes()),
+            ];
+            f.sample(&labels, 1.0);
         }
     }
 
@@ -158,7 +165,10 @@ impl Renderer<'_> {
         for t in &self.up {
             for (key, scan, head) in outer_join(&t.scans, &t.head_poison) {
                 let scanned = scan.and_then(last_scan).map(|s| s.poison);
-                if let Some(v) = scanned.into_iter().chain(head.copied()).max() {
+                let Some(v) = scanned.into_iter().chain(head.copied()).max() else {
+                    continue;
+                };
+                if group_writes(t, &key.0, &key.1, Lean::Unless(0.0), v as f64) {
                     f.sample(&group_labels(t, &key.0, &key.1), v as f64);
                 }
             }
@@ -172,6 +182,10 @@ impl Renderer<'_> {
         let mut le = Vec::with_capacity(24);
         for t in &self.up {
             for ((s, g), sc) in t.scans.iter() {
+                // The distributions are full series only.
+                if !full_series(t, s) {
+                    continue;
+                }
                 // No bounds configured, or an empty PEL (no distribution):
                 // not exported.
                 let Some(scan) =
@@ -195,6 +209,9 @@ impl Renderer<'_> {
         let mut le = Vec::with_capacity(24);
         for t in &self.up {
             for ((s, g), sc) in t.scans.iter() {
+                if !full_series(t, s) {
+                    continue;
+                }
                 let Some(scan) =
                     last_scan(sc).filter(|s| !s.delivery_bounds.is_empty() && s.entries > 0)
                 else {
@@ -211,19 +228,33 @@ impl Renderer<'_> {
         }
     }
 
+    /// Each consumer's entries (in lean series those of the consumers
+    /// that hold some or carry a rewritten name), then what the consumers
+    /// beyond the cap hold together (in lean series when they hold some).
     fn consumer_pending<W: Write>(&self, f: &mut Family<'_, W>) {
         for t in &self.up {
             for ((s, g), cs) in t.consumers.iter() {
                 let labels = group_labels(t, s, g);
-                for consumer in &cs.top {
-                    consumer_sample(f, labels, &consumer.name, consumer.pending as f64);
+                let full = full_series(t, s);
+                for consumer in cs.top.iter().filter(|c| full || c.in_lean()) {
+                    let c = &consumer.info;
+                    consumer_sample(f, labels, &c.name, c.pending as f64);
                 }
-                // What the consumers beyond the cap hold, together.
-                if let Some(other) = cs.other_pending {
+                if let Some(other) = cs.other_pending.filter(|&n| full || n > 0) {
                     let consumer = Some(("consumer", OTHER_CONSUMERS));
                     f.sample_with_literal(&labels, consumer, other as f64);
                 }
             }
+        }
+    }
+
+    /// Each target's series in this answer: those counted so far, and its
+    /// own series of this family, which every family after it would add to
+    /// (it is the catalog's last per-target family).
+    pub(super) fn series<W: Write>(&self, f: &mut Family<'_, W>, so_far: &SectionCounts) {
+        for t in self.targets {
+            let n = so_far.series.get(t.name.as_bytes()).copied().unwrap_or(0);
+            f.sample(&[("target", t.name.as_bytes())], (n + 1) as f64);
         }
     }
 

@@ -15,6 +15,6 @@ pub(super) fn any_name_escapes_alike(up: &[&TargetSnapshot], limit: usize) -> bo
             .any(|(s, st)| long(s) || st.groups.keys().any(|g| long(g)))
             || t.consumers
                 .values()
-                .any(|c| c.top.iter().any(|c| long(&c.name)))
+                .any(|c| c.top.iter().any(|c| long(&c.info.name)))
     })
 }

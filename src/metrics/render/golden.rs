@@ -12,13 +12,14 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use super::{BuildInfo, render, render_probe_answer};
-use crate::config::StreamSettings;
+use crate::config::{Series, StreamSettings};
 use crate::loss::ByCause;
 use crate::metrics::catalog::METRICS;
 use crate::process::ProcessStats;
 use crate::snapshot::{
-    Consumers, DeadLetter, ExporterState, GroupFigures, GroupState, Groups, Name, OldestPending,
-    PelScan, ProbeStatus, ScanState, ServerInfo, StreamFigures, StreamState, TargetSnapshot,
+    Consumers, DeadLetter, ExportedConsumer, ExporterState, GroupFigures, GroupState, Groups, Name,
+    OldestPending, PelScan, ProbeStatus, ScanState, ServerInfo, StreamFigures, StreamState,
+    TargetSnapshot,
 };
 use crate::status::{Basis, GroupStatus};
 use crate::vocab::StreamId;
@@ -62,6 +63,7 @@ pub(super) fn group(pending: u64, lag: Option<u64>) -> GroupState {
             deleted: None,
         },
         rewinds: 0,
+        rewound_at_ms: None,
         possibly_lost: Some(ByCause {
             trimmed: 0,
             deleted: 7,
@@ -105,6 +107,7 @@ pub(super) fn stream(length: u64, groups: Vec<(Name, GroupState)>) -> StreamStat
         settings: Arc::new(StreamSettings {
             max_delay: Some(Duration::from_secs(300)),
             read_every: Some(Duration::from_secs(3600)),
+            series: Series::Full,
             ..StreamSettings::default()
         }),
         dead_letter: Some(DeadLetter {
@@ -117,13 +120,38 @@ pub(super) fn stream(length: u64, groups: Vec<(Name, GroupState)>) -> StreamStat
     }
 }
 
-fn consumer(name: &[u8], pending: u64, inactive_ms: Option<u64>) -> ConsumerInfo {
-    ConsumerInfo {
-        name: name.to_vec(),
-        pending,
-        idle_ms: 1_500,
-        inactive_ms,
-        never_active: false,
+fn consumer(name: &[u8], pending: u64, inactive_ms: Option<u64>) -> ExportedConsumer {
+    ExportedConsumer {
+        info: ConsumerInfo {
+            name: name.to_vec(),
+            pending,
+            idle_ms: 1_500,
+            inactive_ms,
+            never_active: false,
+        },
+        renamed: false,
+    }
+}
+
+/// The consumers of a group: two holding entries, a rewritten name holding
+/// none (lean keeps it), one holding none (lean leaves it out), and what
+/// the consumers beyond the cap hold.
+fn consumers() -> Consumers {
+    let mut kind = consumer(b"reaper", 0, Some(20_000));
+    kind.renamed = true;
+    Consumers {
+        top: vec![
+            consumer(b"worker-1", 5, Some(1_000)),
+            // Longer than the label limit: shortened, with a hash.
+            consumer(&[b'w'; 100], 1, None),
+            kind,
+            consumer(b"worker-2", 0, Some(2_000)),
+        ],
+        other_pending: Some(1),
+        live: 3,
+        stale: 1,
+        orphaned: 1,
+        inactive_after: std::time::Duration::from_secs(300),
     }
 }
 
@@ -174,8 +202,11 @@ pub(super) fn targets() -> Vec<Arc<TargetSnapshot>> {
     let orders = name(b"orders");
     let odd = name(b"jobs \"odd\"\\\xff");
     let (billing, audit) = (name(b"billing"), name(b"audit"));
+    let payments = name(b"payments");
     let mut estimated = group(7, Some(20));
     estimated.lag_estimated = true;
+    estimated.rewinds = 1;
+    estimated.rewound_at_ms = Some(NOW_S * 1000 - 120_000);
     estimated.status = Some(GroupStatus::Stalled);
     // Past its stream's max_delay (300 s): outside the objective.
     estimated.lag_seconds = Some(420.0);
@@ -194,17 +225,22 @@ pub(super) fn targets() -> Vec<Arc<TargetSnapshot>> {
     explicit.info.entries_added = None;
     explicit.dead_letter = None;
     explicit.settings = Arc::new(StreamSettings::default());
+    let full = stream(
+        120,
+        vec![
+            (billing.clone(), estimated),
+            (audit.clone(), group(0, Some(0))),
+        ],
+    );
+    // The same stream in lean series: what they leave out shows beside it.
+    let mut lean = full.clone();
+    lean.settings = Arc::new(StreamSettings {
+        series: Series::Lean,
+        ..(*full.settings).clone()
+    });
     let streams = BTreeMap::from([
-        (
-            orders.clone(),
-            Arc::new(stream(
-                120,
-                vec![
-                    (billing.clone(), estimated),
-                    (audit.clone(), group(0, Some(0))),
-                ],
-            )),
-        ),
+        (orders.clone(), Arc::new(full)),
+        (payments.clone(), Arc::new(lean)),
         (odd.clone(), Arc::new(explicit)),
     ]);
     let key = |s: &Name, g: &Name| (s.clone(), g.clone());
@@ -237,43 +273,46 @@ pub(super) fn targets() -> Vec<Arc<TargetSnapshot>> {
         streams_dropped: Some(0),
         streams: Arc::new(streams),
         // Read 5 s before the stream poll, which ages it: 42 s old.
-        oldest_pending: Arc::new(BTreeMap::from([(
-            key(&orders, &billing),
-            OldestPending {
-                id: id(NOW_S * 1000 - 42_000),
-                read_at_ms: NOW_S * 1000 - 5_000,
-            },
-        )])),
-        head_poison: Arc::new(BTreeMap::from([(key(&orders, &billing), 2)])),
-        consumers: Arc::new(BTreeMap::from([(
-            key(&orders, &billing),
-            Arc::new(Consumers {
-                top: vec![
-                    consumer(b"worker-1", 5, Some(1_000)),
-                    // Longer than the label limit: shortened, with a hash.
-                    consumer(&[b'w'; 100], 1, None),
-                ],
-                other_pending: Some(1),
-                orphaned: 1,
-                inactive_after: std::time::Duration::from_secs(300),
-            }),
-        )])),
-        scans: Arc::new(BTreeMap::from([
-            (
-                key(&orders, &billing),
-                ScanState {
-                    last: Some(Arc::new(scan)),
-                    progress: 1.0,
-                },
-            ),
-            (
-                key(&orders, &audit),
-                ScanState {
-                    last: None,
-                    progress: 0.25,
-                },
-            ),
-        ])),
+        oldest_pending: Arc::new(
+            [&orders, &payments]
+                .map(|s| {
+                    let oldest = OldestPending {
+                        id: id(NOW_S * 1000 - 42_000),
+                        read_at_ms: NOW_S * 1000 - 5_000,
+                    };
+                    (key(s, &billing), oldest)
+                })
+                .into(),
+        ),
+        head_poison: Arc::new([&orders, &payments].map(|s| (key(s, &billing), 2)).into()),
+        consumers: Arc::new(
+            [&orders, &payments]
+                .map(|s| (key(s, &billing), Arc::new(consumers())))
+                .into(),
+        ),
+        scans: Arc::new(
+            [&orders, &payments]
+                .into_iter()
+                .flat_map(|s| {
+                    [
+                        (
+                            key(s, &billing),
+                            ScanState {
+                                last: Some(Arc::new(scan.clone())),
+                                progress: 1.0,
+                            },
+                        ),
+                        (
+                            key(s, &audit),
+                            ScanState {
+                                last: None,
+                                progress: 0.25,
+                            },
+                        ),
+                    ]
+                })
+                .collect(),
+        ),
         probes: probes(),
         stats: stats(),
     };
@@ -437,7 +476,7 @@ fn the_fixture_holds_only_states_the_stream_poll_produces() {
 fn golden_exposition_and_probe_answer() {
     let targets = targets();
     let (out, counts) = render(&targets, &exporter(), BUILD, Vec::new()).unwrap();
-    assert_eq!((counts.duplicates, counts.shortened), (0, 2));
+    assert_eq!((counts.duplicates, counts.shortened), (0, 4));
     let metrics = String::from_utf8(out).unwrap();
     compare("exposition.prom", &metrics);
     promtool_check("exposition.prom");
@@ -448,8 +487,26 @@ fn golden_exposition_and_probe_answer() {
     compare("probe_answer.prom", &probe);
     promtool_check("probe_answer.prom");
 
+    // Each target's series are what redis_streams_exporter_series says, in
+    // both answers.
+    for (text, targets) in [(&metrics, &["main", "down"][..]), (&probe, &["main"][..])] {
+        for target in targets {
+            let label = format!("{{target=\"{target}\"");
+            let written = text
+                .lines()
+                .filter(|l| !l.starts_with('#') && l.contains(&label))
+                .count();
+            let said = format!("redis_streams_exporter_series{{target=\"{target}\"}} {written}\n");
+            assert!(
+                text.contains(&said),
+                "{target}: {written} series written:\n{text}"
+            );
+        }
+    }
+
     // Within the objective where max_delay is set and the lag in seconds
-    // known (12.5 s and 420 s against 300 s), absent elsewhere.
+    // known (12.5 s and 420 s against 300 s), absent elsewhere; lean series
+    // keep it.
     let within: Vec<&str> = metrics
         .lines()
         .filter(|l| l.starts_with("redis_streams_group_within_objective{"))
@@ -459,6 +516,8 @@ fn golden_exposition_and_probe_answer() {
         [
             "redis_streams_group_within_objective{target=\"main\",stream=\"orders\",group=\"audit\"} 1",
             "redis_streams_group_within_objective{target=\"main\",stream=\"orders\",group=\"billing\"} 0",
+            "redis_streams_group_within_objective{target=\"main\",stream=\"payments\",group=\"audit\"} 1",
+            "redis_streams_group_within_objective{target=\"main\",stream=\"payments\",group=\"billing\"} 0",
         ],
         "{metrics}"
     );

@@ -12,9 +12,9 @@ use super::inputs::Input;
 use super::other_consumers::consumer_sample;
 use super::out::Out;
 use super::{BuildInfo, Section, SectionCounts, SectionInputs};
-use crate::metrics::catalog::{Custom, METRICS, Source};
+use crate::metrics::catalog::{Custom, Lean, METRICS, MetricDef, Source};
 use crate::metrics::text::{Family, Sink};
-use crate::snapshot::{ExporterState, TargetSnapshot};
+use crate::snapshot::{ExporterState, Name, StreamState, TargetSnapshot};
 
 /// Writes the exposition of some snapshots, section by section.
 ///
@@ -33,9 +33,10 @@ pub struct Renderer<'a> {
     /// Writing a `/probe` answer: no exporter-wide families.
     pub(super) probe_answer: bool,
     pub(super) limit: usize,
-    /// Label values the sections written before the last one shortened
-    /// (the last, the exporter's own, reports it).
-    pub(super) shortened: std::cell::Cell<u64>,
+    /// What the sections written before the last one counted: the label
+    /// values they shortened and the series of each target (the last
+    /// section, the exporter's own, reports both).
+    pub(super) before: std::cell::RefCell<SectionCounts>,
 }
 
 impl<'a> Renderer<'a> {
@@ -56,14 +57,14 @@ impl<'a> Renderer<'a> {
             dedupe,
             probe_answer: false,
             limit,
-            shortened: std::cell::Cell::new(0),
+            before: std::cell::RefCell::default(),
         }
     }
 
-    /// Adds label values a section shortened (written or reused) to what the
-    /// last section reports.
-    pub fn note_shortened(&self, n: u64) {
-        self.shortened.set(self.shortened.get() + n);
+    /// Adds what a section counted (written or reused) to what the last
+    /// section reports.
+    pub fn note(&self, counts: &SectionCounts) {
+        self.before.borrow_mut().add(counts);
     }
 
     /// What `section` would be written from, or `None` when it is written
@@ -114,7 +115,15 @@ impl<'a> Renderer<'a> {
             .iter()
             .filter(|def| Section::of(def.source) == section && self.writes(def.source));
         for def in families {
-            out.family(def, |f| self.samples(f, def.source));
+            if let Source::Custom(Custom::Series) = def.source {
+                // What the sections before and this one's families so far
+                // cost each target, and this family's own series.
+                let mut so_far = self.before.borrow().clone();
+                so_far.add(&out.counts);
+                out.family(def, |f| self.series(f, &so_far));
+            } else {
+                out.family(def, |f| self.samples(f, def));
+            }
         }
         Ok((out.sink.finish()?, out.counts))
     }
@@ -134,13 +143,16 @@ impl<'a> Renderer<'a> {
         }
     }
 
-    /// Writes a family's samples from the items its source walks.
-    fn samples<W: Write>(&self, f: &mut Family<'_, W>, source: Source) {
-        match source {
+    /// Writes a family's samples from the items its source walks: all of
+    /// them for streams whose `series` is full, what the family's
+    /// [`Lean`] keeps for the others.
+    fn samples<W: Write>(&self, f: &mut Family<'_, W>, def: &MetricDef) {
+        let lean = def.lean;
+        match def.source {
             Source::Stream(value) => {
                 for t in &self.up {
                     for (s, st) in t.streams.iter() {
-                        if let Some(v) = value(st) {
+                        if let Some(v) = value(st).filter(|&v| writes(st, lean, v, 0)) {
                             f.sample(&[("target", t.name.as_bytes()), ("stream", s)], v);
                         }
                     }
@@ -148,7 +160,8 @@ impl<'a> Renderer<'a> {
             }
             Source::Group(value) => {
                 for (t, s, st, g, gs) in groups_of(&self.up) {
-                    if let Some(v) = value(st, gs) {
+                    let pending = gs.info.pending;
+                    if let Some(v) = value(st, gs).filter(|&v| writes(st, lean, v, pending)) {
                         f.sample(&group_labels(t, s, g), v);
                     }
                 }
@@ -156,7 +169,8 @@ impl<'a> Renderer<'a> {
             Source::Scan(value) => {
                 for t in &self.up {
                     for ((s, g), sc) in t.scans.iter() {
-                        if let Some(v) = value(sc) {
+                        let Some(v) = value(sc) else { continue };
+                        if group_writes(t, s, g, lean, v) {
                             f.sample(&group_labels(t, s, g), v);
                         }
                     }
@@ -165,7 +179,8 @@ impl<'a> Renderer<'a> {
             Source::GroupConsumers(value) => {
                 for t in &self.up {
                     for ((s, g), cs) in t.consumers.iter() {
-                        if let Some(v) = value(cs) {
+                        let Some(v) = value(cs) else { continue };
+                        if group_writes(t, s, g, lean, v) {
                             f.sample(&group_labels(t, s, g), v);
                         }
                     }
@@ -174,9 +189,11 @@ impl<'a> Renderer<'a> {
             Source::Consumer(value) => {
                 for t in &self.up {
                     for ((s, g), cs) in t.consumers.iter() {
-                        for consumer in &cs.top {
-                            if let Some(v) = value(consumer) {
-                                consumer_sample(f, group_labels(t, s, g), &consumer.name, v);
+                        let full = full_series(t, s);
+                        for consumer in cs.top.iter().filter(|c| full || c.in_lean()) {
+                            if let Some(v) = value(&consumer.info) {
+                                let name = &consumer.info.name;
+                                consumer_sample(f, group_labels(t, s, g), name, v);
                             }
                         }
                     }
@@ -222,4 +239,35 @@ impl<'a> Renderer<'a> {
             Source::Custom(custom) => self.custom(f, custom),
         }
     }
+}
+
+/// Whether stream `st` writes `value` of a family whose lean policy is
+/// `lean`, for a group with `pending` entries (0 for the stream's own).
+pub(super) fn writes(st: &StreamState, lean: Lean, value: f64, pending: u64) -> bool {
+    st.settings.series.full() || lean.keeps(value, pending)
+}
+
+/// [`writes`] for the group `(stream, group)` of target `t`, looked up in
+/// its stream poll (a group it no longer knows is written as lean).
+pub(super) fn group_writes(
+    t: &TargetSnapshot,
+    stream: &Name,
+    group: &Name,
+    lean: Lean,
+    value: f64,
+) -> bool {
+    match t.streams.get(stream) {
+        Some(st) => {
+            let pending = st.groups.get(group).map_or(0, |g| g.info.pending);
+            writes(st, lean, value, pending)
+        }
+        None => lean.keeps(value, 0),
+    }
+}
+
+/// Whether the stream `stream` of target `t` writes full series.
+pub(super) fn full_series(t: &TargetSnapshot, stream: &Name) -> bool {
+    t.streams
+        .get(stream)
+        .is_some_and(|st| st.settings.series.full())
 }

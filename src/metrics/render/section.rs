@@ -37,8 +37,7 @@ impl Section {
                 | Custom::LastLoss
                 | Custom::PossiblyLost
                 | Custom::LossUnproven
-                | Custom::Status
-                | Custom::StatusReason,
+                | Custom::Status,
             ) => Section::Streams,
             Source::Custom(Custom::OldestPendingAge) => Section::OldestPending,
             Source::Scan(_)
@@ -60,6 +59,7 @@ impl Section {
                 | Custom::Errors
                 | Custom::ItemsSkipped
                 | Custom::TargetReady
+                | Custom::Series
                 | Custom::BuildInfo
                 | Custom::LabelsShortened
                 | Custom::ProbeRequests,

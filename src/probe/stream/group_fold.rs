@@ -112,6 +112,7 @@ impl GroupFold<'_> {
             possibly_lost: ledger.possibly_lost(),
             loss_unproven: ledger.unproven(),
             rewinds: ledger.rewinds(),
+            rewound_at_ms: ledger.rewound_at(),
             retention_margin: outlook.retention_margin,
             overtake_eta: outlook.overtake_eta,
             drain_eta: outlook.drain_eta,
