@@ -8,8 +8,10 @@ use std::time::Duration;
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 /// Default cap on streams watched per target.
 pub const DEFAULT_MAX_STREAMS: usize = 10_000;
-/// Groups watched per target unless `max_groups` says otherwise.
-pub const DEFAULT_MAX_GROUPS: usize = 100_000;
+/// Groups watched per target unless `max_groups` says otherwise: at about
+/// 10 series a healthy group (lean series), some 250,000 series, what one
+/// Prometheus holds comfortably for one target beside others (docs/cost.md).
+pub const DEFAULT_MAX_GROUPS: usize = 25_000;
 /// Default cap on a name's bytes in a label value: long enough for any
 /// name a person chose, short enough that 200 names of 10 KB (each written
 /// in some 36 series) cannot turn a scrape into hundreds of megabytes.

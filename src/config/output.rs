@@ -12,7 +12,9 @@ pub struct MetricsSettings {
     pub max_consumers_per_group: usize,
     /// Groups watched per stream, the first by name; the rest are not
     /// watched and are counted (`redis_streams_exporter_groups_dropped`).
-    /// At most the rows a reply keeps (`XINFO GROUPS` is cut there).
+    /// At most the rows a reply keeps (`XINFO GROUPS` is cut there). The
+    /// default, 200, holds a stream of thousands of per-session groups to
+    /// about 2,000 series (docs/cost.md).
     pub max_groups_per_stream: usize,
     /// `le` bounds of `pending_by_idle`, in seconds, ascending; empty: the
     /// family is not exported.
@@ -29,7 +31,7 @@ impl Default for MetricsSettings {
     fn default() -> Self {
         MetricsSettings {
             max_consumers_per_group: 50,
-            max_groups_per_stream: 1_000,
+            max_groups_per_stream: 200,
             pending_idle_buckets: vec![10.0, 60.0, 300.0, 900.0, 3600.0, 21600.0],
             delivery_count_buckets: vec![1, 2, 3, 5, 10, 20],
             max_label_value_bytes: DEFAULT_MAX_LABEL_VALUE_BYTES,

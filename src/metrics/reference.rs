@@ -70,8 +70,9 @@ pub(crate) fn markdown() -> String {
          family; `series = \"full\"` writes every sample. `always`: every sample; \
          `unless 0` (or `1`): not the value that says nothing happened (no problem counted, \
          a flag down, a scan with nothing left to read); `while pending`: only for groups \
-         with pending entries; `holders`: only for consumers that hold entries or carry a \
-         rewritten name (`consumer_names`), the others counted per group; `full only`: not \
+         with pending entries; `long holders`: only for consumers that hold entries longer than \
+         their group usually does (half its orphan limit or more: a crashed or stuck worker) \
+         or carry a rewritten name (`consumer_names`), the others counted per group; `full only`: not \
          at all. [Cost](cost.md#series) gives what a group costs in each.\n\
          - Labels: `target` (the configured name, or `host:port` for a probed target), \
          `stream`, `group`, `consumer` (per group at most `max_consumers_per_group`, 50 by \

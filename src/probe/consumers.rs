@@ -56,11 +56,13 @@ pub struct Tally<'a> {
 ///
 /// Orphaned entries, live and stale consumers are counted per consumer as
 /// Redis lists them; then the names a rewrite matches are merged into its
-/// name. The order is what an on-call acts on: most entries held first,
-/// the longest silent among equals (a crashed worker before a busy one),
-/// then the consumers holding nothing, rewritten names first and the most
-/// recent readers next, so the cap never hides a live worker behind stale
-/// ones.
+/// name. The order is what an on-call acts on: the consumers holding
+/// entries for half the orphan limit or more (longer than the group's
+/// consumers usually hold them) first, then the other holders, most
+/// entries first and the longest silent among equals, then the consumers
+/// holding nothing, rewritten names first and the most recent readers
+/// next, so the cap never hides a crashed worker behind busy ones, nor a
+/// live worker behind stale ones.
 pub fn summarise(all: Vec<ConsumerInfo>, tally: &Tally<'_>, unlisted_pending: u64) -> Consumers {
     let limit = tally.inactive_after.as_millis() as u64;
     let orphaned = all
@@ -73,11 +75,25 @@ pub fn summarise(all: Vec<ConsumerInfo>, tally: &Tally<'_>, unlisted_pending: u6
     let stale_ms = STALE_AFTER.as_millis() as u64;
     let stale = all.iter().filter(|c| c.idle_ms >= stale_ms).count() as u64;
     let mut exported = renamed(all, tally.settings);
+    for c in &mut exported {
+        c.holds_long =
+            c.info.pending > 0 && since_last_read_ms(&c.info).is_none_or(|ms| ms >= limit / 2);
+    }
+    // Those holding entries long first, then the other holders (most
+    // entries first, the longest silent among equals), then the rest:
+    // rewritten names first, then the most recent readers.
+    let rank = |c: &ExportedConsumer| match (c.holds_long, c.info.pending > 0) {
+        (true, _) => 0,
+        (false, true) => 1,
+        (false, false) => 2,
+    };
     exported.sort_by(|a, b| {
-        let (a_held, b_held) = (a.info.pending, b.info.pending);
-        b_held.cmp(&a_held).then_with(|| {
-            if a_held > 0 {
-                b.info.idle_ms.cmp(&a.info.idle_ms)
+        rank(a).cmp(&rank(b)).then_with(|| {
+            if a.info.pending > 0 {
+                b.info
+                    .pending
+                    .cmp(&a.info.pending)
+                    .then_with(|| silence(b).cmp(&silence(a)))
             } else {
                 b.renamed
                     .cmp(&a.renamed)
@@ -106,6 +122,11 @@ pub fn summarise(all: Vec<ConsumerInfo>, tally: &Tally<'_>, unlisted_pending: u6
     }
 }
 
+/// How long `c` has not read successfully; never is the longest.
+fn silence(c: &ExportedConsumer) -> u64 {
+    since_last_read_ms(&c.info).unwrap_or(u64::MAX)
+}
+
 /// The consumers under the names they are exported as: those a rewrite of
 /// `settings` matches merged into its name (with any consumer already
 /// called so), their entries summed and their latest reads kept.
@@ -116,6 +137,7 @@ fn renamed(all: Vec<ConsumerInfo>, settings: &StreamSettings) -> Vec<ExportedCon
             .map(|info| ExportedConsumer {
                 info,
                 renamed: false,
+                holds_long: false,
             })
             .collect();
     }
@@ -131,7 +153,11 @@ fn renamed(all: Vec<ConsumerInfo>, settings: &StreamSettings) -> Vec<ExportedCon
         };
         match by_name.entry(info.name.clone()) {
             std::collections::btree_map::Entry::Vacant(e) => {
-                e.insert(ExportedConsumer { info, renamed });
+                e.insert(ExportedConsumer {
+                    info,
+                    renamed,
+                    holds_long: false,
+                });
             }
             std::collections::btree_map::Entry::Occupied(mut e) => {
                 let kept = e.get_mut();
@@ -498,10 +524,10 @@ mod tests {
         assert_eq!(s.orphaned, 0);
     }
 
-    /// Who is kept under the cap: the most entries held first, the longest
-    /// silent among equals (the crashed worker before the busy one), then
-    /// the consumers holding nothing by how recently they tried to read, so
-    /// a live worker among hundreds of dead ones with random names is kept,
+    /// Who is kept under the cap: those holding entries longer than the
+    /// group usually does (the crashed worker), the other holders, then the
+    /// consumers holding nothing by how recently they tried to read, so a
+    /// live worker among hundreds of dead ones with random names is kept,
     /// whatever its name; live and stale are counted over them all.
     #[test]
     fn holders_first_then_the_most_recent_readers() {
@@ -518,8 +544,10 @@ mod tests {
         assert_eq!(s.other_pending, Some(0));
         assert_eq!(s.orphaned, 2);
         assert_eq!((s.live, s.stale), (3, 300));
+        // Lean series name the crashed worker only: the busy one holds
+        // what it is processing.
         let lean: Vec<bool> = s.top.iter().map(ExportedConsumer::in_lean).collect();
-        assert_eq!(lean, [true, true, false, false]);
+        assert_eq!(lean, [true, false, false, false]);
     }
 
     /// Consumers a rewrite matches are one consumer under its name: their

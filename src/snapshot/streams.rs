@@ -152,13 +152,20 @@ pub struct ExportedConsumer {
     /// Its name is a rewrite's: stable across worker restarts, so lean
     /// series keep it whether or not it holds entries.
     pub renamed: bool,
+    /// It holds entries and has not read for half its group's orphan limit
+    /// or more: longer than the group's consumers usually hold entries (the
+    /// limit is at least twice that), so someone may have to act on it.
+    pub holds_long: bool,
 }
 
 impl ExportedConsumer {
-    /// Whether lean series write it: it holds entries, or its name is a
-    /// rewrite's.
+    /// Whether lean series write it: it holds entries longer than its group
+    /// usually does (a crashed or stuck worker, the one an on-call acts
+    /// on), or its name is a rewrite's. A busy worker holding what it is
+    /// processing is not named: with task queues that name every worker
+    /// process anew, each restart would add a label value.
     pub fn in_lean(&self) -> bool {
-        self.info.pending > 0 || self.renamed
+        self.holds_long || self.renamed
     }
 }
 

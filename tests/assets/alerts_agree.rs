@@ -29,6 +29,7 @@ use std::fmt::Write as _;
 use std::process::Command;
 use std::time::Duration;
 
+use crate::lean_shape::lean_document;
 use common::{Harness, RedisServer, Server, read_group, which, xadd_n};
 use redis_streams_exporter::config;
 use serde_norway::Value as Yaml;
@@ -471,7 +472,9 @@ fn scraped_series(series: &str) -> String {
 }
 
 /// The head of a promtool test: its name and every captured series, one poll a minute, the last
-/// poll repeated `hold` more steps; `synthetic` replaces one metric's captured values.
+/// poll repeated `hold` more steps; `synthetic` replaces one metric's captured values. A series
+/// missing from a poll after one that had it is `stale` there, as Prometheus marks a series that
+/// leaves a scrape (the group status, whose labels change with it, among them), then `_`.
 fn promtool_input(
     name: &str,
     polls: &[String],
@@ -510,8 +513,16 @@ fn promtool_input(
     .unwrap();
     for series in &order {
         let steps = &values[series];
-        let mut all: Vec<&str> = steps.iter().map(|v| v.as_deref().unwrap_or("_")).collect();
-        let last = *all.last().unwrap();
+        let mut all: Vec<&str> = steps
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                Some(v) => v.as_str(),
+                None if i > 0 && steps[i - 1].is_some() => "stale",
+                None => "_",
+            })
+            .collect();
+        let last = steps.last().unwrap().as_deref().unwrap_or("_");
         all.extend(std::iter::repeat_n(last, hold));
         writeln!(
             out,
@@ -565,25 +576,35 @@ fn promtool_test(alert: &str, rule_labels: &BTreeMap<String, String>, p: &Played
     out
 }
 
-/// Runs `promtool test rules` on `tests` (with the rules beside it as `rules.yml`); on failure the
-/// file is kept in the temporary directory under `keep` and the test fails with promtool's output.
+/// Runs `promtool test rules` on `tests` (with the rules beside it as `rules.yml`), captured in
+/// full series, then on their lean shape (`lean_shape`, the exporter's default): the alerts must
+/// agree in both. On failure the file is kept in the temporary directory under `keep` (with
+/// `lean.` before it for the lean shape) and the test fails with promtool's output.
 fn run_promtool(dir: &std::path::Path, tests: &str, keep: &str, report: &str) {
-    let file = dir.join("agree.test.yml");
-    std::fs::write(&file, tests).unwrap();
-    let out = Command::new(which("promtool"))
-        .args(["test", "rules"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    if !out.status.success() {
-        let kept = std::env::temp_dir().join(keep);
-        std::fs::write(&kept, tests).unwrap();
-        panic!(
-            "promtool test rules failed (file kept at {}):\n{}{}\n{report}",
-            kept.display(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+    let mut doc: Yaml = serde_norway::from_str(tests).unwrap();
+    lean_document(&mut doc).unwrap();
+    let lean = serde_norway::to_string(&doc).unwrap();
+    for (shape, text, keep) in [
+        ("full", tests, keep.to_string()),
+        ("lean", lean.as_str(), format!("lean.{keep}")),
+    ] {
+        let file = dir.join("agree.test.yml");
+        std::fs::write(&file, text).unwrap();
+        let out = Command::new(which("promtool"))
+            .args(["test", "rules"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            let kept = std::env::temp_dir().join(keep);
+            std::fs::write(&kept, text).unwrap();
+            panic!(
+                "promtool test rules failed on {shape} series (file kept at {}):\n{}{}\n{report}",
+                kept.display(),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
 }
 

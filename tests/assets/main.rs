@@ -18,5 +18,6 @@ mod alerts_agree;
 mod front_door;
 mod house;
 mod kubernetes;
+mod lean_shape;
 mod mixin;
 mod monitoring_assets;

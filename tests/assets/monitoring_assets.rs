@@ -21,6 +21,8 @@ use redis_streams_exporter::metrics::catalog;
 use serde_json::Value as Json;
 use serde_norway::Value as Yaml;
 
+use crate::lean_shape::{Changes, lean_document};
+
 type TestResult = Result<(), Box<dyn Error>>;
 
 /// The shipped rule files: the alerts, and the delay-objective (SLO) recording rules and alerts.
@@ -109,16 +111,21 @@ fn relative(path: &Path) -> String {
 // ------------------------------------------------------------------------------------------------
 // External tools
 
-/// Runs `tool args...` in the crate root and fails with its output unless it succeeds. A tool that
-/// is not installed is a failure with instructions, never a skip.
-fn run_tool(env_var: &str, default: &str, package: &str, args: &[&str]) -> TestResult {
+/// Runs `tool args...` in the crate root: its program (`env_var`, or `default` on `PATH`) and what
+/// it answered. A tool that is not installed is a failure with instructions, never a skip.
+fn tool_output(
+    env_var: &str,
+    default: &str,
+    package: &str,
+    args: &[&str],
+) -> (String, std::process::Output) {
     let program = std::env::var(env_var).unwrap_or_else(|_| default.to_string());
-    let output = match Command::new(&program)
+    match Command::new(&program)
         .args(args)
         .current_dir(root())
         .output()
     {
-        Ok(output) => output,
+        Ok(output) => (program, output),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             panic!(
                 "`{program}` was not found: install the Debian package `{package}` \
@@ -127,14 +134,27 @@ fn run_tool(env_var: &str, default: &str, package: &str, args: &[&str]) -> TestR
             );
         }
         Err(e) => panic!("cannot run `{program}`: {e}"),
-    };
-    assert!(
-        output.status.success(),
+    }
+}
+
+/// What a tool run that failed said, for the test's failure.
+fn tool_failure(program: &str, args: &[&str], output: &std::process::Output) -> String {
+    format!(
         "`{program} {}` failed with {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
         args.join(" "),
         output.status,
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr),
+    )
+}
+
+/// Runs `tool args...` in the crate root and fails with its output unless it succeeds.
+fn run_tool(env_var: &str, default: &str, package: &str, args: &[&str]) -> TestResult {
+    let (program, output) = tool_output(env_var, default, package, args);
+    assert!(
+        output.status.success(),
+        "{}",
+        tool_failure(&program, args, &output)
     );
     Ok(())
 }
@@ -154,15 +174,79 @@ fn promtool_checks_the_alert_rules() -> TestResult {
     promtool(&args)
 }
 
+/// The test cases of a promtool test file.
+fn test_cases(doc: &Yaml) -> usize {
+    doc["tests"].as_sequence().map_or(0, Vec::len)
+}
+
+/// The unit tests, on the input series as they are written: the shape the exporter serves with
+/// `series = "full"`.
 #[test]
 fn promtool_unit_tests_of_the_alert_rules_pass() -> TestResult {
     let files: Vec<String> = files_in(RULE_TESTS_DIR, &[".yml", ".yaml"])?
         .iter()
         .map(|p| relative(p))
         .collect();
+    for file in &files {
+        let doc: Yaml = serde_norway::from_str(&read(file)?)?;
+        println!("{file}: {} test cases, full series", test_cases(&doc));
+    }
     let mut args = vec!["test", "rules"];
     args.extend(files.iter().map(String::as_str));
     promtool(&args)
+}
+
+/// The same unit tests, with the same assertions, on the lean shape of their input series (the
+/// exporter's default), derived from the full shape by each family's lean policy in the catalog
+/// (`lean_shape`): every alert gives the same results in both. The derived files are written to a
+/// temporary directory, their rule files made absolute; a failure keeps them and names them.
+#[test]
+fn promtool_unit_tests_of_the_alert_rules_pass_on_lean_series() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let mut files = Vec::new();
+    let mut total = Changes::default();
+    for path in files_in(RULE_TESTS_DIR, &[".yml", ".yaml"])? {
+        let mut doc: Yaml = serde_norway::from_str(&std::fs::read_to_string(&path)?)?;
+        let changes = lean_document(&mut doc).map_err(|e| format!("{}: {e}", relative(&path)))?;
+        total.thinned += changes.thinned;
+        total.removed += changes.removed;
+        let folder = path.parent().ok_or("a test file without a folder")?;
+        for rule_file in doc["rule_files"]
+            .as_sequence_mut()
+            .ok_or_else(|| format!("{}: no rule_files", relative(&path)))?
+        {
+            let name = rule_file.as_str().ok_or("a rule file that is not a path")?;
+            let absolute = folder.join(name).canonicalize()?;
+            *rule_file = Yaml::from(absolute.display().to_string());
+        }
+        let name = path.file_name().ok_or("a test file without a name")?;
+        let lean = dir.path().join(name);
+        std::fs::write(&lean, serde_norway::to_string(&doc)?)?;
+        println!(
+            "{}: {} test cases, lean series ({} series thinned, {} removed)",
+            relative(&path),
+            test_cases(&doc),
+            changes.thinned,
+            changes.removed
+        );
+        files.push(lean.display().to_string());
+    }
+    assert!(
+        total.thinned > 0 && total.removed > 0,
+        "the lean shape changed nothing: {total:?}"
+    );
+    let mut args = vec!["test", "rules"];
+    args.extend(files.iter().map(String::as_str));
+    let (program, output) = tool_output("PROMTOOL", "promtool", "prometheus", &args);
+    if !output.status.success() {
+        let kept = dir.keep();
+        panic!(
+            "on the lean shape of the series (files kept in {}): {}",
+            kept.display(),
+            tool_failure(&program, &args, &output)
+        );
+    }
+    Ok(())
 }
 
 #[test]
@@ -190,6 +274,7 @@ fn dashboard_queries_are_valid_promql() -> TestResult {
                 let promql = expr
                     .replace("$__rate_interval", "5m")
                     .replace("$__interval", "1m")
+                    .replace("$__range_s", "3600")
                     .replace("$__range", "1h");
                 if promql.contains('$') && !promql_strings_only_hold_variables(&promql) {
                     return Err(format!("{file}: a variable outside a string in `{expr}`").into());
@@ -599,9 +684,17 @@ fn alerts_follow_the_mixin_conventions() -> TestResult {
     Ok(())
 }
 
-/// A rule line that keeps only groups whose lag count is known, whatever its value.
+/// A rule line that keeps only groups with a lag count, above 0: a backlog is counted, whoever
+/// counted it (the size of the count, and so its precision, does not matter).
 const LAG_COUNT_KNOWN: &str =
-    "and on(job, instance, target, stream, group) redis_streams_group_lag";
+    "and on(job, instance, target, stream, group) (redis_streams_group_lag > 0)";
+/// The rule line that keeps only groups whose lag count Redis counted, and the one that keeps only
+/// estimated counts (whitespace removed). Lean series leave `lag_estimated` out where it is 0, so
+/// both read its 1s: an `== 0` would never match there.
+const LAG_COUNTED_BY_REDIS: &str =
+    "unlesson(job,instance,target,stream,group)(redis_streams_group_lag_estimated==1)";
+const LAG_ESTIMATED: &str =
+    "andon(job,instance,target,stream,group)(redis_streams_group_lag_estimated==1)";
 
 /// Alerts on the lag count page only when Redis counted it; an estimated count only ever gives info
 /// alerts. Alerts on the lag in seconds use it whatever `lag_estimated` says: it comes from entry IDs
@@ -623,8 +716,14 @@ fn lag_count_alerts_never_page_on_an_estimate_and_lag_seconds_alerts_ignore_it()
             .join("\n");
         let metrics: BTreeSet<String> = selectors(&reads).into_iter().map(|s| s.metric).collect();
         let compact: String = rule.expr.split_whitespace().collect();
-        let redis_lag = compact.contains("redis_streams_group_lag_estimated==0");
-        let estimated = compact.contains("redis_streams_group_lag_estimated==1");
+        let redis_lag = compact.contains(LAG_COUNTED_BY_REDIS);
+        let estimated = compact.contains(LAG_ESTIMATED);
+        if compact.contains("redis_streams_group_lag_estimated==0") {
+            errors.push(format!(
+                "{name}: reads redis_streams_group_lag_estimated == 0, which lean series leave \
+                 out: select the counts Redis counted with `unless on(...) (... == 1)`"
+            ));
+        }
         let severity = rule.raw["labels"]["severity"].as_str().unwrap_or_default();
         if metrics.contains("redis_streams_group_lag") {
             count_alerts += 1;
@@ -635,8 +734,9 @@ fn lag_count_alerts_never_page_on_an_estimate_and_lag_seconds_alerts_ignore_it()
                     "{name}: on an estimated lag count it must be severity info"
                 )),
                 _ => errors.push(format!(
-                    "{name}: reads the lag count, so it must select redis_streams_group_lag_estimated \
-                     == 0 (or == 1 with severity info)"
+                    "{name}: reads the lag count, so it must leave out the estimated counts \
+                     (`unless on(...) (redis_streams_group_lag_estimated == 1)`), or keep only \
+                     them (`and on(...) (... == 1)`) with severity info"
                 )),
             }
         } else if metrics.contains("redis_streams_group_lag_seconds") {
@@ -1828,5 +1928,107 @@ fn dashboard_metrics_and_labels_exist_in_the_catalog() -> TestResult {
         "the dashboards use only {} metrics: {used:?}",
         used.len()
     );
+    Ok(())
+}
+
+/// The title of the collapsed row that holds the panels reading families lean series never write
+/// (`Lean::Never`): they work for the streams configured `series = "full"` only.
+const FULL_DETAIL_ROW: &str = "Detail (series = \"full\")";
+
+/// Every panel that is not a row, with the title of the row it sits in: a collapsed row holds its
+/// panels; an expanded one owns the panels after it, up to the next row (as Grafana lays them out).
+fn panels_in_rows(dashboard: &Json) -> Vec<(Option<&str>, &Json)> {
+    let mut out = Vec::new();
+    let mut row = None;
+    for panel in array(&dashboard["panels"]) {
+        if panel["type"] == "row" {
+            row = panel["title"].as_str();
+            out.extend(array(&panel["panels"]).iter().map(|nested| (row, nested)));
+        } else {
+            out.push((row, panel));
+        }
+    }
+    out
+}
+
+/// The dashboards work at the default lean series: every query outside the collapsed
+/// [`FULL_DETAIL_ROW`] reads a family that lean series write (none that they never write), a stat
+/// that reads only families lean series leave out for a healthy group (a 0 of `Lean::Unless`, a
+/// group with nothing pending, consumers holding nothing) falls back with `or vector(` instead of
+/// showing "No data", and every panel of that row reads a family only `series = "full"` writes and
+/// says so in its description.
+#[test]
+fn dashboard_panels_read_what_lean_series_write_outside_the_full_detail_row() -> TestResult {
+    let mut errors = Vec::new();
+    let mut detail = 0;
+    for (file, dashboard) in dashboards()? {
+        for row in array(&dashboard["panels"]) {
+            if row["type"] == "row" && row["title"] == FULL_DETAIL_ROW && row["collapsed"] != true {
+                errors.push(format!(
+                    "{file}: row `{FULL_DETAIL_ROW}` must be collapsed, so that its queries run only when opened"
+                ));
+            }
+        }
+        for (row, panel) in panels_in_rows(&dashboard) {
+            let title = panel["title"].as_str().unwrap_or("<untitled>");
+            let place = format!("{file}: panel `{title}`");
+            let in_detail = row == Some(FULL_DETAIL_ROW);
+            let mut reads_never = false;
+            for target in array(&panel["targets"]) {
+                let expr = target["expr"].as_str().unwrap_or_default();
+                let families: Vec<(String, catalog::Lean)> = selectors(expr)
+                    .into_iter()
+                    .filter_map(|s| catalog::find(&s.metric).map(|def| (s.metric, def.lean)))
+                    .collect();
+                let never: Vec<&str> = families
+                    .iter()
+                    .filter(|(_, lean)| *lean == catalog::Lean::Never)
+                    .map(|(name, _)| name.as_str())
+                    .collect();
+                reads_never |= !never.is_empty();
+                if in_detail {
+                    continue;
+                }
+                if !never.is_empty() {
+                    errors.push(format!(
+                        "{place}: reads {never:?}, which lean series never write: move the panel into the collapsed row `{FULL_DETAIL_ROW}`"
+                    ));
+                }
+                if families.len() == never.len() {
+                    errors.push(format!(
+                        "{place}: a query reads no family that lean series write: {expr}"
+                    ));
+                }
+                let healthy_group_has_one = families
+                    .iter()
+                    .any(|(_, lean)| *lean == catalog::Lean::Always);
+                if panel["type"] == "stat" && !healthy_group_has_one && !expr.contains("or vector(")
+                {
+                    errors.push(format!(
+                        "{place}: reads only families lean series leave out when nothing is wrong, so it shows \"No data\" for healthy groups: add `or vector(0)`: {expr}"
+                    ));
+                }
+            }
+            if in_detail {
+                detail += 1;
+                if !reads_never {
+                    errors.push(format!(
+                        "{place}: in row `{FULL_DETAIL_ROW}` but reads no family that only series = \"full\" writes: move it out"
+                    ));
+                }
+                let description = panel["description"].as_str().unwrap_or_default();
+                if !description.contains("series = \"full\"") {
+                    errors.push(format!(
+                        "{place}: its description must say that it needs series = \"full\""
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        detail >= 2,
+        "only {detail} panels in a `{FULL_DETAIL_ROW}` row (the distributions)"
+    );
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
     Ok(())
 }

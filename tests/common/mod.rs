@@ -563,7 +563,24 @@ pub struct Harness {
 }
 
 impl Harness {
-    pub fn new(config: Config) -> Harness {
+    /// The probes of `config`'s first target, every stream read in full
+    /// series: the tests of figures tell a 0 from an unknown value, which
+    /// lean series (the default) would leave out alike. What lean series
+    /// write is checked by `Harness::as_configured` tests (cardinality),
+    /// the golden expositions and the chains that run the binary.
+    pub fn new(mut config: Config) -> Harness {
+        let full = |s: &mut Arc<config::StreamSettings>| {
+            Arc::make_mut(s).series = config::Series::Full;
+        };
+        full(&mut config.streams.defaults);
+        for (_, rule) in &mut config.streams.rules {
+            full(rule);
+        }
+        Harness::as_configured(config)
+    }
+
+    /// The probes of `config`'s first target, its `series` as configured.
+    pub fn as_configured(config: Config) -> Harness {
         let config = Arc::new(config);
         let store = Arc::new(SnapshotStore::default());
         let poller = Poller::new(config.clone(), config.targets[0].clone(), store.clone()).unwrap();
@@ -639,6 +656,32 @@ impl Metrics {
                 self.text
             )
         })
+    }
+
+    /// The status of `group` of `stream` (target `t`) and the reason
+    /// that decided it: its one `redis_streams_group_status` series, of
+    /// value 1. `None` when the group has none yet; fails the test when it
+    /// has several.
+    pub fn status(&self, stream: &str, group: &str) -> Option<(String, String)> {
+        let prefix = format!(
+            "redis_streams_group_status{{target=\"t\",stream=\"{stream}\",group=\"{group}\",status=\""
+        );
+        let found: Vec<(String, String)> = self
+            .family("redis_streams_group_status")
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let rest = k.strip_prefix(&prefix)?;
+                assert_eq!(v, 1.0, "{k}");
+                let (status, rest) = rest.split_once('"')?;
+                let reason = rest.strip_prefix(",reason=\"")?.strip_suffix("\"}")?;
+                Some((status.to_string(), reason.to_string()))
+            })
+            .collect();
+        assert!(
+            found.len() <= 1,
+            "one status series for {stream}/{group}: {found:?}"
+        );
+        found.into_iter().next()
     }
 
     /// Every series of `name`.

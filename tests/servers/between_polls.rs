@@ -61,16 +61,12 @@ fn by_cause(m: &Metrics, name: &str) -> Option<f64> {
 
 fn said(h: &Harness) -> Said {
     let m = h.metrics();
-    let prefix = "redis_streams_group_status{target=\"t\",stream=\"q\",group=\"g\",status=\"";
     Said {
         lost: by_cause(&m, "redis_streams_group_lost_entries_total"),
         possible: by_cause(&m, "redis_streams_group_possibly_lost_entries_total"),
         status: m
-            .family("redis_streams_group_status")
-            .iter()
-            .find(|(k, v)| k.starts_with(prefix) && *v == 1.0)
-            .map(|(k, _)| k[prefix.len()..k.len() - 2].to_string())
-            .unwrap_or_else(|| "absent".into()),
+            .status("q", "g")
+            .map_or_else(|| "absent".into(), |(status, _)| status),
     }
 }
 

@@ -44,17 +44,9 @@ fn create_group(
 }
 
 fn status_of(m: &Metrics, stream: &str, group: &str) -> String {
-    let prefix = format!(
-        "redis_streams_group_status{{target=\"t\",stream=\"{stream}\",group=\"{group}\",status=\""
-    );
-    let on: Vec<String> = m
-        .family("redis_streams_group_status")
-        .iter()
-        .filter(|(k, v)| k.starts_with(&prefix) && *v == 1.0)
-        .map(|(k, _)| k[prefix.len()..k.len() - 2].to_string())
-        .collect();
-    assert_eq!(on.len(), 1, "one status for {stream}/{group}: {on:?}");
-    on[0].clone()
+    m.status(stream, group)
+        .unwrap_or_else(|| panic!("no status for {stream}/{group}:\n{}", m.text))
+        .0
 }
 
 fn lost(m: &Metrics, stream: &str, group: &str, cause: &str) -> Option<f64> {

@@ -20,21 +20,9 @@ fn group_create(c: &mut redis::Connection, key: &str, group: &str, id: &str) {
 }
 
 fn status_of(m: &Metrics, stream: &str, group: &str) -> String {
-    let fam = m.family("redis_streams_group_status");
-    let prefix = format!(
-        "redis_streams_group_status{{target=\"t\",stream=\"{stream}\",group=\"{group}\",status=\""
-    );
-    let on: Vec<String> = fam
-        .iter()
-        .filter(|(k, v)| k.starts_with(&prefix) && *v == 1.0)
-        .map(|(k, _)| k[prefix.len()..k.len() - 2].to_string())
-        .collect();
-    assert_eq!(
-        on.len(),
-        1,
-        "exactly one status must be 1 for {stream}/{group}: {fam:?}"
-    );
-    on[0].clone()
+    m.status(stream, group)
+        .unwrap_or_else(|| panic!("no status for {stream}/{group}:\n{}", m.text))
+        .0
 }
 
 const FAST: &str = "[schedule]\nstream = \"100ms\"\n[status]\nwindow = 3\n";

@@ -161,10 +161,17 @@ impl Validator {
                 );
                 continue;
             };
-            let pattern = match regex::bytes::RegexBuilder::new(&format!("^(?:{regex})$"))
+            // Checked as written (its errors quote the user's text), then
+            // anchored: the whole name must match.
+            let built = regex::bytes::RegexBuilder::new(&regex)
                 .size_limit(1 << 20)
                 .build()
-            {
+                .and_then(|_| {
+                    regex::bytes::RegexBuilder::new(&format!("^(?:{regex})$"))
+                        .size_limit(1 << 20)
+                        .build()
+                });
+            let pattern = match built {
                 Ok(p) => p,
                 Err(e) => {
                     let why = e.to_string().replace('\n', " ");

@@ -353,3 +353,42 @@ fn trimming_is_any_or_acked() {
         .to_string();
     assert!(e.contains("streams[0].trimming"), "{e}");
 }
+
+/// `series` is lean unless a rule says full; `consumer_names` compile
+/// anchored, and a replacement naming a group the regex lacks is refused
+/// (it would merge every consumer into one name).
+#[test]
+fn series_and_consumer_names_per_stream() {
+    let c = load(
+        "[stream_defaults]\n\
+         consumer_names = [{ regex = \"(?P<kind>[a-z]+)-[0-9]+\", replacement = \"${kind}\" }]\n\
+         [[streams]]\nmatch = \"debug:*\"\nseries = \"full\"\n",
+    )
+    .unwrap();
+    let debug = c.streams.for_stream(b"debug:x");
+    let other = c.streams.for_stream(b"orders");
+    assert_eq!((debug.series, other.series), (Series::Full, Series::Lean));
+    assert_eq!(
+        other.renamed_consumer(b"worker-12"),
+        Some(b"worker".to_vec())
+    );
+    assert_eq!(other.renamed_consumer(b"xworker-12y"), None, "anchored");
+    assert_eq!(
+        debug.renamed_consumer(b"worker-12"),
+        Some(b"worker".to_vec())
+    );
+    let p = problems(
+        "[[streams]]\nmatch = \"x\"\nseries = \"medium\"\n\
+         consumer_names = [{ regex = \"(a\", replacement = \"b\" }, \
+         { regex = \"w-(.*)\", replacement = \"$2\" }, { replacement = \"x\" }]\n",
+    );
+    assert_eq!(
+        p,
+        [
+            "test.toml: streams[0].series: must be \"lean\" or \"full\", not \"medium\"",
+            "test.toml: streams[0].consumer_names[0].regex: is not a regular expression: regex parse error:     (a     ^ error: unclosed group",
+            "test.toml: streams[0].consumer_names[1].replacement: refers to $2, which the regex does not capture",
+            "test.toml: streams[0].consumer_names[2].regex: is required (a regular expression)",
+        ]
+    );
+}

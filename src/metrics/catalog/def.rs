@@ -183,9 +183,11 @@ pub enum Lean {
     /// Written only for groups with pending entries: what describes the
     /// pending entries list (the PEL scan's bookkeeping, its largest idle).
     WhilePending,
-    /// Per consumer: written for the consumers that hold entries or carry
-    /// a rewritten name (`consumer_names`); the rest are counted per group.
-    /// Worker restarts under random names then cost no series.
+    /// Per consumer: written for the consumers that hold entries longer
+    /// than their group usually does (half its orphan limit or more: a
+    /// crashed or stuck worker) or carry a rewritten name
+    /// (`consumer_names`); the rest are counted per group. Worker restarts
+    /// under random names then cost no series, busy workers included.
     Holders,
     /// Not written: the distributions, for `series = "full"` only.
     Never,
@@ -198,7 +200,7 @@ impl Lean {
             Lean::Always => "always".to_string(),
             Lean::Unless(v) => format!("unless {v}"),
             Lean::WhilePending => "while pending".to_string(),
-            Lean::Holders => "holders".to_string(),
+            Lean::Holders => "long holders".to_string(),
             Lean::Never => "full only".to_string(),
         }
     }

@@ -130,6 +130,7 @@ fn consumer(name: &[u8], pending: u64, inactive_ms: Option<u64>) -> ExportedCons
             never_active: false,
         },
         renamed: false,
+        holds_long: pending > 0 && inactive_ms.is_none_or(|ms| ms >= 150_000),
     }
 }
 

@@ -166,12 +166,7 @@ fn exported_losses(m: &Metrics, s: &str, g: &str) -> [f64; 3] {
 }
 
 pub fn status_of(m: &Metrics, s: &str, g: &str) -> Option<String> {
-    let prefix =
-        format!("redis_streams_group_status{{target=\"t\",stream=\"{s}\",group=\"{g}\",status=\"");
-    m.family("redis_streams_group_status")
-        .iter()
-        .find(|(k, v)| k.starts_with(&prefix) && *v == 1.0)
-        .map(|(k, _)| k[prefix.len()..k.len() - 2].to_string())
+    m.status(s, g).map(|(status, _)| status)
 }
 
 /// Checks the model against the server's own replies: a difference is a
