@@ -16,7 +16,8 @@ pub use error_kind::ErrorKind;
 pub use id::StreamId;
 pub use probe_kind::ProbeKind;
 pub use replies::{
-    ConsumerInfo, GroupInfo, Idempotence, PendingEntry, PendingSummary, ROWS_KEPT, StreamInfo,
+    ConsumerInfo, GroupInfo, GroupNacks, Idempotence, PendingEntry, PendingSummary, ROWS_KEPT,
+    StreamInfo,
 };
 pub use skip_kind::SkipKind;
 pub use stats::{KeyspaceEventsStats, StatsSnapshot};

@@ -1,8 +1,8 @@
 //! The commands the exporter may send, as a closed enum.
 //!
 //! This enum *is* the read-only allowlist (docs/design.md): there is no way to send
-//! anything else, so a write, `XINFO STREAM FULL`, `KEYS` or `XAUTOCLAIM`
-//! cannot be issued by mistake. Each command knows its spelling, the key it
+//! anything else, so a write, `KEYS`, `XAUTOCLAIM` or an unbounded
+//! `XINFO STREAM FULL` cannot be issued by mistake. Each command knows its spelling, the key it
 //! touches (for cluster routing) and its `command` label.
 
 use crate::vocab::StreamId;
@@ -45,8 +45,18 @@ pub(crate) enum Command {
         /// COUNT hint.
         count: u32,
     },
-    /// `XINFO STREAM key` (never FULL).
+    /// `XINFO STREAM key` (summary form).
     XinfoStream {
+        /// Stream.
+        key: Vec<u8>,
+    },
+    /// `XINFO STREAM key FULL COUNT 1`, only to servers with `XNACK`
+    /// (Redis 8.8+), whose groups report `nacked-count` there and nowhere
+    /// else. The connection reads the groups' own figures only: the entry,
+    /// each group's PEL row and its consumers are counted past
+    /// (`client::bounded`), and the groups are cut at the rows a reply
+    /// keeps.
+    XinfoStreamNacks {
         /// Stream.
         key: Vec<u8>,
     },
@@ -151,6 +161,7 @@ impl Command {
             Command::Time => "time",
             Command::Scan { .. } => "scan",
             Command::XinfoStream { .. } => "xinfo_stream",
+            Command::XinfoStreamNacks { .. } => "xinfo_stream_full",
             Command::XinfoGroups { .. } => "xinfo_groups",
             Command::XinfoConsumers { .. } => "xinfo_consumers",
             Command::XpendingSummary { .. } => "xpending_summary",
@@ -217,6 +228,13 @@ impl Command {
             Command::XinfoStream { key } => redis::cmd("XINFO")
                 .arg("STREAM")
                 .arg(key.as_slice())
+                .to_owned(),
+            Command::XinfoStreamNacks { key } => redis::cmd("XINFO")
+                .arg("STREAM")
+                .arg(key.as_slice())
+                .arg("FULL")
+                .arg("COUNT")
+                .arg(1)
                 .to_owned(),
             Command::XinfoGroups { key } => redis::cmd("XINFO")
                 .arg("GROUPS")

@@ -9,7 +9,7 @@ use redis::Value;
 
 use super::command::Command;
 pub use crate::vocab::{
-    ConsumerInfo, GroupInfo, Idempotence, PendingEntry, PendingSummary, StreamInfo,
+    ConsumerInfo, GroupInfo, GroupNacks, Idempotence, PendingEntry, PendingSummary, StreamInfo,
 };
 use crate::vocab::{SkipKind, StreamId};
 
@@ -201,6 +201,48 @@ pub fn stream_info(v: &Value) -> Result<StreamInfo, DecodeError> {
     info.length = length.ok_or_else(|| bad(C, "no length field"))?;
     info.last_generated_id = last_generated.ok_or_else(|| bad(C, "no last-generated-id field"))?;
     Ok(info)
+}
+
+/// Decodes the `nacked-count` of each group of `XINFO STREAM … FULL`
+/// (Redis 8.8+): pending entries released by `XNACK`, in the PEL without
+/// an owner. A group whose reply has no such field (a server without
+/// `XNACK`) decodes to `None`: unknown, not 0.
+///
+/// # Errors
+/// When the reply is not a field list, or a group has no name.
+pub fn nacked_counts(v: &Value) -> Result<Vec<GroupNacks>, DecodeError> {
+    const C: &str = "XINFO STREAM FULL";
+    let Some((_, groups)) = fields(C, v)?.into_iter().find(|(k, _)| *k == b"groups") else {
+        return Ok(Vec::new());
+    };
+    array(C, groups)?
+        .iter()
+        .filter_map(|g| {
+            let mut name = None;
+            let mut nacked = None;
+            let fields = match fields(C, g) {
+                Ok(fields) => fields,
+                Err(e) => return Some(Err(e)),
+            };
+            for (k, v) in fields {
+                match k {
+                    // A name too long to keep (a null): left out, as
+                    // `XINFO GROUPS` leaves it out.
+                    b"name" if is_nil(v) => return None,
+                    b"name" => name = as_bytes(v).map(<[u8]>::to_vec),
+                    b"nacked-count" => match count(C, "nacked-count", v) {
+                        Ok(n) => nacked = Some(n),
+                        Err(e) => return Some(Err(e)),
+                    },
+                    _ => {}
+                }
+            }
+            Some(
+                name.map(|name| GroupNacks { name, nacked })
+                    .ok_or_else(|| bad(C, "group without a name")),
+            )
+        })
+        .collect()
 }
 
 /// Decodes `XINFO GROUPS`.
@@ -463,7 +505,7 @@ pub(crate) fn misfit(cmd: &Command, v: &Value) -> Option<String> {
         (Command::Scan { .. }, v) => {
             as_array(v).is_some_and(|a| a.len() == 2 && as_array(&a[1]).is_some())
         }
-        (Command::XinfoStream { .. }, v) => is_field_list(v),
+        (Command::XinfoStream { .. } | Command::XinfoStreamNacks { .. }, v) => is_field_list(v),
         (Command::XinfoGroups { .. } | Command::XinfoConsumers { .. }, v) => {
             as_array(v).is_some_and(|a| a.iter().all(is_field_list))
         }
@@ -588,4 +630,4 @@ fn skipped(kind: SkipKind, n: usize) -> Option<(SkipKind, u64)> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

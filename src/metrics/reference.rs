@@ -177,6 +177,7 @@ mod tests {
             for (floor, want) in [
                 ("Redis 7.0+", Servers::EntriesRead),
                 ("Redis 8.6+", Servers::Idempotent),
+                ("Redis 8.8+", Servers::Nack),
                 ("(Redis 7.2+", Servers::Inactive),
             ] {
                 if m.help.contains(floor) {

@@ -12,6 +12,9 @@
 //! the larger of that and the last full PEL scan's count, so a poison entry
 //! shows at the first run after its last delivery that reached the count,
 //! not at the next scan.
+//!
+//! On servers with `XNACK` (Redis 8.8+) it also reads how many pending
+//! entries `XNACK` released per group (see [`nacks`]).
 
 use super::context::{ProbeContext, ProbeError, Problems};
 use super::groups::{group_lines, per_group};
@@ -126,5 +129,69 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
             state.snapshot.head_poison = Arc::new(fresh);
         }
     }
+    nacks(ctx, &pairs, &mut problems).await?;
     problems.finish(ProbeKind::PendingSummary)
+}
+
+/// On servers with `XNACK`, the entries it released of each group: one
+/// `XINFO STREAM … FULL COUNT 1` per stream with entries pending (released
+/// entries stay in the PEL), read for its groups' `nacked-count`; a group
+/// whose PEL the stream poll saw empty has none. Elsewhere nothing is sent
+/// and nothing is known.
+async fn nacks(
+    ctx: &ProbeContext,
+    pending: &[(Name, Name)],
+    problems: &mut Problems,
+) -> Result<(), ProbeError> {
+    let capable = ctx
+        .state()
+        .snapshot
+        .server
+        .as_ref()
+        .is_some_and(|s| s.has_xnack());
+    if !capable {
+        let mut state = ctx.state();
+        if !state.snapshot.nacked.is_empty() {
+            state.snapshot.nacked = Arc::default();
+        }
+        return Ok(());
+    }
+    // One group of each stream stands for the stream (the command names
+    // none).
+    let mut streams: Vec<(Name, Name)> = pending.to_vec();
+    streams.dedup_by(|a, b| a.0 == b.0);
+    let mut fresh = std::collections::BTreeMap::new();
+    per_group(
+        ctx,
+        &streams,
+        |s, _| Command::XinfoStreamNacks { key: s.to_vec() },
+        reply::nacked_counts,
+        problems,
+        |_, decoded| {
+            for (s, _, groups) in decoded {
+                for group in groups {
+                    if let Some(n) = group.nacked {
+                        fresh.insert((s.clone(), Name::from(group.name)), n);
+                    }
+                }
+            }
+        },
+    )
+    .await?;
+    let mut state = ctx.state();
+    let snapshot = &state.snapshot;
+    let mut known: std::collections::BTreeMap<(Name, Name), u64> = group_lines(&state)
+        .into_iter()
+        .filter(|(_, line)| line.pending == 0)
+        .map(|(key, _)| (key, 0))
+        .collect();
+    known.extend(
+        fresh
+            .into_iter()
+            .filter(|(k, _)| snapshot.has_group(&k.0, &k.1)),
+    );
+    if *state.snapshot.nacked != known {
+        state.snapshot.nacked = Arc::new(known);
+    }
+    Ok(())
 }

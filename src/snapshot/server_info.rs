@@ -21,3 +21,39 @@ pub struct ServerInfo {
     /// from another one; empty when unknown.
     pub run_id: String,
 }
+
+impl ServerInfo {
+    /// Whether the server has `XNACK` (Redis 8.8+), whose groups report
+    /// `nacked-count` in `XINFO STREAM … FULL` and nowhere else: the only
+    /// servers that command is sent to. Valkey has no `XNACK` yet.
+    pub fn has_xnack(&self) -> bool {
+        let mut parts = self.version.split('.').map(|p| p.parse::<u64>().ok());
+        let (major, minor) = (parts.next().flatten(), parts.next().flatten());
+        self.server == "redis" && (major, minor) >= (Some(8), Some(8))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xnack_from_redis_8_8_on() {
+        let of = |server: &str, version: &str| ServerInfo {
+            server: server.into(),
+            version: version.into(),
+            ..ServerInfo::default()
+        };
+        for (server, version, has) in [
+            ("redis", "8.8.0", true),
+            ("redis", "8.10.1", true),
+            ("redis", "9.0.0", true),
+            ("redis", "8.6.3", false),
+            ("redis", "7.0.15", false),
+            ("redis", "", false),
+            ("valkey", "9.1.2", false),
+        ] {
+            assert_eq!(of(server, version).has_xnack(), has, "{server} {version}");
+        }
+    }
+}

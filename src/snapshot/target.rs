@@ -34,6 +34,9 @@ pub struct TargetSnapshot {
     /// Poison entries among each stuck group's oldest pending entries (the
     /// pending summary; see `probe::pending_summary`).
     pub head_poison: Arc<BTreeMap<GroupKey, u64>>,
+    /// Pending entries released by `XNACK` of each group, on servers that
+    /// have it (the pending summary).
+    pub nacked: Arc<BTreeMap<GroupKey, u64>>,
     /// Each group's consumers (the consumers probe).
     pub consumers: Arc<BTreeMap<GroupKey, Arc<Consumers>>>,
     /// Each group's PEL scan.
@@ -87,6 +90,7 @@ impl TargetSnapshot {
         let known = |(s, g): &GroupKey| streams.get(s).is_some_and(|st| st.groups.contains_key(g));
         retain_keys(&mut self.oldest_pending, known);
         retain_keys(&mut self.head_poison, known);
+        retain_keys(&mut self.nacked, known);
         retain_keys(&mut self.consumers, known);
         retain_keys(&mut self.scans, known);
     }

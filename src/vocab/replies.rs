@@ -85,6 +85,17 @@ pub struct ConsumerInfo {
     pub never_active: bool,
 }
 
+/// One group of `XINFO STREAM key FULL` as the exporter reads it: its
+/// name and, on servers with `XNACK` (Redis 8.8+), the pending entries
+/// `XNACK` released.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupNacks {
+    /// Group name (binary-safe).
+    pub name: Vec<u8>,
+    /// `nacked-count`; `None` where the server does not report it.
+    pub nacked: Option<u64>,
+}
+
 /// `XPENDING key group` (summary form).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PendingSummary {

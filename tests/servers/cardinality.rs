@@ -167,6 +167,10 @@ async fn series_per_group_in_each_mode(kind: Server) {
             let status = m.family("redis_streams_group_status");
             assert_eq!(status.len(), 3, "{status:?}");
         }
+        // No server of the suite has XNACK (Redis 8.8+): its family is
+        // absent in either mode, and its command never sent.
+        assert!(m.family("redis_streams_group_pending_nacked").is_empty());
+        assert!(!m.text.contains("command=\"xinfo_stream_full\""));
         // What the target costs is what it serves.
         let served = m
             .text

@@ -448,3 +448,75 @@ fn a_transaction_fits_its_commands() {
     ];
     assert_eq!(pipeline_misfit(&cmds, &ran), None);
 }
+
+/// `XINFO STREAM s FULL COUNT 1` as Redis 8.8 writes it (RESP2; the field
+/// order of its `t_stream.c`, with 8.8's `nacked-count` after `pel-count`
+/// in each group, beside 8.6's idempotent-producer fields): two groups, one
+/// with two entries released by `XNACK`. No 8.8 server can be built here
+/// (Debian ships 8.0 and 8.6): this reply is what the decoder is held to.
+pub(crate) const FULL_8_8: &[u8] = b"*30\r\n\
+$6\r\nlength\r\n:3\r\n\
+$15\r\nradix-tree-keys\r\n:1\r\n\
+$16\r\nradix-tree-nodes\r\n:2\r\n\
+$17\r\nlast-generated-id\r\n$15\r\n1796000000003-0\r\n\
+$20\r\nmax-deleted-entry-id\r\n$3\r\n0-0\r\n\
+$13\r\nentries-added\r\n:3\r\n\
+$23\r\nrecorded-first-entry-id\r\n$15\r\n1796000000001-0\r\n\
+$13\r\nidmp-duration\r\n:100\r\n\
+$12\r\nidmp-maxsize\r\n:100\r\n\
+$12\r\npids-tracked\r\n:0\r\n\
+$12\r\niids-tracked\r\n:0\r\n\
+$10\r\niids-added\r\n:0\r\n\
+$15\r\niids-duplicates\r\n:0\r\n\
+$7\r\nentries\r\n*1\r\n*2\r\n$15\r\n1796000000001-0\r\n*2\r\n$4\r\ntask\r\n$5\r\nhello\r\n\
+$6\r\ngroups\r\n*2\r\n\
+*16\r\n\
+$4\r\nname\r\n$5\r\nother\r\n\
+$17\r\nlast-delivered-id\r\n$15\r\n1796000000003-0\r\n\
+$12\r\nentries-read\r\n:3\r\n\
+$3\r\nlag\r\n:0\r\n\
+$9\r\npel-count\r\n:0\r\n\
+$12\r\nnacked-count\r\n:0\r\n\
+$7\r\npending\r\n*0\r\n\
+$9\r\nconsumers\r\n*0\r\n\
+*16\r\n\
+$4\r\nname\r\n$7\r\nworkers\r\n\
+$17\r\nlast-delivered-id\r\n$15\r\n1796000000003-0\r\n\
+$12\r\nentries-read\r\n:3\r\n\
+$3\r\nlag\r\n:0\r\n\
+$9\r\npel-count\r\n:3\r\n\
+$12\r\nnacked-count\r\n:2\r\n\
+$7\r\npending\r\n*1\r\n*4\r\n$15\r\n1796000000001-0\r\n$0\r\n\r\n:0\r\n:1\r\n\
+$9\r\nconsumers\r\n*1\r\n*10\r\n\
+$4\r\nname\r\n$2\r\nw1\r\n\
+$9\r\nseen-time\r\n:1796000000500\r\n\
+$11\r\nactive-time\r\n:1796000000400\r\n\
+$9\r\npel-count\r\n:1\r\n\
+$7\r\npending\r\n*1\r\n*3\r\n$15\r\n1796000000003-0\r\n:1796000000400\r\n:1\r\n";
+
+/// The decoder reads each group's `nacked-count` from a Redis 8.8 reply,
+/// and a reply without the field (Redis 8.6 and older, Valkey) says
+/// nothing of it: unknown, not 0.
+#[test]
+fn nacked_counts_of_a_full_reply() {
+    let v = redis::parse_redis_value(FULL_8_8).unwrap();
+    let of = |name: &str, nacked| GroupNacks {
+        name: name.as_bytes().to_vec(),
+        nacked,
+    };
+    assert_eq!(
+        nacked_counts(&v).unwrap(),
+        [of("other", Some(0)), of("workers", Some(2))]
+    );
+    let without = std::str::from_utf8(FULL_8_8)
+        .unwrap()
+        .replace("*16\r\n", "*14\r\n")
+        .replace("$12\r\nnacked-count\r\n:0\r\n", "")
+        .replace("$12\r\nnacked-count\r\n:2\r\n", "");
+    let v = redis::parse_redis_value(without.as_bytes()).unwrap();
+    assert_eq!(
+        nacked_counts(&v).unwrap(),
+        [of("other", None), of("workers", None)]
+    );
+    assert!(nacked_counts(&redis::Value::Int(1)).is_err());
+}

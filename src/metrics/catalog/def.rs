@@ -117,6 +117,8 @@ pub enum Custom {
     OldestPendingAge,
     /// The larger of the PEL scan's and the pending summary's poison counts.
     Poison,
+    /// The pending summary's entries released by `XNACK`.
+    Nacked,
     /// Idle-time buckets of the last PEL scan.
     PendingByIdle,
     /// Delivery-count buckets of the last PEL scan.
@@ -230,6 +232,8 @@ pub enum Servers {
     Inactive,
     /// Servers with idempotent producers.
     Idempotent,
+    /// Servers with `XNACK`.
+    Nack,
 }
 
 impl Servers {
@@ -240,6 +244,7 @@ impl Servers {
             Servers::EntriesRead => "Redis 7.0+, Valkey",
             Servers::Inactive => "Redis 7.2+, Valkey",
             Servers::Idempotent => "Redis 8.6+",
+            Servers::Nack => "Redis 8.8+",
         }
     }
 }

@@ -24,6 +24,16 @@ family! {
         lean: Lean::Unless(0.0)
     );
     metric!(
+        GROUP_PENDING_NACKED,
+        "redis_streams_group_pending_nacked",
+        Gauge,
+        TSG,
+        "PEL entries released by XNACK (XINFO STREAM FULL nacked-count, Redis 8.8+): without an owner, delivered first to the next reader that claims them. Read at every pending summary of a stream with entries pending, on servers with XNACK only; absent on the others. Cached by the poller.",
+        Source::Custom(Custom::Nacked),
+        servers: Nack,
+        lean: Lean::Unless(0.0)
+    );
+    metric!(
         GROUP_PENDING_MAX_IDLE,
         "redis_streams_group_pending_max_idle_seconds",
         Gauge,

@@ -30,6 +30,15 @@ impl Renderer<'_> {
             Custom::Status => self.status(f),
             Custom::OldestPendingAge => self.oldest_pending_age(f),
             Custom::Poison => self.poison(f),
+            Custom::Nacked => {
+                for t in &self.up {
+                    for ((s, g), &n) in t.nacked.iter() {
+                        if group_writes(t, s, g, Lean::Unless(0.0), n as f64) {
+                            f.sample(&group_labels(t, s, g), n as f64);
+                        }
+                    }
+                }
+            }
             Custom::PendingByIdle => self.pending_by_idle(f),
             Custom::PendingByDeliveryCount => self.pending_by_delivery_count(f),
             Custom::ConsumerPending => self.consumer_pending(f),

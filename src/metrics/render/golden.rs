@@ -286,6 +286,14 @@ pub(super) fn targets() -> Vec<Arc<TargetSnapshot>> {
                 .into(),
         ),
         head_poison: Arc::new([&orders, &payments].map(|s| (key(s, &billing), 2)).into()),
+        // A server with XNACK: two entries released in one group, none in
+        // the other.
+        nacked: Arc::new(
+            [&orders, &payments]
+                .into_iter()
+                .flat_map(|s| [(key(s, &billing), 2), (key(s, &audit), 0)])
+                .collect(),
+        ),
         consumers: Arc::new(
             [&orders, &payments]
                 .map(|s| (key(s, &billing), Arc::new(consumers())))

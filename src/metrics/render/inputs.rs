@@ -14,6 +14,7 @@ pub(super) enum Input {
     OldestPending(Arc<BTreeMap<GroupKey, OldestPending>>),
     PelScans(Arc<BTreeMap<GroupKey, ScanState>>),
     HeadPoison(Arc<BTreeMap<GroupKey, u64>>),
+    Nacked(Arc<BTreeMap<GroupKey, u64>>),
     Consumers(Arc<BTreeMap<GroupKey, Arc<Consumers>>>),
 }
 
@@ -23,7 +24,9 @@ impl PartialEq for Input {
             (Input::Streams(a), Input::Streams(b)) => Arc::ptr_eq(a, b),
             (Input::OldestPending(a), Input::OldestPending(b)) => Arc::ptr_eq(a, b),
             (Input::PelScans(a), Input::PelScans(b)) => Arc::ptr_eq(a, b),
-            (Input::HeadPoison(a), Input::HeadPoison(b)) => Arc::ptr_eq(a, b),
+            (Input::HeadPoison(a), Input::HeadPoison(b)) | (Input::Nacked(a), Input::Nacked(b)) => {
+                Arc::ptr_eq(a, b)
+            }
             (Input::Consumers(a), Input::Consumers(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }

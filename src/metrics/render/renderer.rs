@@ -83,6 +83,7 @@ impl<'a> Renderer<'a> {
                 vec![
                     Input::PelScans(t.scans.clone()),
                     Input::HeadPoison(t.head_poison.clone()),
+                    Input::Nacked(t.nacked.clone()),
                 ]
             },
             Section::Consumers => |t| vec![Input::Consumers(t.consumers.clone())],

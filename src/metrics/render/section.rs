@@ -42,7 +42,10 @@ impl Section {
             Source::Custom(Custom::OldestPendingAge) => Section::OldestPending,
             Source::Scan(_)
             | Source::Custom(
-                Custom::Poison | Custom::PendingByIdle | Custom::PendingByDeliveryCount,
+                Custom::Poison
+                | Custom::Nacked
+                | Custom::PendingByIdle
+                | Custom::PendingByDeliveryCount,
             ) => Section::PelScans,
             Source::GroupConsumers(_)
             | Source::Consumer(_)

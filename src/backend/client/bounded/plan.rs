@@ -25,6 +25,12 @@ pub(super) enum Shape {
     /// `XINFO STREAM`: a field list whose `first-entry` and `last-entry`
     /// are handed on as their IDs.
     StreamInfo,
+    /// `XINFO STREAM … FULL`: a field list whose `entries` are handed on
+    /// as a null and whose `groups` (cut at [`super::ROWS_KEPT`]) are field
+    /// lists with their `pending` and `consumers` handed on as nulls: only
+    /// the groups' own figures are read, whatever the PELs and consumers
+    /// hold.
+    StreamFull,
     /// The extended `XPENDING`: an array of rows, at most `COUNT`, whose
     /// consumers are handed on as nulls (an empty name, released by
     /// `XNACK`, as it is).

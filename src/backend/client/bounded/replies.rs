@@ -10,6 +10,43 @@ use super::{BULK_BOUND, DEPTH_BOUND, LINE_BOUND, Plan, ROWS_KEPT, Shape};
 /// The field names of `XINFO STREAM` whose values are entries.
 const ENTRY_FIELDS: [&[u8]; 2] = [b"first-entry", b"last-entry"];
 
+/// Which field list an aggregate read as [`Kind::Fields`] is: what its
+/// field names make of the values after them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FieldList {
+    /// `XINFO STREAM`.
+    StreamInfo,
+    /// `XINFO STREAM … FULL`.
+    FullStream,
+    /// One group of `XINFO STREAM … FULL`.
+    FullGroup,
+}
+
+/// What the value after a field name is read as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Value {
+    Keep,
+    /// An entry, handed on as its ID.
+    Entry,
+    /// Handed on as a null, counted past.
+    Nulled,
+    /// `XINFO STREAM … FULL`'s groups.
+    Groups,
+}
+
+impl FieldList {
+    /// What the value after the field named `key` is read as.
+    fn value_of(self, key: &[u8]) -> Value {
+        match self {
+            FieldList::StreamInfo if ENTRY_FIELDS.contains(&key) => Value::Entry,
+            FieldList::FullStream if key == b"entries" => Value::Nulled,
+            FieldList::FullStream if key == b"groups" => Value::Groups,
+            FieldList::FullGroup if key == b"pending" || key == b"consumers" => Value::Nulled,
+            _ => Value::Keep,
+        }
+    }
+}
+
 /// The bytes of a field name kept to recognise [`ENTRY_FIELDS`].
 const KEY_BYTES: usize = 16;
 
@@ -25,6 +62,12 @@ enum Role {
     /// A field name of a field list: handed on, and read to know what its
     /// value is.
     Key,
+    /// Handed on as a null, counted past.
+    Nulled,
+    /// `XINFO STREAM … FULL`'s groups.
+    Groups,
+    /// One of them: a field list.
+    Group,
     /// The consumer holding a pending entry: an empty name (an entry
     /// released by `XNACK`) is handed on, any other as a null.
     Owner,
@@ -49,11 +92,14 @@ enum Kind {
     /// An entry, its header held back: the ID is handed on, the rest
     /// skipped.
     Entry,
-    /// `XINFO STREAM`'s field list; `entry_next` when the last name read
-    /// says the next value is an entry.
+    /// A field list of `XINFO STREAM`; `next` is what the last name read
+    /// makes of the value after it.
     Fields {
-        entry_next: bool,
+        of: FieldList,
+        next: Value,
     },
+    /// `XINFO STREAM … FULL`'s groups, the first [`ROWS_KEPT`] handed on.
+    FullGroups,
     /// The extended `XPENDING`'s rows.
     Rows,
     /// One row.
@@ -251,8 +297,14 @@ impl Replies {
                 Kind::Entry if frame.index == 0 => Role::Keep,
                 Kind::Entry => Role::Skip,
                 Kind::Fields { .. } if frame.index % 2 == 0 => Role::Key,
-                Kind::Fields { entry_next: true } => Role::Entry,
-                Kind::Fields { entry_next: false } => Role::Keep,
+                Kind::Fields { next, .. } => match next {
+                    Value::Keep => Role::Keep,
+                    Value::Entry => Role::Entry,
+                    Value::Nulled => Role::Nulled,
+                    Value::Groups => Role::Groups,
+                },
+                Kind::FullGroups if frame.index >= ROWS_KEPT => Role::Skip,
+                Kind::FullGroups => Role::Group,
                 Kind::Rows => Role::Row,
                 Kind::Cut | Kind::Holders if frame.index >= ROWS_KEPT => Role::Skip,
                 Kind::Cut => Role::Keep,
@@ -272,6 +324,12 @@ impl Replies {
 
     /// An element of type `ty` starts.
     fn start(&mut self, ty: u8, role: Role, out: &mut Vec<u8>) -> Result<(), String> {
+        let role = if role == Role::Nulled {
+            out.extend_from_slice(b"$-1\r\n");
+            Role::Skip
+        } else {
+            role
+        };
         match ty {
             b'+' | b'-' | b':' | b',' | b'#' | b'(' | b'_' => {
                 let keep = role != Role::Skip;
@@ -383,7 +441,8 @@ impl Replies {
             return Err(self.violation(format!("aggregates nested deeper than {DEPTH_BOUND}")));
         }
         let kind = match role {
-            Role::Skip => Kind::Skip,
+            // A nulled element is read as skipped (its null is handed on).
+            Role::Skip | Role::Nulled => Kind::Skip,
             // An empty entry is passed on for the decoder to refuse.
             Role::Entry if count == 0 => {
                 header(out, ty, n);
@@ -408,6 +467,24 @@ impl Replies {
             Role::Holders if ty == b'*' => {
                 header(out, ty, n.min(ROWS_KEPT));
                 Kind::Holders
+            }
+            // Only an array is a list of groups, and only a list of pairs
+            // a group's fields; anything else is handed on for the decoder
+            // to refuse.
+            Role::Groups if ty == b'*' => {
+                header(out, ty, n.min(ROWS_KEPT));
+                Kind::FullGroups
+            }
+            Role::Group if matches!(ty, b'*' | b'%') && count % 2 == 0 => {
+                header(out, ty, n);
+                Kind::Fields {
+                    of: FieldList::FullGroup,
+                    next: Value::Keep,
+                }
+            }
+            Role::Groups | Role::Group => {
+                header(out, ty, n);
+                Kind::Keep
             }
             Role::Row | Role::Holders | Role::Pair => {
                 header(out, ty, n);
@@ -451,7 +528,14 @@ impl Replies {
         }
         Ok(match plan.shape {
             Shape::Entries => Kind::Entries,
-            Shape::StreamInfo => Kind::Fields { entry_next: false },
+            Shape::StreamInfo => Kind::Fields {
+                of: FieldList::StreamInfo,
+                next: Value::Keep,
+            },
+            Shape::StreamFull => Kind::Fields {
+                of: FieldList::FullStream,
+                next: Value::Keep,
+            },
             Shape::Rows => Kind::Rows,
             Shape::Summary => Kind::Summary,
             Shape::Exec => Kind::Exec,
@@ -496,8 +580,12 @@ impl Replies {
                 self.plan = None;
                 return;
             };
-            if let Kind::Fields { entry_next } = &mut frame.kind {
-                *entry_next = frame.index % 2 == 0 && ENTRY_FIELDS.contains(&self.key.as_slice());
+            if let Kind::Fields { of, next } = &mut frame.kind {
+                *next = if frame.index % 2 == 0 {
+                    of.value_of(&self.key)
+                } else {
+                    Value::Keep
+                };
             }
             frame.index += 1;
             frame.left -= 1;
@@ -520,7 +608,7 @@ impl Replies {
 /// The length said for an aggregate of `n` elements read as `kind`.
 fn shown(kind: Kind, n: u64) -> u64 {
     match kind {
-        Kind::Cut => n.min(ROWS_KEPT),
+        Kind::Cut | Kind::FullGroups => n.min(ROWS_KEPT),
         _ => n,
     }
 }

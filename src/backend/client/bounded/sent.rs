@@ -192,6 +192,13 @@ impl Sent {
                 command: name,
                 queued: Vec::new(),
             },
+            // `XINFO STREAM key FULL …`: read for the groups' scalars only.
+            "XINFO" if word(1) == "STREAM" && word(3) == "FULL" => Plan {
+                shape: Shape::StreamFull,
+                command: "XINFO STREAM FULL".into(),
+                limit: None,
+                queued: Vec::new(),
+            },
             "XINFO" if word(1) == "STREAM" => Plan {
                 shape: Shape::StreamInfo,
                 command: "XINFO STREAM".into(),

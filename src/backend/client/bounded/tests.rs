@@ -399,3 +399,37 @@ fn the_summary_pendings_holders_are_cut_at_the_rows_kept() {
     }
     assert_eq!(got, want);
 }
+
+/// `XINFO STREAM … FULL` is read for its groups' own figures: the entries,
+/// each group's PEL rows and its consumers are handed on as nulls, counted
+/// past, and what is left decodes to the same `nacked-count`s.
+#[test]
+fn a_full_stream_reply_keeps_only_its_groups_figures() {
+    use crate::backend::reply::{nacked_counts, tests::FULL_8_8};
+    let full = ["XINFO", "STREAM", "s", "FULL", "COUNT", "1"];
+    for step in [1, 3, 64, FULL_8_8.len()] {
+        let out = filtered(&[&full], FULL_8_8, step).unwrap();
+        let text = String::from_utf8_lossy(&out);
+        assert!(!text.contains("hello"), "the entry's body: {text}");
+        assert!(!text.contains("w1"), "a consumer's name: {text}");
+        assert!(text.contains("$7\r\nentries\r\n$-1\r\n"), "{text}");
+        assert!(
+            text.contains("$7\r\npending\r\n$-1\r\n$9\r\nconsumers\r\n$-1\r\n"),
+            "{text}"
+        );
+        let v = redis::parse_redis_value(&out).unwrap();
+        let read: Vec<(Vec<u8>, Option<u64>)> = nacked_counts(&v)
+            .unwrap()
+            .into_iter()
+            .map(|g| (g.name, g.nacked))
+            .collect();
+        assert_eq!(
+            read,
+            [(b"other".to_vec(), Some(0)), (b"workers".to_vec(), Some(2))],
+            "step {step}"
+        );
+    }
+    // The summary form is still read as before.
+    let summary = filtered(&[&["XINFO", "STREAM", "s"]], FULL_8_8, 7).unwrap();
+    assert!(String::from_utf8_lossy(&summary).contains("w1"));
+}
