@@ -319,7 +319,7 @@ fn status_changes_at_info_and_idle_discovery_at_debug(kind: Server) {
     // it is idle no more.
     let url = server.url();
     std::thread::spawn(move || {
-        let judged = "redis_streams_group_status{target=\"main\",stream=\"orders\",group=\"billing\",status=\"idle\"} 1";
+        let judged = "redis_streams_group_status{target=\"main\",stream=\"orders\",group=\"billing\",status=\"idle\",reason=\"no_work\"} 1";
         let deadline = Instant::now() + Duration::from_secs(15);
         while !http_get(port, "/metrics").is_some_and(|m| m.contains(judged)) {
             if Instant::now() > deadline {

@@ -435,7 +435,8 @@ async fn a_reload_keeps_the_loss_ledgers() {
     let path = dir.path().join("c.toml");
     let file = |max_delay: &str| {
         format!(
-            "{}{FAST}[[streams]]\nmatch = \"q\"\nmax_delay = \"{max_delay}\"\n",
+            // Full series: the baseline is a loss counter at 0.
+            "{}{FAST}[[streams]]\nmatch = \"q\"\nmax_delay = \"{max_delay}\"\nseries = \"full\"\n",
             target("a", &server)
         )
     };

@@ -42,10 +42,13 @@
 //! faults); the report is printed before anything is asserted.
 //!
 //! # Exporters
-//! - `main` (normal limits, every probe every 1 or 2 s, status window of 5 polls): targets
-//!   `redis62`, `redis70`, `valkey9`, `redis8` (streams `e2e:*` of the four servers), `capped`
+//! - `main` (normal limits, every probe every 1 or 2 s, status window of 5 polls, lean series):
+//!   targets `redis70`, `redis8` (streams `e2e:*` of two servers of the matrix), `capped`
 //!   (`cap:*`, `max_streams = 2`), `evictable` (`evict:*`, a Valkey set to allkeys-lru), `down` (a
 //!   Redis killed during the test) and `proxy` (the fake server).
+//! - `full`: `main`'s settings with `series = "full"`, for `redis62` and `valkey9`, the other two
+//!   servers of the matrix: every fault is judged in both modes, and the dashboards' panels that
+//!   need full series (the PEL distributions) have data.
 //! - `starved`: `commands_per_second = 2` against 30 streams (`starve:*`) that appear after its
 //!   first poll: each stream poll then takes ~30 s. Its info probe runs every 30 s: as at the
 //!   default schedule (stream 15 s, info 5 min), a lower-priority probe's interval is far longer
@@ -260,6 +263,12 @@ fn owner<'a>(faults: &'a [Fault], labels: &Labels) -> Option<&'a Fault> {
     faults.iter().find(|f| f.owns(labels))
 }
 
+/// The servers of the matrix watched in full series (by the `full` exporter); the others are
+/// watched in lean series, the default (by `main`): every scenario runs in both modes.
+fn full_series(kind: Server) -> bool {
+    matches!(kind, Server::Redis62 | Server::Valkey9)
+}
+
 /// `127.0.0.1:PORT`: an exporter's `instance` label, a default target name.
 fn loopback(port: u16) -> String {
     format!("127.0.0.1:{port}")
@@ -455,7 +464,7 @@ struct Stack {
     alertmanager: Proc,
     am: String,
     exporters: Vec<Proc>,
-    ports: [u16; 6],
+    ports: [u16; 7],
     prometheus: Proc,
     prom: String,
     simulators: Vec<Proc>,
@@ -489,7 +498,7 @@ impl Stack {
         let (alertmanager, am_port) =
             start_alertmanager(dir, &logs, http, am_example, hook.port).await;
 
-        let ports: [u16; 6] = std::array::from_fn(|_| free_port());
+        let ports: [u16; 7] = std::array::from_fn(|_| free_port());
         let redis70 = &matrix
             .iter()
             .find(|(k, _)| *k == Server::Redis70)
@@ -535,7 +544,8 @@ impl Stack {
         let pair_b_target = loopback(pair_b.port);
         let mut faults: Vec<Fault> = Vec::new();
         for (kind, _) in &matrix {
-            faults.extend(expect::matrix(*kind, &main));
+            let watched_by = if full_series(*kind) { 6 } else { 0 };
+            faults.extend(expect::matrix(*kind, &instance(watched_by)));
         }
         faults.extend(expect::infrastructure(&main, &shortlived));
         faults.extend(expect::tight(&instance(1), &instance(2)));
@@ -628,21 +638,26 @@ async fn start_alertmanager(
 }
 
 /// The exporters of the module docs, on `ports` in this order: main, starved, slowscan,
-/// shortlived, pair-a, pair-b. `others` are Redis 7.0 of the matrix, the evictable Valkey, the
+/// shortlived, pair-a, pair-b, full. `others` are Redis 7.0 of the matrix, the evictable Valkey, the
 /// doomed Redis and the pair's two.
 fn start_exporters(
     dir: &Path,
     logs: &Path,
-    ports: &[u16; 6],
+    ports: &[u16; 7],
     matrix: &[(Server, RedisServer)],
     others: [&RedisServer; 5],
     proxy_port: u16,
 ) -> Vec<Proc> {
     let [redis70, evict, doomed, pair_a, pair_b] = others;
     let exporter_bin = PathBuf::from(env!("CARGO_BIN_EXE_redis-streams-exporter"));
-    let mut matrix_targets = String::new();
+    let (mut matrix_targets, mut full_targets) = (String::new(), String::new());
     for (kind, server) in matrix {
-        matrix_targets.push_str(&format!(
+        let targets = if full_series(*kind) {
+            &mut full_targets
+        } else {
+            &mut matrix_targets
+        };
+        targets.push_str(&format!(
             "[[targets]]\nname = \"{}\"\nurl = \"{}\"\npatterns = [\"e2e:*\"]\n\n",
             expect::target_name(*kind),
             server.url()
@@ -722,6 +737,21 @@ streams = ["{proxy_stream}"]
             ),
         ),
     ];
+    // The main exporter's settings, every series written (`[stream_defaults]`, which its
+    // `[[streams]]` rules fall back on).
+    let full = (
+        "exporter-full",
+        exporter_config(
+            ports[6],
+            &full_targets,
+            "ghost_checks_per_scan = 5",
+            MAIN_STREAMS,
+        )
+        .replace(
+            "consumer_inactive_after = \"5s\"\n",
+            "consumer_inactive_after = \"5s\"\nseries = \"full\"\n",
+        ),
+    );
     let mut exporters: Vec<Proc> = Vec::new();
     for (name, config) in &configs {
         let path = dir.join(format!("{name}.toml"));
@@ -758,6 +788,15 @@ streams = ["{proxy_stream}"]
             logs,
         ));
     }
+    // Last, on ports[6].
+    let path = dir.join(format!("{}.toml", full.0));
+    std::fs::write(&path, &full.1).unwrap();
+    exporters.push(Proc::start(
+        full.0,
+        &exporter_bin,
+        &["--config".to_string(), path.display().to_string()],
+        logs,
+    ));
     exporters
 }
 
@@ -769,7 +808,7 @@ async fn start_prometheus(
     http: &reqwest::Client,
     rules: &str,
     am_port: u16,
-    ports: &[u16; 6],
+    ports: &[u16; 7],
 ) -> (Proc, String) {
     let prom_port = free_port();
     let prom = format!("http://127.0.0.1:{prom_port}");
@@ -781,7 +820,10 @@ async fn start_prometheus(
         prometheus_config(
             &rules_copy,
             am_port,
-            &[(JOB, &ports[..4]), (PAIR_JOB, &ports[4..])],
+            &[
+                (JOB, &[&ports[..4], &ports[6..]].concat()),
+                (PAIR_JOB, &ports[4..6]),
+            ],
         ),
     )
     .unwrap();
@@ -913,7 +955,7 @@ async fn watch(stack: &mut Stack, http: &reqwest::Client) -> Seen {
         .iter()
         .map(|(k, _)| expect::target_name(*k))
         .collect();
-    let mut story = trim_story::Story::new(&stack.instance(0), &matrix_names);
+    let mut story = trim_story::Story::new(&matrix_names);
     let since_start = || format!("t+{:.0}s", started.elapsed().as_secs_f64());
     loop {
         let seen_or_late = |query: String, late: u64| {

@@ -39,7 +39,6 @@ pub struct Seen {
 
 /// Every server's story, keyed by target name.
 pub struct Story {
-    instance: String,
     pub servers: BTreeMap<String, Seen>,
 }
 
@@ -50,9 +49,11 @@ async fn value(http: &reqwest::Client, prom: &str, expr: &str) -> Option<f64> {
 }
 
 impl Story {
-    pub fn new(instance: &str, targets: &[&str]) -> Story {
+    /// The story of each of `targets` (names no other exporter of the run
+    /// uses, so they are selected by name alone, whichever exporter watches
+    /// them).
+    pub fn new(targets: &[&str]) -> Story {
         Story {
-            instance: instance.to_string(),
             servers: targets
                 .iter()
                 .map(|t| (t.to_string(), Seen::default()))
@@ -61,10 +62,7 @@ impl Story {
     }
 
     fn selector(&self, target: &str) -> String {
-        format!(
-            "instance=\"{}\",target=\"{target}\",stream=\"{STREAM}\",group=\"{GROUP}\"",
-            self.instance
-        )
+        format!("target=\"{target}\",stream=\"{STREAM}\",group=\"{GROUP}\"")
     }
 
     /// One look at every server whose story is not over.
@@ -94,10 +92,7 @@ impl Story {
                     &format!("redis_streams_group_retention_margin_seconds{{{sel}}}"),
                 )
                 .await;
-                let stream_sel = format!(
-                    "instance=\"{}\",target=\"{target}\",stream=\"{STREAM}\"",
-                    self.instance
-                );
+                let stream_sel = format!("target=\"{target}\",stream=\"{STREAM}\"");
                 let window = value(
                     http,
                     prom,
