@@ -27,16 +27,9 @@ impl Daemon {
     /// tests tell a 0 from an unknown value. Configurations loaded from a
     /// file ([`Daemon::start_config`]) run as they are.
     pub async fn start(toml: &str) -> Daemon {
-        let mut config = config::from_str("test.toml", toml, &Default::default())
+        let config = config::from_str("test.toml", toml, &Default::default())
             .unwrap_or_else(|e| panic!("{e}\n{toml}"));
-        let full = |s: &mut std::sync::Arc<config::StreamSettings>| {
-            std::sync::Arc::make_mut(s).series = config::Series::Full;
-        };
-        full(&mut config.streams.defaults);
-        for (_, rule) in &mut config.streams.rules {
-            full(rule);
-        }
-        Daemon::start_config(config).await
+        Daemon::start_config(super::full_series(config)).await
     }
 
     /// Starts it with a loaded configuration (for one read from a file,

@@ -556,6 +556,20 @@ pub fn config_for_url(url: &str, extra: &str) -> Config {
     config::from_str("test.toml", &text, &CliOverrides::default()).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// `config` with every stream read in full series, whatever its rules say:
+/// what the in-process fixtures run (`Harness::new`, `Daemon::start`), so
+/// that a test tells a 0 from an unknown value.
+pub fn full_series(mut config: Config) -> Config {
+    let full = |s: &mut Arc<config::StreamSettings>| {
+        Arc::make_mut(s).series = config::Series::Full;
+    };
+    full(&mut config.streams.defaults);
+    for (_, rule) in &mut config.streams.rules {
+        full(rule);
+    }
+    config
+}
+
 /// Runs the exporter's probes in-process, on demand.
 pub struct Harness {
     pub store: Arc<SnapshotStore>,
@@ -568,15 +582,8 @@ impl Harness {
     /// lean series (the default) would leave out alike. What lean series
     /// write is checked by `Harness::as_configured` tests (cardinality),
     /// the golden expositions and the chains that run the binary.
-    pub fn new(mut config: Config) -> Harness {
-        let full = |s: &mut Arc<config::StreamSettings>| {
-            Arc::make_mut(s).series = config::Series::Full;
-        };
-        full(&mut config.streams.defaults);
-        for (_, rule) in &mut config.streams.rules {
-            full(rule);
-        }
-        Harness::as_configured(config)
+    pub fn new(config: Config) -> Harness {
+        Harness::as_configured(full_series(config))
     }
 
     /// The probes of `config`'s first target, its `series` as configured.
