@@ -1,9 +1,9 @@
 //! The rules of docs/design.md that a machine can check, checked on the source: imports only
-//! go down the floors of its table, every module has a floor, and a module file with rooms
-//! (`x.rs` beside `x/`) holds its doc, its rooms, re-exports and dispatch, nothing else.
-//! Function length and the module-file convention are clippy's (`too_many_lines`,
-//! `mod_module_files`, set in Cargo.toml and clippy.toml); unit tests are each module's child
-//! `tests` module (inline, or `x/tests.rs`).
+//! go down the floors of its table and every module has a floor; inside a folder imports go
+//! down too (a room never names what its module file defines or re-exports); a type's
+//! inherent methods live in at most two files, no two types share a name, and few leaf files
+//! are a few lines long. Function length and the module-file convention are clippy's
+//! (`too_many_lines`, `mod_module_files`, set in Cargo.toml and clippy.toml).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -129,8 +129,9 @@ fn crate_imports(code: &str) -> Vec<String> {
     out
 }
 
-/// The library's own sources: the simulator binary stands apart and `main.rs`, `lib.rs` only
-/// declare and call.
+/// The library's own sources: the simulator binary stands apart, `main.rs`, `lib.rs` only
+/// declare and call, and unit tests (a module declared under `#[cfg(test)]`, and what lies
+/// below it) may reach wherever they need to.
 fn library_sources() -> Vec<PathBuf> {
     sources(&root().join("src"))
         .into_iter()
@@ -138,8 +139,33 @@ fn library_sources() -> Vec<PathBuf> {
             let rel = f.strip_prefix(root().join("src")).unwrap();
             !rel.starts_with("bin") && rel != Path::new("main.rs") && rel != Path::new("lib.rs")
         })
-        .filter(|f| !f.to_string_lossy().ends_with("tests.rs"))
+        .filter(|f| !is_test_module(f))
         .collect()
+}
+
+/// Whether `file`, or a module above it, is declared under `#[cfg(test)]` by its parent.
+fn is_test_module(file: &Path) -> bool {
+    let src = root().join("src");
+    let mut path = file.with_extension("");
+    while let Some(parent) = path.parent().map(Path::to_path_buf) {
+        if parent == src || !parent.starts_with(&src) {
+            return false;
+        }
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let declaring = parent.with_extension("rs");
+        let text = fs::read_to_string(&declaring).unwrap_or_default();
+        // `#[cfg(test)]` on the `mod` line or up to two attribute lines above it.
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        let declared = lines.iter().enumerate().any(|(i, l)| {
+            let decl = [format!("mod {name};"), format!("pub(crate) mod {name};")];
+            decl.iter().any(|d| d == l) && lines[i.saturating_sub(2)..i].contains(&"#[cfg(test)]")
+        });
+        if declared {
+            return true;
+        }
+        path = parent;
+    }
+    false
 }
 
 #[test]
@@ -176,72 +202,213 @@ fn imports_only_go_down_the_floors_of_the_design() {
     );
 }
 
-/// A line of a module file that declares rather than does: doc, comment, attribute, `mod`,
-/// `use`, or blank.
-fn declares(line: &str) -> bool {
-    let l = line.trim_start();
-    l.is_empty()
-        || l.starts_with("//")
-        || l.starts_with("#[")
-        || l.starts_with("#![")
-        || ["mod ", "pub mod ", "pub(crate) mod ", "pub(super) mod "]
-            .iter()
-            .any(|p| l.starts_with(p))
-        || ["use ", "pub use ", "pub(crate) use ", "pub(super) use "]
-            .iter()
-            .any(|p| l.starts_with(p))
+/// The module path of a library file (`src/probe/stream/run.rs` -> `probe::stream::run`;
+/// `src/probe.rs` -> `probe`).
+fn module_path(file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(root().join("src")).unwrap();
+    rel.with_extension("")
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect()
 }
 
-/// Lines of code a module file may hold besides its declarations: a dispatch.
-const DISPATCH_LINES: usize = 40;
+/// Whether `module` (a module path) has a room named `name`: a file `name.rs` or a folder
+/// `name/` beside its module file.
+fn has_room(module: &[String], name: &str) -> bool {
+    let mut dir = root().join("src");
+    for part in module {
+        dir.push(part);
+    }
+    dir.join(format!("{name}.rs")).is_file() || dir.join(name).is_dir()
+}
 
-#[test]
-fn module_files_hold_their_doc_rooms_and_dispatch() {
+/// The paths a file's code names from the crate's root: `crate::a::b`, and `super::x` made
+/// absolute from the file's own module path. Each is cut at its first item that is not a
+/// module the walk can tell (the rest does not matter to where it points).
+fn paths_named(file: &Path, code: &str) -> Vec<Vec<String>> {
+    let own = module_path(file);
+    let mut out = Vec::new();
+    for (prefix, base) in [
+        ("crate::", Vec::new()),
+        ("super::", own[..own.len() - 1].to_vec()),
+    ] {
+        let mut from = 0;
+        while let Some(found) = code[from..].find(prefix) {
+            let at = from + found;
+            from = at + prefix.len();
+            let rest = &code[from..];
+            // `super::super::` and `crate::` inside a longer word do not start a path here.
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let mut path = base.clone();
+            let mut tail = rest;
+            while tail.starts_with("super::") {
+                path.pop();
+                tail = &tail["super::".len()..];
+            }
+            let segments: Vec<String> = tail
+                .split("::")
+                .map(|s| {
+                    s.chars()
+                        .take_while(|c| {
+                            c.is_ascii_alphanumeric() || *c == '_' || *c == '*' || *c == '{'
+                        })
+                        .collect::<String>()
+                })
+                .take_while(|s| !s.is_empty())
+                .collect();
+            for seg in segments {
+                let stop = seg.starts_with('{') || seg == "*" || seg == "self";
+                path.push(seg.trim_start_matches('{').to_string());
+                if stop || !has_room(&path[..path.len() - 1], path.last().unwrap()) {
+                    break;
+                }
+            }
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// Inside a folder, imports go down: a room names its siblings by their room path, never an
+/// item that a module file above it defines or re-exports (that import runs back up through
+/// its parent). Returns the offending paths of one file.
+fn imports_back_up(file: &Path, code: &str) -> Vec<String> {
+    let own = module_path(file);
     let mut problems = Vec::new();
-    for file in library_sources() {
-        // A folder that holds only the module's unit tests (`x/tests.rs`) is not rooms.
-        let folder = file.with_extension("");
-        let rooms = folder.is_dir()
-            && fs::read_dir(&folder)
-                .unwrap()
-                .any(|e| e.unwrap().file_name() != "tests.rs");
-        let is_module_file = file.file_name().is_some_and(|n| n == "mod.rs") || rooms;
-        if !is_module_file {
+    for path in paths_named(file, code) {
+        // The deepest module of the path that is an ancestor of this file (not the file).
+        let shared = path.iter().zip(&own).take_while(|(a, b)| a == b).count();
+        if shared == 0 || shared >= own.len() || shared >= path.len() {
             continue;
         }
-        let text = fs::read_to_string(&file).unwrap();
-        let code = production_code(&text);
-        if !code.starts_with("//!") {
-            problems.push(format!("{}: no //! header", file.display()));
-        }
-        // A multi-line `use` or `mod` list continues a declaration.
-        let mut in_list = false;
-        let mut doing = 0;
-        for line in code.lines() {
-            if in_list {
-                in_list = !line.trim_end().ends_with(';');
-                continue;
-            }
-            if declares(line) {
-                let l = line.trim();
-                in_list = !l.starts_with("//")
-                    && !l.starts_with('#')
-                    && !l.is_empty()
-                    && !l.ends_with(';');
-                continue;
-            }
-            doing += 1;
-        }
-        if doing > DISPATCH_LINES {
+        let next = &path[shared];
+        if next == "*" || next == "self" || !has_room(&path[..shared], next) {
             problems.push(format!(
-                "{}: {doing} lines besides its doc, rooms and re-exports (at most {DISPATCH_LINES}, a dispatch)",
-                file.strip_prefix(root()).unwrap().display()
+                "{} names {} of its ancestor {}",
+                file.strip_prefix(root()).unwrap().display(),
+                path[shared..].join("::"),
+                path[..shared].join("::")
             ));
         }
     }
+    problems
+}
+
+#[test]
+fn imports_inside_a_folder_go_down() {
+    let mut problems = Vec::new();
+    for file in library_sources() {
+        let text = fs::read_to_string(&file).unwrap();
+        problems.extend(imports_back_up(
+            &file,
+            &without_comments(production_code(&text)),
+        ));
+    }
+    problems.sort();
+    problems.dedup();
     assert!(
         problems.is_empty(),
-        "docs/design.md: module files hold their doc, rooms and dispatch:\n{}",
+        "docs/design.md: inside a folder imports go down ({}):\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+/// Lines of code of a file: neither blank nor a comment.
+fn lines_of_code(text: &str) -> usize {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("//"))
+        .count()
+}
+
+/// At most this many leaf files of at most [`SMALL`] lines of code in the crate.
+const SMALL_FILES: usize = 15;
+const SMALL: usize = 40;
+
+#[test]
+fn one_type_one_place() {
+    let mut problems = Vec::new();
+    // Inherent methods of a type in at most two files.
+    let mut impls: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut types: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut small = Vec::new();
+    for file in sources(&root().join("src")) {
+        let text = fs::read_to_string(&file).unwrap();
+        let rel = file.strip_prefix(root()).unwrap().display().to_string();
+        let code = without_comments(production_code(&text));
+        for line in code.lines() {
+            let l = line.trim_start();
+            if let Some(rest) = l.strip_prefix("impl") {
+                let rest = rest
+                    .trim_start_matches(|c: char| c != ' ' && c != '<')
+                    .trim_start();
+                let rest = if let Some(generics) = rest.strip_prefix('<') {
+                    generics.split_once('>').map_or("", |(_, r)| r).trim_start()
+                } else {
+                    rest
+                };
+                if !rest.contains(" for ") {
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    if !name.is_empty() {
+                        let files = impls.entry(name).or_default();
+                        if !files.contains(&rel) {
+                            files.push(rel.clone());
+                        }
+                    }
+                }
+            }
+            for kind in ["struct ", "enum "] {
+                let Some(at) = l.find(kind) else { continue };
+                let vis = &l[..at];
+                if !vis.starts_with("pub")
+                    || !vis.trim_end().ends_with(|c: char| c == 'b' || c == ')')
+                {
+                    continue;
+                }
+                let name: String = l[at + kind.len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() && !rel.starts_with("src/bin") {
+                    types.entry(name).or_default().push(rel.clone());
+                }
+            }
+        }
+        let leaf = !file.with_extension("").is_dir();
+        if leaf
+            && lines_of_code(&text) <= SMALL
+            && !rel.ends_with("lib.rs")
+            && !rel.ends_with("main.rs")
+        {
+            small.push(rel);
+        }
+    }
+    for (name, files) in &impls {
+        if files.len() > 2 {
+            problems.push(format!("impl {name} in {} files: {files:?}", files.len()));
+        }
+    }
+    for (name, files) in &types {
+        if files.len() > 1 {
+            problems.push(format!("two types named {name}: {files:?}"));
+        }
+    }
+    if small.len() > SMALL_FILES {
+        problems.push(format!(
+            "{} leaf files of at most {SMALL} lines of code (at most {SMALL_FILES}): {small:?}",
+            small.len()
+        ));
+    }
+    assert!(
+        problems.is_empty(),
+        "docs/design.md: one type, one place:\n{}",
         problems.join("\n")
     );
 }
@@ -254,5 +421,27 @@ fn the_import_reader_reads_lists_and_paths() {
     got.sort();
     assert_eq!(got, ["lag", "snapshot", "trend", "vocab"]);
     assert_eq!(production_code("a\n#[cfg(test)]\nmod tests;"), "a");
-    assert!(declares("pub use x::{a, b};") && declares("//! doc") && !declares("fn run() {"));
+    assert_eq!(lines_of_code("// a\n\nfn f() {}\n  //! b\n}"), 2);
+}
+
+/// The folder rule reads `super::` and `crate::` paths and tells a room from an item.
+#[test]
+fn the_folder_rule_tells_rooms_from_items() {
+    let run = root().join("src/probe/stream/run.rs");
+    let code = "use super::batch::Batch;\nuse super::Poll;\nuse crate::probe::context::X;\n\
+                use crate::probe::ProbeError;\nuse crate::snapshot::Name;\nuse super::super::state::S;";
+    let found = imports_back_up(&run, code);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found
+            .iter()
+            .any(|f| f.contains("Poll of its ancestor probe::stream")),
+        "{found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|f| f.contains("ProbeError of its ancestor probe")),
+        "{found:?}"
+    );
 }
