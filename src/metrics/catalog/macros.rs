@@ -4,7 +4,7 @@
 
 /// One family: its const, named for the code that reads it. `servers` names
 /// the servers that give it when not every supported one does; `lean` what
-/// it writes for lean streams when not every sample ([`Lean::Always`]).
+/// it writes for lean streams when not every sample (`Lean::Always`).
 macro_rules! metric {
     ($id:ident, $name:literal, $kind:ident $({ $($field:tt)* })?, $labels:expr, $help:literal, $source:expr $(, servers: $servers:ident)? $(, lean: $lean:expr)?) => {
         #[doc = $help]
