@@ -104,3 +104,17 @@ named, and a password nobody reads is a mistake.
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The labels of a prometheus-operator object: the chart's, the `release` label kube-prometheus-stack
+selects by (prometheusRelease), then the object's own (they win).
+*/}}
+{{- define "rse.monitorLabels" -}}
+{{ include "rse.labels" .root }}
+{{- if and .root.Values.prometheusRelease (not (hasKey (.own | default dict) "release")) }}
+release: {{ .root.Values.prometheusRelease | quote }}
+{{- end }}
+{{- with .own }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
