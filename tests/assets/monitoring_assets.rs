@@ -1867,8 +1867,10 @@ fn dashboard_rates_use_rate_interval_and_variables_exist() -> TestResult {
                 for args in call_arguments(text, function) {
                     rates += 1;
                     // increase() over the whole time range is a total (a stat panel's "lost in
-                    // the selected range"); anything per point in time uses $__rate_interval.
-                    let total = function == "increase" && args.contains("[$__range]");
+                    // the selected range"), and over an hour the groups table's loss within the
+                    // data_loss hold; anything per point in time uses $__rate_interval.
+                    let total = function == "increase"
+                        && (args.contains("[$__range]") || args.contains("[1h]"));
                     if !args.contains("[$__rate_interval]") && !total {
                         errors.push(format!(
                             "{place}: {function}() without [$__rate_interval]: {text}"
