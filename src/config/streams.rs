@@ -1,11 +1,16 @@
 //! Per-stream settings ([`StreamSettings`]) and the `[[streams]]` rules that
-//! pick them for a stream ([`StreamRules`]), first match wins.
+//! pick them for a stream ([`StreamRules`]), first match wins; the filters
+//! over stream and group names that rules and targets both have
+//! ([`NameFilter`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::NameFilter;
 use crate::glob::Glob;
+
+/// Inactivity after which a consumer's entries are orphaned while its
+/// group's cadence is not learned and `consumer_inactive_after` is unset.
+pub const DEFAULT_CONSUMER_INACTIVE_AFTER: Duration = Duration::from_secs(300);
 
 /// Settings that apply to one stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,8 +32,6 @@ pub struct StreamSettings {
     /// orphaned; unset, the group's patience from its learned cadence (see
     /// [`crate::cadence`]), or [`DEFAULT_CONSUMER_INACTIVE_AFTER`] until it
     /// is learned.
-    ///
-    /// [`DEFAULT_CONSUMER_INACTIVE_AFTER`]: super::DEFAULT_CONSUMER_INACTIVE_AFTER
     pub consumer_inactive_after: Option<Duration>,
     /// Streams this rule matches that are not watched at all.
     pub exclude_streams: Vec<Glob>,
@@ -170,6 +173,24 @@ impl StreamRules {
             .find(|(glob, _)| glob.matches(stream))
             .map(|(_, settings)| settings.clone())
             .unwrap_or_else(|| self.defaults.clone())
+    }
+}
+
+/// Include and exclude globs over names: a name passes when it matches an
+/// include glob (or none is given) and no exclude glob.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NameFilter {
+    /// Empty: every name.
+    pub include: Vec<Glob>,
+    /// Names never admitted, whatever `include` says.
+    pub exclude: Vec<Glob>,
+}
+
+impl NameFilter {
+    /// Whether `name` passes.
+    pub fn admits(&self, name: &[u8]) -> bool {
+        (self.include.is_empty() || self.include.iter().any(|g| g.matches(name)))
+            && !self.exclude.iter().any(|g| g.matches(name))
     }
 }
 
