@@ -61,6 +61,29 @@ impl Default for StreamSettings {
     }
 }
 
+impl StreamSettings {
+    /// The name `name` is exported under: the first rewrite that matches
+    /// it, else itself. `None` when no rule rewrote it.
+    pub fn renamed_consumer(&self, name: &[u8]) -> Option<Vec<u8>> {
+        self.consumer_names.iter().find_map(|r| r.rename(name))
+    }
+
+    /// The dead-letter stream of `stream`, with `{stream}` substituted.
+    pub fn dead_letter_for(&self, stream: &[u8]) -> Option<Vec<u8>> {
+        let template = self.dead_letter.as_ref()?;
+        let marker = b"{stream}";
+        let mut out = Vec::with_capacity(template.len() + stream.len());
+        let mut rest = template.as_slice();
+        while let Some(pos) = rest.windows(marker.len()).position(|w| w == marker) {
+            out.extend_from_slice(&rest[..pos]);
+            out.extend_from_slice(stream);
+            rest = &rest[pos + marker.len()..];
+        }
+        out.extend_from_slice(rest);
+        Some(out)
+    }
+}
+
 /// Which series a stream's groups and consumers cost (`series`).
 ///
 /// Lean, the default, leaves out what says nothing: zeros of problems that
@@ -118,14 +141,6 @@ impl PartialEq for ConsumerRename {
 
 impl Eq for ConsumerRename {}
 
-impl StreamSettings {
-    /// The name `name` is exported under: the first rewrite that matches
-    /// it, else itself. `None` when no rule rewrote it.
-    pub fn renamed_consumer(&self, name: &[u8]) -> Option<Vec<u8>> {
-        self.consumer_names.iter().find_map(|r| r.rename(name))
-    }
-}
-
 /// How a stream is trimmed (`trimming`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Trimming {
@@ -136,23 +151,6 @@ pub enum Trimming {
     /// group has read and acknowledged, so it never comes for a group's
     /// unread entries; the trim-overtake figures are not exported.
     Acked,
-}
-
-impl StreamSettings {
-    /// The dead-letter stream of `stream`, with `{stream}` substituted.
-    pub fn dead_letter_for(&self, stream: &[u8]) -> Option<Vec<u8>> {
-        let template = self.dead_letter.as_ref()?;
-        let marker = b"{stream}";
-        let mut out = Vec::with_capacity(template.len() + stream.len());
-        let mut rest = template.as_slice();
-        while let Some(pos) = rest.windows(marker.len()).position(|w| w == marker) {
-            out.extend_from_slice(&rest[..pos]);
-            out.extend_from_slice(stream);
-            rest = &rest[pos + marker.len()..];
-        }
-        out.extend_from_slice(rest);
-        Some(out)
-    }
 }
 
 /// `[[streams]]` rules in file order, over `[stream_defaults]`. The first rule

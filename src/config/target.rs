@@ -126,6 +126,64 @@ impl fmt::Display for Endpoint {
     }
 }
 
+/// A target URL's endpoint, user and password.
+pub(super) type ParsedUrl = (Endpoint, Option<String>, Option<Secret>);
+
+/// Reads `redis[s]://[user[:password]@]host[:port][/db]` with the `url`
+/// crate; a query or fragment is ignored. Messages never include the URL,
+/// which may carry a password.
+pub(super) fn parse_url(text: &str) -> Result<ParsedUrl, String> {
+    // The scheme as written: `url` would also take `REDIS://`.
+    let tls = match text.split_once("://") {
+        Some(("redis", _)) => false,
+        Some(("rediss", _)) => true,
+        _ => return Err("must start with redis:// or rediss://".into()),
+    };
+    // `url` drops tabs and newlines silently: refuse them (and spaces and
+    // other controls) rather than dial a different address than written.
+    if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("has a space or a control character".into());
+    }
+    let url = url::Url::parse(text).map_err(|e| match e {
+        url::ParseError::EmptyHost => "has no host",
+        url::ParseError::InvalidPort => "has an invalid port",
+        url::ParseError::InvalidIpv6Address => "has an invalid [IPv6] host",
+        _ => "is not a valid URL",
+    })?;
+    let host = match url.host() {
+        Some(url::Host::Ipv6(ip)) => ip.to_string(),
+        Some(url::Host::Ipv4(ip)) => ip.to_string(),
+        Some(url::Host::Domain(name)) if !name.is_empty() => name.to_string(),
+        _ => return Err("has no host".into()),
+    };
+    let path = url.path().strip_prefix('/').unwrap_or(url.path());
+    let db = if path.is_empty() {
+        0
+    } else {
+        path.parse::<i64>()
+            .ok()
+            .filter(|d| *d >= 0)
+            .ok_or("has a database path that is not a number")?
+    };
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let user = (!url.username().is_empty()).then(|| decode(url.username()));
+    let password = url.password().map(|p| Secret::new(decode(p)));
+    Ok((
+        Endpoint {
+            host,
+            port: url.port().unwrap_or(6379),
+            tls,
+            db,
+        },
+        user,
+        password,
+    ))
+}
+
 /// One Redis deployment to watch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
@@ -191,64 +249,6 @@ impl Target {
     pub fn watches_group(&self, settings: &StreamSettings, group: &[u8]) -> bool {
         self.groups.admits(group) && settings.groups.admits(group)
     }
-}
-
-/// A target URL's endpoint, user and password.
-pub(super) type ParsedUrl = (Endpoint, Option<String>, Option<Secret>);
-
-/// Reads `redis[s]://[user[:password]@]host[:port][/db]` with the `url`
-/// crate; a query or fragment is ignored. Messages never include the URL,
-/// which may carry a password.
-pub(super) fn parse_url(text: &str) -> Result<ParsedUrl, String> {
-    // The scheme as written: `url` would also take `REDIS://`.
-    let tls = match text.split_once("://") {
-        Some(("redis", _)) => false,
-        Some(("rediss", _)) => true,
-        _ => return Err("must start with redis:// or rediss://".into()),
-    };
-    // `url` drops tabs and newlines silently: refuse them (and spaces and
-    // other controls) rather than dial a different address than written.
-    if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err("has a space or a control character".into());
-    }
-    let url = url::Url::parse(text).map_err(|e| match e {
-        url::ParseError::EmptyHost => "has no host",
-        url::ParseError::InvalidPort => "has an invalid port",
-        url::ParseError::InvalidIpv6Address => "has an invalid [IPv6] host",
-        _ => "is not a valid URL",
-    })?;
-    let host = match url.host() {
-        Some(url::Host::Ipv6(ip)) => ip.to_string(),
-        Some(url::Host::Ipv4(ip)) => ip.to_string(),
-        Some(url::Host::Domain(name)) if !name.is_empty() => name.to_string(),
-        _ => return Err("has no host".into()),
-    };
-    let path = url.path().strip_prefix('/').unwrap_or(url.path());
-    let db = if path.is_empty() {
-        0
-    } else {
-        path.parse::<i64>()
-            .ok()
-            .filter(|d| *d >= 0)
-            .ok_or("has a database path that is not a number")?
-    };
-    let decode = |s: &str| {
-        percent_encoding::percent_decode_str(s)
-            .decode_utf8_lossy()
-            .into_owned()
-    };
-    let user = (!url.username().is_empty()).then(|| decode(url.username()));
-    let password = url.password().map(|p| Secret::new(decode(p)));
-    Ok((
-        Endpoint {
-            host,
-            port: url.port().unwrap_or(6379),
-            tls,
-            db,
-        },
-        user,
-        password,
-    ))
 }
 
 #[cfg(test)]

@@ -71,8 +71,7 @@ struct Validator {
 }
 
 impl Validator {
-    /// The whole file, section by section in the file's order, so that
-    /// problems are listed in the order a reader meets their keys.
+    /// The whole file, section by section in the file's order.
     fn config(&mut self, raw: RawConfig, cli: &CliOverrides) -> Config {
         let web = self.web(raw.web, cli);
         let log = self.log(raw.log, cli);
