@@ -1,8 +1,9 @@
 //! What is wrong with a configuration, each [`Problem`] under its key path,
-//! and [`Problems`]: the problems found so far, and the reading of the values
-//! that every section checks alike (durations, ranges, buckets, globs,
-//! `host:port`, secrets, the `tls_*` keys, `keyspace_events`), each giving
-//! its value, or its default, and recording what is wrong under its key.
+//! and [`ConfigProblems`]: the problems found so far, and the reading of the
+//! values that every section checks alike (durations, ranges, buckets,
+//! globs, `host:port`, secrets, the `tls_*` keys, `keyspace_events`), each
+//! giving its value, or its default, and recording what is wrong under its
+//! key.
 
 use std::time::Duration;
 
@@ -22,9 +23,9 @@ pub struct Problem {
 /// The problems found so far, in the order a reader meets their keys, and
 /// the values read alike wherever they appear.
 #[derive(Debug, Default)]
-pub(super) struct Problems(Vec<Problem>);
+pub(super) struct ConfigProblems(Vec<Problem>);
 
-impl Problems {
+impl ConfigProblems {
     /// Records that the value at `key` is wrong, and why.
     pub(super) fn add(&mut self, key: impl Into<String>, message: impl Into<String>) {
         self.0.push(Problem {

@@ -4,7 +4,7 @@
 //! its files and secrets read. The [`Validator`] walks the file section by
 //! section in the file's order, so that problems are listed in the order a
 //! reader meets their keys; what every section reads alike, and the problems
-//! found, are [`Problems`]'s.
+//! found, are [`ConfigProblems`]'s.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::multitarget::{AuthModule, AuthModules, MultiTargetSettings};
 use super::polling::{Limits, Schedule, probe_names};
-use super::problems::{Problem, Problems};
+use super::problems::{ConfigProblems, Problem};
 use super::raw::{
     RawAuthModule, RawConfig, RawConsumerRename, RawLimits, RawLog, RawMetrics, RawMultiTarget,
     RawSchedule, RawStatus, RawStreamRule, RawStreamSettings, RawTarget, RawWeb,
@@ -67,7 +67,7 @@ pub(super) fn validate(raw: RawConfig, cli: &CliOverrides) -> Result<Config, Vec
 /// section), in the file's order.
 #[derive(Debug, Default)]
 struct Validator {
-    problems: Problems,
+    problems: ConfigProblems,
 }
 
 impl Validator {
