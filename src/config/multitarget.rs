@@ -1,18 +1,19 @@
 //! Multi-target settings: `[probe]` (which Redis URLs `/probe` may poll, for
 //! how long, how many) and `[auth_modules.<name>]` (the credentials and TLS
-//! a probe names), and [`Config::probe_target`], which turns a probe's
-//! `target` and `auth_module` parameters into a [`Target`] or says why not,
-//! before anything is dialled.
+//! a probe names), and [`MultiTargetSettings::probe_target`], which turns a
+//! probe's `target` and `auth_module` parameters into a [`Target`] or says
+//! why not, before anything is dialled.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{
-    Config, DEFAULT_MAX_GROUPS, DEFAULT_MAX_STREAMS, DEFAULT_SCAN_COUNT, Endpoint, KeyspaceEvents,
-    Mode, RedisTls, Secret, Target,
+use super::target::{
+    DEFAULT_MAX_GROUPS, DEFAULT_MAX_STREAMS, DEFAULT_SCAN_COUNT, KeyspaceEvents, Mode, Secret,
+    Target, parse_url,
 };
+use super::tls::RedisTls;
 use crate::glob::Glob;
 
 /// Default time a probed target is kept polling without a probe.
@@ -129,30 +130,6 @@ impl fmt::Display for MultiTargetRefusal {
     }
 }
 
-impl Endpoint {
-    /// `host:port`, plus `/db` when not 0, IPv6 hosts in brackets: the name
-    /// of a target that has none, and the address part of a probe URL.
-    pub fn address(&self) -> String {
-        let host = if self.host.contains(':') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
-        };
-        match self.db {
-            0 => format!("{host}:{}", self.port),
-            db => format!("{host}:{}/{db}", self.port),
-        }
-    }
-
-    /// `redis://` or `rediss://` and [`Self::address`]: one spelling for
-    /// every way of writing the same server, which `allowed_targets` globs
-    /// are matched against and probed targets are known by.
-    pub fn canonical_url(&self) -> String {
-        let scheme = if self.tls { "rediss" } else { "redis" };
-        format!("{scheme}://{}", self.address())
-    }
-}
-
 /// One spelling of a probed host, so that the ways of writing one server
 /// match `allowed_targets` globs alike and share one name (and one
 /// `max_targets` slot): the resolver the exporter dials through takes
@@ -241,22 +218,24 @@ fn inet_aton(text: &str) -> Option<std::net::Ipv4Addr> {
     Some(std::net::Ipv4Addr::from(u32::try_from(value).ok()?))
 }
 
-impl Config {
+impl MultiTargetSettings {
     /// The target a probe asks for: `url` must be a `redis://` or
     /// `rediss://` URL without credentials, query or fragment whose
     /// canonical form matches an `allowed_targets` glob; its credentials and
-    /// TLS come from `auth_module` (none without one). Returns the canonical
-    /// URL and the target, named after its address and watching every
-    /// stream, polled with the daemon's schedule and limits.
+    /// TLS come from `auth_module`, one of `auth_modules` (none without
+    /// one). Returns the canonical URL and the target, named after its
+    /// address and watching every stream, polled with the daemon's schedule
+    /// and limits.
     ///
     /// # Errors
     /// Why the probe is refused; nothing was dialled.
     pub fn probe_target(
         &self,
+        auth_modules: &AuthModules,
         url: Option<&str>,
         auth_module: Option<&str>,
     ) -> Result<(String, Target), MultiTargetRefusal> {
-        if self.multi_target.allowed_targets.is_empty() {
+        if self.allowed_targets.is_empty() {
             return Err(MultiTargetRefusal::Disabled);
         }
         let url = url
@@ -275,8 +254,7 @@ impl Config {
                 "a query or fragment is not accepted".into(),
             ));
         }
-        let (mut endpoint, _, _) =
-            super::validate::parse_url(url).map_err(MultiTargetRefusal::BadUrl)?;
+        let (mut endpoint, _, _) = parse_url(url).map_err(MultiTargetRefusal::BadUrl)?;
         // Only what a DNS name or an IP address is made of: the URL ends up
         // in log lines and answers, and comes from whoever can probe.
         let host_ok = endpoint
@@ -291,7 +269,6 @@ impl Config {
         endpoint.host = canonical_host(&endpoint.host).map_err(MultiTargetRefusal::BadUrl)?;
         let canonical = endpoint.canonical_url();
         if !self
-            .multi_target
             .allowed_targets
             .iter()
             .any(|g| g.matches(canonical.as_bytes()))
@@ -300,8 +277,7 @@ impl Config {
         }
         let module = match auth_module.filter(|m| !m.is_empty()) {
             None => Arc::new(AuthModule::default()),
-            Some(name) => self
-                .auth_modules
+            Some(name) => auth_modules
                 .get(name)
                 .cloned()
                 .ok_or_else(|| MultiTargetRefusal::UnknownAuthModule(name.to_string()))?,
@@ -335,7 +311,9 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{CliOverrides, from_str};
+    use crate::config::loading::from_str;
+    use crate::config::validate::CliOverrides;
+    use crate::config::whole::Config;
 
     fn config(text: &str) -> Config {
         from_str("test.toml", text, &CliOverrides::default()).unwrap_or_else(|e| panic!("{e}"))

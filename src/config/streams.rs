@@ -1,11 +1,16 @@
 //! Per-stream settings ([`StreamSettings`]) and the `[[streams]]` rules that
-//! pick them for a stream ([`StreamRules`]), first match wins.
+//! pick them for a stream ([`StreamRules`]), first match wins; the filters
+//! over stream and group names that rules and targets both have
+//! ([`NameFilter`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::NameFilter;
 use crate::glob::Glob;
+
+/// Inactivity after which a consumer's entries are orphaned while its
+/// group's cadence is not learned and `consumer_inactive_after` is unset.
+pub const DEFAULT_CONSUMER_INACTIVE_AFTER: Duration = Duration::from_secs(300);
 
 /// Settings that apply to one stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,8 +32,6 @@ pub struct StreamSettings {
     /// orphaned; unset, the group's patience from its learned cadence (see
     /// [`crate::cadence`]), or [`DEFAULT_CONSUMER_INACTIVE_AFTER`] until it
     /// is learned.
-    ///
-    /// [`DEFAULT_CONSUMER_INACTIVE_AFTER`]: super::DEFAULT_CONSUMER_INACTIVE_AFTER
     pub consumer_inactive_after: Option<Duration>,
     /// Streams this rule matches that are not watched at all.
     pub exclude_streams: Vec<Glob>,
@@ -55,6 +58,29 @@ impl Default for StreamSettings {
             series: Series::Lean,
             consumer_names: Vec::new(),
         }
+    }
+}
+
+impl StreamSettings {
+    /// The name `name` is exported under: the first rewrite that matches
+    /// it, else itself. `None` when no rule rewrote it.
+    pub fn renamed_consumer(&self, name: &[u8]) -> Option<Vec<u8>> {
+        self.consumer_names.iter().find_map(|r| r.rename(name))
+    }
+
+    /// The dead-letter stream of `stream`, with `{stream}` substituted.
+    pub fn dead_letter_for(&self, stream: &[u8]) -> Option<Vec<u8>> {
+        let template = self.dead_letter.as_ref()?;
+        let marker = b"{stream}";
+        let mut out = Vec::with_capacity(template.len() + stream.len());
+        let mut rest = template.as_slice();
+        while let Some(pos) = rest.windows(marker.len()).position(|w| w == marker) {
+            out.extend_from_slice(&rest[..pos]);
+            out.extend_from_slice(stream);
+            rest = &rest[pos + marker.len()..];
+        }
+        out.extend_from_slice(rest);
+        Some(out)
     }
 }
 
@@ -115,14 +141,6 @@ impl PartialEq for ConsumerRename {
 
 impl Eq for ConsumerRename {}
 
-impl StreamSettings {
-    /// The name `name` is exported under: the first rewrite that matches
-    /// it, else itself. `None` when no rule rewrote it.
-    pub fn renamed_consumer(&self, name: &[u8]) -> Option<Vec<u8>> {
-        self.consumer_names.iter().find_map(|r| r.rename(name))
-    }
-}
-
 /// How a stream is trimmed (`trimming`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Trimming {
@@ -133,23 +151,6 @@ pub enum Trimming {
     /// group has read and acknowledged, so it never comes for a group's
     /// unread entries; the trim-overtake figures are not exported.
     Acked,
-}
-
-impl StreamSettings {
-    /// The dead-letter stream of `stream`, with `{stream}` substituted.
-    pub fn dead_letter_for(&self, stream: &[u8]) -> Option<Vec<u8>> {
-        let template = self.dead_letter.as_ref()?;
-        let marker = b"{stream}";
-        let mut out = Vec::with_capacity(template.len() + stream.len());
-        let mut rest = template.as_slice();
-        while let Some(pos) = rest.windows(marker.len()).position(|w| w == marker) {
-            out.extend_from_slice(&rest[..pos]);
-            out.extend_from_slice(stream);
-            rest = &rest[pos + marker.len()..];
-        }
-        out.extend_from_slice(rest);
-        Some(out)
-    }
 }
 
 /// `[[streams]]` rules in file order, over `[stream_defaults]`. The first rule
@@ -170,6 +171,24 @@ impl StreamRules {
             .find(|(glob, _)| glob.matches(stream))
             .map(|(_, settings)| settings.clone())
             .unwrap_or_else(|| self.defaults.clone())
+    }
+}
+
+/// Include and exclude globs over names: a name passes when it matches an
+/// include glob (or none is given) and no exclude glob.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NameFilter {
+    /// Empty: every name.
+    pub include: Vec<Glob>,
+    /// Names never admitted, whatever `include` says.
+    pub exclude: Vec<Glob>,
+}
+
+impl NameFilter {
+    /// Whether `name` passes.
+    pub fn admits(&self, name: &[u8]) -> bool {
+        (self.include.is_empty() || self.include.iter().any(|g| g.matches(name)))
+            && !self.exclude.iter().any(|g| g.matches(name))
     }
 }
 

@@ -1,15 +1,26 @@
-//! The whole validated [`Config`] and its logging section: what every other
-//! module takes, and how a reload tells whether the pollers must restart.
+//! The whole validated [`Config`], what every other module takes, and the
+//! settings it holds itself rather than in a section of its own: logging
+//! ([`Log`]), output shaping ([`MetricsSettings`]) and the status window.
+//! How a reload tells whether the pollers must restart, and the target a
+//! `/probe` asks for.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{
-    AuthModules, Limits, LogFormat, MetricsSettings, MultiTargetSettings, Schedule, StreamRules,
-    Target, Web,
-};
+use super::multitarget::{AuthModules, MultiTargetRefusal, MultiTargetSettings};
+use super::polling::{Limits, Schedule};
+use super::streams::StreamRules;
+use super::target::Target;
+use super::web::Web;
+use crate::telemetry::LogFormat;
+
+/// Default number of polls in the status window.
+pub const DEFAULT_STATUS_WINDOW: usize = 10;
+/// Default time `data_loss` holds after the last counted loss: long enough
+/// for whoever is paged to see it, even when the group caught up at once.
+pub const DEFAULT_DATA_LOSS_HOLD: Duration = Duration::from_secs(3600);
 
 /// A fully validated configuration.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,15 +51,6 @@ pub struct Config {
     pub auth_modules: AuthModules,
 }
 
-/// Logging settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Log {
-    /// Text or JSON.
-    pub format: LogFormat,
-    /// A tracing filter directive such as `info` or `redis_streams_exporter=debug`.
-    pub level: String,
-}
-
 impl Config {
     /// Whether anything that decides how a target is polled, besides the
     /// target itself, differs: a change restarts the pollers.
@@ -76,6 +78,21 @@ impl Config {
             || *data_loss_hold != other.data_loss_hold
             || *streams != other.streams
     }
+
+    /// The target a probe asks for, or why it is refused
+    /// ([`MultiTargetSettings::probe_target`]: its URL against
+    /// `allowed_targets`, its credentials and TLS from `auth_module`).
+    ///
+    /// # Errors
+    /// Why the probe is refused; nothing was dialled.
+    pub fn probe_target(
+        &self,
+        url: Option<&str>,
+        auth_module: Option<&str>,
+    ) -> Result<(String, Target), MultiTargetRefusal> {
+        self.multi_target
+            .probe_target(&self.auth_modules, url, auth_module)
+    }
 }
 
 /// Targets by name, for the landing page and reloads.
@@ -87,14 +104,64 @@ pub fn targets_by_name(config: &Config) -> BTreeMap<&str, &Arc<Target>> {
         .collect()
 }
 
+/// Logging settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Log {
+    /// Text or JSON.
+    pub format: LogFormat,
+    /// A tracing filter directive such as `info` or `redis_streams_exporter=debug`.
+    pub level: String,
+}
+
+/// Default cap on a name's bytes in a label value: long enough for any
+/// name a person chose, short enough that 200 names of 10 KB (each written
+/// in some 36 series) cannot turn a scrape into hundreds of megabytes.
+pub const DEFAULT_MAX_LABEL_VALUE_BYTES: usize = 1024;
+
+/// Output shaping.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetricsSettings {
+    /// Consumers exported per group; the rest are summed under `__other__`
+    /// (0: only `__other__`). A real consumer named `__other__` is exported
+    /// as `\x5f_other__`, so it never collides with the sum.
+    pub max_consumers_per_group: usize,
+    /// Groups watched per stream, the first by name; the rest are not
+    /// watched and are counted (`redis_streams_exporter_groups_dropped`).
+    /// At most the rows a reply keeps (`XINFO GROUPS` is cut there). The
+    /// default, 200, holds a stream of thousands of per-session groups to
+    /// about 2,000 series (docs/cost.md).
+    pub max_groups_per_stream: usize,
+    /// `le` bounds of `pending_by_idle`, in seconds, ascending; empty: the
+    /// family is not exported.
+    pub pending_idle_buckets: Vec<f64>,
+    /// `le` bounds of `pending_by_delivery_count`, ascending; empty: the
+    /// family is not exported.
+    pub delivery_count_buckets: Vec<u64>,
+    /// Bytes of a name from Redis written in a label value; longer names
+    /// are shortened and marked (see `metrics::text`).
+    pub max_label_value_bytes: usize,
+}
+
+impl Default for MetricsSettings {
+    fn default() -> Self {
+        MetricsSettings {
+            max_consumers_per_group: 50,
+            max_groups_per_stream: 200,
+            pending_idle_buckets: vec![10.0, 60.0, 300.0, 900.0, 3600.0, 21600.0],
+            delivery_count_buckets: vec![1, 2, 3, 5, 10, 20],
+            max_label_value_bytes: DEFAULT_MAX_LABEL_VALUE_BYTES,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::validate;
+    use super::super::loading::from_str;
 
     #[test]
     fn a_changed_data_loss_hold_is_a_polling_change() {
-        let before = validate::from_str("t.toml", "", &Default::default()).unwrap();
-        let after = validate::from_str(
+        let before = from_str("t.toml", "", &Default::default()).unwrap();
+        let after = from_str(
             "t.toml",
             "[status]\ndata_loss_hold = \"2h\"\n",
             &Default::default(),

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use super::*;
-use crate::config::*;
+use crate::config::loading::{ConfigError, from_str};
+use crate::config::target::KeyspaceEvents;
 use crate::glob::Glob;
 
 fn load(text: &str) -> Result<Config, ConfigError> {
@@ -84,78 +85,6 @@ fn bad_values_are_all_reported() {
             .any(|l| l == "test.toml: targets[0].url: must start with redis:// or rediss://"),
         "{p:?}"
     );
-}
-
-#[test]
-fn url_parts_and_credentials() {
-    let (e, u, p) = parse_url("rediss://exporter:s%40cret@redis.example:6380/2").unwrap();
-    assert_eq!(
-        e,
-        Endpoint {
-            host: "redis.example".into(),
-            port: 6380,
-            tls: true,
-            db: 2
-        }
-    );
-    assert_eq!(u.as_deref(), Some("exporter"));
-    assert_eq!(p.unwrap().expose(), "s@cret");
-    let (e, _, _) = parse_url("redis://[::1]:7000").unwrap();
-    assert_eq!((e.host.as_str(), e.port), ("::1", 7000));
-    let err = parse_url("redis://user:pw@host:notaport").unwrap_err();
-    assert!(!err.contains("pw"));
-}
-
-#[test]
-fn urls_accepted_and_refused() {
-    let endpoint = |url: &str| parse_url(url).map(|(e, _, _)| e);
-    let ok = |host: &str, port, tls, db| {
-        Ok(Endpoint {
-            host: host.into(),
-            port,
-            tls,
-            db,
-        })
-    };
-    assert_eq!(endpoint("redis://10.0.0.1"), ok("10.0.0.1", 6379, false, 0));
-    assert_eq!(endpoint("redis://h:6380/"), ok("h", 6380, false, 0));
-    assert_eq!(endpoint("rediss://h/15"), ok("h", 6379, true, 15));
-    assert_eq!(
-        endpoint("redis://Redis-1.Example:7000/2?protocol=resp3#x"),
-        ok("Redis-1.Example", 7000, false, 2)
-    );
-    assert_eq!(endpoint("redis://[::1]"), ok("::1", 6379, false, 0));
-    let (_, user, password) = parse_url("redis://:p%3Aw@h").unwrap();
-    assert_eq!(
-        (user, password.map(|p| p.expose().to_string())),
-        (None, Some("p:w".into()))
-    );
-    let (_, user, password) = parse_url("redis://reader@h").unwrap();
-    assert_eq!((user.as_deref(), password), (Some("reader"), None));
-    for (url, message) in [
-        ("http://h", "must start with redis:// or rediss://"),
-        ("REDIS://h", "must start with redis:// or rediss://"),
-        ("redis:h", "must start with redis:// or rediss://"),
-        (
-            "unix:///tmp/redis.sock",
-            "must start with redis:// or rediss://",
-        ),
-        (
-            "redis+sentinel://h",
-            "must start with redis:// or rediss://",
-        ),
-        ("redis://", "has no host"),
-        ("redis://u:p@/0", "has no host"),
-        ("redis://h:99999", "has an invalid port"),
-        ("redis://h:port", "has an invalid port"),
-        ("redis://h/x", "has a database path that is not a number"),
-        ("redis://h/-1", "has a database path that is not a number"),
-        ("redis://h/1/2", "has a database path that is not a number"),
-        ("redis://h\nINFO:6379", "has a space or a control character"),
-        ("redis://h st:6379", "has a space or a control character"),
-    ] {
-        assert_eq!(endpoint(url), Err(message.to_string()), "{url:?}");
-    }
 }
 
 #[test]
