@@ -27,7 +27,8 @@ mod tls;
 
 // The public surface is what the binary and the tests use; the rest is the
 // crate's own.
-pub use client::ROWS_KEPT;
+/// The rows of a list without a `COUNT` that a reply keeps (see `client::bounded`).
+pub use crate::vocab::ROWS_KEPT;
 pub use client::{ClientSetupError, TargetClient};
 pub(crate) use client::{KeyEvent, NodeAddr, Reply};
 pub use command::CLIENT_NAME;

@@ -43,7 +43,6 @@ mod topology;
 mod transaction;
 
 pub(crate) use self::aliases::{NodeAddr, Reply};
-pub use self::bounded::ROWS_KEPT;
 pub(crate) use self::stats::ClientStats;
 pub(crate) use self::subscriber::KeyEvent;
 pub use self::target_client::ClientSetupError;
