@@ -15,9 +15,9 @@
 //! server flat.
 //!
 //! The client, its methods read top to bottom, is [`target_client`]; the
-//! parts it is made of have a room each, below it: [`connection`] (a
-//! connection to one node: address, stream, settings, the pooled connection
-//! and its slot), [`bounded`] (replies read within bounds, entries as their
+//! parts it is made of have a room each, below it: [`connection`]
+//! (connections to nodes: addresses, streams, settings, the one way every
+//! connection is opened, the pooled connection and its slot), [`bounded`] (replies read within bounds, entries as their
 //! IDs), [`topology`] (which node serves what: cluster slots and routing),
 //! [`sentinel`] (the sentinels' current primary), [`redirect`] (`MOVED` and
 //! `ASK` read) and [`stats`] (what the client counted). Above it,
