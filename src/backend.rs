@@ -4,9 +4,11 @@
 //! outside a reply decoder; this module knows nothing of metric names.
 //!
 //! # Layout
-//! - `client`: [`TargetClient`], its pipelines and, one file each, its
-//!   connections, topology and routing, sentinel resolution, redirections
-//!   and counters.
+//! - `client`: [`TargetClient`] (pipelines, transactions, routing) in one
+//!   file, and a room each for what it is made of: connections (the one
+//!   way every connection is opened), replies read within bounds, the
+//!   topology, the sentinels' primary, redirections, counters; keyspace
+//!   events above it.
 //! - `ratelimit`: the token buckets every command passes, served by
 //!   priority ([`PRIORITY`]); `paging`: page sizes that follow the server.
 //! - `command`: the allowlist; [`reply`]: replies decoded into plain data;
@@ -27,7 +29,9 @@ mod tls;
 
 // The public surface is what the binary and the tests use; the rest is the
 // crate's own.
-pub use client::ROWS_KEPT;
+/// The rows of a list without a `COUNT` that a reply keeps (see
+/// `client::bounded`).
+pub use crate::vocab::ROWS_KEPT;
 pub use client::{ClientSetupError, TargetClient};
 pub(crate) use client::{KeyEvent, NodeAddr, Reply};
 pub use command::CLIENT_NAME;

@@ -241,8 +241,8 @@ mod tests {
         let xpending = Command::XpendingRange {
             key: b"s".to_vec(),
             group: b"g".to_vec(),
-            start: crate::backend::RangeStart::Min,
-            end: crate::backend::RangeEnd::Max,
+            start: crate::backend::command::RangeStart::Min,
+            end: crate::backend::command::RangeEnd::Max,
             count: 400,
         };
         pages.observe_network(MS / 10, now);

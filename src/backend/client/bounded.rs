@@ -23,7 +23,7 @@
 //! - **Long strings become nulls.** Any bulk string longer than
 //!   [`BULK_BOUND`] is dropped as it arrives and a null said instead: names,
 //!   IDs and INFO sections are far shorter, and the client leaves out what a
-//!   dropped name named (`client::prune`).
+//!   dropped name named (`reply::prune`).
 //! - **Lists without a `COUNT` are cut.** `XINFO GROUPS`, `XINFO
 //!   CONSUMERS` and the summary `XPENDING`'s holders have one row per group
 //!   or consumer, as many as the server holds: the first [`ROWS_KEPT`] are
@@ -40,28 +40,18 @@
 //!   drops the connection, instead of buffering until the timeout.
 //!
 //! The layout: [`stream`] is the wrapper, [`sent`] reads the commands
-//! written into a [`plan`] per reply, [`replies`] filters the replies read.
+//! written into a read plan per reply, [`replies`] filters the replies read
+//! by their plans and holds the bounds.
+//!
+//! [`BULK_BOUND`]: replies::BULK_BOUND
+//! [`LINE_BOUND`]: replies::LINE_BOUND
+//! [`DEPTH_BOUND`]: replies::DEPTH_BOUND
+//! [`ROWS_KEPT`]: crate::vocab::ROWS_KEPT
 
-mod plan;
 mod replies;
 mod sent;
 mod stream;
 #[cfg(test)]
 mod tests;
 
-use plan::{Plan, Shape};
 pub(crate) use stream::{BoundedReplies, Violation};
-
-/// The longest bulk string kept; longer ones become nulls.
-pub(crate) const BULK_BOUND: usize = 64 * 1024;
-
-/// The longest line (a simple string, an error, a number, a length) a reply
-/// may have: an error names at most a key and a group, each within
-/// [`BULK_BOUND`] (longer ones are never asked about).
-pub(crate) const LINE_BOUND: usize = 4 * BULK_BOUND;
-
-pub use crate::vocab::ROWS_KEPT;
-
-/// The deepest nesting of aggregates a reply may have: the exporter's
-/// deepest (`CLUSTER SHARDS`, `CLUSTER SLOTS`) nest four deep.
-pub(crate) const DEPTH_BOUND: usize = 8;

@@ -1,70 +1,59 @@
-//! Connections: one slot per node, opened lazily with the target's
-//! credentials and database, over TLS for `rediss://`, read through the
-//! bounded-replies filter ([`super::bounded`]), within one deadline for
-//! connecting and naming the connection; dropped when they can no longer be
-//! trusted (a timeout, an I/O or protocol error, a reply that did not
-//! decode); and what a failure to connect means (auth, TLS, timeout).
+//! Connections to Redis nodes: the node's address, the byte stream to it
+//! (TCP without Nagle, or TLS over it), the settings a connection is opened
+//! with (the target's credentials and database, or a sentinel's), and
+//! [`Dialer::open`], the one way every connection is opened (a node's
+//! pooled one, a sentinel's, a keyspace-event subscription's), with what a
+//! failure to connect means; then a pooled [`RedisConnection`] and the
+//! [`Node`] slot that keeps it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use redis::RedisConnectionInfo;
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, RedisConnectionInfo, Value};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use tokio::time::Instant;
 
 use super::bounded::{BoundedReplies, Violation};
-use super::{NodeAddr, TargetClient};
-use crate::backend::command::Command;
+use super::stats::ClientStats;
 use crate::backend::error::TargetError;
-use crate::config::{Mode, Target};
-use crate::vocab::ErrorKind;
+use crate::backend::tls::TlsSetup;
+use crate::config::{Mode, Secret, Target};
 
-/// A connection slot for one node. The async mutex serialises connecting, so
-/// concurrent probes do not open several connections to a node at once.
-#[derive(Debug)]
-pub(super) struct Node {
-    pub(super) addr: NodeAddr,
-    conn: tokio::sync::Mutex<Option<Conn>>,
-}
-
-/// A connection and the task that drives it (made on a stream of our own):
-/// aborted with the last clone, as the redis crate does for the connections
-/// it makes, so a dropped connection to a server that stopped answering does
-/// not keep its socket and task.
-#[derive(Clone, Debug)]
-pub(super) struct Conn {
-    pub(super) inner: MultiplexedConnection,
-    /// What broke the protocol, once something did.
-    pub(super) violation: Violation,
-    /// The client's trust epoch when it was opened (see
-    /// [`TargetClient::distrust_connections`]).
-    epoch: u64,
-    _driver: Arc<AbortOnDrop>,
-}
-
-#[derive(Debug)]
-struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-impl Node {
-    pub(super) fn new(addr: NodeAddr) -> Arc<Node> {
-        Arc::new(Node {
-            addr,
-            conn: tokio::sync::Mutex::new(None),
-        })
-    }
-}
+/// `host:port` of one server.
+pub(crate) type NodeAddr = Arc<str>;
 
 /// `host:port` split, without the brackets of an IPv6 host.
 pub(super) fn split_addr(addr: &str) -> Option<(String, u16)> {
     let (host, port) = addr.rsplit_once(':')?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     Some((host.to_string(), port.parse().ok()?))
+}
+
+/// What a stream to a node is: bytes both ways, on a task of its own.
+pub(super) trait Transport: AsyncRead + AsyncWrite + Send + Unpin {}
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Transport for T {}
+
+/// The byte stream to one node: TCP, or TLS over it.
+pub(super) type NodeStream = Box<dyn Transport>;
+
+/// Connects to `host:port`, over TLS when `tls` is set (`rediss://`).
+async fn connect_stream(
+    host: &str,
+    port: u16,
+    tls: Option<&TlsSetup>,
+) -> std::io::Result<NodeStream> {
+    match tls {
+        Some(tls) => Ok(Box::new(tls.connect(host, port).await?)),
+        None => {
+            let stream = TcpStream::connect((host, port)).await?;
+            // Pipelines are written whole; there is nothing to gain from
+            // Nagle.
+            let _ = stream.set_nodelay(true);
+            Ok(Box::new(stream))
+        }
+    }
 }
 
 /// The settings of a data connection to `target`: its credentials, and its
@@ -85,18 +74,94 @@ pub(super) fn data_settings(target: &Target) -> RedisConnectionInfo {
     settings
 }
 
+/// The settings of a connection to a sentinel: the sentinels' own
+/// credentials, and no database.
+pub(super) fn sentinel_settings(
+    username: Option<&str>,
+    password: Option<&Secret>,
+) -> RedisConnectionInfo {
+    let mut settings = RedisConnectionInfo::default().set_skip_set_lib_name();
+    if let Some(user) = username {
+        settings = settings.set_username(user);
+    }
+    if let Some(pass) = password {
+        settings = settings.set_password(pass.expose());
+    }
+    settings
+}
+
 /// Whether a connection error is the server refusing the credentials.
 fn is_auth_failure(e: &redis::RedisError) -> bool {
     matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
         || e.kind() == redis::ErrorKind::AuthenticationFailed
 }
 
-impl TargetClient {
+/// What opening a connection to one of a target's nodes takes, borrowed
+/// from its client: [`Dialer::open`] is the one way the client connects;
+/// the rest says what a failure to connect means (auth, TLS, timeout).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Dialer<'a> {
+    /// The target's name, for errors.
+    pub(super) target: &'a str,
+    /// For `rediss://` targets.
+    pub(super) tls: Option<&'a TlsSetup>,
+    /// The command timeout, which bounds connecting too.
+    pub(super) timeout: Duration,
+    /// The client's counters: `AUTH`, `SELECT` and failures to connect.
+    pub(super) stats: &'a ClientStats,
+}
+
+impl Dialer<'_> {
+    /// Opens a connection to `addr`: the one way the client connects, for
+    /// its pooled connections, the sentinels and the keyspace-event
+    /// subscriptions alike. TCP without Nagle, or TLS over it for
+    /// `rediss://`; every byte read through the bounded-replies filter
+    /// (`reading`: [`BoundedReplies::new`] for replies that answer commands,
+    /// [`BoundedReplies::subscribed`] for messages); then `handshake`, where
+    /// the redis crate sends `AUTH` and `SELECT` as `settings` say (counted
+    /// here) and the caller has its first exchange, and says what its
+    /// failures mean. The caller bounds it all in time.
+    ///
+    /// # Errors
+    /// A [`TargetError::Connection`] (counted) when the node cannot be
+    /// reached; `handshake`'s own.
+    pub(super) async fn open<C, F>(
+        self,
+        addr: &NodeAddr,
+        settings: RedisConnectionInfo,
+        reading: fn(NodeStream) -> BoundedReplies<NodeStream>,
+        handshake: impl FnOnce(RedisConnectionInfo, BoundedReplies<NodeStream>) -> F,
+    ) -> Result<C, TargetError>
+    where
+        F: Future<Output = Result<C, TargetError>>,
+    {
+        let Some((host, port)) = split_addr(addr) else {
+            return Err(TargetError::Connection {
+                target: self.target.to_string(),
+                node: addr.to_string(),
+                detail: "not a host:port address".into(),
+                auth: false,
+            });
+        };
+        if settings.password().is_some() {
+            self.stats.command("auth");
+        }
+        if settings.db() != 0 {
+            self.stats.command("select");
+        }
+        let stream = connect_stream(&host, port, self.tls)
+            .await
+            .map_err(|e| self.connection_failure(addr, &redis::RedisError::from(e)))?;
+        handshake(settings, reading(stream)).await
+    }
+
+    /// What a connection error from `addr` means: a TLS problem explained,
+    /// a timeout, refused credentials or another failure to connect.
     pub(super) fn connection_error(&self, addr: &NodeAddr, e: &redis::RedisError) -> TargetError {
         let auth = is_auth_failure(e);
-        if let Some(detail) = self.tls.as_ref().and_then(|t| t.explain(e)) {
+        if let Some(detail) = self.tls.and_then(|t| t.explain(e)) {
             return TargetError::Connection {
-                target: self.target.name.clone(),
+                target: self.target.to_string(),
                 node: addr.to_string(),
                 detail,
                 auth: false,
@@ -106,167 +171,87 @@ impl TargetClient {
             return self.connect_timeout(addr, "opening the connection");
         }
         TargetError::Connection {
-            target: self.target.name.clone(),
+            target: self.target.to_string(),
             node: addr.to_string(),
             detail: e.to_string(),
             auth,
         }
     }
 
+    /// [`Self::connection_error`], counted.
+    pub(super) fn connection_failure(&self, addr: &NodeAddr, e: &redis::RedisError) -> TargetError {
+        let err = self.connection_error(addr, e);
+        self.stats.error(err.kind());
+        err
+    }
+
     /// Connecting to `addr` timed out waiting for `step`.
     pub(super) fn connect_timeout(&self, addr: &NodeAddr, step: &'static str) -> TargetError {
         TargetError::ConnectTimeout {
-            target: self.target.name.clone(),
+            target: self.target.to_string(),
             node: addr.to_string(),
             step,
             timeout: self.timeout,
         }
     }
+}
 
-    pub(super) async fn drop_connection(&self, node: &Node) {
-        *node.conn.lock().await = None;
+/// A pooled connection to a Redis node and the task that drives it (made on
+/// a stream of our own): aborted with the last clone, as the redis crate
+/// does for the connections it makes, so a dropped connection to a server
+/// that stopped answering does not keep its socket and task.
+#[derive(Clone, Debug)]
+pub(super) struct RedisConnection {
+    pub(super) inner: MultiplexedConnection,
+    /// What broke the protocol, once something did.
+    pub(super) violation: Violation,
+    /// The client's trust epoch when it was opened (see
+    /// `TargetClient::distrust_connections`).
+    pub(super) epoch: u64,
+    _driver: Arc<AbortOnDrop>,
+}
+
+impl RedisConnection {
+    /// `inner`, read through a stream whose protocol breaks `violation`
+    /// tells, opened at `epoch` and driven by the task `driver`.
+    pub(super) fn new(
+        inner: MultiplexedConnection,
+        violation: Violation,
+        epoch: u64,
+        driver: tokio::task::AbortHandle,
+    ) -> RedisConnection {
+        RedisConnection {
+            inner,
+            violation,
+            epoch,
+            _driver: Arc::new(AbortOnDrop(driver)),
+        }
     }
+}
 
-    /// Every open connection of the target is dropped before its next use: a
-    /// reply did not decode, so the replies on its connection may no longer
-    /// answer the commands they are taken for (a server that skipped or
-    /// added one would shift every later reply). Which node's it was is not
-    /// known where replies are decoded, so all go; each reconnects when next
-    /// asked.
-    pub(crate) fn distrust_connections(&self) {
-        self.epoch
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+#[derive(Debug)]
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
+}
 
-    pub(super) async fn connection(&self, node: &Node) -> Result<Conn, TargetError> {
-        let mut slot = node.conn.lock().await;
-        let epoch = self.epoch.load(std::sync::atomic::Ordering::Relaxed);
-        if let Some(conn) = slot.as_ref() {
-            if conn.epoch == epoch {
-                return Ok(conn.clone());
-            }
-            *slot = None;
-        }
-        let conn = self
-            .connect(&node.addr, data_settings(&self.target))
-            .await?;
-        *slot = Some(conn.clone());
-        Ok(conn)
-    }
+/// A connection slot for one node. The async mutex serialises connecting, so
+/// concurrent probes do not open several connections to a node at once.
+#[derive(Debug)]
+pub(super) struct Node {
+    pub(super) addr: NodeAddr,
+    pub(super) conn: tokio::sync::Mutex<Option<RedisConnection>>,
+}
 
-    /// Opens a connection and names it (`CLIENT SETINFO` is suppressed in
-    /// `settings`: see [`data_settings`]).
-    pub(super) async fn connect(
-        &self,
-        addr: &NodeAddr,
-        settings: RedisConnectionInfo,
-    ) -> Result<Conn, TargetError> {
-        let conn_err = |detail: String| TargetError::Connection {
-            target: self.target.name.clone(),
-            node: addr.to_string(),
-            detail,
-            auth: false,
-        };
-        let (host, port) =
-            split_addr(addr).ok_or_else(|| conn_err("not a host:port address".into()))?;
-        let has_password = settings.password().is_some();
-        let selects_db = settings.db() != 0;
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.timeout))
-            .set_response_timeout(Some(self.timeout));
-        if has_password {
-            self.stats.command("auth");
-        }
-        if selects_db {
-            self.stats.command("select");
-        }
-        // One deadline for connecting and naming the connection together, so
-        // a server that accepts but never answers costs one timeout, not two.
-        let deadline = Instant::now() + self.timeout;
-        let epoch = self.epoch.load(std::sync::atomic::Ordering::Relaxed);
-        let opened = async {
-            // Every stream is read through the bounded-replies filter, so a
-            // TLS stream and a plain one are both handed to the crate here.
-            let (inner, violation, driver) = match &self.tls {
-                Some(tls) => {
-                    let stream = tls
-                        .connect(&host, port)
-                        .await
-                        .map_err(redis::RedisError::from)?;
-                    let stream = BoundedReplies::new(stream);
-                    let violation = stream.violation();
-                    let (inner, driver) =
-                        MultiplexedConnection::new_with_config(&settings, stream, config).await?;
-                    (inner, violation, tokio::spawn(driver).abort_handle())
-                }
-                None => {
-                    let stream = TcpStream::connect((host.as_str(), port))
-                        .await
-                        .map_err(redis::RedisError::from)?;
-                    // Pipelines are written whole; there is nothing to gain
-                    // from Nagle.
-                    let _ = stream.set_nodelay(true);
-                    let stream = BoundedReplies::new(stream);
-                    let violation = stream.violation();
-                    let (inner, driver) =
-                        MultiplexedConnection::new_with_config(&settings, stream, config).await?;
-                    (inner, violation, tokio::spawn(driver).abort_handle())
-                }
-            };
-            Ok::<_, redis::RedisError>(Conn {
-                inner,
-                violation,
-                epoch,
-                _driver: Arc::new(AbortOnDrop(driver)),
-            })
-        };
-        let result = tokio::time::timeout_at(deadline, opened).await;
-        let mut conn = match result {
-            Err(_) => {
-                self.stats.error(ErrorKind::Timeout);
-                return Err(self.connect_timeout(addr, "opening the connection"));
-            }
-            Ok(Err(e)) => {
-                let err = self.connection_error(addr, &e);
-                self.stats.error(err.kind());
-                return Err(err);
-            }
-            Ok(Ok(conn)) => conn,
-        };
-        // Naming the connection is a courtesy to operators; a user without
-        // CLIENT SETNAME still gets metrics.
-        self.stats.command(Command::ClientSetname.label());
-        let sent = tokio::time::Instant::now();
-        let named = tokio::time::timeout_at(
-            deadline,
-            Command::ClientSetname
-                .to_cmd()
-                .query_async::<Value>(&mut conn.inner),
-        )
-        .await;
-        if matches!(named, Ok(Ok(_))) {
-            // An O(1) command: its round trip is the network's.
-            self.pages()
-                .observe_network(sent.elapsed(), tokio::time::Instant::now());
-        }
-        match named {
-            Ok(Ok(Value::ServerError(e))) => self.stats.error(ErrorKind::from_server(
-                e.code(),
-                e.details().unwrap_or_default(),
-            )),
-            Ok(Err(e)) if e.code() == Some("NOPERM") => self.stats.error(ErrorKind::NoPerm),
-            Ok(Err(e)) if !e.is_timeout() => {
-                let err = self.connection_error(addr, &e);
-                self.stats.error(err.kind());
-                return Err(err);
-            }
-            Ok(Err(_)) | Err(_) => {
-                self.stats.error(ErrorKind::Timeout);
-                return Err(self.connect_timeout(addr, "CLIENT SETNAME"));
-            }
-            Ok(Ok(_)) => {}
-        }
-        Ok(conn)
+impl Node {
+    pub(super) fn new(addr: NodeAddr) -> Arc<Node> {
+        Arc::new(Node {
+            addr,
+            conn: tokio::sync::Mutex::new(None),
+        })
     }
 }
 

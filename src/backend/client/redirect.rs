@@ -1,24 +1,19 @@
-//! Cluster redirections: `MOVED` (the slot map is stale: counted as a
-//! `cluster` error, the map re-read before the next batch, the command sent
-//! to the named node) and `ASK` (a slot being migrated: normal during
-//! resharding, so the command is sent once to the named node after `ASKING`
-//! and only that `ASKING` is counted). At most [`MAX_REDIRECTS`] hops are
-//! followed per command.
+//! Cluster redirections read: `MOVED` (the slot map is stale: the client
+//! counts a `cluster` error, re-reads the map before the next batch and
+//! sends the command to the named node) and `ASK` (a slot being migrated:
+//! normal during resharding, so the command is sent once to the named node
+//! after `ASKING`, and only that `ASKING` is counted), as a [`Decision`]. At
+//! most [`MAX_REDIRECTS`] hops are followed per command (the client follows
+//! them when it settles a reply).
 
-use redis::Value;
-
-use super::connection::split_addr;
-use super::{NodeAddr, Reply, TargetClient};
-use crate::backend::command::Command;
-use crate::backend::error::{CommandError, TargetError};
-use crate::vocab::ErrorKind;
+use super::connection::{NodeAddr, split_addr};
 
 /// How many redirections one command may follow before giving up.
-const MAX_REDIRECTS: usize = 3;
+pub(super) const MAX_REDIRECTS: usize = 3;
 
 /// What to do with a server error `code details` from the node at `at`.
 #[derive(Debug, PartialEq, Eq)]
-enum Decision {
+pub(super) enum Decision {
     /// Not a redirection: the command's own error.
     Refused,
     /// Send the command to `to`, after `ASKING` when `asking`.
@@ -31,7 +26,7 @@ enum Decision {
 /// <host:port>`. The host is empty when the server does not know its own
 /// address (`cluster-preferred-endpoint-type unknown-endpoint`): it is then
 /// the host of `at`, the node just asked.
-fn decide(code: &str, details: &str, at: &str) -> Decision {
+pub(super) fn decide(code: &str, details: &str, at: &str) -> Decision {
     let asking = match code {
         "MOVED" => false,
         "ASK" => true,
@@ -48,80 +43,6 @@ fn decide(code: &str, details: &str, at: &str) -> Decision {
         None => target.into(),
     };
     Decision::Follow { to, asking }
-}
-
-impl TargetClient {
-    /// Turns a raw reply from `node` into a [`Reply`], following
-    /// redirections (see the module's doc).
-    /// The error a command met inside a transaction (no redirection is
-    /// followed there: the transaction would have been refused instead).
-    pub(super) fn refusal(&self, cmd: &Command, err: &redis::ServerError) -> CommandError {
-        let (code, details) = (
-            err.code().to_string(),
-            err.details().unwrap_or_default().to_string(),
-        );
-        let kind = ErrorKind::from_server(&code, &details);
-        if !kind.is_vanished() {
-            self.stats.error(kind);
-        }
-        CommandError {
-            kind,
-            command: cmd.label(),
-            code,
-            message: details,
-        }
-    }
-
-    pub(super) async fn settle(
-        &self,
-        node: &NodeAddr,
-        cmd: &Command,
-        mut value: Value,
-    ) -> Result<Reply, TargetError> {
-        let mut at = node.clone();
-        for _ in 0..MAX_REDIRECTS {
-            let Value::ServerError(err) = &value else {
-                return Ok(Ok(value));
-            };
-            let (code, details) = (
-                err.code().to_string(),
-                err.details().unwrap_or_default().to_string(),
-            );
-            let (target, asking) = match decide(&code, &details, &at) {
-                Decision::Follow { to, asking } => (to, asking),
-                Decision::Unreadable => break,
-                Decision::Refused => {
-                    let kind = ErrorKind::from_server(&code, &details);
-                    if !kind.is_vanished() {
-                        self.stats.error(kind);
-                    }
-                    return Ok(Err(CommandError {
-                        kind,
-                        command: cmd.label(),
-                        code,
-                        message: details,
-                    }));
-                }
-            };
-            if !asking {
-                self.stats.error(ErrorKind::Cluster);
-                self.topo().moved();
-            }
-            self.commands.acquire(if asking { 2 } else { 1 }).await;
-            let mut raw = self
-                .round_trip(&target, std::slice::from_ref(cmd), asking)
-                .await?;
-            value = raw.pop().unwrap_or(Value::Nil);
-            at = target;
-        }
-        self.stats.error(ErrorKind::Cluster);
-        Ok(Err(CommandError {
-            kind: ErrorKind::Cluster,
-            command: cmd.label(),
-            code: "REDIRECT".into(),
-            message: format!("still redirected after {MAX_REDIRECTS} hops (last node {at})"),
-        }))
-    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! The primary of a sentinel target (the state and the reply decoding; the
-//! round trips are the topology's): asked of the sentinels in order (the
+//! round trips are the client's): asked of the sentinels in order (the
 //! first that answers wins), kept for [`SENTINEL_REFRESH`], asked again
 //! after any failed round trip, and kept when no sentinel answers (a
 //! sentinel restart must not blank a healthy primary's metrics).
@@ -10,8 +10,7 @@ use std::time::Duration;
 use redis::Value;
 use tokio::time::Instant;
 
-use super::NodeAddr;
-use super::connection::Node;
+use super::connection::{Node, NodeAddr};
 use crate::backend::reply;
 
 /// How often the sentinel is asked for the primary even when nothing failed.

@@ -1,22 +1,23 @@
 //! Keyspace-event subscriptions: a connection of its own per node (a
 //! subscribed connection can send nothing but (un)subscriptions and `PING`,
-//! so it cannot be the pooled one), opened with the target's credentials and
-//! TLS like every other, read through the same bounds
-//! ([`super::bounded`]: a key name too long to keep arrives as a null, and
-//! the message is left out and counted), subscribed with `SUBSCRIBE` to
-//! the keyevent channels of the stream events the exporter uses and `del`,
-//! and its messages decoded into [`KeyEvent`]s.
+//! so it cannot be the pooled one), opened the one way every connection is
+//! ([`Dialer::open`]: the target's credentials and TLS, read through the
+//! same bounds, [`super::bounded`]: a key name too long to keep arrives as
+//! a null, and the message is left out and counted), subscribed with
+//! `SUBSCRIBE` to the keyevent channels of the stream events the exporter
+//! uses and `del`, and its messages decoded into [`KeyEvent`]s.
+//!
+//! [`Dialer::open`]: super::connection::Dialer::open
 
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::Value;
 use redis::aio::{PubSub, PubSubSink, PubSubStream};
-use tokio::net::TcpStream;
 
 use super::bounded::{BoundedReplies, Violation};
-use super::connection::{data_settings, split_addr};
-use super::{NodeAddr, TargetClient};
+use super::connection::{NodeAddr, data_settings};
+use super::target_client::TargetClient;
 use crate::backend::command::Command;
 use crate::backend::error::TargetError;
 use crate::config::Mode;
@@ -142,13 +143,17 @@ impl Subscription {
 }
 
 impl TargetClient {
-    /// Opens a connection of its own to `node` and subscribes it to the
-    /// keyevent channels of the target's database.
+    /// Opens a connection of its own to `addr` (the one way,
+    /// [`Dialer::open`], its messages read as such) and subscribes it to
+    /// the keyevent channels of the target's database, all within the
+    /// command timeout.
     ///
     /// # Errors
     /// When the node cannot be reached, refuses the credentials or the
     /// subscription (`NOPERM` for a user without those channels), or does
     /// not answer within the command timeout.
+    ///
+    /// [`Dialer::open`]: super::connection::Dialer::open
     pub(crate) async fn subscribe_keyevents(
         &self,
         addr: &NodeAddr,
@@ -161,85 +166,51 @@ impl TargetClient {
         let cmd = Command::Subscribe {
             channels: channels.clone(),
         };
-        let settings = data_settings(&self.target);
-        if settings.password().is_some() {
-            self.stats.command("auth");
-        }
-        if settings.db() != 0 {
-            self.stats.command("select");
-        }
-        let conn_err = |detail: String| TargetError::Connection {
-            target: self.target.name.clone(),
-            node: addr.to_string(),
-            detail,
-            auth: false,
-        };
-        let (host, port) =
-            split_addr(addr).ok_or_else(|| conn_err("not a host:port address".into()))?;
-        let opened = async {
-            let (pubsub, violation) = match &self.tls {
-                Some(tls) => {
-                    let stream = tls
-                        .connect(&host, port)
-                        .await
-                        .map_err(redis::RedisError::from)?;
-                    let stream = BoundedReplies::subscribed(stream);
-                    let violation = stream.violation();
-                    (PubSub::new(&settings, stream).await?, violation)
+        let refused = |e: redis::RedisError| match e.code() {
+            Some(code) => {
+                let kind = ErrorKind::from_server(code, e.detail().unwrap_or_default());
+                // A user without the subscribe permissions: a setting, not
+                // a failed collection.
+                let auth = kind == ErrorKind::NoPerm;
+                if !auth {
+                    self.stats.error(kind);
                 }
-                None => {
-                    let stream = TcpStream::connect((host.as_str(), port))
-                        .await
-                        .map_err(redis::RedisError::from)?;
-                    let _ = stream.set_nodelay(true);
-                    let stream = BoundedReplies::subscribed(stream);
-                    let violation = stream.violation();
-                    (PubSub::new(&settings, stream).await?, violation)
+                TargetError::Connection {
+                    target: self.target.name.clone(),
+                    node: addr.to_string(),
+                    detail: format!("SUBSCRIBE refused: {e}"),
+                    auth,
                 }
-            };
-            let (mut sink, messages) = pubsub.split();
-            self.stats.command(cmd.label());
-            sink.subscribe(&channels).await?;
-            Ok::<_, redis::RedisError>((sink, messages, violation))
+            }
+            None => self.dialer().connection_failure(addr, &e),
         };
+        let opened = self.dialer().open(
+            addr,
+            data_settings(&self.target),
+            BoundedReplies::subscribed,
+            |settings, stream| async move {
+                let violation = stream.violation();
+                let (mut sink, messages) = PubSub::new(&settings, stream)
+                    .await
+                    .map_err(refused)?
+                    .split();
+                self.stats.command(cmd.label());
+                sink.subscribe(&channels).await.map_err(refused)?;
+                Ok(Subscription {
+                    sink,
+                    messages,
+                    channels,
+                    timeout: self.timeout,
+                    violation,
+                })
+            },
+        );
         match tokio::time::timeout(self.timeout, opened).await {
             Err(_) => {
                 self.stats.error(ErrorKind::Timeout);
-                Err(self.connect_timeout(addr, "SUBSCRIBE"))
+                Err(self.dialer().connect_timeout(addr, "SUBSCRIBE"))
             }
-            Ok(Err(e)) => {
-                let err = match e.code() {
-                    Some(code) => {
-                        let kind = ErrorKind::from_server(code, e.detail().unwrap_or_default());
-                        if kind == ErrorKind::NoPerm {
-                            // A user without the subscribe permissions: a
-                            // setting, not a failed collection.
-                            TargetError::Connection {
-                                target: self.target.name.clone(),
-                                node: addr.to_string(),
-                                detail: format!("SUBSCRIBE refused: {e}"),
-                                auth: true,
-                            }
-                        } else {
-                            self.stats.error(kind);
-                            conn_err(format!("SUBSCRIBE refused: {e}"))
-                        }
-                    }
-                    None => {
-                        let err = self.connection_error(addr, &e);
-                        self.stats.error(err.kind());
-                        err
-                    }
-                };
-                Err(err)
-            }
-            Ok(Ok((sink, messages, violation))) => Ok(Subscription {
-                sink,
-                messages,
-                channels,
-                timeout: self.timeout,
-                violation,
-            }),
+            Ok(subscribed) => subscribed,
         }
     }
 }

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use super::pipeline::pipelines;
 use super::*;
 use crate::backend::command::Command;
 use crate::backend::error::TargetError;
@@ -108,31 +107,4 @@ async fn without_any_cluster_node_the_topology_cannot_be_read() {
     );
     assert_eq!(errors.get("cluster"), Some(&1), "{errors:?}");
     assert_eq!(c.reachable(), Some(false));
-}
-
-#[test]
-fn pipelines_hold_at_most_a_bounded_number_of_entries() {
-    let range = |count| Command::Xrange {
-        key: b"s".to_vec(),
-        start: crate::backend::RangeStart::Min,
-        end: crate::backend::RangeEnd::Max,
-        count,
-    };
-    let sizes = |cmds: &[Command], size| -> Vec<usize> {
-        pipelines(cmds, size).map(<[Command]>::len).collect()
-    };
-    // Small replies: cut by the pipeline size alone.
-    let pings = vec![Command::Ping; 250];
-    assert_eq!(sizes(&pings, 100), [100, 100, 50]);
-    // Ranges of 2,001 entries: four to a pipeline (8,004 entries).
-    let counts = vec![range(2_001); 10];
-    assert_eq!(sizes(&counts, 100), [4, 4, 2]);
-    // One command asking for more than the bound still goes, alone.
-    let huge = vec![range(50_000), range(1), Command::Ping];
-    assert_eq!(sizes(&huge, 100), [1, 2]);
-    assert_eq!(sizes(&[], 100), Vec::<usize>::new());
-    // Every command is sent once, in order.
-    let mixed: Vec<Command> = (0..30).map(|i| range(i * 100)).collect();
-    let flat: Vec<Command> = pipelines(&mixed, 7).flatten().cloned().collect();
-    assert_eq!(flat, mixed);
 }

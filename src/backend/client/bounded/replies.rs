@@ -5,7 +5,20 @@
 
 use std::collections::VecDeque;
 
-use super::{BULK_BOUND, DEPTH_BOUND, LINE_BOUND, Plan, ROWS_KEPT, Shape};
+use super::sent::{ReadPlan, Shape};
+use crate::vocab::ROWS_KEPT;
+
+/// The longest bulk string kept; longer ones become nulls.
+pub(super) const BULK_BOUND: usize = 64 * 1024;
+
+/// The longest line (a simple string, an error, a number, a length) a reply
+/// may have: an error names at most a key and a group, each within
+/// [`BULK_BOUND`] (longer ones are never asked about).
+pub(super) const LINE_BOUND: usize = 4 * BULK_BOUND;
+
+/// The deepest nesting of aggregates a reply may have: the exporter's
+/// deepest (`CLUSTER SHARDS`, `CLUSTER SLOTS`) nest four deep.
+pub(super) const DEPTH_BOUND: usize = 8;
 
 /// The field names of `XINFO STREAM` whose values are entries.
 const ENTRY_FIELDS: [&[u8]; 2] = [b"first-entry", b"last-entry"];
@@ -159,9 +172,9 @@ enum Token {
 #[derive(Debug)]
 pub(super) struct Replies {
     /// The plans of the commands written whose replies have not begun.
-    pub(super) plans: VecDeque<Plan>,
+    pub(super) plans: VecDeque<ReadPlan>,
     /// The plan of the reply being read.
-    plan: Option<Plan>,
+    plan: Option<ReadPlan>,
     stack: Vec<Frame>,
     token: Token,
     /// The field name just read (its first [`KEY_BYTES`]).
@@ -205,7 +218,7 @@ impl Replies {
                     input = &input[1..];
                     if self.plan.is_none() {
                         let plan = self.plans.pop_front();
-                        self.plan = Some(plan.unwrap_or_else(|| Plan::plain(String::new())));
+                        self.plan = Some(plan.unwrap_or_else(|| ReadPlan::plain(String::new())));
                     }
                     let role = self.role();
                     self.start(byte, role, out)?;
@@ -518,7 +531,7 @@ impl Replies {
 
     /// What the elements of an aggregate of type `ty` and `count` elements
     /// answering `plan` are.
-    fn kind_for(&self, plan: &Plan, ty: u8, count: u64) -> Result<Kind, String> {
+    fn kind_for(&self, plan: &ReadPlan, ty: u8, count: u64) -> Result<Kind, String> {
         if let (Shape::Entries | Shape::Rows, Some(limit)) = (plan.shape, plan.limit)
             && count > limit
         {

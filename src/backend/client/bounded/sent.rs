@@ -1,9 +1,8 @@
 //! The commands written through the wrapper, read as they pass so that each
-//! reply's [`Plan`] is known before its first byte arrives: the redis crate
-//! writes every command as a RESP array of bulk strings, and the server
-//! answers in the order the commands were written.
-
-use super::{Plan, Shape};
+//! reply's [`ReadPlan`] (its shape, its `COUNT`) is known before its first
+//! byte arrives: the redis crate writes every command as a RESP array of
+//! bulk strings, and the server answers in the order the commands were
+//! written.
 
 /// The arguments kept of each command: its name, `XINFO`'s subcommand and
 /// the `COUNT` of `XRANGE`, `XREVRANGE` and the extended `XPENDING`.
@@ -12,6 +11,63 @@ const KEPT_ARGS: usize = 6;
 /// The bytes kept of each of those arguments (enough for a name or a
 /// number).
 const KEPT_BYTES: usize = 24;
+
+/// What a reply is read as, chosen from the command it answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct ReadPlan {
+    /// How its elements are read.
+    pub(super) shape: Shape,
+    /// The command, for messages (`XRANGE`, `XINFO STREAM`, ...).
+    pub(super) command: String,
+    /// The most entries or rows the reply may hold (the command's `COUNT`).
+    pub(super) limit: Option<u64>,
+    /// For `EXEC`: the plans of the commands queued since `MULTI`, one per
+    /// element of its array.
+    pub(super) queued: Vec<ReadPlan>,
+}
+
+/// The shapes of replies the wrapper reads differently.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Shape {
+    /// Passed on (long strings aside).
+    Plain,
+    /// `XRANGE`/`XREVRANGE`: an array of entries, each handed on as its ID.
+    Entries,
+    /// `XINFO STREAM`: a field list whose `first-entry` and `last-entry`
+    /// are handed on as their IDs.
+    StreamInfo,
+    /// `XINFO STREAM … FULL`: a field list whose `entries` are handed on
+    /// as a null and whose `groups` (cut at
+    /// [`ROWS_KEPT`](crate::vocab::ROWS_KEPT)) are field lists with their
+    /// `pending` and `consumers` handed on as nulls: only the groups' own
+    /// figures are read, whatever the PELs and consumers hold.
+    StreamFull,
+    /// The extended `XPENDING`: an array of rows, at most `COUNT`, whose
+    /// consumers are handed on as nulls (an empty name, released by
+    /// `XNACK`, as it is).
+    Rows,
+    /// The summary `XPENDING`: its consumers' names alike, and its holders
+    /// cut at [`ROWS_KEPT`](crate::vocab::ROWS_KEPT).
+    Summary,
+    /// `XINFO GROUPS`, `XINFO CONSUMERS`: an array of rows cut at
+    /// [`ROWS_KEPT`](crate::vocab::ROWS_KEPT).
+    Cut,
+    /// `EXEC`: an array whose elements are the replies of the queued
+    /// commands, each read by its own plan.
+    Exec,
+}
+
+impl ReadPlan {
+    /// A reply passed on (long strings aside), answering `command`.
+    pub(super) fn plain(command: String) -> ReadPlan {
+        ReadPlan {
+            shape: Shape::Plain,
+            command,
+            limit: None,
+            queued: Vec::new(),
+        }
+    }
+}
 
 /// Where the reader is in the written bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +97,7 @@ pub(super) struct Sent {
     args: Vec<Vec<u8>>,
     /// Inside `MULTI`: the plans of the commands queued so far (each is
     /// answered `+QUEUED` now, and within `EXEC`'s reply later).
-    queued: Option<Vec<Plan>>,
+    queued: Option<Vec<ReadPlan>>,
 }
 
 impl Default for Sent {
@@ -65,7 +121,7 @@ impl Sent {
 
     /// Reads `bytes` (written, in order) and appends the plan of each
     /// command they complete to `plans`.
-    pub(super) fn feed(&mut self, mut bytes: &[u8], plans: &mut impl Extend<Plan>) {
+    pub(super) fn feed(&mut self, mut bytes: &[u8], plans: &mut impl Extend<ReadPlan>) {
         while let Some(&byte) = bytes.first() {
             match self.state {
                 State::Lost => return,
@@ -149,14 +205,14 @@ impl Sent {
     /// The plan of the reply that answers the command just read: inside a
     /// transaction, its `+QUEUED`, and for `EXEC` the queued commands'
     /// plans in order.
-    fn next_plan(&mut self) -> Plan {
+    fn next_plan(&mut self) -> ReadPlan {
         let plan = self.plan();
         match (plan.command.as_str(), self.queued.as_mut()) {
             ("MULTI", _) => {
                 self.queued = Some(Vec::new());
                 plan
             }
-            ("EXEC", Some(_)) => Plan {
+            ("EXEC", Some(_)) => ReadPlan {
                 shape: Shape::Exec,
                 queued: self.queued.take().unwrap_or_default(),
                 ..plan
@@ -168,14 +224,14 @@ impl Sent {
             (_, Some(queued)) => {
                 let command = plan.command.clone();
                 queued.push(plan);
-                Plan::plain(command)
+                ReadPlan::plain(command)
             }
             _ => plan,
         }
     }
 
     /// The plan of the command just read.
-    fn plan(&self) -> Plan {
+    fn plan(&self) -> ReadPlan {
         let word = |i: usize| -> String {
             self.args
                 .get(i)
@@ -186,45 +242,45 @@ impl Sent {
             |i: usize| -> Option<u64> { std::str::from_utf8(self.args.get(i)?).ok()?.parse().ok() };
         let name = word(0);
         match name.as_str() {
-            "XRANGE" | "XREVRANGE" => Plan {
+            "XRANGE" | "XREVRANGE" => ReadPlan {
                 shape: Shape::Entries,
                 limit: if word(4) == "COUNT" { count(5) } else { None },
                 command: name,
                 queued: Vec::new(),
             },
             // `XINFO STREAM key FULL …`: read for the groups' scalars only.
-            "XINFO" if word(1) == "STREAM" && word(3) == "FULL" => Plan {
+            "XINFO" if word(1) == "STREAM" && word(3) == "FULL" => ReadPlan {
                 shape: Shape::StreamFull,
                 command: "XINFO STREAM FULL".into(),
                 limit: None,
                 queued: Vec::new(),
             },
-            "XINFO" if word(1) == "STREAM" => Plan {
+            "XINFO" if word(1) == "STREAM" => ReadPlan {
                 shape: Shape::StreamInfo,
                 command: "XINFO STREAM".into(),
                 limit: None,
                 queued: Vec::new(),
             },
-            "XINFO" if matches!(word(1).as_str(), "GROUPS" | "CONSUMERS") => Plan {
+            "XINFO" if matches!(word(1).as_str(), "GROUPS" | "CONSUMERS") => ReadPlan {
                 shape: Shape::Cut,
                 command: format!("XINFO {}", word(1)),
                 limit: None,
                 queued: Vec::new(),
             },
             // `XPENDING key group start end count`: the extended form.
-            "XPENDING" if self.arg >= 6 => Plan {
+            "XPENDING" if self.arg >= 6 => ReadPlan {
                 shape: Shape::Rows,
                 command: name,
                 limit: count(5),
                 queued: Vec::new(),
             },
-            "XPENDING" => Plan {
+            "XPENDING" => ReadPlan {
                 shape: Shape::Summary,
                 command: name,
                 limit: None,
                 queued: Vec::new(),
             },
-            _ => Plan::plain(name),
+            _ => ReadPlan::plain(name),
         }
     }
 }
@@ -241,7 +297,7 @@ mod tests {
         out
     }
 
-    fn plans(written: &[u8], step: usize) -> Vec<Plan> {
+    fn plans(written: &[u8], step: usize) -> Vec<ReadPlan> {
         let mut sent = Sent::default();
         let mut plans = Vec::new();
         for piece in written.chunks(step) {

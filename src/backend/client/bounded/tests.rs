@@ -1,9 +1,10 @@
 //! The wrapper against replies of every shape, fed in pieces of every size:
 //! what it hands on, what it never keeps, and what it refuses.
 
-use super::replies::Replies;
+use super::replies::{BULK_BOUND, DEPTH_BOUND, LINE_BOUND, Replies};
 use super::sent::Sent;
 use super::*;
+use crate::vocab::ROWS_KEPT;
 
 /// `args` as the redis crate writes them.
 fn command(args: &[&str]) -> Vec<u8> {
