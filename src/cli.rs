@@ -62,12 +62,12 @@ pub struct Cli {
     pub check_config: bool,
     /// What to do (default: run the daemon).
     #[command(subcommand)]
-    pub command: Option<Command>,
+    pub command: Option<Action>,
 }
 
-/// Subcommands.
+/// What the binary does besides running the daemon: its subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub enum Action {
     /// Run the daemon's probes and status rules once (or over a window with
     /// --watch) and report problems first, then one line per target.
     ///
