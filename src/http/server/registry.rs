@@ -10,14 +10,14 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use super::conn::{Clock, Conn, Phase};
+use super::conn::{Clock, ConnRecord, Phase};
 use super::log_gate::LogGate;
 use crate::config::HttpLimits;
 
 /// Open connections, and how many hold a handshake slot.
 #[derive(Debug, Default)]
 pub(super) struct Registry {
-    pub(super) conns: HashMap<u64, Arc<Conn>>,
+    pub(super) conns: HashMap<u64, Arc<ConnRecord>>,
     pub(super) handshaking: usize,
 }
 
@@ -34,9 +34,9 @@ pub(super) struct Shared {
 }
 
 impl Shared {
-    pub(super) fn register(&self, phase: Phase) -> Arc<Conn> {
+    pub(super) fn register(&self, phase: Phase) -> Arc<ConnRecord> {
         let now = self.clock.now();
-        let conn = Arc::new(Conn {
+        let conn = Arc::new(ConnRecord {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             phase: AtomicU8::new(phase as u8),
             since: AtomicU64::new(now),
@@ -75,7 +75,7 @@ impl Shared {
     /// the handshake that started earliest, which is closed. The newest
     /// handshake wins because stalled ones are the oldest. True when one was
     /// closed.
-    pub(super) fn begin_handshake(&self, conn: &Conn) -> bool {
+    pub(super) fn begin_handshake(&self, conn: &ConnRecord) -> bool {
         let mut registry = self.registry();
         let mut closed = false;
         if registry.handshaking < self.limits.max_tls_handshakes {
@@ -102,7 +102,7 @@ impl Shared {
         closed
     }
 
-    pub(super) fn end_handshake(&self, conn: &Conn) {
+    pub(super) fn end_handshake(&self, conn: &ConnRecord) {
         let mut registry = self.registry();
         if conn.handshake_slot.swap(false, Ordering::AcqRel) {
             registry.handshaking -= 1;
@@ -110,7 +110,7 @@ impl Shared {
     }
 }
 
-fn close(c: &Conn) {
+fn close(c: &ConnRecord) {
     c.phase.store(Phase::Closing as u8, Ordering::Release);
     c.evict.cancel();
 }
@@ -125,7 +125,7 @@ impl Drop for Registered<'_> {
 }
 
 /// Returns a connection's handshake slot when its handshake ends.
-pub(super) struct HandshakeSlot<'a>(pub(super) &'a Shared, pub(super) &'a Conn);
+pub(super) struct HandshakeSlot<'a>(pub(super) &'a Shared, pub(super) &'a ConnRecord);
 
 impl Drop for HandshakeSlot<'_> {
     fn drop(&mut self) {
