@@ -1,17 +1,19 @@
 //! The state every connection task shares: the registry of open connections,
 //! and the two ways of making room in it (closing the connection that waited
 //! longest at the connection cap, handing over the oldest handshake's slot at
-//! the handshake cap), with the guards that leave it when a task ends.
+//! the handshake cap), with the guards that leave it when a task ends; and
+//! the gates that keep a recurring warning (a cap reached, accept failing)
+//! to one log line per interval, counting the lines they held back.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::conn::{Clock, ConnRecord, Phase};
-use super::log_gate::LogGate;
 use crate::config::HttpLimits;
 
 /// Open connections, and how many hold a handshake slot.
@@ -130,5 +132,45 @@ pub(super) struct HandshakeSlot<'a>(pub(super) &'a Shared, pub(super) &'a ConnRe
 impl Drop for HandshakeSlot<'_> {
     fn drop(&mut self) {
         self.0.end_handshake(self.1);
+    }
+}
+
+/// At most one log line per this interval for each kind of limit reached.
+const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Logs a recurring event at most once per [`LOG_EVERY`], counting the rest.
+#[derive(Debug)]
+pub(super) struct LogGate {
+    next: AtomicU64,
+    suppressed: AtomicU64,
+}
+
+impl LogGate {
+    pub(super) fn new() -> Self {
+        LogGate {
+            next: AtomicU64::new(0),
+            suppressed: AtomicU64::new(0),
+        }
+    }
+
+    /// Some(times suppressed since the last line) when a line is due.
+    pub(super) fn due(&self, now: u64) -> Option<u64> {
+        let next = self.next.load(Ordering::Acquire);
+        if now >= next
+            && self
+                .next
+                .compare_exchange(
+                    next,
+                    now + LOG_EVERY.as_millis() as u64,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok()
+        {
+            Some(self.suppressed.swap(0, Ordering::AcqRel))
+        } else {
+            self.suppressed.fetch_add(1, Ordering::AcqRel);
+            None
+        }
     }
 }

@@ -7,8 +7,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::conn::{Clock, ConnRecord, Phase};
-use super::log_gate::LogGate;
-use super::registry::{Registry, Shared};
+use super::registry::{LogGate, Registry, Shared};
 use crate::config::HttpLimits;
 
 fn conn(phase: Phase, since: u64) -> ConnRecord {
