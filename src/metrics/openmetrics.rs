@@ -4,13 +4,11 @@
 //!
 //! The conversion touches only metadata: series have the same names and
 //! labels in both formats by construction of the catalog (see
-//! [`MetricType`]), so a sample line is copied as is, except that a state
-//! set's samples get the label OpenMetrics requires (named after the
-//! family, with the state as value). Family names lose their type's suffix
-//! (`_total`, `_info`, `_bucket`), types become OpenMetrics types, seconds
-//! and bytes families get `# UNIT`, HELP texts escape `"`, and comments that
-//! are not metadata are dropped (OpenMetrics has none). [`EOF`] ends the
-//! exposition.
+//! [`MetricType`](super::catalog::MetricType)), so a sample line is copied
+//! as is. Family names lose their type's suffix (`_total`, `_info`,
+//! `_bucket`), types become OpenMetrics types, seconds and bytes families
+//! get `# UNIT`, HELP texts escape `"`, and comments that are not metadata
+//! are dropped (OpenMetrics has none). [`EOF`] ends the exposition.
 
 use std::collections::HashSet;
 use std::io::{self, Write};
