@@ -59,8 +59,8 @@ impl ProbeKind {
     }
 }
 
-/// What kind of failure, as the bounded `kind` label of
-/// `redis_streams_exporter_errors_total`.
+/// What kind of failure, as the bounded `kind` label of the exporter's
+/// error counter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ErrorKind {
     /// A pipeline did not complete within `command_timeout`.
@@ -133,8 +133,8 @@ impl ErrorKind {
     }
 }
 
-/// What kind of item was left out, as the bounded `kind` label of
-/// `redis_streams_exporter_items_skipped_total`.
+/// What kind of item was left out, as the bounded `kind` label of the
+/// exporter's skipped-items counter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SkipKind {
     /// A consumer group of `XINFO GROUPS` (the stream's other groups stay).
