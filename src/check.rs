@@ -28,10 +28,9 @@
 //! The rooms: `run` (the targets watched and judged), `plan` (the options
 //! and when a watch polls), `watched` (what it remembers), `judge` (what it
 //! makes of it, and the default delay threshold), `report` (how it is
-//! written, and the exit codes), `progress` (stderr while it runs) and
-//! `durations` (`2m30s`).
+//! written, its durations and the exit codes) and `progress` (stderr while
+//! it runs).
 
-mod durations;
 mod judge;
 mod plan;
 mod progress;
@@ -39,7 +38,6 @@ mod report;
 mod run;
 mod watched;
 
-pub use durations::{short, short_secs};
 pub use judge::DEFAULT_DELAY_THRESHOLD;
 pub use plan::Options;
 pub use progress::Progress;

@@ -25,6 +25,5 @@ pub mod server;
 mod state;
 pub mod web_config;
 
-pub use landing::LANDING_ROWS;
 pub use router::router;
 pub use state::{HttpState, ReloadRequest};

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, MultiTargetRefusal, Target};
+use crate::metrics::catalog::EXPORTER_PROBE_REQUESTS;
 use crate::poller::Poller;
 use crate::snapshot::{SnapshotStore, TargetSnapshot};
 
@@ -47,7 +48,7 @@ pub enum MultiTargetError {
 }
 
 impl MultiTargetError {
-    /// The `result` label of `redis_streams_exporter_probe_requests_total`.
+    /// The `result` label of [`EXPORTER_PROBE_REQUESTS`].
     pub fn label(&self) -> &'static str {
         match self {
             MultiTargetError::Refused(r) => r.label(),
@@ -222,7 +223,8 @@ impl MultiTargets {
                 tracing::warn!(
                     max_targets = config.multi_target.max_targets,
                     refused = %canonical,
-                    "probe refused: [probe] max_targets targets are probed already; further refusals are counted in redis_streams_exporter_probe_requests_total{{result=\"over_cap\"}}"
+                    "probe refused: [probe] max_targets targets are probed already; further refusals are counted in {}{{result=\"over_cap\"}}",
+                    EXPORTER_PROBE_REQUESTS.name
                 );
             }
             return Err(MultiTargetError::OverCap {

@@ -129,8 +129,10 @@ impl Poller {
         self.store.publish(self.owner(), snapshot);
     }
 
-    /// Runs every probe once, in order (the one-shot `check` and tests use
-    /// this; the daemon's [`Self::run`] does not wait for the PEL scan).
+    /// Runs every probe once, in order: a first collection done before
+    /// anything reads it, as the tests' harness wants it. The daemon's
+    /// [`Self::run`] does not wait for the per-group probes, and `check`
+    /// runs each probe itself ([`Self::run_probe`]) to follow its progress.
     pub async fn first_collection(&self) {
         for kind in ProbeKind::ALL {
             self.run_probe(kind).await;
@@ -140,9 +142,9 @@ impl Poller {
     /// Collects until `shutdown`. Every probe run happens in a task of its
     /// own (the first ones) or in its probe's loop task, so a panicking probe
     /// takes down only that run: it is logged, counted
-    /// (`redis_streams_exporter_probe_panics_total`) and its loop restarts
-    /// after a backoff, while the other probes keep running. Returns once
-    /// every loop has ended.
+    /// ([`EXPORTER_PROBE_PANICS`](crate::metrics::catalog::EXPORTER_PROBE_PANICS))
+    /// and its loop restarts after a backoff, while the other probes keep
+    /// running. Returns once every loop has ended.
     pub async fn run(self, shutdown: CancellationToken) {
         self.publish();
         // Keyspace events only make stream polls timelier; their task ends

@@ -10,12 +10,12 @@
 //! target fails the run.
 //!
 //! This file only dispatches ([`run`]). The rooms: one file per probe;
-//! `state` (what a target's poller keeps between runs), `context` (what a
-//! probe runs with, how it fails, its per-item problems), `groups` (what
-//! the per-group probes share), `budget` (the budget's log line),
-//! `figures` and `status_log` (the stream probe's helpers).
+//! `state` (what a target's poller keeps between runs, and the budget's log
+//! line), `context` (what a probe runs with, how it fails, its per-item
+//! problems), `groups` (what the per-group probes share), `memory` (what
+//! each probe leaves in the state for its next run), `figures` and `status_log` (the stream probe's
+//! helpers).
 
-mod budget;
 pub(crate) mod consumers;
 mod context;
 pub(crate) mod discovery;
@@ -32,11 +32,10 @@ pub(crate) mod stream;
 #[cfg(test)]
 mod tests;
 
-pub use budget::BudgetNotice;
 pub(crate) use context::ProbeError;
 pub use context::{ProbeContext, Problems};
-pub use groups::{GroupCost, GroupLine, IDLE_EVERY, age_seconds, group_lines, known_groups};
-pub use state::{GroupMemory, Parked, TargetState, WALKED_KEPT_PER_TARGET};
+pub use groups::{GroupCost, GroupLine, IDLE_EVERY, group_lines};
+pub use state::{BudgetNotice, GroupMemory, Parked, TargetState};
 
 pub use crate::vocab::ProbeKind;
 

@@ -7,18 +7,15 @@
 //! probe changed, and a quiet stream keeps its allocation. What is not in the
 //! latest snapshot is not rendered: a vanished stream vanishes.
 //!
-//! The rooms: `target` (the snapshot of one target), `part` (its parts and
-//! their one writer each), `server_info`, `probe_status`, `streams` (streams,
-//! groups, consumers), `exporter` (state not about a target), `store` (the
-//! latest snapshots), `name` (the names they are keyed by) and `retain` (the
-//! pruning of shared maps).
+//! The rooms: `target` (the snapshot of one target: what INFO said, the
+//! last run of each probe, the pruning of its shared maps), `part` (its
+//! parts and their one writer each), `streams` (streams, groups,
+//! consumers), `exporter` (state not about a target), `store` (the latest
+//! snapshots) and `name` (the names they are keyed by).
 
 mod exporter;
 mod name;
 mod part;
-mod probe_status;
-mod retain;
-mod server_info;
 mod store;
 mod streams;
 mod target;
@@ -26,15 +23,12 @@ mod target;
 pub use exporter::{ExporterState, MultiTargetCounters};
 pub use name::{GroupKey, Name};
 pub use part::Part;
-pub use probe_status::ProbeStatus;
-pub use retain::retain_keys;
-pub use server_info::ServerInfo;
 pub use store::{Owner, SnapshotStore};
 pub use streams::{
     Consumers, DeadLetter, ExportedConsumer, GroupFigures, GroupState, Groups, OldestPending,
     PelScan, ScanState, StreamFigures, StreamState,
 };
-pub use target::TargetSnapshot;
+pub use target::{ProbeStatus, ServerInfo, TargetSnapshot, retain_keys};
 
 #[cfg(test)]
 mod tests;

@@ -4,20 +4,18 @@
 //! failure and of skipped items, and the client's counters. The Redis client decodes into these
 //! types; the arithmetic (lag, losses, trends, status), the snapshot and the
 //! metrics read them without knowing the client.
+//!
+//! The rooms: `id` (stream IDs), `replies` (the decoded replies) and `kinds`
+//! (the probes, the kinds of failure and of skipped items, and the client's
+//! counters kept by them).
 
-mod error_kind;
 mod id;
-mod probe_kind;
+mod kinds;
 mod replies;
-mod skip_kind;
-mod stats;
 
-pub use error_kind::ErrorKind;
 pub use id::StreamId;
-pub use probe_kind::ProbeKind;
+pub use kinds::{ErrorKind, KeyspaceEventsStats, ProbeKind, SkipKind, StatsSnapshot};
 pub use replies::{
     ConsumerInfo, GroupInfo, GroupNacks, Idempotence, PendingEntry, PendingSummary, ROWS_KEPT,
     StreamInfo,
 };
-pub use skip_kind::SkipKind;
-pub use stats::{KeyspaceEventsStats, StatsSnapshot};

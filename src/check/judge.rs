@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::plan::Plan;
+use super::plan::WatchPlan;
+use super::report::{GroupReport, TargetReport, short, short_secs};
 use super::watched::{Baseline, Watched};
-use super::{GroupReport, TargetReport};
-use super::{short, short_secs};
 use crate::config::{Config, StreamSettings, Target};
 use crate::poller::Poller;
 use crate::snapshot::{GroupKey, GroupState, PelScan, StreamState, TargetSnapshot};
@@ -35,7 +34,7 @@ struct Seen<'a> {
 /// report per group, then what its groups cost the per-group probes.
 pub(super) fn target_report(
     config: &Config,
-    plan: &Plan,
+    plan: &WatchPlan,
     poller: &Poller,
     t: &TargetSnapshot,
     watched: &Watched,
@@ -113,7 +112,7 @@ fn target_findings(target: &Target, t: &TargetSnapshot, report: &mut TargetRepor
 /// is worth knowing.
 fn group_report(
     config: &Config,
-    plan: &Plan,
+    plan: &WatchPlan,
     t: &TargetSnapshot,
     watched: &Watched,
     seen: &Seen,
@@ -159,7 +158,7 @@ fn group_report(
 /// The group's status as far as the watch can tell: a status resting on
 /// the window counts only when the group was watched for the daemon's
 /// whole window; `None` is unknown.
-fn watched_status(gs: &GroupState, span: Duration, plan: &Plan) -> Option<GroupStatus> {
+fn watched_status(gs: &GroupState, span: Duration, plan: &WatchPlan) -> Option<GroupStatus> {
     match (gs.status, gs.status_basis) {
         (Some(status), Some(Basis::Latest)) => Some(status),
         (Some(status), Some(Basis::Window)) if span >= plan.required => Some(status),
@@ -353,7 +352,7 @@ fn figure_problems(group: &GroupReport, watched: &Watched, seen: &Seen) -> Vec<S
 /// rewinds, pending growing, a PEL scan short of its end, dead letters.
 fn group_notes(
     group: &GroupReport,
-    plan: &Plan,
+    plan: &WatchPlan,
     seen: &Seen,
     scan: Option<&PelScan>,
     scan_progress: Option<f64>,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::short;
+use super::report::short;
 use crate::config::Config;
 
 /// How to run.
@@ -16,7 +16,7 @@ pub struct Options {
 
 /// When the watch polls.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) struct Plan {
+pub(super) struct WatchPlan {
     /// The watch; zero for one look.
     pub(super) watch: Duration,
     /// Stream polls after the first complete one.
@@ -25,8 +25,8 @@ pub(super) struct Plan {
     pub(super) required: Duration,
 }
 
-impl Plan {
-    pub(super) fn new(config: &Config, options: Options) -> Plan {
+impl WatchPlan {
+    pub(super) fn new(config: &Config, options: Options) -> WatchPlan {
         let watch = options.watch.unwrap_or_default();
         let interval = config.schedule.stream.max(Duration::from_millis(1));
         // About one poll per stream interval, at least one.
@@ -35,7 +35,7 @@ impl Plan {
         } else {
             ((watch.as_secs_f64() / interval.as_secs_f64()).round() as u32).max(1)
         };
-        Plan {
+        WatchPlan {
             watch,
             polls,
             required: config.schedule.stream * config.status_window as u32,
@@ -81,11 +81,11 @@ mod tests {
     #[test]
     fn a_watch_spans_its_polls_and_its_window() {
         let c = config("");
-        let once = Plan::new(&c, Options::default());
+        let once = WatchPlan::new(&c, Options::default());
         assert_eq!(once.polls, 0);
         assert_eq!(once.required, Duration::from_secs(150));
         assert_eq!(once.config(&c), c, "one look polls as the daemon does");
-        let plan = Plan::new(
+        let plan = WatchPlan::new(
             &c,
             Options {
                 watch: Some(Duration::from_secs(150)),
@@ -96,7 +96,7 @@ mod tests {
         assert_eq!(polling.schedule.stream, Duration::from_secs(15));
         assert_eq!(polling.status_window, 11);
         // A short watch still polls at least once more.
-        let short_watch = Plan::new(
+        let short_watch = WatchPlan::new(
             &c,
             Options {
                 watch: Some(Duration::from_secs(4)),
@@ -107,7 +107,7 @@ mod tests {
             short_watch.config(&c).schedule.stream,
             Duration::from_secs(4)
         );
-        let long = Plan::new(
+        let long = WatchPlan::new(
             &c,
             Options {
                 watch: Some(Duration::from_secs(300)),
@@ -120,7 +120,7 @@ mod tests {
     fn a_watch_shorter_than_the_window_is_told_before_it_starts() {
         let c = config("");
         let watch = |secs| {
-            Plan::new(
+            WatchPlan::new(
                 &c,
                 Options {
                     watch: Some(Duration::from_secs(secs)),
@@ -134,6 +134,6 @@ mod tests {
         );
         assert!(warning.contains("check --watch 2m30s"), "{warning}");
         assert_eq!(watch(150).too_short(), None);
-        assert_eq!(Plan::new(&c, Options::default()).too_short(), None);
+        assert_eq!(WatchPlan::new(&c, Options::default()).too_short(), None);
     }
 }

@@ -100,7 +100,7 @@ impl Progress {
                 std::io::stderr(),
                 "check: watching {} target(s) for {} ({polls} polls after the first)",
                 pollers.len(),
-                super::short(watch)
+                super::report::short(watch)
             );
         }
         let this = self.clone();

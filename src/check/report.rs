@@ -1,6 +1,7 @@
 //! What `check` found, and how it is written: a table for people (problems
 //! first, then one line per target, names escaped and shortened) or JSON for
-//! programs (full names; a name that is not UTF-8 also comes in hex).
+//! programs (full names; a name that is not UTF-8 also comes in hex), and
+//! durations as the report and the warnings write them (`2m30s`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -8,7 +9,6 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{short, short_secs};
 use crate::safe_names::{printable, shorten};
 use crate::snapshot::Name;
 use crate::status::GroupStatus;
@@ -380,6 +380,26 @@ impl Report {
     }
 }
 
+/// A duration as the report and the warnings write it: `2m30s`, to the
+/// second (`300ms` under one).
+pub(super) fn short(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs == 0 {
+        return format!("{}ms", d.as_millis());
+    }
+    humantime::format_duration(Duration::from_secs(secs))
+        .to_string()
+        .replace(' ', "")
+}
+
+/// Seconds as `2m30s`.
+pub(super) fn short_secs(seconds: f64) -> String {
+    if seconds < 1.0 {
+        return "0s".to_string();
+    }
+    short(Duration::from_secs(seconds as u64))
+}
+
 /// "1 group", "2 groups".
 fn plural(n: usize, what: &str) -> String {
     if n == 1 {
@@ -596,5 +616,13 @@ mod tests {
         r.targets[0].groups.retain(|g| g.problems.is_empty());
         assert_eq!(r.exit_code(), EXIT_OK);
         assert!(r.table(false).starts_with("No problems found.\n"));
+    }
+
+    #[test]
+    fn durations_read_short() {
+        assert_eq!(short(Duration::from_secs(150)), "2m30s");
+        assert_eq!(short(Duration::from_millis(300)), "300ms");
+        assert_eq!(short_secs(0.4), "0s");
+        assert_eq!(short_secs(3725.9), "1h2m5s");
     }
 }

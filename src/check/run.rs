@@ -7,9 +7,10 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::judge;
-use super::plan::Plan;
+use super::plan::{Options, WatchPlan};
+use super::progress::Progress;
+use super::report::Report;
 use super::watched::Watched;
-use super::{Options, Progress, Report};
 use crate::config::Config;
 use crate::poller::Poller;
 use crate::probe::ProbeKind;
@@ -24,7 +25,7 @@ pub async fn run(
     options: Options,
     progress: &Progress,
 ) -> Result<Report, crate::backend::ClientSetupError> {
-    let plan = Plan::new(&config, options);
+    let plan = WatchPlan::new(&config, options);
     if let Some(warning) = plan.too_short() {
         progress.warn(&warning);
     }
@@ -69,7 +70,7 @@ pub async fn run(
 }
 
 /// Polls one target for the plan.
-async fn watch(poller: &Poller, plan: Plan, progress: &Progress, slot: usize) -> Watched {
+async fn watch(poller: &Poller, plan: WatchPlan, progress: &Progress, slot: usize) -> Watched {
     let config = poller.context().config.clone();
     let mut watched = Watched::default();
     let mut due: BTreeMap<ProbeKind, Instant> = BTreeMap::new();

@@ -10,12 +10,13 @@ use tokio::sync::oneshot;
 
 use super::state::HttpState;
 use crate::config::Config;
+use crate::metrics::catalog::EXPORTER_TARGET_UP;
 
 /// `GET /readyz`: 200 once the exporter serves what it knows, that is once
 /// the exposition `/metrics` serves holds the outcome of every configured
 /// target's first collection (its data, or `target_up 0` and why), and from
 /// then on for the life of the process. Redis's health is not the
-/// exporter's readiness: it is `redis_streams_exporter_target_up`, so an
+/// exporter's readiness: it is [`EXPORTER_TARGET_UP`], so an
 /// outage of Redis neither takes the exporter out of its Service nor
 /// stalls a rollout, and a reload that adds a target does not either. 503
 /// only before that first time. The body lists each target still
@@ -37,8 +38,9 @@ pub(super) fn readyz(state: &HttpState, config: &Config) -> Response {
         state.ready.store(true, Ordering::Relaxed);
         String::from("ready\n")
     } else {
-        String::from(
-            "not ready: the first collection of every target has not ended yet (in data, or in redis_streams_exporter_target_up 0)\n",
+        format!(
+            "not ready: the first collection of every target has not ended yet (in data, or in {} 0)\n",
+            EXPORTER_TARGET_UP.name
         )
     };
     if current.is_none() {

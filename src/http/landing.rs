@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use super::state::HttpState;
 use crate::config::Config;
 use crate::metrics::BuildInfo;
+use crate::metrics::catalog::GROUP_LAG_ESTIMATED;
 use crate::snapshot::TargetSnapshot;
 use crate::status::GroupStatus;
 
@@ -29,7 +30,7 @@ fn html(text: &str) -> String {
 }
 
 /// Groups per page of the landing page's status table.
-pub const LANDING_ROWS: usize = 500;
+const LANDING_ROWS: usize = 500;
 
 /// A group on the landing page: severity, target, stream, group, state,
 /// and where its checks come from (the target's PEL scans and consumers,
@@ -300,10 +301,11 @@ fn legend(page: &mut String, config: &Config) {
     for (status, meaning) in STATUS_LEGEND {
         let _ = write!(page, "<dt>{status}</dt><dd>{}.</dd>", html(meaning));
     }
-    page.push_str(
+    let _ = write!(
+        page,
         "</dl><p>Columns: <b>lag</b> entries not yet delivered to the group; <b>~</b> before it: \
          Redis gave no usable lag and the figure is the exporter's own (counted, or estimated \
-         within the bounds Redis's counters prove; redis_streams_group_lag_estimated is 1). \
+         within the bounds Redis's counters prove; {} is 1). \
          <b>lag seconds</b> the age of the oldest undelivered entry. <b>pending</b> entries \
          delivered and not acknowledged. <b>poison</b> pending entries delivered at least \
          poison_delivery_count times and <b>ghosts</b> pending entries whose bodies are gone, \
@@ -315,5 +317,6 @@ fn legend(page: &mut String, config: &Config) {
          reads at least this often, and work waiting between two runs is not stalled or \
          stopped until read_every plus the window passes without a read. The page reloads \
          itself every stream poll.</p>",
+        GROUP_LAG_ESTIMATED.name
     );
 }

@@ -24,13 +24,12 @@
 //!
 //! This file holds no code. The rooms: `accept` (the accept loop, [`serve`]),
 //! `task` (one connection's handshake and HTTP), `registry` (what the tasks
-//! share, and making room), `conn` (one connection's record and deadlines),
-//! `tracked` (its I/O and service, noting progress) and `log_gate` (one
-//! warning per interval).
+//! share, making room, and one warning per interval), `conn` (one
+//! connection's record and deadlines) and `tracked` (its I/O and service,
+//! noting progress).
 
 mod accept;
 mod conn;
-mod log_gate;
 mod registry;
 mod task;
 mod tracked;

@@ -30,16 +30,14 @@
 //!     X-Content-Type-Options: nosniff
 //! ```
 //!
-//! The rooms: `raw` (the file as written), `config` (the validated
-//! settings and how a file becomes them), `fingerprint` (what tells a
-//! change), `live` (the settings in force), `auth` (basic auth and the rate
-//! limit) and `tls` (the TLS server configuration).
+//! The rooms: `config` (the file as written, the validated settings it
+//! becomes, and what tells a change), `live` (the settings in force),
+//! `auth` (basic auth and the rate limit) and `tls` (the TLS server
+//! configuration).
 
 mod auth;
 mod config;
-mod fingerprint;
 mod live;
-mod raw;
 mod tls;
 
 pub use auth::{Admission, BasicAuth, RateLimit};

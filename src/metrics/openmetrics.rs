@@ -5,11 +5,10 @@
 //! The conversion touches only metadata: series have the same names and
 //! labels in both formats by construction of the catalog (see
 //! [`MetricType`](super::catalog::MetricType)), so a sample line is copied
-//! as is. Family names lose their type's suffix
-//! (`_total`, `_info`, `_bucket`), types become OpenMetrics types, seconds
-//! and bytes families get `# UNIT`, HELP texts escape `"`, and comments that
-//! are not metadata are dropped (OpenMetrics has none). [`EOF`] ends the
-//! exposition.
+//! as is. Family names lose their type's suffix (`_total`, `_info`,
+//! `_bucket`), types become OpenMetrics types, seconds and bytes families
+//! get `# UNIT`, HELP texts escape `"`, and comments that are not metadata
+//! are dropped (OpenMetrics has none). [`EOF`] ends the exposition.
 
 use std::collections::HashSet;
 use std::io::{self, Write};

@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::{Poller, test_hook};
+use crate::metrics::catalog::EXPORTER_PROBE_PANICS;
 use crate::probe::ProbeKind;
 use crate::snapshot::{ProbeStatus, SnapshotStore};
 
@@ -141,13 +142,10 @@ async fn a_panicking_probe_is_logged_counted_and_restarted() {
     )
     .unwrap();
     let text = String::from_utf8(text).unwrap();
-    let line = format!(
-        "redis_streams_exporter_probe_panics_total{{target=\"{name}\",probe=\"info\"}} 1\n"
-    );
+    let panics = EXPORTER_PROBE_PANICS.name;
+    let line = format!("{panics}{{target=\"{name}\",probe=\"info\"}} 1\n");
     assert!(text.contains(&line), "{line} not in:\n{text}");
-    let other = format!(
-        "redis_streams_exporter_probe_panics_total{{target=\"{name}\",probe=\"stream\"}} 0\n"
-    );
+    let other = format!("{panics}{{target=\"{name}\",probe=\"stream\"}} 0\n");
     assert!(text.contains(&other), "{other} not in:\n{text}");
 
     stop.cancel();

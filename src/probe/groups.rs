@@ -1,6 +1,5 @@
-//! Helpers the per-group probes share: which groups are known, what each
-//! group's `XINFO GROUPS` line says it costs, ages, and the batched
-//! per-group round trips.
+//! Helpers the per-group probes share: what each group's `XINFO GROUPS` line
+//! says it costs, ages, and the batched per-group round trips.
 
 use super::context::{ProbeContext, ProbeError, Problems};
 use super::state::TargetState;
@@ -13,16 +12,6 @@ use crate::vocab::ProbeKind;
 /// alert or the status needs can change without the stream poll's line
 /// showing it (work, a consumer added or removed).
 pub const IDLE_EVERY: u64 = 5;
-
-/// `(stream, group)` pairs currently in the snapshot.
-pub fn known_groups(state: &TargetState) -> Vec<(Name, Name)> {
-    state
-        .snapshot
-        .streams
-        .iter()
-        .flat_map(|(s, st)| st.groups.keys().map(move |g| (s.clone(), g.clone())))
-        .collect()
-}
 
 /// What the stream poll's `XINFO GROUPS` line said about a group: the per-
 /// group probes ask Redis only where it shows something to learn, and

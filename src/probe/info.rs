@@ -1,17 +1,17 @@
-//! Info: `INFO server` and `INFO memory` of every primary, for
-//! `redis_streams_target_info` and the memory gauges, each node's lag
-//! arithmetic (from its own version), and whether the server is the one the
-//! loss ledgers were kept against (its `run_id`). Valkey reports
-//! `redis_version` 7.2.4 for compatibility, so its own version is read from
-//! `valkey_version`.
+//! Info: `INFO server` and `INFO memory` of every primary, for the target's
+//! info family ([`TARGET_INFO`](crate::metrics::catalog::TARGET_INFO)) and
+//! the memory gauges, each node's lag arithmetic (from its own version), and
+//! whether the server is the one the loss ledgers were kept against (its
+//! `run_id`). Valkey reports `redis_version` 7.2.4 for compatibility, so its
+//! own version is read from `valkey_version`.
 
 use std::collections::BTreeMap;
 
 use super::context::{ProbeContext, ProbeError, Problems};
+use super::state::RunId;
 use crate::backend::{Command, reply};
 use crate::lag::Arithmetic;
 use crate::loss::ReadCounter;
-use crate::probe::state::RunId;
 use crate::snapshot::ServerInfo;
 use crate::vocab::ErrorKind;
 use crate::vocab::ProbeKind;

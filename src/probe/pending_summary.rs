@@ -8,10 +8,11 @@
 //! stays among the oldest pending entries. For each group with entries
 //! pending, the probe reads the oldest [`HEAD`] of them
 //! (`XPENDING key group - + 10`, O(log n)) and counts those delivered at least
-//! `poison_delivery_count` times; `redis_streams_group_pending_poison` shows
-//! the larger of that and the last full PEL scan's count, so a poison entry
-//! shows at the first run after its last delivery that reached the count,
-//! not at the next scan.
+//! `poison_delivery_count` times; the group's poison family
+//! ([`GROUP_PENDING_POISON`](crate::metrics::catalog::GROUP_PENDING_POISON))
+//! shows the larger of that and the last full PEL scan's count, so a poison
+//! entry shows at the first run after its last delivery that reached the
+//! count, not at the next scan.
 //!
 //! On servers with `XNACK` (Redis 8.8+) it also reads how many pending
 //! entries `XNACK` released per group (see [`nacks`]).

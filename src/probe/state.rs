@@ -1,11 +1,12 @@
 //! What a target's poller keeps between probe runs: the working snapshot,
 //! each group's memory (status window, trends, loss ledgers, lag trails),
-//! and the slow probes' results parked while the target is down.
+//! the slow probes' results parked while the target is down, and what the
+//! budget's log line last said (a pure rule, table-tested: when to say
+//! something new).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::budget::BudgetNotice;
 use super::memory::{DiscoveryReport, Holder, LastRead, LastWalk, Pass, QuietReads};
 use super::status_log;
 use crate::backend::NodeAddr;
@@ -469,6 +470,50 @@ fn restore<V: Clone>(
         let map = Arc::make_mut(map);
         for (k, v) in missing {
             map.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+/// What the budget log line last said about a target: a short budget is
+/// logged with the `commands_per_second` that would cover every probe's
+/// interval, so an operator can copy the figure.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BudgetNotice {
+    /// The budget covers every probe's interval.
+    Covers,
+    /// Too short; this budget was advised.
+    Short {
+        /// Commands per second that would cover the need when logged.
+        advised: f64,
+    },
+}
+
+impl BudgetNotice {
+    /// A need that grows past the last advice by more than this fraction is
+    /// logged again; smaller swings are the run-to-run noise of command
+    /// counts (the first figure is logged as soon as every probe has run
+    /// once, before the slow probes' runs settle).
+    const GROWTH: f64 = 0.1;
+
+    /// The notice to log now, for `needed` commands per second against
+    /// `budget`, if it says something new after `last`: the budget became
+    /// short, or covers again, or the need outgrew the last advice (which
+    /// would then no longer cover it). A need that falls while still short
+    /// keeps the higher advice: it still covers.
+    pub fn next(last: Option<BudgetNotice>, needed: f64, budget: f64) -> Option<BudgetNotice> {
+        let now = if needed > budget {
+            BudgetNotice::Short {
+                advised: needed.ceil(),
+            }
+        } else {
+            BudgetNotice::Covers
+        };
+        match (last, now) {
+            (Some(BudgetNotice::Short { advised }), BudgetNotice::Short { .. }) => {
+                (needed > advised * (1.0 + Self::GROWTH)).then_some(now)
+            }
+            (Some(BudgetNotice::Covers), BudgetNotice::Covers) => None,
+            _ => Some(now),
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::vocab::ProbeKind;
 /// target going down, streams no longer watched, groups gone), never write
 /// them. The probes' tests check their sources against this table.
 ///
-/// [`TargetSnapshot`]: super::TargetSnapshot
+/// [`TargetSnapshot`]: super::target::TargetSnapshot
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Part {
     /// `server`: what INFO said.
@@ -54,7 +54,7 @@ impl Part {
 
     /// The fields of [`TargetSnapshot`] that make this part.
     ///
-    /// [`TargetSnapshot`]: super::TargetSnapshot
+    /// [`TargetSnapshot`]: super::target::TargetSnapshot
     pub fn fields(self) -> &'static [&'static str] {
         match self {
             Part::Server => &["server"],

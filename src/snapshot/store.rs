@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use super::{ExporterState, TargetSnapshot};
+use super::exporter::ExporterState;
+use super::target::TargetSnapshot;
 
 /// The snapshots, and which poller owns each target name.
 #[derive(Debug, Default)]

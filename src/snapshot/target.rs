@@ -1,15 +1,16 @@
 //! Everything known about one target: the snapshot a poller publishes
-//! after every run, and what `/metrics` renders of it.
+//! after every run, and what `/metrics` renders of it; with the parts that
+//! are about the target itself (what INFO said of the server, the last run
+//! of each probe) and the pruning of its shared maps, which a published
+//! snapshot keeps while the next one drops what vanished.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
-use super::{
-    Consumers, GroupKey, Name, OldestPending, ProbeStatus, ScanState, ServerInfo, StreamState,
-    retain_keys,
-};
-use crate::vocab::ProbeKind;
-use crate::vocab::StatsSnapshot;
+use super::name::{GroupKey, Name};
+use super::streams::{Consumers, OldestPending, ScanState, StreamState};
+use crate::vocab::{ProbeKind, StatsSnapshot};
 
 /// Everything known about one target.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -93,5 +94,111 @@ impl TargetSnapshot {
         retain_keys(&mut self.nacked, known);
         retain_keys(&mut self.consumers, known);
         retain_keys(&mut self.scans, known);
+    }
+}
+
+/// What `INFO server` and `INFO memory` said.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// `redis` or `valkey`.
+    pub server: String,
+    /// The server's own version (`valkey_version` on Valkey).
+    pub version: String,
+    /// `standalone`, `cluster` or `sentinel`.
+    pub mode: String,
+    /// `maxmemory_policy`.
+    pub maxmemory_policy: String,
+    /// `maxmemory` in bytes.
+    pub maxmemory: Option<u64>,
+    /// `used_memory` in bytes.
+    pub used_memory: Option<u64>,
+    /// `run_id`, new at every start of the server (for a cluster, its
+    /// primaries' joined): tells the same server, back after an outage,
+    /// from another one; empty when unknown.
+    pub run_id: String,
+}
+
+impl ServerInfo {
+    /// Whether the server has `XNACK` (Redis 8.8+), whose groups report
+    /// `nacked-count` in `XINFO STREAM … FULL` and nowhere else: the only
+    /// servers that command is sent to. Valkey has no `XNACK` yet.
+    pub fn has_xnack(&self) -> bool {
+        let mut parts = self.version.split('.').map(|p| p.parse::<u64>().ok());
+        let (major, minor) = (parts.next().flatten(), parts.next().flatten());
+        self.server == "redis" && (major, minor) >= (Some(8), Some(8))
+    }
+}
+
+/// The last run of one probe.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProbeStatus {
+    /// Whether it succeeded.
+    pub success: bool,
+    /// How long it took.
+    pub duration: Duration,
+    /// When it last succeeded.
+    pub last_success: Option<SystemTime>,
+    /// Time from this run to the next one scheduled (the configured interval,
+    /// or discovery's adaptive cadence and backoff).
+    pub interval: Option<Duration>,
+    /// Why the last run failed, when it did (no credentials, no paths).
+    pub last_error: Option<Arc<str>>,
+    /// Commands the last run sent.
+    pub commands: u64,
+    /// Of those, commands its next runs will not repeat (the first read of
+    /// idle groups, which later runs read one at a time).
+    pub one_off: u64,
+    /// Time between the starts of the last two runs: the cadence achieved.
+    pub achieved_interval: Option<Duration>,
+    /// When the last run started (exporter clock).
+    pub started_at: Option<tokio::time::Instant>,
+    /// Runs that panicked (each logged; the probe's loop restarted).
+    pub panics: u64,
+}
+
+impl ProbeStatus {
+    /// Commands per second this probe's cadence needs: its last run's
+    /// commands, less those its next runs will not repeat, over its
+    /// interval.
+    pub fn commands_needed_per_second(&self) -> Option<f64> {
+        let interval = self.interval?.as_secs_f64();
+        let steady = self.commands.saturating_sub(self.one_off);
+        (interval > 0.0).then(|| steady as f64 / interval)
+    }
+}
+
+/// Keeps the entries whose key passes `keep`, copying a map shared with a
+/// published snapshot only when something is to be removed.
+pub fn retain_keys<K: Ord + Clone, V: Clone>(
+    map: &mut Arc<BTreeMap<K, V>>,
+    keep: impl Fn(&K) -> bool,
+) {
+    if map.keys().any(|k| !keep(k)) {
+        Arc::make_mut(map).retain(|k, _| keep(k));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xnack_from_redis_8_8_on() {
+        let of = |server: &str, version: &str| ServerInfo {
+            server: server.into(),
+            version: version.into(),
+            ..ServerInfo::default()
+        };
+        for (server, version, has) in [
+            ("redis", "8.8.0", true),
+            ("redis", "8.10.1", true),
+            ("redis", "9.0.0", true),
+            ("redis", "8.6.3", false),
+            ("redis", "7.0.15", false),
+            ("redis", "", false),
+            ("valkey", "9.1.2", false),
+        ] {
+            assert_eq!(of(server, version).has_xnack(), has, "{server} {version}");
+        }
     }
 }

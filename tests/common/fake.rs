@@ -1,8 +1,9 @@
-//! A scriptable Redis impostor on loopback, for what no real server does: it
-//! answers like a healthy Redis 7.0 holding one stream ([`STREAM`], one
-//! group [`GROUP`] with nothing to do), except where the test's script says
-//! otherwise (a reply with a 100 MiB string, a line that never ends, a
-//! reply added or left out, silence).
+//! The tests' one RESP fake: a scriptable Redis impostor on loopback, for
+//! what no real server does. It answers like a healthy Redis 7.0 holding one
+//! stream ([`STREAM`], one group [`GROUP`] with nothing to do), except where
+//! the test's script says otherwise (a reply with a 100 MiB string, a line
+//! that never ends, a reply added or left out, silence, the incompatible
+//! proxy of the end-to-end chain).
 //!
 //! It reads RESP arrays of bulk strings (all the exporter sends) and nothing
 //! more. Like the proxy it runs on a thread and runtime of its own, so what

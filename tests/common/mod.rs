@@ -665,6 +665,22 @@ impl Metrics {
         })
     }
 
+    /// Fails the test unless every probe ([`ProbeKind::ALL`]) of target `t`
+    /// succeeded at its last run.
+    pub fn assert_every_probe_succeeded(&self) {
+        for kind in ProbeKind::ALL {
+            let probe = kind.label();
+            assert_eq!(
+                self.value(
+                    "redis_streams_exporter_probe_success",
+                    &[("target", "t"), ("probe", probe)]
+                ),
+                1.0,
+                "{probe}"
+            );
+        }
+    }
+
     /// The status of `group` of `stream` (target `t`) and the reason
     /// that decided it: its one `redis_streams_group_status` series, of
     /// value 1. `None` when the group has none yet; fails the test when it

@@ -126,23 +126,7 @@ async fn corpus(kind: Server) {
     promtool_check(&m.text);
 
     // Every probe ran to completion.
-    for probe in [
-        "discovery",
-        "stream",
-        "pending_summary",
-        "consumers",
-        "pending_scan",
-        "info",
-    ] {
-        assert_eq!(
-            m.value(
-                "redis_streams_exporter_probe_success",
-                &[("target", "t"), ("probe", probe)]
-            ),
-            1.0,
-            "{probe}"
-        );
-    }
+    m.assert_every_probe_succeeded();
     // Each problem counted by kind.
     assert_eq!(
         errors(&m, "wrongtype"),

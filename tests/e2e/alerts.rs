@@ -68,7 +68,7 @@
 //! Every process is killed when the test ends, passes or fails.
 
 use crate::common;
-use crate::{dashboards, expect, fake_redis, procs, scaling, trim_story, webhook};
+use crate::{dashboards, expect, procs, scaling, trim_story, webhook};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -76,6 +76,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use common::fake::{self, Answer, Fake};
 use common::{ALL_SERVERS, RedisServer, Server, free_port, which};
 use expect::{Fault, Labels, Since};
 use procs::{Proc, assert_alive, has_data, labels_of, query, wait_http_ok, wait_metric};
@@ -434,10 +435,7 @@ async fn run() -> Findings {
     }
     println!(
         "The fake proxy answered {} commands.",
-        stack
-            .proxy
-            .commands
-            .load(std::sync::atomic::Ordering::Relaxed)
+        stack.proxy.commands().len()
     );
     let malformed = stack.hook.malformed.lock().unwrap().clone();
     if !malformed.is_empty() {
@@ -452,6 +450,33 @@ async fn run() -> Findings {
 }
 
 /// Every process and server of the run, and what the faults must raise.
+/// The one stream the incompatible proxy pretends to hold.
+const PROXY_STREAM: &str = "proxy:orders";
+
+/// A Redis-compatible server that is reachable and answers PING, INFO, TIME and SCAN like
+/// Redis, but replies to `XINFO STREAM` without the `length` field: what a proxy or a fork
+/// with an incompatible reply shape looks like to the exporter. The target stays up while its
+/// stream probe fails on every run, which is what `RedisStreamsProbeFailing` is about. Any
+/// command it does not know is refused as unknown.
+fn incompatible_proxy() -> Fake {
+    Fake::start(|r| match r.args.first().map(String::as_str).unwrap_or("") {
+        "PING" | "CLIENT" | "SELECT" | "AUTH" | "INFO" | "TIME" | "TYPE" => Answer::Default,
+        "SCAN" => Answer::Bytes(fake::array(&[
+            fake::bulk(b"0"),
+            fake::array(&[fake::bulk(PROXY_STREAM.as_bytes())]),
+        ])),
+        // The incompatible reply: no `length` field.
+        "XINFO" if r.is("XINFO", Some("STREAM")) => Answer::Bytes(fake::array(&[
+            fake::bulk(b"groups"),
+            fake::int(0),
+            fake::bulk(b"last-generated-id"),
+            fake::bulk(b"1700000000000-0"),
+        ])),
+        "XINFO" => Answer::Bytes(b"*0\r\n".to_vec()),
+        name => Answer::Bytes(format!("-ERR unknown command '{name}'\r\n").into_bytes()),
+    })
+}
+
 struct Stack {
     matrix: Vec<(Server, RedisServer)>,
     doomed: RedisServer,
@@ -459,7 +484,7 @@ struct Stack {
     // Kept alive for the whole run: the evictable Valkey and pair-b's Redis.
     _evict: RedisServer,
     _pair_b: RedisServer,
-    proxy: fake_redis::FakeRedis,
+    proxy: Fake,
     hook: webhook::Webhook,
     alertmanager: Proc,
     am: String,
@@ -493,7 +518,7 @@ impl Stack {
         let doomed = RedisServer::start(Server::Redis70);
         let pair_a = RedisServer::start(Server::Redis70);
         let pair_b = RedisServer::start(Server::Redis70);
-        let proxy = fake_redis::start().await;
+        let proxy = incompatible_proxy();
         let hook = webhook::start().await;
         let (alertmanager, am_port) =
             start_alertmanager(dir, &logs, http, am_example, hook.port).await;
@@ -693,7 +718,7 @@ streams = ["{proxy_stream}"]
                     evict = evict.url(),
                     doomed = doomed.url(),
                     proxy = proxy_port,
-                    proxy_stream = fake_redis::STREAM,
+                    proxy_stream = PROXY_STREAM,
                 ),
                 "ghost_checks_per_scan = 5",
                 MAIN_STREAMS,

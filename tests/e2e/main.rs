@@ -18,7 +18,6 @@ mod common;
 mod alerts;
 mod dashboards;
 mod expect;
-mod fake_redis;
 mod multi_target;
 mod procs;
 mod scaling;

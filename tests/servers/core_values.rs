@@ -294,23 +294,7 @@ async fn core_values(kind: Server) {
         m.value("redis_streams_exporter_streams_dropped", &[("target", "t")]),
         0.0
     );
-    for probe in [
-        "discovery",
-        "info",
-        "stream",
-        "pending_summary",
-        "consumers",
-        "pending_scan",
-    ] {
-        assert_eq!(
-            m.value(
-                "redis_streams_exporter_probe_success",
-                &[("target", "t"), ("probe", probe)]
-            ),
-            1.0,
-            "{probe}"
-        );
-    }
+    m.assert_every_probe_succeeded();
     assert_eq!(
         m.value(
             "redis_streams_exporter_errors_total",

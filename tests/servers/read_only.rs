@@ -109,23 +109,7 @@ async fn under_minimal_acl(kind: Server) {
     for (series, v) in m.family("redis_streams_exporter_errors_total") {
         assert_eq!(v, 0.0, "{series} under the minimal ACL user:\n{}", m.text);
     }
-    for probe in [
-        "discovery",
-        "info",
-        "stream",
-        "pending_summary",
-        "consumers",
-        "pending_scan",
-    ] {
-        assert_eq!(
-            m.value(
-                "redis_streams_exporter_probe_success",
-                &[("target", "t"), ("probe", probe)]
-            ),
-            1.0,
-            "{probe}"
-        );
-    }
+    m.assert_every_probe_succeeded();
     // 20 added, 2 deleted, trimmed to 15.
     assert_eq!(m.value("redis_streams_stream_length", &ts("orders")), 15.0);
     assert_eq!(

@@ -51,8 +51,9 @@
 //! | `evictable` | a queue whose consumer always has 5 entries in flight; with `--set-eviction-policy` also `CONFIG SET maxmemory 256mb` and `maxmemory-policy allkeys-lru` | evictable pending entries |
 //! | `batch` | producer 2/s; a healthy batch job reads and acknowledges everything every `--batch-every` (4 m), and is idle in between | nothing (a `check --watch` longer than the period says ok, a single look says unknown, never stopped) |
 //!
-//! `all` runs every scenario from `healthy` to `rewind`. One file per
-//! scenario in `scenarios/`; the Redis commands they share are in `ops.rs`.
+//! `all` runs every scenario from `healthy` to `rewind`. The scenarios are
+//! in `scenarios/`, a file per family; the Redis commands they share are in
+//! `ops.rs`.
 
 mod ops;
 mod scenario;

@@ -1,5 +1,5 @@
 //! The scenarios the simulator knows: their names, the streams they work on
-//! and which function drives each (one file per scenario in `scenarios/`).
+//! and which function drives each (`scenarios/`, a file per family).
 
 use std::io::Write;
 

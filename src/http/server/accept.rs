@@ -14,8 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::conn::{Clock, Phase};
-use super::log_gate::LogGate;
-use super::registry::{Registry, Shared};
+use super::registry::{LogGate, Registry, Shared};
 use super::task::connection;
 use crate::config::HttpLimits;
 use crate::http::web_config::Live;

@@ -65,7 +65,7 @@ impl Clock {
 
 /// One connection's state, shared by its task, its I/O and the registry.
 #[derive(Debug)]
-pub(super) struct Conn {
+pub(super) struct ConnRecord {
     pub(super) id: u64,
     pub(super) phase: AtomicU8,
     /// When the phase began.
@@ -81,7 +81,7 @@ pub(super) struct Conn {
     pub(super) handshake_slot: AtomicBool,
 }
 
-impl Conn {
+impl ConnRecord {
     pub(super) fn phase(&self) -> Phase {
         Phase::from_u8(self.phase.load(Ordering::Acquire))
     }

@@ -1,23 +1,25 @@
 //! The state every connection task shares: the registry of open connections,
 //! and the two ways of making room in it (closing the connection that waited
 //! longest at the connection cap, handing over the oldest handshake's slot at
-//! the handshake cap), with the guards that leave it when a task ends.
+//! the handshake cap), with the guards that leave it when a task ends; and
+//! the gates that keep a recurring warning (a cap reached, accept failing)
+//! to one log line per interval, counting the lines they held back.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use super::conn::{Clock, Conn, Phase};
-use super::log_gate::LogGate;
+use super::conn::{Clock, ConnRecord, Phase};
 use crate::config::HttpLimits;
 
 /// Open connections, and how many hold a handshake slot.
 #[derive(Debug, Default)]
 pub(super) struct Registry {
-    pub(super) conns: HashMap<u64, Arc<Conn>>,
+    pub(super) conns: HashMap<u64, Arc<ConnRecord>>,
     pub(super) handshaking: usize,
 }
 
@@ -34,9 +36,9 @@ pub(super) struct Shared {
 }
 
 impl Shared {
-    pub(super) fn register(&self, phase: Phase) -> Arc<Conn> {
+    pub(super) fn register(&self, phase: Phase) -> Arc<ConnRecord> {
         let now = self.clock.now();
-        let conn = Arc::new(Conn {
+        let conn = Arc::new(ConnRecord {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             phase: AtomicU8::new(phase as u8),
             since: AtomicU64::new(now),
@@ -75,7 +77,7 @@ impl Shared {
     /// the handshake that started earliest, which is closed. The newest
     /// handshake wins because stalled ones are the oldest. True when one was
     /// closed.
-    pub(super) fn begin_handshake(&self, conn: &Conn) -> bool {
+    pub(super) fn begin_handshake(&self, conn: &ConnRecord) -> bool {
         let mut registry = self.registry();
         let mut closed = false;
         if registry.handshaking < self.limits.max_tls_handshakes {
@@ -102,7 +104,7 @@ impl Shared {
         closed
     }
 
-    pub(super) fn end_handshake(&self, conn: &Conn) {
+    pub(super) fn end_handshake(&self, conn: &ConnRecord) {
         let mut registry = self.registry();
         if conn.handshake_slot.swap(false, Ordering::AcqRel) {
             registry.handshaking -= 1;
@@ -110,7 +112,7 @@ impl Shared {
     }
 }
 
-fn close(c: &Conn) {
+fn close(c: &ConnRecord) {
     c.phase.store(Phase::Closing as u8, Ordering::Release);
     c.evict.cancel();
 }
@@ -125,10 +127,50 @@ impl Drop for Registered<'_> {
 }
 
 /// Returns a connection's handshake slot when its handshake ends.
-pub(super) struct HandshakeSlot<'a>(pub(super) &'a Shared, pub(super) &'a Conn);
+pub(super) struct HandshakeSlot<'a>(pub(super) &'a Shared, pub(super) &'a ConnRecord);
 
 impl Drop for HandshakeSlot<'_> {
     fn drop(&mut self) {
         self.0.end_handshake(self.1);
+    }
+}
+
+/// At most one log line per this interval for each kind of limit reached.
+const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Logs a recurring event at most once per [`LOG_EVERY`], counting the rest.
+#[derive(Debug)]
+pub(super) struct LogGate {
+    next: AtomicU64,
+    suppressed: AtomicU64,
+}
+
+impl LogGate {
+    pub(super) fn new() -> Self {
+        LogGate {
+            next: AtomicU64::new(0),
+            suppressed: AtomicU64::new(0),
+        }
+    }
+
+    /// Some(times suppressed since the last line) when a line is due.
+    pub(super) fn due(&self, now: u64) -> Option<u64> {
+        let next = self.next.load(Ordering::Acquire);
+        if now >= next
+            && self
+                .next
+                .compare_exchange(
+                    next,
+                    now + LOG_EVERY.as_millis() as u64,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok()
+        {
+            Some(self.suppressed.swap(0, Ordering::AcqRel))
+        } else {
+            self.suppressed.fetch_add(1, Ordering::AcqRel);
+            None
+        }
     }
 }

@@ -16,7 +16,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::conn::{Conn, Phase};
+use super::conn::{ConnRecord, Phase};
 use super::registry::{HandshakeSlot, Registered, Shared};
 use super::tracked::{Edge, Tracked};
 use crate::http::web_config::Live;
@@ -24,7 +24,7 @@ use crate::http::web_config::Live;
 #[allow(clippy::too_many_arguments)] // One task's whole context, passed once.
 pub(super) async fn connection(
     shared: Arc<Shared>,
-    conn: Arc<Conn>,
+    conn: Arc<ConnRecord>,
     stream: TcpStream,
     peer: SocketAddr,
     permit: OwnedSemaphorePermit,
@@ -48,7 +48,7 @@ pub(super) async fn connection(
 async fn handshake(
     stream: TcpStream,
     shared: &Shared,
-    conn: &Arc<Conn>,
+    conn: &Arc<ConnRecord>,
     peer: SocketAddr,
     live: &Live,
     shutdown: &CancellationToken,
@@ -101,7 +101,7 @@ async fn handshake(
 async fn serve_http<T>(
     io: T,
     shared: &Shared,
-    conn: &Arc<Conn>,
+    conn: &Arc<ConnRecord>,
     peer: SocketAddr,
     router: Router,
     shutdown: &CancellationToken,

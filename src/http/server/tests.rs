@@ -6,13 +6,12 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::conn::{Clock, Conn, Phase};
-use super::log_gate::LogGate;
-use super::registry::{Registry, Shared};
+use super::conn::{Clock, ConnRecord, Phase};
+use super::registry::{LogGate, Registry, Shared};
 use crate::config::HttpLimits;
 
-fn conn(phase: Phase, since: u64) -> Conn {
-    Conn {
+fn conn(phase: Phase, since: u64) -> ConnRecord {
+    ConnRecord {
         id: since,
         phase: AtomicU8::new(phase as u8),
         since: AtomicU64::new(since),

@@ -17,12 +17,12 @@ use hyper::body::Incoming;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::conn::{Clock, Conn, Phase};
+use super::conn::{Clock, ConnRecord, Phase};
 
 /// The connection's I/O, noting when bytes move.
 pub(super) struct Tracked<T> {
     pub(super) io: T,
-    pub(super) conn: Arc<Conn>,
+    pub(super) conn: Arc<ConnRecord>,
     pub(super) clock: Clock,
 }
 
@@ -84,7 +84,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Tracked<T> {
 #[derive(Clone)]
 pub(super) struct Edge {
     pub(super) router: TowerToHyperService<Router>,
-    pub(super) conn: Arc<Conn>,
+    pub(super) conn: Arc<ConnRecord>,
     pub(super) clock: Clock,
     pub(super) max_body: usize,
 }
@@ -138,7 +138,7 @@ impl hyper::service::Service<Request<Incoming>> for Edge {
 /// A response body that marks the connection idle once sent (or dropped).
 pub(super) struct TrackedBody {
     body: Body,
-    conn: Arc<Conn>,
+    conn: Arc<ConnRecord>,
     clock: Clock,
 }
 

@@ -1,14 +1,19 @@
-//! The validated web config, and how a file becomes one: hashes, headers
-//! and the rate limit checked, certificates loaded, paths taken from the
-//! file's directory as the toolkit takes them.
+//! The web config file: as written (the toolkit's keys, unknown ones refused
+//! as the toolkit refuses them), the validated settings it becomes (hashes,
+//! headers and the rate limit checked, certificates loaded, paths taken from
+//! the file's directory as the toolkit takes them), and its fingerprint,
+//! which tells that it or a file it names changed.
 
+use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::Path;
 use std::str::FromStr as _;
 use std::sync::Arc;
 
-use super::raw::{RawRateLimit, RawWebConfig, parse};
+use serde::Deserialize;
+
+use super::auth::{BasicAuth, RateLimit};
 use super::tls;
-use super::{BasicAuth, RateLimit};
 
 /// The headers the toolkit lets a web config add, with the only values it
 /// accepts where it restricts them.
@@ -143,6 +148,64 @@ fn rate_limit(r: RawRateLimit) -> Result<Option<Arc<RateLimit>>, String> {
         Some(b) => Err(format!("rate_limit.burst: must be at least 1, not {b}")),
         None => Err("rate_limit.burst: required with an interval".into()),
     }
+}
+
+/// The web config file as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWebConfig {
+    tls_server_config: Option<tls::RawTls>,
+    #[serde(default)]
+    basic_auth_users: BTreeMap<String, String>,
+    http_server_config: Option<RawHttp>,
+    rate_limit: Option<RawRateLimit>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttp {
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    http2: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRateLimit {
+    interval: Option<String>,
+    burst: Option<i64>,
+}
+
+fn parse(text: &str) -> Result<RawWebConfig, String> {
+    if text.trim().is_empty() {
+        return Ok(RawWebConfig::default());
+    }
+    serde_norway::from_str(text).map_err(|e| e.to_string())
+}
+
+/// A fingerprint of the web config file and every file it names: when it
+/// changes, the config is loaded again. Unreadable files count by their
+/// error, so a file that appears or vanishes is a change too.
+pub(super) fn fingerprint(path: &Path) -> u64 {
+    let mut h = DefaultHasher::new();
+    let mut add = |p: &Path| match std::fs::read(p) {
+        Ok(bytes) => bytes.hash(&mut h),
+        Err(e) => e.kind().hash(&mut h),
+    };
+    add(path);
+    if let Ok(text) = std::fs::read_to_string(path) {
+        if let Ok(RawWebConfig {
+            tls_server_config: Some(t),
+            ..
+        }) = parse(&text)
+        {
+            let base = path.parent().unwrap_or(Path::new("."));
+            for file in t.files(base) {
+                add(&file);
+            }
+        }
+    }
+    h.finish()
 }
 
 #[cfg(test)]

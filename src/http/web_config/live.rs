@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::fingerprint::fingerprint;
-use super::{WebConfig, WebConfigError, load};
+use super::config::{WebConfig, WebConfigError, fingerprint, load};
 
 /// The web config in force, kept current with its file.
 #[derive(Debug)]

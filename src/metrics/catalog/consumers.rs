@@ -2,7 +2,7 @@
 //! from the pending summary: one series per consumer exported by name (the
 //! rest summed under `__other__`).
 
-use super::*;
+use super::def::*;
 
 family! {
     CONSUMER_FAMILIES;

@@ -1,12 +1,18 @@
-//! What a metric family is: its type, where its samples come from, the
-//! servers that give it, and its unit; the family files declare theirs with
-//! these types.
+//! What a metric family is and how a family file declares one: its type,
+//! where its samples come from, the servers that give it, and its unit; the
+//! `metric!` and `family!` macros the family files are written in, and the
+//! label sets and small conversions they share (flags, timestamps, IDs as
+//! time), so an entry's source reads as one expression.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::SystemTime;
 
 use crate::process::ProcessStats;
 use crate::snapshot::{
-    Consumers, ExporterState, GroupState, ProbeStatus, ScanState, StreamState, TargetSnapshot,
+    Consumers, ExporterState, GroupState, PelScan, ProbeStatus, ScanState, StreamState,
+    TargetSnapshot,
 };
-use crate::vocab::ConsumerInfo;
+use crate::vocab::{ConsumerInfo, StreamId};
 
 /// The type of a metric family. The text format (0.0.4) knows the first
 /// three; OpenMetrics also the last two, which the text format writes as
@@ -270,7 +276,7 @@ impl MetricDef {
     }
 }
 
-/// Families are one by name (names are unique in [`super::METRICS`]).
+/// Families are one by name (names are unique in [`METRICS`](super::METRICS)).
 impl PartialEq for MetricDef {
     fn eq(&self, other: &Self) -> bool {
         self.name == other.name
@@ -278,3 +284,86 @@ impl PartialEq for MetricDef {
 }
 
 impl Eq for MetricDef {}
+
+/// One family: its const, named for the code that reads it. `servers` names
+/// the servers that give it when not every supported one does; `lean` what
+/// it writes for lean streams when not every sample ([`Lean::Always`]).
+macro_rules! metric {
+    ($id:ident, $name:literal, $kind:ident $({ $($field:tt)* })?, $labels:expr, $help:literal, $source:expr $(, servers: $servers:ident)? $(, lean: $lean:expr)?) => {
+        #[doc = $help]
+        // The help is Prometheus HELP text, not Markdown: `[probe] target_ttl` names a section.
+        #[allow(rustdoc::broken_intra_doc_links)]
+        pub const $id: MetricDef = MetricDef {
+            name: $name,
+            kind: MetricType::$kind $({ $($field)* })?,
+            help: $help,
+            labels: $labels,
+            source: $source,
+            servers: metric!(@servers $($servers)?),
+            lean: metric!(@lean $($lean)?),
+        };
+    };
+    (@servers) => { Servers::All };
+    (@servers $servers:ident) => { Servers::$servers };
+    (@lean) => { Lean::Always };
+    (@lean $lean:expr) => { $lean };
+}
+
+/// A family file's entries: each `metric!` and the list `$list` of all of
+/// them, in order, which [`METRICS`](super::METRICS) is made of. An entry cannot be left out
+/// of the list, so a family written in a family file is always rendered,
+/// documented and checked.
+macro_rules! family {
+    ($list:ident; $(metric!($id:ident, $($entry:tt)*);)*) => {
+        $(metric!($id, $($entry)*);)*
+        /// This file's families, in the order they are rendered.
+        pub(super) const $list: &[MetricDef] = &[$($id),*];
+    };
+}
+
+// The label sets of the family files.
+pub(super) const T: &[&str] = &["target"];
+pub(super) const TS: &[&str] = &["target", "stream"];
+pub(super) const TSG: &[&str] = &["target", "stream", "group"];
+pub(super) const TSGL: &[&str] = &["target", "stream", "group", "le"];
+pub(super) const TSGSR: &[&str] = &["target", "stream", "group", "status", "reason"];
+pub(super) const TSGCAUSE: &[&str] = &["target", "stream", "group", "cause"];
+pub(super) const TSGREASON: &[&str] = &["target", "stream", "group", "reason"];
+pub(super) const TSGC: &[&str] = &["target", "stream", "group", "consumer"];
+pub(super) const TP: &[&str] = &["target", "probe"];
+pub(super) const TCMD: &[&str] = &["target", "command"];
+
+/// 1 or 0.
+pub(super) fn flag(on: bool) -> Option<f64> {
+    Some(if on { 1.0 } else { 0.0 })
+}
+
+/// Seconds since the epoch.
+pub(super) fn secs(t: SystemTime) -> f64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// The time part of an ID of `stream`, when its IDs carry time.
+pub(super) fn id_ts(stream: &StreamState, id: StreamId) -> Option<f64> {
+    (stream.time_based_ids && !id.is_zero()).then(|| id.seconds())
+}
+
+pub(super) fn last_scan(scan: &ScanState) -> Option<&PelScan> {
+    scan.last.as_deref()
+}
+
+/// The largest idle time of a scan's entries: 0 when there were none (nothing
+/// idles), unknown when none of them had an owner.
+pub(super) fn max_idle_seconds(scan: &PelScan) -> Option<f64> {
+    match scan.max_idle_ms {
+        Some(ms) => Some(ms as f64 / 1000.0),
+        None => (scan.entries == 0).then_some(0.0),
+    }
+}
+
+/// `value`, while `/probe` is on (its cap is then at least 1).
+pub(super) fn probe_on(e: &ExporterState, value: u64) -> Option<f64> {
+    (e.multi_target.max_targets.load(Relaxed) > 0).then_some(value as f64)
+}

@@ -6,7 +6,7 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::*;
+use super::def::*;
 
 family! {
     EXPORTER_FAMILIES;

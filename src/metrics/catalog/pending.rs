@@ -1,7 +1,7 @@
 //! Families of the per-group probes: the pending summary, the PEL scan and
 //! the consumers probe.
 
-use super::*;
+use super::def::*;
 
 family! {
     PENDING_FAMILIES;

@@ -1,7 +1,7 @@
 //! Families of the stream poll: one series per watched stream, and one per
 //! group the stream poll knows.
 
-use super::*;
+use super::def::*;
 
 family! {
     STREAM_FAMILIES;

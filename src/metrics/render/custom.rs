@@ -1,15 +1,17 @@
 //! The families the renderer writes by hand ([`Custom`]): their labels go
 //! beyond one series per item of a catalog source, or they are about the
-//! render itself.
+//! render itself; and the outer join by which a family joins what two
+//! probes know of the same groups without collecting either.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::atomic::Ordering;
 
-use super::groups::{group_labels, groups_of};
-use super::other_consumers::{OTHER_CONSUMERS, consumer_sample};
-use super::outer_join::outer_join;
-use super::renderer::{full_series, group_writes, writes};
-use super::{Renderer, SectionCounts};
+use super::renderer::{
+    OTHER_CONSUMERS, Renderer, consumer_sample, full_series, group_labels, group_writes, groups_of,
+    writes,
+};
+use super::section::SectionCounts;
 use crate::metrics::catalog::{Custom, Lean};
 use crate::metrics::text::{Family, write_value};
 use crate::snapshot::{PelScan, ScanState, TargetSnapshot};
@@ -326,4 +328,34 @@ impl Renderer<'_> {
             }
         }
     }
+}
+
+/// The keys of two maps in order, each with the values the maps hold.
+fn outer_join<'m, K: Ord, A, B>(
+    a: &'m BTreeMap<K, A>,
+    b: &'m BTreeMap<K, B>,
+) -> impl Iterator<Item = (&'m K, Option<&'m A>, Option<&'m B>)> {
+    let (mut a, mut b) = (a.iter().peekable(), b.iter().peekable());
+    std::iter::from_fn(move || {
+        let order = match (a.peek(), b.peek()) {
+            (None, None) => return None,
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (Some((ka, _)), Some((kb, _))) => ka.cmp(kb),
+        };
+        Some(match order {
+            std::cmp::Ordering::Less => {
+                let (k, v) = a.next()?;
+                (k, Some(v), None)
+            }
+            std::cmp::Ordering::Greater => {
+                let (k, v) = b.next()?;
+                (k, None, Some(v))
+            }
+            std::cmp::Ordering::Equal => {
+                let (k, va) = a.next()?;
+                (k, Some(va), b.next().map(|(_, vb)| vb))
+            }
+        })
+    })
 }

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
-use super::{BuildInfo, render, render_probe_answer};
+use super::renderer::BuildInfo;
+use super::{render, render_probe_answer};
 use crate::config::{Series, StreamSettings};
 use crate::loss::ByCause;
 use crate::metrics::catalog::METRICS;

@@ -1,20 +1,37 @@
 //! The renderer: which snapshots it writes, and how each section's families
 //! are filled from the catalog's sources, sample by sample, straight from
-//! the snapshot.
+//! the snapshot; what the families share (walking the groups of the targets
+//! that are up, a group's labels, what lean series keep, a consumer's
+//! sample); and the exporter's own version, which `build_info` reports.
 
 use std::io::{self, Write};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::dedupe::any_name_escapes_alike;
-use super::groups::{group_labels, groups_of};
-use super::inputs::Input;
-use super::other_consumers::consumer_sample;
-use super::out::Out;
-use super::{BuildInfo, Section, SectionCounts, SectionInputs};
+use super::section::{Input, Out, Section, SectionCounts, SectionInputs};
 use crate::metrics::catalog::{Custom, Lean, METRICS, MetricDef, Source};
-use crate::metrics::text::{Family, Sink};
-use crate::snapshot::{ExporterState, Name, StreamState, TargetSnapshot};
+use crate::metrics::text::{Family, Sink, needs_escape};
+use crate::snapshot::{ExporterState, GroupState, Name, StreamState, TargetSnapshot};
+
+/// The exporter's own version, for `build_info` (the same values as `--version`).
+#[derive(Clone, Copy, Debug)]
+pub struct BuildInfo {
+    /// Crate version.
+    pub version: &'static str,
+    /// Source revision (12 hex digits, or `unknown`).
+    pub revision: &'static str,
+    /// Build date, RFC 3339 UTC (`SOURCE_DATE_EPOCH` when the build set it).
+    pub build_date: &'static str,
+}
+
+impl BuildInfo {
+    /// This build; build.rs always sets both variables.
+    pub const CURRENT: BuildInfo = BuildInfo {
+        version: env!("CARGO_PKG_VERSION"),
+        revision: env!("RSE_GIT_REVISION"),
+        build_date: env!("RSE_BUILD_DATE"),
+    };
+}
 
 /// Writes the exposition of some snapshots, section by section.
 ///
@@ -271,4 +288,81 @@ pub(super) fn full_series(t: &TargetSnapshot, stream: &Name) -> bool {
     t.streams
         .get(stream)
         .is_some_and(|st| st.settings.series.full())
+}
+
+/// True when two different names could be written alike (only shortened
+/// ones can), so every family must check for duplicate series.
+fn any_name_escapes_alike(up: &[&TargetSnapshot], limit: usize) -> bool {
+    let long = |n: &[u8]| needs_escape(n, limit);
+    up.iter().any(|t| {
+        t.streams
+            .iter()
+            .any(|(s, st)| long(s) || st.groups.keys().any(|g| long(g)))
+            || t.consumers
+                .values()
+                .any(|c| c.top.iter().any(|c| long(&c.info.name)))
+    })
+}
+
+pub(super) type Label<'a> = (&'static str, &'a [u8]);
+
+pub(super) fn group_labels<'a>(
+    t: &'a TargetSnapshot,
+    stream: &'a Name,
+    group: &'a Name,
+) -> [Label<'a>; 3] {
+    [
+        ("target", t.name.as_bytes()),
+        ("stream", stream),
+        ("group", group),
+    ]
+}
+
+/// Every group of the targets that are up, with its target and stream.
+pub(super) fn groups_of<'a>(
+    up: &'a [&'a TargetSnapshot],
+) -> impl Iterator<
+    Item = (
+        &'a TargetSnapshot,
+        &'a Name,
+        &'a StreamState,
+        &'a Name,
+        &'a GroupState,
+    ),
+> {
+    up.iter().flat_map(|t| {
+        t.streams
+            .iter()
+            .flat_map(move |(s, st)| st.groups.iter().map(move |(g, gs)| (*t, s, &**st, g, gs)))
+    })
+}
+
+/// The label value of the consumers over `max_consumers_per_group`, summed.
+pub(super) const OTHER_CONSUMERS: &str = "__other__";
+
+/// How a real consumer named like [`OTHER_CONSUMERS`] is written, already
+/// escaped for the exposition: `\x5f_other__`, its first byte in the `\xNN`
+/// form that [`escape_label`](crate::metrics::text::escape_label) gives only to bytes that are not
+/// UTF-8 (and a `\` of a name is doubled), so no other name is written so and
+/// the aggregate never collides with it.
+const REAL_OTHER_CONSUMER: &str = "\\\\x5f_other__";
+
+/// One sample of a consumer of `group`: every consumer under its name, but
+/// one named like the aggregate of the others, which is escaped.
+pub(super) fn consumer_sample<W: Write>(
+    f: &mut Family<'_, W>,
+    group: [Label<'_>; 3],
+    name: &[u8],
+    value: f64,
+) {
+    let [l1, l2, l3] = group;
+    if name == OTHER_CONSUMERS.as_bytes() {
+        f.sample_with_literal(
+            &[l1, l2, l3],
+            Some(("consumer", REAL_OTHER_CONSUMER)),
+            value,
+        );
+    } else {
+        f.sample(&[l1, l2, l3, ("consumer", name)], value);
+    }
 }

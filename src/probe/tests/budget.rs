@@ -2,7 +2,7 @@
 //! need outgrows the figure it advised; and what the estimator's walks may
 //! spend of the budget in one stream poll.
 
-use crate::probe::BudgetNotice::{self, Covers, Short};
+use crate::probe::state::BudgetNotice::{self, Covers, Short};
 
 /// Feeds `needs` (commands per second) against a budget of 500 and returns
 /// the notices that would be logged.
@@ -66,7 +66,7 @@ fn the_walks_never_spend_more_than_the_rate_limit_allows_in_one_interval() {
 
 mod group_cost {
     use crate::config::{CliOverrides, from_str};
-    use crate::probe::{GroupCost, GroupLine};
+    use crate::probe::groups::{GroupCost, GroupLine};
 
     fn line(pending: u64, consumers: u64, work: bool) -> GroupLine {
         GroupLine {

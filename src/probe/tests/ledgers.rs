@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use crate::backend::NodeAddr;
-use crate::probe::TargetState;
 use crate::probe::state::RunId;
+use crate::probe::state::TargetState;
 use crate::snapshot::Name;
 
 fn key(stream: &str) -> (Name, Name) {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::probe::TargetState;
+use crate::probe::state::TargetState;
 use crate::snapshot::Name;
 
 fn key(stream: &str, group: &str) -> (Name, Name) {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::lag::{MsEnds, WALKED_KEPT_PER_STREAM, Walked};
-use crate::probe::{TargetState, WALKED_KEPT_PER_TARGET};
+use crate::probe::state::{TargetState, WALKED_KEPT_PER_TARGET};
 use crate::snapshot::Name;
 use crate::vocab::StreamId;
 use crate::vocab::StreamInfo;

@@ -1,12 +1,15 @@
-//! The consumer loop shared by `poison` and `dead-letter`: entries marked bad
-//! fail on every delivery and are reclaimed once a second.
+//! Entries that fail on every delivery: one poison entry reclaimed forever
+//! (`poison`), or every 4th entry dead-lettered after three deliveries
+//! (`dead-letter`), and the consumer loop the two share.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::ops::{Ctx, ack, claim, read_new, ticker, xadd};
+use crate::ops::{
+    Ctx, ack, all_of, body, claim, fresh_stream, read_new, ticker, xadd, xadd_capped,
+};
 use crate::scenario::{Scenario, say};
 
 /// Shared by `poison` and `dead-letter`: a consumer loop in which entries
@@ -90,4 +93,64 @@ pub(crate) async fn failing_consumer(
             }
         }
     }
+}
+
+/// `poison`: one malformed entry fails on every delivery and is reclaimed
+/// (`XCLAIM`) forever.
+pub(crate) async fn poison(ctx: &Ctx) -> Result<()> {
+    let scenario = Scenario::Poison;
+    let stream = scenario.stream(&ctx.prefix);
+    let mut con = ctx.conn().await?;
+    fresh_stream(&mut con, &stream, &["workers"], &[]).await?;
+    let producer = tokio::spawn({
+        let (c, s) = (ctx.clone(), stream.clone());
+        async move {
+            let mut con = c.conn().await?;
+            let mut tick = ticker(Duration::from_millis(500));
+            let mut n = 0u64;
+            loop {
+                tick.tick().await;
+                n += 1;
+                let mut fields = body(n);
+                // One malformed message early on; every other one is fine.
+                fields.push(("kind", if n == 3 { "bad" } else { "good" }.to_string()));
+                xadd_capped(&mut con, &s, &fields).await?;
+            }
+        }
+    });
+    let consumer = tokio::spawn({
+        let (c, s) = (ctx.clone(), stream.clone());
+        async move { failing_consumer(&c, scenario, s, None).await }
+    });
+    all_of(vec![producer, consumer]).await
+}
+
+/// `dead-letter`: every 4th entry fails three deliveries, then goes to
+/// `<stream>:dlq`.
+pub(crate) async fn dead_letter(ctx: &Ctx) -> Result<()> {
+    let scenario = Scenario::DeadLetter;
+    let stream = scenario.stream(&ctx.prefix);
+    let dlq = format!("{stream}:dlq");
+    let mut con = ctx.conn().await?;
+    fresh_stream(&mut con, &stream, &["workers"], std::slice::from_ref(&dlq)).await?;
+    let producer = tokio::spawn({
+        let (c, s) = (ctx.clone(), stream.clone());
+        async move {
+            let mut con = c.conn().await?;
+            let mut tick = ticker(Duration::from_millis(250));
+            let mut n = 0u64;
+            loop {
+                tick.tick().await;
+                n += 1;
+                let mut fields = body(n);
+                fields.push(("kind", if n % 4 == 0 { "bad" } else { "good" }.to_string()));
+                xadd_capped(&mut con, &s, &fields).await?;
+            }
+        }
+    });
+    let consumer = tokio::spawn({
+        let (c, s) = (ctx.clone(), stream.clone());
+        async move { failing_consumer(&c, scenario, s, Some((dlq, 3))).await }
+    });
+    all_of(vec![producer, consumer]).await
 }

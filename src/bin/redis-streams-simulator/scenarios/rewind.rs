@@ -1,12 +1,4 @@
-//! `rewind`: a group set back in its stream, and one set beyond its end.
-//!
-//! Group `replay` reads up to 10 entries every 0.5 s (60 entries written up
-//! front, then 2/s); after [`WARM_UP`] it is set back 50 entries (`XGROUP
-//! SETID`, a replay), pauses for [`PAUSE`] and reads them again: `redis_streams_group_rewinds_total`
-//! counts it. Group `future` is set one hour ahead of the stream before
-//! anything is produced (`XGROUP SETID` into the future): every entry added
-//! in that hour has a smaller ID and will never be delivered to it
-//! (`redis_streams_group_ahead_of_stream`).
+//! Groups moved in their stream: set back, and set beyond its end (`rewind`).
 
 use std::time::Duration;
 
@@ -16,12 +8,20 @@ use tokio::time::{Instant, sleep};
 use crate::ops::{Ctx, ack, body, fresh_stream, read_new, server_ms, setid, ticker, xadd_capped};
 use crate::scenario::{Scenario, say};
 
-const WARM_UP: Duration = Duration::from_secs(8);
-const UP_FRONT: usize = 60;
-const BACK: usize = 50;
-const PAUSE: Duration = Duration::from_secs(2);
-
-pub(crate) async fn run(ctx: &Ctx) -> Result<()> {
+/// `rewind`: a group set back in its stream, and one set beyond its end.
+///
+/// Group `replay` reads up to 10 entries every 0.5 s (60 entries written up
+/// front, then 2/s); after `WARM_UP` it is set back 50 entries (`XGROUP
+/// SETID`, a replay), pauses for `PAUSE` and reads them again: `redis_streams_group_rewinds_total`
+/// counts it. Group `future` is set one hour ahead of the stream before
+/// anything is produced (`XGROUP SETID` into the future): every entry added
+/// in that hour has a smaller ID and will never be delivered to it
+/// (`redis_streams_group_ahead_of_stream`).
+pub(crate) async fn rewind(ctx: &Ctx) -> Result<()> {
+    const WARM_UP: Duration = Duration::from_secs(8);
+    const UP_FRONT: usize = 60;
+    const BACK: usize = 50;
+    const PAUSE: Duration = Duration::from_secs(2);
     let scenario = Scenario::Rewind;
     let stream = scenario.stream(&ctx.prefix);
     let mut con = ctx.conn().await?;

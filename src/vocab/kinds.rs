@@ -1,0 +1,207 @@
+//! The bounded kinds the exporter names in labels and configuration keys,
+//! each with its one list and its label: the probes (the `probe` label, and
+//! the keys of `[schedule]`, `[limits] priority` and `min_share`), the kinds
+//! of failure a command met (the client classifies server errors into them)
+//! and the kinds of item a reply left out because its name was longer than
+//! the connection keeps; and what a target's client counted by them
+//! (commands, errors, skipped items, waits, page sizes, keyspace events),
+//! copied into every snapshot.
+
+use std::collections::BTreeMap;
+
+/// The probes, by stable name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ProbeKind {
+    /// Finds the streams to watch.
+    Discovery,
+    /// INFO server and memory.
+    Info,
+    /// XINFO STREAM + GROUPS, lag, lag seconds, dead letters, status.
+    Stream,
+    /// XPENDING summary: oldest pending age.
+    PendingSummary,
+    /// XINFO CONSUMERS: per-consumer figures and orphaned entries.
+    Consumers,
+    /// Paged XPENDING over whole PELs.
+    PendingScan,
+}
+
+impl ProbeKind {
+    /// Every probe, in the order of a first collection.
+    pub const ALL: [ProbeKind; 6] = [
+        ProbeKind::Discovery,
+        ProbeKind::Info,
+        ProbeKind::Stream,
+        ProbeKind::PendingSummary,
+        ProbeKind::Consumers,
+        ProbeKind::PendingScan,
+    ];
+
+    /// The `probe` label and config key.
+    pub fn label(self) -> &'static str {
+        match self {
+            ProbeKind::Discovery => "discovery",
+            ProbeKind::Info => "info",
+            ProbeKind::Stream => "stream",
+            ProbeKind::PendingSummary => "pending_summary",
+            ProbeKind::Consumers => "consumers",
+            ProbeKind::PendingScan => "pending_scan",
+        }
+    }
+
+    /// True for the probes that work group by group and need the stream
+    /// poll's list of groups first.
+    pub fn per_group(self) -> bool {
+        matches!(
+            self,
+            ProbeKind::PendingSummary | ProbeKind::Consumers | ProbeKind::PendingScan
+        )
+    }
+}
+
+/// What kind of failure, as the bounded `kind` label of the exporter's
+/// error counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ErrorKind {
+    /// A pipeline did not complete within `command_timeout`.
+    Timeout,
+    /// Connecting failed or the connection broke.
+    Connection,
+    /// Authentication was refused.
+    Auth,
+    /// The ACL user may not run the command or touch the key.
+    NoPerm,
+    /// The key is not a stream.
+    WrongType,
+    /// The group (or the stream) vanished.
+    NoGroup,
+    /// The stream vanished.
+    NoSuchKey,
+    /// The server is loading its dataset.
+    Loading,
+    /// The server is busy running a script.
+    Busy,
+    /// A MOVED redirection (stale slot map), redirections that did not
+    /// settle, or an unreadable cluster topology.
+    Cluster,
+    /// A reply had an unexpected shape.
+    Protocol,
+    /// Anything else the server refused.
+    Other,
+}
+
+impl ErrorKind {
+    /// Every kind, so counters can start at 0 for each.
+    pub const ALL: [ErrorKind; 12] = [
+        ErrorKind::Timeout,
+        ErrorKind::Connection,
+        ErrorKind::Auth,
+        ErrorKind::NoPerm,
+        ErrorKind::WrongType,
+        ErrorKind::NoGroup,
+        ErrorKind::NoSuchKey,
+        ErrorKind::Loading,
+        ErrorKind::Busy,
+        ErrorKind::Cluster,
+        ErrorKind::Protocol,
+        ErrorKind::Other,
+    ];
+
+    /// The label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Connection => "connection",
+            ErrorKind::Auth => "auth",
+            ErrorKind::NoPerm => "noperm",
+            ErrorKind::WrongType => "wrongtype",
+            ErrorKind::NoGroup => "nogroup",
+            ErrorKind::NoSuchKey => "nosuchkey",
+            ErrorKind::Loading => "loading",
+            ErrorKind::Busy => "busy",
+            ErrorKind::Cluster => "cluster",
+            ErrorKind::Protocol => "protocol",
+            ErrorKind::Other => "other",
+        }
+    }
+
+    /// True for a key or group that no longer exists: an event (a stream
+    /// deleted, a group destroyed between two polls), not an error of the
+    /// exporter or the server, so it is not counted in `errors_total`.
+    pub fn is_vanished(self) -> bool {
+        matches!(self, ErrorKind::NoSuchKey | ErrorKind::NoGroup)
+    }
+}
+
+/// What kind of item was left out, as the bounded `kind` label of the
+/// exporter's skipped-items counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SkipKind {
+    /// A consumer group of `XINFO GROUPS` (the stream's other groups stay).
+    Group,
+    /// A consumer of `XINFO CONSUMERS` (the group's other consumers stay).
+    Consumer,
+    /// A key of discovery's `SCAN`: not watched.
+    Key,
+    /// A keyspace-event message whose key was left out: it asks for no
+    /// poll.
+    Event,
+}
+
+impl SkipKind {
+    /// Every kind, so counters can start at 0 for each.
+    pub const ALL: [SkipKind; 4] = [
+        SkipKind::Group,
+        SkipKind::Consumer,
+        SkipKind::Key,
+        SkipKind::Event,
+    ];
+
+    /// The label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            SkipKind::Group => "group",
+            SkipKind::Consumer => "consumer",
+            SkipKind::Key => "key",
+            SkipKind::Event => "event",
+        }
+    }
+}
+
+/// A copy of the client's counters at one moment.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StatsSnapshot {
+    /// Commands sent, by label.
+    pub commands: BTreeMap<&'static str, u64>,
+    /// Errors, by kind label.
+    pub errors: BTreeMap<&'static str, u64>,
+    /// Items replies left out (their names too long to keep), by kind
+    /// label.
+    pub skipped: BTreeMap<&'static str, u64>,
+    /// Seconds spent waiting on rate limits.
+    pub rate_limited_seconds: f64,
+    /// PEL entries read by the scan.
+    pub pending_scanned: u64,
+    /// Current page sizes, by command label (`scan`, `xpending_range`).
+    pub page_sizes: BTreeMap<&'static str, u32>,
+    /// The keyspace-event subscription; `None` while there is none
+    /// (`keyspace_events = "off"`, or before it starts).
+    pub keyspace_events: Option<KeyspaceEventsStats>,
+}
+
+/// What the keyspace-event subscription of a target counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyspaceEventsStats {
+    /// Keyevent messages received.
+    pub received: u64,
+    /// Keyevent messages dropped: received while the handler's queue was
+    /// full.
+    pub dropped: u64,
+    /// Every node's subscription is up and answering.
+    pub active: bool,
+    /// Extra stream polls run on events.
+    pub extra_polls: u64,
+    /// Extra stream polls left to the schedule: events asked for them while
+    /// the extra polls' share of the command budget was spent.
+    pub extra_polls_skipped: u64,
+}
