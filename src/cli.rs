@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, ValueEnum};
 
 use crate::config::CliOverrides;
 
@@ -62,12 +62,12 @@ pub struct Cli {
     pub check_config: bool,
     /// What to do (default: run the daemon).
     #[command(subcommand)]
-    pub command: Option<Action>,
+    pub command: Option<Subcommand>,
 }
 
 /// What the binary does besides running the daemon: its subcommands.
-#[derive(Debug, Subcommand)]
-pub enum Action {
+#[derive(Debug, clap::Subcommand)]
+pub enum Subcommand {
     /// Run the daemon's probes and status rules once (or over a window with
     /// --watch) and report problems first, then one line per target.
     ///

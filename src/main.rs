@@ -14,7 +14,7 @@ use clap::{CommandFactory, Parser};
 // set drops by about a third.
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-use redis_streams_exporter::cli::{Action, CheckArgs, Cli, Output};
+use redis_streams_exporter::cli::{CheckArgs, Cli, Output, Subcommand};
 use redis_streams_exporter::{app, check, config, telemetry};
 
 /// The configuration's file for messages, `<flags>` without one.
@@ -27,7 +27,7 @@ fn config_file(config: &config::Config) -> String {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.command, Some(Action::Check(_))) {
+    if matches!(cli.command, Some(Subcommand::Check(_))) {
         refuse_web_flags(&cli);
     }
     let overrides = cli.overrides();
@@ -43,7 +43,7 @@ fn main() -> ExitCode {
     }
     match &cli.command {
         // The report is the output; logs stay on stderr and quiet.
-        Some(Action::Check(_)) => telemetry::init(
+        Some(Subcommand::Check(_)) => telemetry::init(
             config.log.format,
             cli.log_level.as_deref().unwrap_or("warn"),
         ),
@@ -60,7 +60,7 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async move {
         match cli.command {
-            Some(Action::Check(args)) => run_check(config, args).await,
+            Some(Subcommand::Check(args)) => run_check(config, args).await,
             None => run_daemon(config, overrides).await,
         }
     })

@@ -367,9 +367,7 @@ fn one_type_one_place() {
             for kind in ["struct ", "enum "] {
                 let Some(at) = l.find(kind) else { continue };
                 let vis = &l[..at];
-                if !vis.starts_with("pub")
-                    || !vis.trim_end().ends_with(|c: char| c == 'b' || c == ')')
-                {
+                if !vis.starts_with("pub") || !vis.trim_end().ends_with(['b', ')']) {
                     continue;
                 }
                 let name: String = l[at + kind.len()..]
