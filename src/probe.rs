@@ -13,13 +13,12 @@
 //! `state` (what a target's poller keeps between runs), `context` (what a
 //! probe runs with, how it fails, its per-item problems), `groups` (what
 //! the per-group probes share), `budget` (the budget's log line),
-//! `figures` and `status_log` (the stream probe's helpers).
+//! `status_log` (the stream probe's helper).
 
 mod budget;
 pub(crate) mod consumers;
 mod context;
 pub(crate) mod discovery;
-mod figures;
 mod groups;
 pub(crate) mod info;
 pub(crate) mod memory;

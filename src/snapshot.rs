@@ -31,8 +31,8 @@ pub use retain::retain_keys;
 pub use server_info::ServerInfo;
 pub use store::{Owner, SnapshotStore};
 pub use streams::{
-    Consumers, DeadLetter, ExportedConsumer, GroupFigures, GroupState, Groups, OldestPending,
-    PelScan, ScanState, StreamFigures, StreamState,
+    Consumers, DeadLetter, ExportedConsumer, GroupState, Groups, OldestPending, PelScan, ScanState,
+    StreamState,
 };
 pub use target::TargetSnapshot;
 

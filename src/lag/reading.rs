@@ -38,9 +38,6 @@ impl Reading<'_> {
 
     /// Entries-added − entries-read − `lag`, when the counters allow.
     pub(super) fn gone(&self, lag: u64) -> Option<u64> {
-        self.stream
-            .entries_added?
-            .checked_sub(self.entries_read()?)?
-            .checked_sub(lag)
+        self.stream.unread_gone(self.entries_read()?, lag)
     }
 }

@@ -2,7 +2,7 @@
 //! current arithmetic, proven or re-derived on one that miscounts, and the
 //! bounds its counters prove.
 
-use super::{Arithmetic, LagMethod, Reading};
+use super::{Arithmetic, LagFigure, LagMethod, Reading, UndeliveredSample};
 use crate::vocab::StreamId;
 
 impl Reading<'_> {
@@ -81,13 +81,38 @@ impl Reading<'_> {
     }
 
     /// The bounds Redis's counters prove for the lag of a group inside the
-    /// window: `[length − min(length, read), min(length, added − read)]`.
+    /// window, when both are known: see [`StreamInfo::lag_bounds`].
+    ///
+    /// [`StreamInfo::lag_bounds`]: crate::vocab::StreamInfo::lag_bounds
     pub(super) fn counter_bounds(&self) -> Option<(u64, u64)> {
-        let length = self.stream.length;
-        let read = self.group.entries_read?;
-        let added = self.stream.entries_added?;
-        let low = length - length.min(read);
-        let high = length.min(added.checked_sub(read)?);
+        let (low, high) = self.stream.lag_bounds(self.group.entries_read?);
+        let high = high?;
         (low <= high).then_some((low, high))
+    }
+
+    /// What the poll proved of the group's undelivered entries at the
+    /// moment XINFO read the other figures, as (at least, at most): its lag
+    /// where `figure` is exact and nothing changed since (`changed`: the
+    /// stream or the group moved before a count that completes it); else at
+    /// least the entries `sample` holds (it starts after XINFO's position and
+    /// stops at XINFO's last entry, so each was undelivered then), within
+    /// the bounds the counters prove.
+    pub fn undelivered(
+        &self,
+        figure: &LagFigure,
+        sample: Option<&UndeliveredSample>,
+        changed: bool,
+    ) -> (u64, u64) {
+        if let Some(lag) = figure.lag.filter(|_| figure.exact() && !changed) {
+            return (lag, lag);
+        }
+        let mut low = sample.map_or(0, |s| s.ids.len() as u64);
+        let mut high = self.stream.length;
+        if let Some(read) = self.group.entries_read {
+            let (at_least, at_most) = self.stream.lag_bounds(read);
+            low = low.max(at_least);
+            high = at_most.unwrap_or(high);
+        }
+        (low.min(high), high)
     }
 }

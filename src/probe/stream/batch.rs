@@ -648,40 +648,6 @@ fn range_count(
     }
 }
 
-/// What the poll proved of a group's undelivered entries at the moment
-/// XINFO read the other figures: its lag where exact and not changed since
-/// (`changed`: the stream or the group moved before a count that completes
-/// it); else the bounds the counters and the sample give. A sample starts
-/// after XINFO's position and stops at XINFO's last entry, so each entry it
-/// holds was undelivered then.
-pub(super) fn undelivered_bounds(
-    info: &StreamInfo,
-    group: &GroupInfo,
-    figure: &lag::LagFigure,
-    sample: Option<&UndeliveredSample>,
-    changed: bool,
-) -> loss::Bounds {
-    if let Some(lag) = figure.lag.filter(|_| figure.exact() && !changed) {
-        return loss::Bounds::exact(lag);
-    }
-    let length = info.length;
-    let mut low = sample.map_or(0, |s| s.ids.len() as u64);
-    let mut high = length;
-    if let Some(read) = group.entries_read {
-        // At most the entries ever added after the position (entries-read
-        // never exceeds the entries added up to it), and at least the
-        // entries that cannot be among the first `read`.
-        low = low.max(length - length.min(read));
-        if let Some(after) = info.entries_added.and_then(|a| a.checked_sub(read)) {
-            high = high.min(after);
-        }
-    }
-    loss::Bounds {
-        lo: low.min(high),
-        hi: high,
-    }
-}
-
 /// True when `now` shows the same removals as `before`: nothing trimmed or
 /// deleted, and the stream not set anew (entries added are fine).
 fn same_removals(before: &StreamInfo, now: &StreamInfo) -> bool {

@@ -7,12 +7,10 @@
 
 use std::sync::Arc;
 
-use super::batch::undelivered_bounds;
 use super::poll_kind::PollKind;
 use crate::backend::reply::{GroupInfo, StreamInfo};
 use crate::lag::{self, Arithmetic, LagFigure, UndeliveredSample};
 use crate::probe::context::ProbeContext;
-use crate::probe::figures;
 use crate::probe::groups::age_seconds;
 use crate::probe::state::{GroupMemory, TargetState};
 use crate::snapshot::{GroupState, Name, StreamState};
@@ -78,10 +76,8 @@ impl GroupFold<'_> {
         let key = (self.name.clone(), gname.clone());
         let stuck_evidence = stuck_evidence(&state.snapshot, &key);
         let (memory, ledger) = state.group_entries(&key);
-        let figure = self.lag_figure(memory, group, &gname, found);
+        let (figure, undelivered) = self.lag_figure(memory, group, &gname, found);
         if self.feed_ledger {
-            let undelivered =
-                undelivered_bounds(self.info, group, &figure, found.sample, found.changed);
             let seen = loss::Observation {
                 set_from_outside: self.set_from_outside,
                 ..loss::Observation::of(self.info, group, self.now_ms, undelivered, self.counter)
@@ -133,7 +129,10 @@ impl GroupFold<'_> {
             // while entries are pending (see
             // `TargetSnapshot::oldest_pending_age`).
             pending_aged_at_ms: self.ages_at.filter(|_| group.pending > 0),
-            info: figures::group(group),
+            consumers: group.consumers,
+            pending: group.pending,
+            last_delivered_id: group.last_delivered_id,
+            entries_read: group.entries_read,
         };
         let (target, was) = (&self.ctx.target.name, before.and_then(|b| b.status));
         state
@@ -142,15 +141,16 @@ impl GroupFold<'_> {
         (gname, fresh)
     }
 
-    /// The group's lag, from this poll and what the last one proved; its
-    /// trail and its last progress move on with it.
+    /// The group's lag, from this poll and what the last one proved, and
+    /// what it proves of the undelivered entries for the ledger; its trail
+    /// and its last progress move on with it.
     fn lag_figure(
         &self,
         memory: &mut GroupMemory,
         group: &GroupInfo,
         gname: &Name,
         found: Found<'_>,
-    ) -> LagFigure {
+    ) -> (LagFigure, loss::Bounds) {
         let reading = lag::Reading {
             stream: self.info,
             group,
@@ -159,6 +159,7 @@ impl GroupFold<'_> {
             advanced_over: found.advanced_over,
         };
         let figure = reading.compute(found.sample, &self.evidence);
+        let (lo, hi) = reading.undelivered(&figure, found.sample, found.changed);
         // Liveness by progress: whatever the consumers' idle and inactive
         // fields say, a group that moved was read.
         let progressed = memory.lag_trail.as_ref().is_some_and(|before| {
@@ -187,7 +188,7 @@ impl GroupFold<'_> {
             unread_gone = ?figure.unread_gone,
             "lag figure"
         );
-        figure
+        (figure, loss::Bounds { lo, hi })
     }
 }
 

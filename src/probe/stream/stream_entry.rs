@@ -10,7 +10,6 @@ use super::poll_kind::PollKind;
 use crate::backend::reply::StreamInfo;
 use crate::lag;
 use crate::probe::context::ProbeContext;
-use crate::probe::figures;
 use crate::probe::state::TargetState;
 use crate::safe_names;
 use crate::snapshot::{Groups, Name, StreamState};
@@ -129,7 +128,7 @@ pub(super) fn build_stream(
         state.remember_walked(name, lag::Walked::keep(ends, &read.info));
     }
     let fresh = StreamState {
-        info: figures::stream(&read.info),
+        info: read.info,
         time_based_ids: time_ids,
         dead_letter: previous.as_ref().and_then(|p| p.dead_letter),
         settings,
