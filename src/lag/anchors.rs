@@ -1,7 +1,8 @@
 //! Anchors of the estimator: the points where Redis's counters pin how many
 //! entries were ever added up to an ID, at this poll and at earlier ones.
 
-use super::{Anchor, Arithmetic};
+use super::estimate::Anchor;
+use super::reading::Arithmetic;
 use crate::vocab::{GroupInfo, StreamInfo};
 
 /// The exact points of a stream's generated-entries curve known at one poll:
