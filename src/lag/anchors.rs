@@ -26,7 +26,7 @@ pub fn stream_anchors(
     });
     if let (Some(first), Some(deleted)) = (stream.first_entry_id, stream.max_deleted_entry_id) {
         if deleted < first {
-            if let Some(before) = added.checked_sub(stream.length) {
+            if let Some(before) = stream.removed() {
                 anchors.push(Anchor {
                     id: first,
                     generated: before + 1,
