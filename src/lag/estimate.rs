@@ -31,7 +31,7 @@
 //! entries. For bursts the error is what the model cannot see: a burst inside
 //! a gap that no anchor, sample or probe touches (the stream poll caps the
 //! walks' commands) is spread over the gap's milliseconds. What the walks
-//! read is kept for the next poll ([`super::Walked`]), whose walks go on
+//! read is kept for the next poll ([`super::walked::Walked`]), whose walks go on
 //! where the cap stopped them. The anchors of earlier polls bound that error
 //! by the entries added within one stream poll; without them (the first
 //! polls after a start) an unseen burst can move the estimate by up to its
