@@ -501,14 +501,14 @@ mod tests {
 
     use crate::config::StreamSettings;
     use crate::metrics::render;
-    use crate::snapshot::{Groups, OldestPending, StreamFigures, StreamState};
-    use crate::vocab::StreamId;
+    use crate::snapshot::{Groups, OldestPending, StreamState};
+    use crate::vocab::{StreamId, StreamInfo};
 
     fn streams(lengths: &[(&str, u64)]) -> Arc<BTreeMap<crate::snapshot::Name, Arc<StreamState>>> {
         let state = |length| StreamState {
-            info: StreamFigures {
+            info: StreamInfo {
                 length,
-                ..StreamFigures::default()
+                ..StreamInfo::default()
             },
             time_based_ids: true,
             settings: Arc::new(StreamSettings::default()),

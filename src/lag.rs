@@ -49,37 +49,20 @@
 //! deletions (XDEL, XDELEX, XACKDEL, DELREF trims) when it is inside the
 //! window.
 //!
-//! The rooms: `reading` (one group as a poll read it), `position` (where it
-//! stands), `trusted` (Redis's count where it can be trusted), `requests`
-//! (what the probe must read), `compute` (the lag from all of it), `model`
-//! (the estimator's model for a group), `figure` (the result and its
-//! method), `sample`, `evidence`, `trail` (what the next poll needs),
-//! `arithmetic` (which servers miscount), `anchors`, `estimate` and
-//! `walked` (what the walks learnt).
+//! The rooms: `reading` (one group as a poll read it, the lag it gives and
+//! what the next poll needs of it: every lag decision), `estimate` (the
+//! fallback estimator, the sample and evidence it reads), `anchors` (where
+//! Redis's counters pin the stream's generated entries) and `walked` (what
+//! the walks learnt, kept for the next poll).
 
 mod anchors;
-mod arithmetic;
-mod compute;
 mod estimate;
-mod evidence;
-mod figure;
-mod model;
-mod position;
 mod reading;
-mod requests;
-mod sample;
-mod trail;
-mod trusted;
 mod walked;
 
 pub use anchors::{remember_anchor, stream_anchors};
-pub use arithmetic::Arithmetic;
-pub use estimate::{Anchor, MsEnds, Split, Step, WALK_ROUNDS, Walk};
-pub use evidence::Evidence;
-pub use figure::{LagFigure, LagMethod};
-pub use reading::Reading;
-pub use sample::UndeliveredSample;
-pub use trail::Trail;
+pub use estimate::{Anchor, Evidence, MsEnds, Split, Step, UndeliveredSample, WALK_ROUNDS, Walk};
+pub use reading::{Arithmetic, LagFigure, LagMethod, Reading, Trail};
 pub use walked::{WALKED_KEPT_PER_STREAM, Walked};
 
 #[cfg(test)]

@@ -218,88 +218,76 @@ impl Bounds {
     }
 }
 
-/// The stream's figures at one poll (`XINFO STREAM`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StreamFigures {
-    /// Entries in the stream.
-    pub length: u64,
-    /// Its first entry, when it has one.
-    pub first_entry: Option<StreamId>,
-    /// The last ID it generated.
-    pub last_generated: StreamId,
-    /// Entries ever added (7.0+).
-    pub entries_added: Option<u64>,
-    /// max-deleted-entry-id (7.0+): the largest ID `XDEL`, `XDELEX` or
-    /// `XACKDEL` removed.
-    pub max_deleted: Option<StreamId>,
-}
-
-impl StreamFigures {
-    /// Entries removed in all (7.0+).
-    fn removed(&self) -> Option<u64> {
-        self.entries_added?.checked_sub(self.length)
-    }
-
+/// What the ledger reads in a stream's figures (`XINFO STREAM`) at one
+/// poll, against an earlier one.
+trait StreamHistory {
     /// True when no deletion lies at or after the first entry: every entry
     /// from the first on that was ever added is still there, except entries
     /// an `ACKED` trim removed after every group had read them.
-    fn no_deletion_past_first(&self) -> bool {
-        self.max_deleted
-            .is_some_and(|md| md.is_zero() || self.first_entry.is_none_or(|f| md < f))
-    }
-
+    fn no_deletion_past_first(&self) -> bool;
     /// True when a trim reached past `id`: the first entry lies beyond its
     /// successor, or the stream was emptied after generating past it.
-    fn trimmed_past(&self, id: StreamId) -> bool {
-        match self.first_entry {
-            Some(first) => id.successor().is_some_and(|s| first > s),
-            None => self.last_generated > id,
-        }
-    }
-
+    fn trimmed_past(&self, id: StreamId) -> bool;
     /// True when a trim since `before` can have removed entries past `id`:
     /// it reached past `id`, and the first entry moved (a trim removes the
     /// first entry first) or the stream, empty, generated more.
-    fn trimmed_past_since(&self, id: StreamId, before: &StreamFigures) -> bool {
-        self.trimmed_past(id)
-            && (self.first_entry != before.first_entry
-                || (self.length == 0 && self.last_generated != before.last_generated))
-    }
-
+    fn trimmed_past_since(&self, id: StreamId, before: &StreamInfo) -> bool;
     /// True when a deletion lies past `id`.
-    fn deleted_past(&self, id: StreamId) -> bool {
-        self.max_deleted.is_some_and(|md| md > id)
-    }
-
+    fn deleted_past(&self, id: StreamId) -> bool;
     /// True when these figures cannot follow `before` by adds and
     /// removals alone: `XSETID` (entries-added, last ID or
     /// max-deleted-entry-id set from outside), or the key deleted and made
     /// again. Rank and removal counts do not carry across.
-    fn reset_since(&self, before: &StreamFigures) -> bool {
+    fn reset_since(&self, before: &StreamInfo) -> bool;
+}
+
+impl StreamHistory for StreamInfo {
+    fn no_deletion_past_first(&self) -> bool {
+        self.max_deleted_entry_id
+            .is_some_and(|md| md.is_zero() || self.first_entry_id.is_none_or(|f| md < f))
+    }
+
+    fn trimmed_past(&self, id: StreamId) -> bool {
+        match self.first_entry_id {
+            Some(first) => id.successor().is_some_and(|s| first > s),
+            None => self.last_generated_id > id,
+        }
+    }
+
+    fn trimmed_past_since(&self, id: StreamId, before: &StreamInfo) -> bool {
+        self.trimmed_past(id)
+            && (self.first_entry_id != before.first_entry_id
+                || (self.length == 0 && self.last_generated_id != before.last_generated_id))
+    }
+
+    fn deleted_past(&self, id: StreamId) -> bool {
+        self.max_deleted_entry_id.is_some_and(|md| md > id)
+    }
+
+    fn reset_since(&self, before: &StreamInfo) -> bool {
         let (Some(added), Some(added_before)) = (self.entries_added, before.entries_added) else {
-            return self.last_generated < before.last_generated;
+            return self.last_generated_id < before.last_generated_id;
         };
         let removed_more = self.removed() > before.removed();
         added < added_before
-            || self.last_generated < before.last_generated
+            || self.last_generated_id < before.last_generated_id
             // Every XADD moves the last ID and adds one; XSETID moves either alone.
-            || (added > added_before) != (self.last_generated > before.last_generated)
+            || (added > added_before) != (self.last_generated_id > before.last_generated_id)
             // A deletion removes what it records.
-            || (self.max_deleted != before.max_deleted && !removed_more)
+            || (self.max_deleted_entry_id != before.max_deleted_entry_id && !removed_more)
     }
 }
 
 /// What one stream poll saw of a group, all of one moment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Observation {
+pub struct Observation<'a> {
     /// Server time of the poll, in ms, when known.
     pub at_ms: Option<u64>,
     /// The stream.
-    pub stream: StreamFigures,
-    /// The group's last-delivered-id.
-    pub last_delivered: StreamId,
-    /// Its entries-read, when Redis knows it.
-    pub entries_read: Option<u64>,
+    pub stream: &'a StreamInfo,
+    /// The group (its position and entries-read; its `lag` is not read:
+    /// `undelivered` is what the poll proved of it).
+    pub group: &'a GroupInfo,
     /// Undelivered entries still in the stream, at the moment of the other
     /// figures: exact where counted or known right, else bounds.
     pub undelivered: Bounds,
@@ -311,27 +299,20 @@ pub struct Observation {
     pub set_from_outside: bool,
 }
 
-impl Observation {
+impl<'a> Observation<'a> {
     /// What the loss ledger needs of one group's poll; `undelivered` is what
     /// the poll proved of its lag (the stream probe bounds it from its counts).
     pub fn of(
-        info: &StreamInfo,
-        group: &GroupInfo,
+        stream: &'a StreamInfo,
+        group: &'a GroupInfo,
         at_ms: Option<u64>,
         undelivered: Bounds,
         counter: ReadCounter,
-    ) -> Observation {
+    ) -> Observation<'a> {
         Observation {
             at_ms,
-            stream: StreamFigures {
-                length: info.length,
-                first_entry: info.first_entry_id,
-                last_generated: info.last_generated_id,
-                entries_added: info.entries_added,
-                max_deleted: info.max_deleted_entry_id,
-            },
-            last_delivered: group.last_delivered_id,
-            entries_read: group.entries_read,
+            stream,
+            group,
             undelivered,
             counter,
             set_from_outside: false,
@@ -345,7 +326,7 @@ impl Observation {
     /// `ENTRIESREAD` or `ENTRIESADDED` set from outside), then not used.
     fn rank(&self, known: Bounds, doubt: bool) -> (Bounds, bool) {
         let facts = self.rank_from_positions(known);
-        let Some(read) = self.entries_read else {
+        let Some(read) = self.group.entries_read else {
             return (facts, doubt);
         };
         if doubt {
@@ -374,15 +355,15 @@ impl Observation {
 
     /// The rank as the positions and the lag show it, without entries-read.
     fn rank_from_positions(&self, known: Bounds) -> Bounds {
-        let s = &self.stream;
-        let ld = self.last_delivered;
+        let s = self.stream;
+        let ld = self.group.last_delivered_id;
         let Some(added) = s.entries_added else {
             return Bounds::ANY;
         };
         if ld.is_zero() {
             return Bounds::exact(0);
         }
-        if ld >= s.last_generated {
+        if ld >= s.last_generated_id {
             return Bounds::exact(added);
         }
         let rank = known.at_most(added.saturating_sub(self.undelivered.lo));
@@ -392,7 +373,7 @@ impl Observation {
         if !s.no_deletion_past_first() {
             return rank;
         }
-        match s.first_entry {
+        match s.first_entry_id {
             // Every entry from the first on is there or was read by every
             // group before an ACKED trim took it: the rank is entries-added
             // minus the undelivered entries.
@@ -408,8 +389,8 @@ impl Observation {
     /// Entries after the group's position that are gone: removed before it
     /// read them. Zero when nothing after it can have been removed.
     fn gone_ahead(&self, rank: Bounds) -> Bounds {
-        let s = &self.stream;
-        let ld = self.last_delivered;
+        let s = self.stream;
+        let ld = self.group.last_delivered_id;
         if !s.trimmed_past(ld) && !s.deleted_past(ld) {
             return Bounds::exact(0);
         }
@@ -432,16 +413,14 @@ impl Observation {
     /// gone ahead.
     fn counters(&self) -> Option<u64> {
         self.stream
-            .entries_added?
-            .checked_sub(self.entries_read?)?
-            .checked_sub(self.undelivered.value()?)
+            .unread_gone(self.group.entries_read?, self.undelivered.value()?)
     }
 }
 
 /// What the ledger keeps of the last poll.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Seen {
-    stream: StreamFigures,
+    stream: StreamInfo,
     last_delivered: StreamId,
     entries_read: Option<u64>,
     undelivered: Bounds,
@@ -457,20 +436,20 @@ struct Seen {
 impl Seen {
     /// True when `o` finds the group moved backwards since.
     fn rewound_by(&self, o: &Observation) -> bool {
-        o.last_delivered < self.last_delivered
-            || matches!((o.entries_read, self.entries_read), (Some(now), Some(then)) if now < then)
+        o.group.last_delivered_id < self.last_delivered
+            || matches!((o.group.entries_read, self.entries_read), (Some(now), Some(then)) if now < then)
     }
 
     /// True when the group's position is beyond the last ID generated.
     fn ahead_of_stream(&self) -> bool {
-        self.last_delivered > self.stream.last_generated
+        self.last_delivered > self.stream.last_generated_id
     }
 
     /// The highest ID an entry gone ahead of the group can have had.
     fn gone_ahead_ceiling(&self) -> StreamId {
         let s = &self.stream;
-        let edge = s.first_entry.unwrap_or(s.last_generated);
-        s.max_deleted.map_or(edge, |md| edge.max(md))
+        let edge = s.first_entry_id.unwrap_or(s.last_generated_id);
+        s.max_deleted_entry_id.map_or(edge, |md| edge.max(md))
     }
 }
 
@@ -482,7 +461,7 @@ struct CountersAnchor {
     counted: u64,
     removed: u64,
     last_delivered: StreamId,
-    stream: StreamFigures,
+    stream: StreamInfo,
 }
 
 /// What one interval between two polls proved, and what it could not.
@@ -547,10 +526,10 @@ impl Ledger {
     pub fn range_to_count(&self, o: &Observation) -> Option<(StreamId, StreamId)> {
         let last = self.last.as_ref()?;
         let wanted = !self.starts_over(last, o)
-            && o.last_delivered > last.last_delivered
+            && o.group.last_delivered_id > last.last_delivered
             && o.stream.deleted_past(last.last_delivered)
             && o.stream.removed() > last.stream.removed();
-        wanted.then(|| Some((last.last_delivered.successor()?, o.last_delivered)))?
+        wanted.then(|| Some((last.last_delivered.successor()?, o.group.last_delivered_id)))?
     }
 
     /// Records one poll; `range` is what the probe counted of
@@ -562,7 +541,7 @@ impl Ledger {
         // position.
         let comparable = previous.filter(|p| !self.starts_over(p, o));
         let known = comparable
-            .filter(|p| p.last_delivered == o.last_delivered && !p.ahead_of_stream())
+            .filter(|p| p.last_delivered == o.group.last_delivered_id && !p.ahead_of_stream())
             .map_or(Bounds::ANY, |p| p.rank);
         // Counters set from outside (`XSETID`, an event that says so) leave
         // entries-read out of step with entries-added: not used until the
@@ -572,15 +551,15 @@ impl Ledger {
         let doubt = set_outside || comparable.is_some_and(|p| p.doubt);
         let (mut rank, doubt) = o.rank(known, doubt);
         if let Some(p) = previous.filter(|p| !self.starts_over(p, o))
-            && o.last_delivered > p.last_delivered
+            && o.group.last_delivered_id > p.last_delivered
         {
             // The entry at the new position was delivered: one more at least.
             rank = rank.at_least(p.rank.lo.saturating_add(u64::from(!p.ahead_of_stream())));
         }
         let seen = Seen {
-            stream: o.stream,
-            last_delivered: o.last_delivered,
-            entries_read: o.entries_read,
+            stream: *o.stream,
+            last_delivered: o.group.last_delivered_id,
+            entries_read: o.group.entries_read,
             undelivered: o.undelivered,
             rank,
             doubt,
@@ -611,14 +590,15 @@ impl Ledger {
     fn starts_over(&self, p: &Seen, o: &Observation) -> bool {
         // Entries-read changes only with the position it counts to, unless
         // the group was set from outside (a SETID to where it stood).
-        let counter_set = o.last_delivered == p.last_delivered && o.entries_read != p.entries_read;
+        let counter_set =
+            o.group.last_delivered_id == p.last_delivered && o.group.entries_read != p.entries_read;
         o.set_from_outside || counter_set || p.rewound_by(o) || o.stream.reset_since(&p.stream)
     }
 
     /// Counts what the interval from `p` to the poll `o` proved and what it
     /// leaves possible.
     fn interval_ended(&mut self, p: &Seen, now: &Seen, o: &Observation, range: Option<RangeCount>) {
-        let s = &o.stream;
+        let s = o.stream;
         let Some(removed) = s.removed() else {
             // Redis 6.2: no entries-added, so no count; a trim that passed
             // the group's position is all that can be said.
@@ -662,7 +642,7 @@ impl Ledger {
             self.possibly_lost
                 .get_or_insert_with(ByCause::default)
                 .add(split(possible));
-            if p.entries_read.is_some() && o.entries_read.is_some() {
+            if p.entries_read.is_some() && o.group.entries_read.is_some() {
                 self.unproven.order_unknown += 1;
             } else {
                 self.unproven.no_entries_read += 1;
@@ -678,7 +658,7 @@ impl Ledger {
         let (Some(anchor), Some(figure)) = (self.anchor, o.counters()) else {
             return 0;
         };
-        let s = &o.stream;
+        let s = o.stream;
         // Something after the anchor's position must have been removed.
         if !s.trimmed_past_since(anchor.last_delivered, &anchor.stream)
             && !s.deleted_past(anchor.last_delivered)
@@ -698,8 +678,8 @@ impl Ledger {
                 figure,
                 counted: self.lost.map_or(0, |l| l.total()),
                 removed,
-                last_delivered: o.last_delivered,
-                stream: o.stream,
+                last_delivered: o.group.last_delivered_id,
+                stream: *o.stream,
             });
         }
     }
@@ -722,7 +702,7 @@ impl Ledger {
         };
         let behind = last
             .stream
-            .first_entry
+            .first_entry_id
             .is_some_and(|f| last.last_delivered < f);
         let skipped = match last.counters {
             Some(figure) if behind && last.counter == ReadCounter::KeepsGaps && !last.doubt => {
@@ -783,7 +763,7 @@ impl Ledger {
 /// at the last poll: those the last poll saw ahead are all behind the group
 /// now when it passed the highest of them, else at most as many as it saw.
 fn gone_ahead_bound(p: &Seen, now: &Seen, o: &Observation) -> u64 {
-    let still_ahead = if o.last_delivered >= p.gone_ahead_ceiling() {
+    let still_ahead = if o.group.last_delivered_id >= p.gone_ahead_ceiling() {
         0
     } else {
         p.gone_ahead.hi
@@ -792,7 +772,7 @@ fn gone_ahead_bound(p: &Seen, now: &Seen, o: &Observation) -> u64 {
     // A group that did not move passed nothing: every entry removed after
     // its position is ahead of it, and the change of the undelivered
     // entries against the entries added counts them whatever its rank.
-    let unmoved = if o.last_delivered == p.last_delivered && !p.ahead_of_stream() {
+    let unmoved = if o.group.last_delivered_id == p.last_delivered && !p.ahead_of_stream() {
         unmoved_removals(p, o).lo
     } else {
         0
@@ -818,9 +798,9 @@ fn unmoved_removals(p: &Seen, o: &Observation) -> Bounds {
 /// entries removed after the group's previous position, less those
 /// already gone then and those the group had been delivered (ghosts).
 fn at_most(p: &Seen, now: &Seen, o: &Observation, range: Option<RangeCount>) -> u64 {
-    let s = &o.stream;
+    let s = o.stream;
     let mut bound = u64::MAX;
-    if o.last_delivered == p.last_delivered && !p.ahead_of_stream() {
+    if o.group.last_delivered_id == p.last_delivered && !p.ahead_of_stream() {
         bound = bound.min(unmoved_removals(p, o).hi);
     }
     let ghosts = match range {
@@ -850,27 +830,19 @@ fn at_most(p: &Seen, now: &Seen, o: &Observation, range: Option<RangeCount>) -> 
         bound = bound.min(gone);
     }
     if let (ReadCounter::KeepsGaps, Some(before), Some(figure)) =
-        (o.counter, p_counters(p), o.counters())
+        (o.counter, p.counters, o.counters())
     {
         // Entries-read valid at both polls and no deletion the group could
         // have read past: nothing re-estimated it, so the counters' rise is
         // every loss of the interval.
-        let no_reestimate = s.max_deleted.is_some_and(|md| {
-            md <= p.last_delivered || p.stream.first_entry.is_some_and(|f| md < f)
+        let no_reestimate = s.max_deleted_entry_id.is_some_and(|md| {
+            md <= p.last_delivered || p.stream.first_entry_id.is_some_and(|f| md < f)
         });
         if no_reestimate {
             bound = bound.min(figure.saturating_sub(before));
         }
     }
     bound
-}
-
-/// The counters' figure of the last poll, when it was exact.
-fn p_counters(p: &Seen) -> Option<u64> {
-    p.stream
-        .entries_added?
-        .checked_sub(p.entries_read?)?
-        .checked_sub(p.undelivered.value()?)
 }
 
 /// Splits `n` entries by cause: a deletion when only a deletion reached

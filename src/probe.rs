@@ -13,13 +13,12 @@
 //! `state` (what a target's poller keeps between runs, and the budget's log
 //! line), `context` (what a probe runs with, how it fails, its per-item
 //! problems), `groups` (what the per-group probes share), `memory` (what
-//! each probe leaves in the state for its next run), `figures` and `status_log` (the stream probe's
-//! helpers).
+//! each probe leaves in the state for its next run) and `status_log` (the
+//! stream probe's log of status changes).
 
 pub(crate) mod consumers;
 mod context;
 pub(crate) mod discovery;
-mod figures;
 mod groups;
 pub(crate) mod info;
 pub(crate) mod memory;

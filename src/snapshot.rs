@@ -25,8 +25,8 @@ pub use name::{GroupKey, Name};
 pub use part::Part;
 pub use store::{Owner, SnapshotStore};
 pub use streams::{
-    Consumers, DeadLetter, ExportedConsumer, GroupFigures, GroupState, Groups, OldestPending,
-    PelScan, ScanState, StreamFigures, StreamState,
+    Consumers, DeadLetter, ExportedConsumer, GroupState, Groups, OldestPending, PelScan, ScanState,
+    StreamState,
 };
 pub use target::{ProbeStatus, ServerInfo, TargetSnapshot, retain_keys};
 

@@ -129,8 +129,8 @@ fn group_report(
         lag: gs.lag,
         lag_estimated: gs.lag_estimated,
         lag_seconds: gs.lag_seconds,
-        pending: gs.info.pending,
-        consumers: gs.info.consumers,
+        pending: gs.pending,
+        consumers: gs.consumers,
         oldest_pending_age_seconds: t.oldest_pending_age(key),
         max_idle_seconds: scan
             .as_ref()
@@ -180,14 +180,14 @@ fn status_problem(
     let (gs, span) = (seen.group, seen.span);
     match status {
         Some(GroupStatus::DataLoss) => Some(data_loss_problem(config, seen)),
-        Some(GroupStatus::Stopped) if gs.info.consumers == 0 => Some(format!(
+        Some(GroupStatus::Stopped) if gs.consumers == 0 => Some(format!(
             "stopped: no consumer in the group, with {} waiting",
-            work(gs.lag, gs.info.pending)
+            work(gs.lag, gs.pending)
         )),
         Some(GroupStatus::Stopped) => Some(format!(
             "stopped: no consumer read successfully in the {} watched, with {} waiting",
             short(span),
-            work(gs.lag, gs.info.pending)
+            work(gs.lag, gs.pending)
         )),
         Some(GroupStatus::Stalled) => Some(stalled_problem(watched, seen)),
         Some(GroupStatus::Lagging) => Some(lagging_problem(seen)),
@@ -230,7 +230,7 @@ fn stalled_problem(watched: &Watched, seen: &Seen) -> String {
     }
     let oldest_then = seen.base.and_then(|b| b.oldest_pending);
     let oldest_now = watched.oldest_pending.get(&seen.key).copied().flatten();
-    if gs.info.pending > 0 && oldest_then.is_some() && oldest_then == oldest_now {
+    if gs.pending > 0 && oldest_then.is_some() && oldest_then == oldest_now {
         format!(
             "stalled: the oldest pending entry ({}) was not acknowledged in the {} watched",
             oldest_now.map_or_else(String::new, |id| id.to_string()),
@@ -240,7 +240,7 @@ fn stalled_problem(watched: &Watched, seen: &Seen) -> String {
         format!(
             "stalled: the group's position did not move in the {} watched, with {} waiting",
             short(span),
-            work(gs.lag, gs.info.pending)
+            work(gs.lag, gs.pending)
         )
     }
 }
@@ -369,11 +369,11 @@ fn group_notes(
                 gs.rewinds - base.rewinds
             ));
         }
-        if !plan.watch.is_zero() && gs.info.pending > base.pending {
+        if !plan.watch.is_zero() && gs.pending > base.pending {
             notes.push(format!(
                 "pending grew from {} to {} in the {} watched",
                 base.pending,
-                gs.info.pending,
+                gs.pending,
                 short(span)
             ));
         }
@@ -383,7 +383,7 @@ fn group_notes(
             "{} possible ghosts not checked (limits.ghost_checks_per_scan)",
             sc.ghost_unchecked
         )),
-        (None, Some(p)) if gs.info.pending > 0 => notes.push(format!(
+        (None, Some(p)) if gs.pending > 0 => notes.push(format!(
             "the PEL scan did not finish ({:.0}% read): poison and ghosts unknown",
             p * 100.0
         )),

@@ -45,7 +45,7 @@ impl Watched {
                 self.groups.entry(key).or_insert_with(|| Baseline {
                     first_seen: now,
                     oldest_pending: oldest,
-                    pending: gs.info.pending,
+                    pending: gs.pending,
                     lost: gs.lost.map_or(0, |l| l.trimmed + l.deleted),
                     rewinds: gs.rewinds,
                 });

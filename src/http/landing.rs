@@ -235,7 +235,7 @@ pub(super) fn landing(state: &HttpState, config: &Config, query: Option<&str>) -
             lag,
             gs.lag_seconds
                 .map_or("unknown".to_string(), |s| format!("{s:.1}")),
-            gs.info.pending,
+            gs.pending,
             known(scan.map(|sc| sc.poison)),
             known(scan.map(|sc| sc.ghost)),
             known(t.consumers.get(&key).map(|c| c.orphaned)),

@@ -1,7 +1,8 @@
 //! Anchors of the estimator: the points where Redis's counters pin how many
 //! entries were ever added up to an ID, at this poll and at earlier ones.
 
-use super::{Anchor, Arithmetic};
+use super::estimate::Anchor;
+use super::reading::Arithmetic;
 use crate::vocab::{GroupInfo, StreamInfo};
 
 /// The exact points of a stream's generated-entries curve known at one poll:
@@ -25,7 +26,7 @@ pub fn stream_anchors(
     });
     if let (Some(first), Some(deleted)) = (stream.first_entry_id, stream.max_deleted_entry_id) {
         if deleted < first {
-            if let Some(before) = added.checked_sub(stream.length) {
+            if let Some(before) = stream.removed() {
                 anchors.push(Anchor {
                     id: first,
                     generated: before + 1,

@@ -1,7 +1,10 @@
 //! The fallback estimator (docs/lag-and-losses.md): how many entries follow a group's
 //! position when Redis cannot say and there are too many to count.
 //!
-//! Two models, both pure:
+//! For one group it reads the [`UndeliveredSample`] the probe took after its
+//! position and the stream's [`Evidence`] (the walked milliseconds and the
+//! anchors), picks a model ([`entries_after`]) and names the walk that model
+//! needs ([`walk`]). Two models, both pure:
 //! - **Generated entries** ([`generated_after`], 7.0+): Redis's counters pin
 //!   how many entries were ever added up to a few IDs, the [`Anchor`]s: the
 //!   stream's last ID, its first entry when nothing inside the window was
@@ -28,7 +31,7 @@
 //! entries. For bursts the error is what the model cannot see: a burst inside
 //! a gap that no anchor, sample or probe touches (the stream poll caps the
 //! walks' commands) is spread over the gap's milliseconds. What the walks
-//! read is kept for the next poll ([`super::Walked`]), whose walks go on
+//! read is kept for the next poll ([`super::walked::Walked`]), whose walks go on
 //! where the cap stopped them. The anchors of earlier polls bound that error
 //! by the entries added within one stream poll; without them (the first
 //! polls after a start) an unseen burst can move the estimate by up to its
@@ -39,7 +42,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::vocab::StreamId;
+use crate::vocab::{StreamId, StreamInfo};
 
 /// Entries ever added with an ID at or below `id`: a point where Redis's
 /// counters pin the generated-entries curve exactly.
@@ -49,6 +52,69 @@ pub struct Anchor {
     pub id: StreamId,
     /// Entries ever added with an ID at or below it.
     pub generated: u64,
+}
+
+/// The first undelivered entries, as read by the probe, and, when the lag
+/// must be estimated, the last entries after them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UndeliveredSample {
+    /// IDs returned by `XRANGE key <successor> + COUNT count`.
+    pub ids: Vec<StreamId>,
+    /// The COUNT asked for.
+    pub count: u32,
+    /// IDs returned by `XREVRANGE key + <successor of the last id> COUNT
+    /// count` (see [`Reading::tail_request`]), in ID order; empty when not read.
+    ///
+    /// [`Reading::tail_request`]: super::reading::Reading::tail_request
+    pub tail: Vec<StreamId>,
+    /// The COUNT asked for the tail; 0 when it was not read.
+    pub tail_count: u32,
+    /// The group read on, or entries were removed, between XINFO and this
+    /// sample: the count is still a lag, but not of XINFO's moment, so no
+    /// proof of what was lost (its consumers may have deleted what they
+    /// read meanwhile).
+    pub changed_meanwhile: bool,
+}
+
+impl UndeliveredSample {
+    /// A sample of the first undelivered entries only.
+    pub fn head(ids: Vec<StreamId>, count: u32) -> UndeliveredSample {
+        UndeliveredSample {
+            ids,
+            count,
+            ..UndeliveredSample::default()
+        }
+    }
+
+    /// True when the reply held every undelivered entry.
+    pub(super) fn is_complete(&self) -> bool {
+        (self.ids.len() as u64) < u64::from(self.count)
+    }
+
+    /// With a tail read: every undelivered entry, when head and tail held
+    /// them all between them.
+    pub(super) fn counted_with_tail(&self) -> Option<u64> {
+        (self.tail_count > 0 && (self.tail.len() as u64) < u64::from(self.tail_count))
+            .then(|| (self.ids.len() + self.tail.len()) as u64)
+    }
+}
+
+/// How many times the head sample's size the tail read asks for: lags
+/// below `(1 + TAIL_FACTOR) × k` (up to 499 at the default `k` of 100) are
+/// then counted, not estimated, for one bounded read of the last entries; a
+/// tail that comes back full cannot show that nothing lies between it and
+/// the head.
+pub(super) const TAIL_FACTOR: u32 = 4;
+
+/// What the estimator may use beyond the group's own sample.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Evidence<'a> {
+    /// Last sequence numbers of probed milliseconds.
+    pub ends: Option<&'a MsEnds>,
+    /// Points of the stream's generated-entries curve (see [`stream_anchors`]).
+    ///
+    /// [`stream_anchors`]: super::anchors::stream_anchors
+    pub anchors: &'a [Anchor],
 }
 
 /// What walks over a stream's milliseconds found: the sequence of the last
@@ -434,6 +500,99 @@ pub fn retained_after(
             let rank = split.share(ends).clamp(1.0, (split.total as f64).max(1.0));
             Some(length as f64 - rank)
         }
+    }
+}
+
+/// The estimator's model for one group: entries generated after its
+/// position between two anchors, or the retained entries around its
+/// sample (or the answer the sample settles).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Model {
+    /// Entries generated after the position, between two anchors.
+    Generated(Anchor, Split),
+    /// Retained entries around the sample, or the answer it settles.
+    Retained(Result<Split, Option<f64>>),
+}
+
+/// The anchors, with the tail's first entry when nothing after the
+/// position was deleted (then the entries generated up to it are
+/// entries-added minus the tail after it).
+fn anchors_with_tail(
+    stream: &StreamInfo,
+    sample: &UndeliveredSample,
+    anchors: &[Anchor],
+) -> Vec<Anchor> {
+    let mut all = anchors.to_vec();
+    if let (Some(&t), Some(added)) = (sample.tail.first(), stream.entries_added) {
+        if let Some(generated) = added.checked_sub(sample.tail.len() as u64 - 1) {
+            all.push(Anchor { id: t, generated });
+            all.sort_unstable();
+            all.dedup_by_key(|a| a.id);
+        }
+    }
+    all
+}
+
+/// The model for a group at `position`: entries generated after it when
+/// nothing after it was deleted and anchors surround it, else the retained
+/// entries around its sample.
+fn model(
+    stream: &StreamInfo,
+    position: StreamId,
+    sample: &UndeliveredSample,
+    anchors: &[Anchor],
+) -> Option<Model> {
+    let nothing_deleted_after = stream.max_deleted_entry_id.is_some_and(|d| d <= position);
+    if nothing_deleted_after && stream.entries_added.is_some() {
+        if let Some((below, split)) = generated_split(position, anchors) {
+            return Some(Model::Generated(below, split));
+        }
+    }
+    Some(Model::Retained(retained_split(
+        stream.first_entry_id?,
+        stream.last_entry_id?,
+        stream.length,
+        &sample.ids,
+        &sample.tail,
+    )))
+}
+
+/// The entries after a group's `position`, estimated with its model from
+/// its sample and the stream's evidence, before the caller clamps them.
+pub(super) fn entries_after(
+    stream: &StreamInfo,
+    position: StreamId,
+    sample: &UndeliveredSample,
+    evidence: &Evidence<'_>,
+) -> Option<f64> {
+    let empty = MsEnds::default();
+    let ends = evidence.ends.unwrap_or(&empty);
+    let anchors = anchors_with_tail(stream, sample, evidence.anchors);
+    match model(stream, position, sample, &anchors)? {
+        Model::Generated(..) => generated_after(position, &anchors, stream.entries_added?, ends),
+        Model::Retained(_) => retained_after(
+            stream.first_entry_id?,
+            stream.last_entry_id?,
+            stream.length,
+            &sample.ids,
+            &sample.tail,
+            ends,
+        ),
+    }
+}
+
+/// The walk over the stream's milliseconds that the model of a group at
+/// `position` splits, when it has a gap to split.
+pub(super) fn walk(
+    stream: &StreamInfo,
+    position: StreamId,
+    sample: &UndeliveredSample,
+    anchors: &[Anchor],
+) -> Option<Walk> {
+    let anchors = anchors_with_tail(stream, sample, anchors);
+    match model(stream, position, sample, &anchors)? {
+        Model::Generated(_, split) | Model::Retained(Ok(split)) => Some(Walk::new(&split)),
+        Model::Retained(Err(_)) => None,
     }
 }
 

@@ -192,7 +192,7 @@ fn old_server_count_after_a_gap_is_not_trusted() {
     assert_eq!(f.unread_gone, Some(2), "the two trimmed unread entries");
     // The next poll may carry that proof forward: Redis's count minus 2.
     let proven = r.trail(&f);
-    let mut s2 = s.clone();
+    let mut s2 = s;
     s2.entries_added = Some(40);
     s2.length = 28;
     s2.last_generated_id = id(40);
@@ -294,11 +294,11 @@ fn old_server_proof_breaks_on_rewind_deletion_or_trim() {
     let back = group(550, Some(450), Some(550));
     let r = reading(&s, &back, Arithmetic::Miscounting, Some(&proven));
     assert_eq!(r.trusted_report(), None, "rewound");
-    let mut deleted = s.clone();
+    let mut deleted = s;
     deleted.max_deleted_entry_id = Some(id(650));
     let r = reading(&deleted, &ok, Arithmetic::Miscounting, Some(&proven));
     assert_eq!(r.trusted_report(), None, "deletion after the last position");
-    let mut trimmed = s.clone();
+    let mut trimmed = s;
     trimmed.first_entry_id = Some(id(650));
     let r = reading(&trimmed, &ok, Arithmetic::Miscounting, Some(&proven));
     assert_eq!(r.trusted_report(), None, "trim passed the last position");
@@ -332,11 +332,11 @@ fn a_stopped_groups_first_undelivered_entry_is_read_once() {
     let moved = group(5, Some(5), Some(5));
     let r = reading(&later, &moved, Arithmetic::Current, Some(&trail));
     assert_eq!(r.sample_request(100), Some(1), "the group moved");
-    let mut deleted = later.clone();
+    let mut deleted = later;
     deleted.max_deleted_entry_id = Some(id(5));
     let r = reading(&deleted, &g, Arithmetic::Current, Some(&trail));
     assert_eq!(r.sample_request(100), Some(1), "the entry was deleted");
-    let mut unknown = later.clone();
+    let mut unknown = later;
     unknown.max_deleted_entry_id = None;
     let r = reading(&unknown, &g, Arithmetic::Current, Some(&trail));
     assert_eq!(r.sample_request(100), Some(1), "deletions unknown");
@@ -600,4 +600,126 @@ fn head_and_tail_count_lags_up_to_499() {
     let estimated = figure(500);
     assert_eq!(estimated.method, LagMethod::Estimated);
     assert!(!estimated.exact());
+}
+
+/// What a poll proves of the undelivered entries for the loss ledger: the
+/// lag where exact and unchanged since XINFO, else the sample and the
+/// counters' bounds.
+#[test]
+fn undelivered_entries_are_the_exact_lag_or_the_bounds() {
+    let figure = |lag: Option<u64>, method| LagFigure {
+        lag,
+        method,
+        trimmed_undelivered: Some(0),
+        unread_gone: None,
+        first_undelivered: None,
+        behind_first_entry: false,
+        ahead_of_stream: false,
+    };
+    let s = StreamInfo {
+        entries_added: Some(1_000),
+        ..stream(100, 901, 1_000)
+    };
+    let no_counters = StreamInfo {
+        entries_added: None,
+        ..s
+    };
+    let read = |n: Option<u64>| group(950, None, n);
+    let cases = [
+        // stream, group, figure, sampled, changed, (at least, at most)
+        (
+            &s,
+            read(Some(950)),
+            figure(Some(50), LagMethod::Counted),
+            50,
+            false,
+            (50, 50),
+        ),
+        (
+            &s,
+            read(Some(950)),
+            figure(Some(50), LagMethod::Reported),
+            0,
+            false,
+            (50, 50),
+        ),
+        // A count raced by the group proves only what the counters do.
+        (
+            &s,
+            read(Some(950)),
+            figure(Some(50), LagMethod::Counted),
+            50,
+            true,
+            (50, 50),
+        ),
+        (
+            &s,
+            read(Some(900)),
+            figure(Some(50), LagMethod::Counted),
+            20,
+            true,
+            (20, 100),
+        ),
+        (
+            &s,
+            read(Some(950)),
+            figure(Some(45), LagMethod::Estimated),
+            10,
+            false,
+            (10, 50),
+        ),
+        (
+            &s,
+            read(Some(960)),
+            figure(None, LagMethod::Unknown),
+            0,
+            false,
+            (0, 40),
+        ),
+        (
+            &s,
+            read(Some(40)),
+            figure(None, LagMethod::Unknown),
+            0,
+            false,
+            (60, 100),
+        ),
+        // Without entries-read, or before 7.0: the sample and the length.
+        (
+            &s,
+            read(None),
+            figure(Some(45), LagMethod::Estimated),
+            10,
+            false,
+            (10, 100),
+        ),
+        (
+            &no_counters,
+            read(Some(40)),
+            figure(None, LagMethod::Unknown),
+            5,
+            false,
+            (60, 100),
+        ),
+        // Counters that contradict the sample never cross.
+        (
+            &s,
+            read(Some(960)),
+            figure(None, LagMethod::Unknown),
+            70,
+            false,
+            (40, 40),
+        ),
+    ];
+    for (stream, group, figure, sampled, changed, want) in cases {
+        let r = current(stream, &group);
+        let sample = (sampled > 0).then(|| sample(951..951 + sampled, 100));
+        assert_eq!(
+            r.undelivered(&figure, sample.as_ref(), changed),
+            want,
+            "{:?} {:?} {sampled} {changed}",
+            group.entries_read,
+            figure.lag
+        );
+    }
 }

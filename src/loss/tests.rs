@@ -178,23 +178,26 @@ impl Model {
     }
 
     /// What a poll sees, all of one moment, with the exact lag.
-    fn poll(&mut self) -> Observation {
+    fn poll(&mut self) -> Polled {
         self.now += 1_000;
         let lag = self.entries.range(self.last + 1..).count() as u64;
-        Observation {
+        Polled {
             at_ms: Some(self.now),
-            stream: StreamFigures {
+            stream: StreamInfo {
                 length: self.entries.len() as u64,
-                first_entry: self.first().map(id),
-                last_generated: id(self.last_generated),
+                first_entry_id: self.first().map(id),
+                last_generated_id: id(self.last_generated),
                 entries_added: Some(self.added),
-                max_deleted: Some(id(self.max_deleted)),
+                max_deleted_entry_id: Some(id(self.max_deleted)),
+                ..StreamInfo::default()
             },
-            last_delivered: id(self.last),
-            entries_read: self.read,
+            group: GroupInfo {
+                last_delivered_id: id(self.last),
+                entries_read: self.read,
+                ..GroupInfo::default()
+            },
             undelivered: Bounds::exact(lag),
             counter: self.counter,
-            set_from_outside: false,
         }
     }
 
@@ -214,9 +217,32 @@ fn id(ms: u64) -> StreamId {
     StreamId::new(ms, 0)
 }
 
+/// What one poll read, as the probe holds it; the ledger sees it through
+/// [`Polled::observation`].
+struct Polled {
+    at_ms: Option<u64>,
+    stream: StreamInfo,
+    group: GroupInfo,
+    undelivered: Bounds,
+    counter: ReadCounter,
+}
+
+impl Polled {
+    fn observation(&self) -> Observation<'_> {
+        Observation::of(
+            &self.stream,
+            &self.group,
+            self.at_ms,
+            self.undelivered,
+            self.counter,
+        )
+    }
+}
+
 /// A poll fed to the ledger, with the range count it asks for.
 fn poll(l: &mut Ledger, m: &mut Model) {
-    let o = m.poll();
+    let polled = m.poll();
+    let o = polled.observation();
     let range = l.range_to_count(&o).map(|r| m.count(r));
     l.observe(&o, range);
 }
@@ -558,9 +584,10 @@ fn set_from_outside_is_a_new_baseline() {
     m.add(50).read(10);
     poll(&mut l, &mut m);
     m.keep_last(10);
+    let polled = m.poll();
     let o = Observation {
         set_from_outside: true,
-        ..m.poll()
+        ..polled.observation()
     };
     l.observe(&o, None);
     assert_eq!((lost(&l), possible(&l)), (0, 0));
@@ -573,15 +600,15 @@ fn no_counters_before_7_0() {
     let mut m = Model::new(ReadCounter::Unknown);
     let mut l = Ledger::default();
     m.add(50).read(10);
-    let strip = |mut o: Observation| {
-        o.stream.entries_added = None;
-        o.stream.max_deleted = None;
-        o.entries_read = None;
-        o
+    let strip = |mut p: Polled| {
+        p.stream.entries_added = None;
+        p.stream.max_deleted_entry_id = None;
+        p.group.entries_read = None;
+        p
     };
-    l.observe(&strip(m.poll()), None);
+    l.observe(&strip(m.poll()).observation(), None);
     m.keep_last(10).read_all();
-    l.observe(&strip(m.poll()), None);
+    l.observe(&strip(m.poll()).observation(), None);
     assert_eq!((l.lost(), l.possibly_lost()), (None, None));
     assert_eq!(l.unproven().no_counters, 1);
 }
@@ -595,9 +622,9 @@ fn estimated_lag_proves_only_its_low_end() {
     m.add(100).read(10);
     poll(&mut l, &mut m);
     m.keep_last(60);
-    let mut o = m.poll();
-    o.undelivered = Bounds { lo: 40, hi: 60 };
-    l.observe(&o, None);
+    let mut p = m.poll();
+    p.undelivered = Bounds { lo: 40, hi: 60 };
+    l.observe(&p.observation(), None);
     assert!(lost(&l) <= 30);
     assert!(lost(&l) + possible(&l) >= 30);
 }

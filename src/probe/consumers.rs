@@ -297,7 +297,7 @@ fn record(
         .streams
         .get(&key.0)
         .and_then(|s| s.groups.get(&key.1))
-        .map(|g| (g.info.consumers, g.info.pending));
+        .map(|g| (g.consumers, g.pending));
     let (unlisted_consumers, unlisted_pending) = unlisted(&list, line);
     // A consumer left out may have read last: when any was, the last read
     // is unknown rather than the listed ones' latest.

@@ -107,9 +107,9 @@ pub fn group_lines(state: &TargetState) -> Vec<((Name, Name), GroupLine)> {
         .flat_map(|(s, st)| {
             st.groups.iter().map(move |(g, gs)| {
                 let line = GroupLine {
-                    pending: gs.info.pending,
-                    consumers: gs.info.consumers,
-                    work: gs.info.pending > 0 || gs.lag != Some(0),
+                    pending: gs.pending,
+                    consumers: gs.consumers,
+                    work: gs.pending > 0 || gs.lag != Some(0),
                 };
                 ((s.clone(), g.clone()), line)
             })

@@ -9,9 +9,8 @@ use std::collections::HashMap;
 
 use tokio::time::Instant;
 
-use crate::backend::reply::{GroupInfo, StreamInfo};
 use crate::snapshot::Name;
-use crate::vocab::StreamId;
+use crate::vocab::{GroupInfo, StreamId, StreamInfo};
 
 /// What the last read of a group's consumers found, beyond what it exports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,19 +8,21 @@
 //! entries and the group status, and rebuilds the stream part of the
 //! snapshot, keeping what the other probes contributed to each group.
 //!
-//! The rooms: `run` (the scheduled and the extra run), `poll` (one poll,
-//! batch after batch, and the `poll_kind` it is), `batch` sends a batch's round trips and gathers what
-//! they read, `decode` decodes its first one, `quiet` (reads that stand for
-//! quiet streams), `stream_entry` folds each stream into the snapshot,
-//! `group_fold` each of its groups (its figures, heading and status);
-//! `dead_letters` is the last step.
+//! The rooms, top down: `run` (the scheduled and the extra run), `poll`
+//! (one poll: node by node, batch after batch, the round trips and then the
+//! fold of each stream), `allotment` (the groups the poll may keep), `quiet`
+//! (reads that stand for quiet streams), `batch` (a batch's round trips,
+//! and what they learnt of each group), `decode` (their replies, decoded),
+//! `stream_entry` (each stream folded into the snapshot), `group_fold`
+//! (each of its groups: lag, ledger, outlook, status; the kind of poll it
+//! is) and `dead_letters`, the last step.
 
+mod allotment;
 mod batch;
 mod dead_letters;
 mod decode;
 mod group_fold;
 mod poll;
-mod poll_kind;
 mod quiet;
 mod run;
 mod stream_entry;

@@ -1,7 +1,10 @@
 //! What the stream poll, the PEL scan and the consumers probe know about
 //! each stream, group and consumer: plain figures, filled by the probes from
-//! what Redis replied, and judged where Redis can be wrong (a group's lag is
-//! only ever the judged one; see `probe/figures.rs`).
+//! what Redis replied, and judged where Redis can be wrong. A stream keeps
+//! its `XINFO STREAM` reply as decoded; a group keeps the figures of its
+//! `XINFO GROUPS` row that are rendered, but never the row's `lag`: the
+//! snapshot holds only the lag the stream probe judged ([`crate::lag`]), so
+//! nothing can render the server's figure where Redis gets it wrong.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -10,50 +13,7 @@ use super::Name;
 use crate::config::StreamSettings;
 use crate::loss::{ByCause, Unproven};
 use crate::status::GroupStatus;
-use crate::vocab::{ConsumerInfo, StreamId};
-
-/// What `XINFO STREAM` said of a stream, as the snapshot keeps it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StreamFigures {
-    /// XLEN.
-    pub length: u64,
-    /// Consumer groups, including those the group filters exclude.
-    pub groups: u64,
-    /// Largest ID ever generated.
-    pub last_generated_id: StreamId,
-    /// ID of the first entry; `None` when the stream is empty.
-    pub first_entry_id: Option<StreamId>,
-    /// Entries ever added (7.0+).
-    pub entries_added: Option<u64>,
-    /// Largest ID removed by XDEL (7.0+); `0-0` when none.
-    pub max_deleted_entry_id: Option<StreamId>,
-    /// Keys of the radix tree (its listpacks).
-    pub radix_tree_keys: Option<u64>,
-    /// Nodes of the radix tree.
-    pub radix_tree_nodes: Option<u64>,
-    /// Producers whose idempotency IDs are remembered (8.6+).
-    pub idempotent_producers: Option<u64>,
-    /// Idempotency IDs remembered (8.6+).
-    pub idempotent_ids: Option<u64>,
-    /// Idempotency IDs ever added (8.6+).
-    pub idempotent_ids_added: Option<u64>,
-    /// Adds refused as duplicates of a remembered ID (8.6+).
-    pub idempotent_duplicates: Option<u64>,
-}
-
-/// What `XINFO GROUPS` said of a group, as the snapshot keeps it (the
-/// group's lag, judged by the exporter, is in [`GroupState`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GroupFigures {
-    /// Consumers in the group.
-    pub consumers: u64,
-    /// PEL size.
-    pub pending: u64,
-    /// Last ID delivered to the group.
-    pub last_delivered_id: StreamId,
-    /// Entries read; `None` when unknown or before 7.0.
-    pub entries_read: Option<u64>,
-}
+use crate::vocab::{ConsumerInfo, StreamId, StreamInfo};
 
 /// The smallest pending ID of a group, as the pending summary read it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,9 +143,16 @@ pub struct ScanState {
 /// replaces only what it owns and never copies the others' data.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct GroupState {
-    /// What XINFO GROUPS said.
-    pub info: GroupFigures,
-    /// Undelivered entries; `None` when unknown.
+    /// Consumers in the group (XINFO GROUPS).
+    pub consumers: u64,
+    /// PEL size (XINFO GROUPS).
+    pub pending: u64,
+    /// Last ID delivered to the group (XINFO GROUPS).
+    pub last_delivered_id: StreamId,
+    /// Entries read (XINFO GROUPS); `None` when unknown or before 7.0.
+    pub entries_read: Option<u64>,
+    /// Undelivered entries, as the stream probe judged them; `None` when
+    /// unknown.
     pub lag: Option<u64>,
     /// `lag` came from the exporter's estimator.
     pub lag_estimated: bool,
@@ -243,7 +210,7 @@ pub struct GroupState {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct StreamState {
     /// What XINFO STREAM said.
-    pub info: StreamFigures,
+    pub info: StreamInfo,
     /// IDs carry wall-clock time, so ages are exported.
     pub time_based_ids: bool,
     /// Settings from `[[streams]]`.

@@ -4,16 +4,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::*;
-use crate::vocab::StreamId;
+use crate::vocab::{StreamId, StreamInfo};
 
 fn group(pending: u64) -> GroupState {
     GroupState {
-        info: GroupFigures {
-            consumers: 0,
-            pending,
-            last_delivered_id: StreamId::new(1, 0),
-            entries_read: None,
-        },
+        consumers: 0,
+        pending,
+        last_delivered_id: StreamId::new(1, 0),
+        entries_read: None,
         ..GroupState::default()
     }
 }
@@ -30,8 +28,8 @@ fn groups_are_sorted_found_by_name_and_keep_the_last_duplicate() {
     let keys: Vec<&[u8]> = groups.keys().map(|k| &**k).collect();
     assert_eq!(keys, [&b"\0x"[..], b"a", b"b"]);
     assert_eq!(groups.len(), 3);
-    assert_eq!(groups.get(b"b").map(|g| g.info.pending), Some(3));
-    assert_eq!(groups.get(b"a").map(|g| g.info.pending), Some(2));
+    assert_eq!(groups.get(b"b").map(|g| g.pending), Some(3));
+    assert_eq!(groups.get(b"a").map(|g| g.pending), Some(2));
     assert!(groups.contains_key(b"\0x"));
     assert!(!groups.contains_key(b"c"));
     assert!(Groups::default().is_empty());
@@ -61,7 +59,7 @@ fn oldest_pending_age_takes_the_later_clock() {
         streams: Arc::new(BTreeMap::from([(
             key.0.clone(),
             Arc::new(StreamState {
-                info: StreamFigures::default(),
+                info: StreamInfo::default(),
                 time_based_ids: true,
                 settings: Arc::default(),
                 dead_letter: None,

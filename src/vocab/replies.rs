@@ -1,7 +1,11 @@
 //! Replies of the stream commands, decoded into plain data (the decoders
 //! are the Redis client's, in `backend::reply`): what the probes, the lag
-//! arithmetic and the snapshot share. A field Redis sends as nil, or does
-//! not send at all (older servers), is `None`: unknown stays unknown.
+//! arithmetic, the loss ledger and the snapshot share, one struct per reply.
+//! A field Redis sends as nil, or does not send at all (older servers), is
+//! `None`: unknown stays unknown. Beside `XINFO STREAM`'s struct, the
+//! arithmetic its counters give, written once: the entries removed, the
+//! unread entries gone (entries-added − entries-read − lag) and the bounds
+//! of a group's lag.
 
 use super::StreamId;
 
@@ -12,7 +16,7 @@ use super::StreamId;
 pub const ROWS_KEPT: u64 = 10_000;
 
 /// `XINFO STREAM key` (summary form).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StreamInfo {
     /// XLEN.
     pub length: u64,
@@ -36,6 +40,43 @@ pub struct StreamInfo {
     pub radix_tree_nodes: Option<u64>,
     /// Idempotent-producer tracking (Redis 8.6+, `XCFGSET`).
     pub idempotence: Idempotence,
+}
+
+impl StreamInfo {
+    /// Entries removed in all, trimmed or deleted: entries-added − length
+    /// (7.0+).
+    pub fn removed(&self) -> Option<u64> {
+        self.entries_added?.checked_sub(self.length)
+    }
+
+    /// The counters' figure of a group that has read `entries_read` entries
+    /// and has `lag` undelivered: entries-added − entries-read − lag, the
+    /// entries it will never read because a trim or a deletion removed them
+    /// first (on servers whose entries-read keeps gaps out, also the gaps
+    /// it skipped). `None` before 7.0, or when the figures contradict each
+    /// other. Meaningful only when all three are exact.
+    pub fn unread_gone(&self, entries_read: u64, lag: u64) -> Option<u64> {
+        self.entries_added?
+            .checked_sub(entries_read)?
+            .checked_sub(lag)
+    }
+
+    /// The bounds the counters prove for the undelivered entries of a group
+    /// that has read `entries_read` entries: at least length − min(length,
+    /// entries-read) (no more than that many retained entries can be among
+    /// those it read), and, when entries-added is known and not below
+    /// entries-read, at most min(length, entries-added − entries-read)
+    /// (entries-read never exceeds the entries added up to the group's
+    /// position); `None` for that bound otherwise.
+    pub fn lag_bounds(&self, entries_read: u64) -> (u64, Option<u64>) {
+        let length = self.length;
+        let low = length - length.min(entries_read);
+        let high = self
+            .entries_added
+            .and_then(|added| added.checked_sub(entries_read))
+            .map(|after| length.min(after));
+        (low, high)
+    }
 }
 
 /// The idempotent-producer fields of `XINFO STREAM` (Redis 8.6+); each is
@@ -123,4 +164,70 @@ pub struct PendingEntry {
     pub idle_ms: u64,
     /// Times delivered.
     pub deliveries: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(length: u64, entries_added: Option<u64>) -> StreamInfo {
+        StreamInfo {
+            length,
+            entries_added,
+            ..StreamInfo::default()
+        }
+    }
+
+    #[test]
+    fn removed_is_entries_added_less_the_length() {
+        let cases = [
+            // length, entries-added, removed
+            (10, Some(10), Some(0)),
+            (10, Some(25), Some(15)),
+            (0, Some(7), Some(7)),
+            (10, None, None),
+            (10, Some(9), None),
+        ];
+        for (length, added, want) in cases {
+            assert_eq!(stream(length, added).removed(), want, "{length} {added:?}");
+        }
+    }
+
+    #[test]
+    fn unread_gone_is_entries_added_less_entries_read_less_the_lag() {
+        let cases = [
+            // entries-added, entries-read, lag, unread gone
+            (Some(100), 60, 40, Some(0)),
+            (Some(100), 60, 30, Some(10)),
+            (Some(100), 0, 0, Some(100)),
+            (None, 60, 30, None),
+            // Figures that contradict each other prove nothing.
+            (Some(100), 120, 0, None),
+            (Some(100), 60, 50, None),
+        ];
+        for (added, read, lag, want) in cases {
+            let s = stream(50, added);
+            assert_eq!(s.unread_gone(read, lag), want, "{added:?} {read} {lag}");
+        }
+    }
+
+    #[test]
+    fn lag_bounds_follow_the_counters() {
+        let cases = [
+            // length, entries-added, entries-read, (at least, at most)
+            (100, Some(1_000), 900, (0, Some(100))),
+            (100, Some(1_000), 950, (0, Some(50))),
+            (100, Some(1_000), 0, (100, Some(100))),
+            (100, Some(100), 10, (90, Some(90))),
+            (100, Some(1_000), 40, (60, Some(100))),
+            (0, Some(10), 5, (0, Some(0))),
+            // No entries-added, or one below entries-read: no upper bound.
+            (100, None, 40, (60, None)),
+            (100, Some(30), 40, (60, None)),
+        ];
+        for (length, added, read, want) in cases {
+            let s = stream(length, added);
+            assert_eq!(s.lag_bounds(read), want, "{length} {added:?} {read}");
+        }
+    }
 }

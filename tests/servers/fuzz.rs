@@ -16,7 +16,7 @@ use redis_streams_exporter::glob::Glob;
 use redis_streams_exporter::lag::{self, UndeliveredSample};
 use redis_streams_exporter::metrics::{BuildInfo, render};
 use redis_streams_exporter::snapshot::{
-    ExporterState, GroupFigures, GroupState, Groups, StreamFigures, StreamState, TargetSnapshot,
+    ExporterState, GroupState, Groups, StreamState, TargetSnapshot,
 };
 use redis_streams_exporter::vocab::StreamId;
 
@@ -210,23 +210,20 @@ fn reference_match(p: &[u8], k: &[u8]) -> bool {
 fn render_names(names: &[Vec<u8>]) -> String {
     let mut streams = BTreeMap::new();
     for n in names {
-        let info = GroupFigures {
+        let group = GroupState {
             consumers: 1,
             pending: 2,
             last_delivered_id: StreamId::new(5, 0),
             entries_read: None,
-        };
-        let group = GroupState {
-            info,
             lag: Some(3),
             lag_estimated: true,
             trimmed_undelivered: Some(0),
             ..GroupState::default()
         };
         let stream = StreamState {
-            info: StreamFigures {
+            info: StreamInfo {
                 length: 1,
-                ..StreamFigures::default()
+                ..StreamInfo::default()
             },
             time_based_ids: true,
             settings: Arc::new(StreamSettings::default()),

@@ -121,7 +121,7 @@ family! {
         Counter,
         TS,
         "Idempotency IDs ever added to the stream by idempotent producers (XINFO STREAM iids-added, Redis 8.6+). Absent on servers without it. Cached by the poller.",
-        Source::Stream(|s| s.info.idempotent_ids_added.map(|v| v as f64)),
+        Source::Stream(|s| s.info.idempotence.ids_added.map(|v| v as f64)),
         servers: Idempotent
     );
     metric!(
@@ -130,7 +130,7 @@ family! {
         Counter,
         TS,
         "Adds refused as duplicates of a remembered idempotency ID (XINFO STREAM iids-duplicates, Redis 8.6+): producer retries caught. Cached by the poller.",
-        Source::Stream(|s| s.info.idempotent_duplicates.map(|v| v as f64)),
+        Source::Stream(|s| s.info.idempotence.duplicates.map(|v| v as f64)),
         servers: Idempotent
     );
     metric!(
@@ -139,7 +139,7 @@ family! {
         Gauge,
         TS,
         "Producers whose idempotency IDs the stream remembers (XINFO STREAM pids-tracked, Redis 8.6+). Cached by the poller.",
-        Source::Stream(|s| s.info.idempotent_producers.map(|v| v as f64)),
+        Source::Stream(|s| s.info.idempotence.producers.map(|v| v as f64)),
         servers: Idempotent
     );
     metric!(
@@ -148,7 +148,7 @@ family! {
         Gauge,
         TS,
         "Idempotency IDs the stream remembers (XINFO STREAM iids-tracked, Redis 8.6+). Cached by the poller.",
-        Source::Stream(|s| s.info.idempotent_ids.map(|v| v as f64)),
+        Source::Stream(|s| s.info.idempotence.ids.map(|v| v as f64)),
         servers: Idempotent
     );
     metric!(
@@ -182,7 +182,7 @@ family! {
         Gauge,
         TSG,
         "Entries read by the group (XINFO GROUPS entries-read), when Redis knows it. A gauge, not a counter: it goes back when the group is set back (XGROUP SETID, counted by redis_streams_group_rewinds_total), which rate() would read as a counter reset; take the read rate with deriv(). Cached by the poller.",
-        Source::Group(|_, g| g.info.entries_read.map(|v| v as f64)),
+        Source::Group(|_, g| g.entries_read.map(|v| v as f64)),
         servers: EntriesRead
     );
     metric!(
@@ -191,7 +191,7 @@ family! {
         Gauge,
         TSG,
         "Time part of the group's last-delivered-id, in seconds since the epoch. Absent for non-time IDs and 0-0. Cached by the poller.",
-        Source::Group(|s, g| id_ts(s, g.info.last_delivered_id))
+        Source::Group(|s, g| id_ts(s, g.last_delivered_id))
     );
     metric!(
         GROUP_CONSUMERS,
@@ -199,7 +199,7 @@ family! {
         Gauge,
         TSG,
         "Consumers in the group. Cached by the poller.",
-        Source::Group(|_, g| Some(g.info.consumers as f64))
+        Source::Group(|_, g| Some(g.consumers as f64))
     );
     metric!(
         GROUP_PENDING,
@@ -207,7 +207,7 @@ family! {
         Gauge,
         TSG,
         "Entries delivered to the group but not acknowledged (PEL size). Cached by the poller.",
-        Source::Group(|_, g| Some(g.info.pending as f64))
+        Source::Group(|_, g| Some(g.pending as f64))
     );
     metric!(
         GROUP_TRIMMED_UNDELIVERED,

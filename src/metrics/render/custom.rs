@@ -106,7 +106,7 @@ impl Renderer<'_> {
             };
             let [l1, l2, l3] = group_labels(t, s, g);
             for (cause, n) in [("trimmed", lost.trimmed), ("deleted", lost.deleted)] {
-                if writes(st, Lean::Unless(0.0), n as f64, gs.info.pending) {
+                if writes(st, Lean::Unless(0.0), n as f64, gs.pending) {
                     f.sample(&[l1, l2, l3, ("cause", cause.as_bytes())], n as f64);
                 }
             }

@@ -18,13 +18,12 @@ use crate::loss::ByCause;
 use crate::metrics::catalog::METRICS;
 use crate::process::ProcessStats;
 use crate::snapshot::{
-    Consumers, DeadLetter, ExportedConsumer, ExporterState, GroupFigures, GroupState, Groups, Name,
-    OldestPending, PelScan, ProbeStatus, ScanState, ServerInfo, StreamFigures, StreamState,
-    TargetSnapshot,
+    Consumers, DeadLetter, ExportedConsumer, ExporterState, GroupState, Groups, Name,
+    OldestPending, PelScan, ProbeStatus, ScanState, ServerInfo, StreamState, TargetSnapshot,
 };
 use crate::status::{Basis, GroupStatus};
-use crate::vocab::StreamId;
 use crate::vocab::{ConsumerInfo, ProbeKind};
+use crate::vocab::{Idempotence, StreamId, StreamInfo};
 use crate::vocab::{KeyspaceEventsStats, StatsSnapshot};
 
 /// A fixed instant: 2026-12-01T00:00:00Z.
@@ -45,12 +44,10 @@ fn id(ms: u64) -> StreamId {
 /// A group as the stream poll leaves it, with every optional figure known.
 pub(super) fn group(pending: u64, lag: Option<u64>) -> GroupState {
     GroupState {
-        info: GroupFigures {
-            consumers: 2,
-            pending,
-            last_delivered_id: id(NOW_S * 1000 - 30_000),
-            entries_read: Some(1_000),
-        },
+        consumers: 2,
+        pending,
+        last_delivered_id: id(NOW_S * 1000 - 30_000),
+        entries_read: Some(1_000),
         lag,
         lag_estimated: false,
         lag_seconds: lag.map(|_| 12.5),
@@ -90,7 +87,7 @@ pub(super) fn group(pending: u64, lag: Option<u64>) -> GroupState {
 /// A stream with time-based IDs and every optional figure known.
 pub(super) fn stream(length: u64, groups: Vec<(Name, GroupState)>) -> StreamState {
     StreamState {
-        info: StreamFigures {
+        info: StreamInfo {
             length,
             groups: groups.len() as u64,
             last_generated_id: id(NOW_S * 1000 - 1_000),
@@ -99,10 +96,13 @@ pub(super) fn stream(length: u64, groups: Vec<(Name, GroupState)>) -> StreamStat
             max_deleted_entry_id: Some(StreamId::default()),
             radix_tree_keys: Some(4),
             radix_tree_nodes: Some(9),
-            idempotent_producers: Some(2),
-            idempotent_ids: Some(150),
-            idempotent_ids_added: Some(600),
-            idempotent_duplicates: Some(7),
+            idempotence: Idempotence {
+                producers: Some(2),
+                ids: Some(150),
+                ids_added: Some(600),
+                duplicates: Some(7),
+            },
+            ..StreamInfo::default()
         },
         time_based_ids: true,
         settings: Arc::new(StreamSettings {

@@ -178,7 +178,7 @@ impl<'a> Renderer<'a> {
             }
             Source::Group(value) => {
                 for (t, s, st, g, gs) in groups_of(&self.up) {
-                    let pending = gs.info.pending;
+                    let pending = gs.pending;
                     if let Some(v) = value(st, gs).filter(|&v| writes(st, lean, v, pending)) {
                         f.sample(&group_labels(t, s, g), v);
                     }
@@ -276,7 +276,7 @@ pub(super) fn group_writes(
 ) -> bool {
     match t.streams.get(stream) {
         Some(st) => {
-            let pending = st.groups.get(group).map_or(0, |g| g.info.pending);
+            let pending = st.groups.get(group).map_or(0, |g| g.pending);
             writes(st, lean, value, pending)
         }
         None => lean.keeps(value, 0),

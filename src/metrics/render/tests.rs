@@ -76,17 +76,17 @@ fn absent_values_stay_absent() {
     let mut unknown = group(0, None);
     // An unknown lag is never Redis's count: the stream poll marks it so.
     unknown.lag_estimated = true;
-    unknown.info.entries_read = None;
+    unknown.entries_read = None;
     unknown.lag_seconds = None;
     unknown.lost = None;
     unknown.status = None;
     let mut t = one_target(&[("s", vec![("g", unknown)])]);
     let st = Arc::make_mut(Arc::make_mut(&mut t.streams).get_mut(&name("s")).unwrap());
     st.info.entries_added = None;
-    st.info.idempotent_ids = None;
-    st.info.idempotent_ids_added = None;
-    st.info.idempotent_duplicates = None;
-    st.info.idempotent_producers = None;
+    st.info.idempotence.ids = None;
+    st.info.idempotence.ids_added = None;
+    st.info.idempotence.duplicates = None;
+    st.info.idempotence.producers = None;
     st.dead_letter = None;
     let out = text(&[Arc::new(t)]);
     for family in [

@@ -3,21 +3,23 @@
 //! when some group needs it, the ranges the loss ledgers and the groups'
 //! advances ask counted (`XRANGE`, `XPENDING`), the first undelivered
 //! entries (`XRANGE`, with `XINFO GROUPS` again), the last entries
-//! (`XREVRANGE`), and the walk over single milliseconds. What the batch
-//! learnt is handed back per stream ([`Polled`]) for the probe to fold into
-//! the snapshot.
+//! (`XREVRANGE`), and the walk over single milliseconds; the replies are
+//! decoded in `decode`. What the batch learnt is handed back per stream
+//! ([`Polled`], with what it found of each group: [`Found`]) for the probe
+//! to fold into the snapshot.
 
 use std::collections::{HashMap, HashSet};
 
-use super::decode::{Allotment, decode_stream, time_of};
-use crate::backend::reply::{self, GroupInfo, StreamInfo};
+use super::allotment::Allotment;
+use super::decode::{self, FirstRound, range_count, range_ids};
+use crate::backend::reply;
 use crate::backend::{Command, NodeAddr, RangeEnd, RangeStart, Reply};
 use crate::lag::{self, Arithmetic, MsEnds, UndeliveredSample};
 use crate::loss;
 use crate::probe::context::{ProbeContext, ProbeError, Problems};
 use crate::probe::memory::StreamRead;
 use crate::snapshot::Name;
-use crate::vocab::StreamId;
+use crate::vocab::{GroupInfo, StreamId, StreamInfo};
 
 /// A watched group of the batch: its stream's place among the streams read,
 /// and its own among that stream's watched groups.
@@ -29,19 +31,29 @@ pub(super) struct Polled {
     pub(super) read: StreamRead,
     pub(super) now_ms: Option<u64>,
     pub(super) arithmetic: Arithmetic,
-    pub(super) ends: MsEnds,
-    pub(super) anchors: Vec<lag::Anchor>,
-    /// Per group: the entries in the range it moved over, where counted.
-    pub(super) advanced_over: Vec<Option<u64>>,
-    /// Per group: its first (and last) undelivered entries, where read.
-    pub(super) samples: Vec<Option<UndeliveredSample>>,
-    /// Per group: what the range its ledger asked for holds, where counted.
-    pub(super) counted: Vec<Option<loss::RangeCount>>,
-    /// Per group: the stream or the group changed between XINFO and the
-    /// counts that complete its figures, which then prove nothing.
-    pub(super) changed: Vec<bool>,
     /// How the node's entries-read counts (see [`loss::ReadCounter`]).
     pub(super) counter: loss::ReadCounter,
+    /// The milliseconds the walks read.
+    pub(super) ends: MsEnds,
+    /// Points of the stream's generated-entries curve.
+    pub(super) anchors: Vec<lag::Anchor>,
+    /// Per group: what the round trips after XINFO learnt of it.
+    pub(super) found: Vec<Found>,
+}
+
+/// What the round trips after XINFO learnt of one group.
+pub(super) struct Found {
+    /// The entries in the range it moved over, where counted.
+    pub(super) advanced_over: Option<u64>,
+    /// Its first (and last) undelivered entries, where read.
+    pub(super) sample: Option<UndeliveredSample>,
+    /// What the range its ledger asked for holds, where counted and the
+    /// stream did not change meanwhile (a range counted after it changed
+    /// is not of XINFO's moment: it bounds nothing).
+    pub(super) counted: Option<loss::RangeCount>,
+    /// The stream or the group changed between XINFO and the counts that
+    /// complete its figures, which then prove nothing.
+    pub(super) changed: bool,
 }
 
 /// What one batch reads: the streams to read, the quiet ones whose last
@@ -86,7 +98,8 @@ impl<'a> Batch<'a> {
     /// pipeline, so a stream's figures are never read in two round trips
     /// with writes in between. Streams that cannot be read are left out
     /// (and added to `vanished` when they are gone). The quiet streams whose
-    /// last read `stand` (see [`super::quiet`]) join as if read again.
+    /// last read `stand` (see [`super::quiet`]) join as if read again. What
+    /// earlier polls left of them is recalled at once.
     pub(super) async fn read(
         ctx: &'a ProbeContext,
         node: &'a NodeAddr,
@@ -113,26 +126,15 @@ impl<'a> Batch<'a> {
             .client
             .execute_atomically(node, &[Command::Time], &per_stream)
             .await?;
-        let now_ms = head.first().and_then(|r| time_of(ctx, r, problems));
-        let mut reads: Vec<(Name, StreamRead)> = Vec::with_capacity(names.len());
-        let mut unsettled = HashSet::new();
-        for (key, (r, atomic)) in names.iter().zip(&replies) {
-            let (Some(info), Some(groups)) = (r.first(), r.get(1)) else {
-                continue;
-            };
-            if let Some(mut read) = decode_stream(ctx, key, info, groups, problems, vanished) {
-                allot.cut(&mut read);
-                if !atomic {
-                    unsettled.insert(reads.len());
-                }
-                reads.push(((*key).clone(), read));
-            }
-        }
+        let FirstRound {
+            now_ms,
+            mut reads,
+            unsettled,
+        } = decode::first_round(ctx, names, &head, &replies, allot, problems, vanished);
         reads.extend(stand.into_iter().map(|(name, mut read)| {
             allot.cut(&mut read);
             (name, read)
         }));
-        let (trails, anchors) = recall(ctx, &reads, arithmetic);
         // Figures not read as one moment prove no loss.
         let changed = reads
             .iter()
@@ -140,7 +142,7 @@ impl<'a> Batch<'a> {
             .filter(|(si, _)| unsettled.contains(si))
             .flat_map(|(si, (_, read))| (0..read.groups.len()).map(move |gi| (si, gi)))
             .collect();
-        Ok(Batch {
+        let mut batch = Batch {
             ctx,
             node,
             arithmetic,
@@ -148,13 +150,47 @@ impl<'a> Batch<'a> {
             now_ms,
             ends: vec![MsEnds::default(); reads.len()],
             reads,
-            trails,
-            anchors,
+            trails: Vec::new(),
+            anchors: Vec::new(),
             counted: HashMap::new(),
             advanced: HashMap::new(),
             samples: HashMap::new(),
             changed,
-        })
+        };
+        batch.recall();
+        Ok(batch)
+    }
+
+    /// What earlier polls left of the batch's streams: each watched group's
+    /// lag trail, and each stream's generated-entries curve, drawn through
+    /// every group's position (the unwatched ones are points too).
+    fn recall(&mut self) {
+        let state = self.ctx.state();
+        (self.trails, self.anchors) = self
+            .reads
+            .iter()
+            .map(|(name, read)| {
+                let trails = read
+                    .groups
+                    .iter()
+                    .map(|g| {
+                        state
+                            .groups
+                            .get(&(name.clone(), Name::from(g.name.as_slice())))
+                            .and_then(|m| m.lag_trail)
+                    })
+                    .collect();
+                let earlier = state.anchors.get(name).map_or(&[][..], |h| h.as_slice());
+                let anchors = if read.unwatched.is_empty() {
+                    lag::stream_anchors(&read.info, &read.groups, self.arithmetic, earlier)
+                } else {
+                    let all: Vec<GroupInfo> =
+                        read.groups.iter().chain(&read.unwatched).cloned().collect();
+                    lag::stream_anchors(&read.info, &all, self.arithmetic, earlier)
+                };
+                (trails, anchors)
+            })
+            .unzip();
     }
 
     /// One group as the lag arithmetic reads it; the entries counted over
@@ -258,12 +294,8 @@ impl<'a> Batch<'a> {
 
     /// Third round trip, for groups whose lag or lag age does not follow
     /// from XINFO: their first undelivered entries, bounded.
-    pub(super) async fn sample_heads(
-        &mut self,
-        exact_limit: u32,
-        problems: &mut Problems,
-    ) -> Result<(), ProbeError> {
-        let (wanted, xranges) = self.head_requests(exact_limit);
+    pub(super) async fn sample_heads(&mut self, problems: &mut Problems) -> Result<(), ProbeError> {
+        let (wanted, xranges) = self.head_requests(self.ctx.config.limits.lag_exact_count);
         if xranges.is_empty() {
             return Ok(());
         }
@@ -506,6 +538,7 @@ impl<'a> Batch<'a> {
         let Batch {
             now_ms,
             arithmetic,
+            counter,
             reads,
             anchors,
             ends,
@@ -513,89 +546,35 @@ impl<'a> Batch<'a> {
             advanced,
             mut samples,
             changed,
-            counter,
             ..
         } = self;
         let per_stream = reads.into_iter().zip(ends).zip(anchors);
         per_stream
             .enumerate()
             .map(|(si, (((name, read), ends), anchors))| {
-                let groups = 0..read.groups.len();
+                let found = (0..read.groups.len())
+                    .map(|gi| {
+                        let changed = changed.contains(&(si, gi));
+                        Found {
+                            advanced_over: advanced.get(&(si, gi)).copied(),
+                            sample: samples.remove(&(si, gi)),
+                            counted: counted.get(&(si, gi)).copied().filter(|_| !changed),
+                            changed,
+                        }
+                    })
+                    .collect();
                 let polled = Polled {
-                    advanced_over: groups
-                        .clone()
-                        .map(|gi| advanced.get(&(si, gi)).copied())
-                        .collect(),
-                    samples: groups.clone().map(|gi| samples.remove(&(si, gi))).collect(),
-                    // A range counted after the stream changed is not of
-                    // XINFO's moment: it bounds nothing.
-                    counted: groups
-                        .clone()
-                        .map(|gi| counted.get(&(si, gi)).copied())
-                        .zip(groups.clone())
-                        .map(|(c, gi)| c.filter(|_| !changed.contains(&(si, gi))))
-                        .collect(),
-                    changed: groups.map(|gi| changed.contains(&(si, gi))).collect(),
-                    counter,
                     read,
                     now_ms,
                     arithmetic,
+                    counter,
                     ends,
                     anchors,
+                    found,
                 };
                 (name, polled)
             })
             .collect()
-    }
-}
-
-/// What earlier polls left of the batch's streams: each watched group's lag
-/// trail, and each stream's generated-entries curve, drawn through every
-/// group's position (the unwatched ones are points too).
-fn recall(
-    ctx: &ProbeContext,
-    reads: &[(Name, StreamRead)],
-    arithmetic: Arithmetic,
-) -> (Vec<Vec<Option<lag::Trail>>>, Vec<Vec<lag::Anchor>>) {
-    let state = ctx.state();
-    reads
-        .iter()
-        .map(|(name, read)| {
-            let trails = read
-                .groups
-                .iter()
-                .map(|g| {
-                    state
-                        .groups
-                        .get(&(name.clone(), Name::from(g.name.as_slice())))
-                        .and_then(|m| m.lag_trail)
-                })
-                .collect();
-            let earlier = state.anchors.get(name).map_or(&[][..], |h| h.as_slice());
-            let anchors = if read.unwatched.is_empty() {
-                lag::stream_anchors(&read.info, &read.groups, arithmetic, earlier)
-            } else {
-                let all: Vec<GroupInfo> =
-                    read.groups.iter().chain(&read.unwatched).cloned().collect();
-                lag::stream_anchors(&read.info, &all, arithmetic, earlier)
-            };
-            (trails, anchors)
-        })
-        .unzip()
-}
-
-/// The IDs of an `XRANGE` or `XREVRANGE` reply; a refusal, or a reply that
-/// does not decode, is counted as a problem and reads as none.
-fn range_ids(ctx: &ProbeContext, r: Reply, problems: &mut Problems) -> Option<Vec<StreamId>> {
-    match r {
-        Ok(v) => {
-            problems.answered();
-            problems.decoded(ctx, reply::range_ids(&v))
-        }
-        Err(e) => {
-            problems.refused(&e);
-            None
-        }
     }
 }
 
@@ -607,78 +586,6 @@ fn count_range(key: &Name, from: StreamId, to: StreamId) -> Command {
         start: RangeStart::From(from),
         end: RangeEnd::To(to),
         count: loss::RANGE_COUNT_CAP + 1,
-    }
-}
-
-/// What the `XRANGE` and `XPENDING` of a range a group advanced over say:
-/// its entries that exist, and its pending entries that do not.
-fn range_count(
-    ctx: &ProbeContext,
-    range: Reply,
-    pending: Reply,
-    problems: &mut Problems,
-) -> loss::RangeCount {
-    let cap = loss::RANGE_COUNT_CAP as usize;
-    let mut decoded = |r: Reply, ids: fn(&_) -> _| match r {
-        Ok(v) => {
-            problems.answered();
-            problems.decoded(ctx, ids(&v))
-        }
-        Err(e) => {
-            problems.refused(&e);
-            None
-        }
-    };
-    let present: Option<Vec<StreamId>> = decoded(range, reply::range_ids);
-    let pending: Option<Vec<StreamId>> = decoded(pending, |v| {
-        reply::pending_entries(v).map(|entries| entries.into_iter().map(|e| e.id).collect())
-    });
-    match (present, pending) {
-        (Some(present), Some(pending)) if present.len() <= cap && pending.len() <= cap => {
-            let delivered_gone = pending
-                .iter()
-                .filter(|id| present.binary_search(id).is_err())
-                .count();
-            loss::RangeCount::Survivors {
-                present: present.len() as u64,
-                delivered_gone: delivered_gone as u64,
-            }
-        }
-        _ => loss::RangeCount::NotCounted,
-    }
-}
-
-/// What the poll proved of a group's undelivered entries at the moment
-/// XINFO read the other figures: its lag where exact and not changed since
-/// (`changed`: the stream or the group moved before a count that completes
-/// it); else the bounds the counters and the sample give. A sample starts
-/// after XINFO's position and stops at XINFO's last entry, so each entry it
-/// holds was undelivered then.
-pub(super) fn undelivered_bounds(
-    info: &StreamInfo,
-    group: &GroupInfo,
-    figure: &lag::LagFigure,
-    sample: Option<&UndeliveredSample>,
-    changed: bool,
-) -> loss::Bounds {
-    if let Some(lag) = figure.lag.filter(|_| figure.exact() && !changed) {
-        return loss::Bounds::exact(lag);
-    }
-    let length = info.length;
-    let mut low = sample.map_or(0, |s| s.ids.len() as u64);
-    let mut high = length;
-    if let Some(read) = group.entries_read {
-        // At most the entries ever added after the position (entries-read
-        // never exceeds the entries added up to it), and at least the
-        // entries that cannot be among the first `read`.
-        low = low.max(length - length.min(read));
-        if let Some(after) = info.entries_added.and_then(|a| a.checked_sub(read)) {
-            high = high.min(after);
-        }
-    }
-    loss::Bounds {
-        lo: low.min(high),
-        hi: high,
     }
 }
 

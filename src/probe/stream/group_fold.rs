@@ -1,22 +1,38 @@
-//! Folding one watched group's poll ([`GroupFold`]): its lag figure, its
-//! memory and loss ledger, where it stands in time and is heading
-//! ([`Outlook`]: lag seconds, the trimming edge's margin, the ETAs), its
-//! status ([`Judged`]: the sample joins its window and cadence, the rhythm it
-//! is judged by, what the slow probes saw stuck in it), and its entry in the
-//! snapshot.
+//! Folding one watched group's poll ([`GroupFold::group`]), top down: its
+//! lag figure and what it proves of the undelivered entries, its loss
+//! ledger, where it stands in time and is heading ([`Outlook`]: lag
+//! seconds, the trimming edge's margin, the ETAs), its status (the sample
+//! joins its window and cadence, then the settings it is judged by are
+//! built once from them), and its entry in the snapshot. Which kind of poll
+//! it is ([`PollKind`]) decides what joins the window and the trend.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use super::batch::undelivered_bounds;
-use super::poll_kind::PollKind;
-use crate::backend::reply::{GroupInfo, StreamInfo};
-use crate::lag::{self, Arithmetic, LagFigure, UndeliveredSample};
+use super::batch::Found;
+use crate::config::{StreamSettings, Trimming};
+use crate::lag::{self, Arithmetic, LagFigure};
 use crate::probe::context::ProbeContext;
-use crate::probe::figures;
 use crate::probe::groups::age_seconds;
-use crate::probe::state::{GroupMemory, TargetState};
-use crate::snapshot::{GroupState, Name, StreamState};
+use crate::probe::state::GroupMemory;
+use crate::snapshot::{GroupState, Name};
+use crate::vocab::{GroupInfo, StreamInfo};
 use crate::{cadence, loss, safe_names, status};
+
+/// Whether a poll is the probe's scheduled one or an extra poll of a few
+/// streams that keyspace events asked for. Extra polls feed the loss ledgers
+/// and the figures like any poll, but add no sample to the status window or
+/// the trend: those count scheduled polls, and extra samples would shorten
+/// the time the window covers (a burst of events must not turn a few seconds
+/// of a stuck group into `stopped`). Their status is judged against the
+/// window as the scheduled polls left it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PollKind {
+    /// Every watched stream, on the probe's schedule.
+    Scheduled,
+    /// The streams events named, merged into the snapshot.
+    Extra,
+}
 
 /// What every watched group of one polled stream is folded with.
 pub(super) struct GroupFold<'p> {
@@ -31,10 +47,9 @@ pub(super) struct GroupFold<'p> {
     pub(super) arithmetic: Arithmetic,
     /// Whether the stream's IDs are wall-clock time.
     pub(super) time_ids: bool,
-    /// The stream's entry in the snapshot before this poll.
-    pub(super) previous: Option<&'p StreamState>,
     pub(super) evidence: lag::Evidence<'p>,
-    pub(super) status_settings: status::Settings,
+    /// The stream's `[[streams]]` settings.
+    pub(super) settings: &'p StreamSettings,
     /// How long a counted loss stays recent for the status.
     pub(super) hold_ms: u64,
     /// Whether this poll is compared with the ledgers' last one.
@@ -45,43 +60,23 @@ pub(super) struct GroupFold<'p> {
     pub(super) run_id: Option<&'p Arc<str>>,
     /// An event said the stream was set from outside since its last poll.
     pub(super) set_from_outside: bool,
-    /// The stream is trimmed only with `ACKED`: trimming never comes for a
-    /// group's unread entries, so there is no margin and no overtake.
-    pub(super) acked_trimming: bool,
-}
-
-/// What the round trips after XINFO learnt of one group.
-#[derive(Clone, Copy)]
-pub(super) struct Found<'p> {
-    pub(super) advanced_over: Option<u64>,
-    pub(super) sample: Option<&'p UndeliveredSample>,
-    pub(super) counted: Option<loss::RangeCount>,
-    /// The stream or the group changed between XINFO and these counts.
-    pub(super) changed: bool,
 }
 
 impl GroupFold<'_> {
     /// Folds one group's poll into its memory and ledger, and gives its
-    /// entry in the snapshot (under the name that keys it).
+    /// entry in the snapshot; `before` is its entry before this poll, and
+    /// `stuck` what the slow probes saw stuck in it.
     pub(super) fn group(
         &self,
-        state: &mut TargetState,
+        memory: &mut GroupMemory,
+        ledger: &mut loss::Ledger,
         group: &GroupInfo,
-        found: Found<'_>,
-    ) -> (Name, GroupState) {
-        // The name lives in the map key (the previous poll's, when there is
-        // one), not a second time in the group's info.
-        let gname: Name = self
-            .previous
-            .and_then(|p| p.groups.get_key_value(group.name.as_slice()))
-            .map_or_else(|| Arc::from(group.name.as_slice()), |(k, _)| k.clone());
-        let key = (self.name.clone(), gname.clone());
-        let stuck_evidence = stuck_evidence(&state.snapshot, &key);
-        let (memory, ledger) = state.group_entries(&key);
-        let figure = self.lag_figure(memory, group, &gname, found);
+        found: &Found,
+        before: Option<&GroupState>,
+        stuck: Option<status::Stuck>,
+    ) -> GroupState {
+        let (figure, undelivered) = self.lag_figure(memory, group, found);
         if self.feed_ledger {
-            let undelivered =
-                undelivered_bounds(self.info, group, &figure, found.sample, found.changed);
             let seen = loss::Observation {
                 set_from_outside: self.set_from_outside,
                 ..loss::Observation::of(self.info, group, self.now_ms, undelivered, self.counter)
@@ -90,19 +85,20 @@ impl GroupFold<'_> {
             ledger.observe(&seen, found.counted);
         }
         let outlook = self.outlook(memory, ledger, &figure);
-        let judged = self.judge(memory, ledger, group, &figure, &outlook, stuck_evidence);
+        let judged = self.judge(memory, ledger, group, &figure, &outlook, stuck);
         // Without the server's clock nothing is learned; a configured
         // read_every still applies.
-        let rhythm = judged.map_or(
-            Rhythm {
-                learned: None,
-                read_every: self.status_settings.read_every,
-            },
-            |j| j.rhythm,
-        );
-        let judged = judged.map(|j| j.verdict);
-        let before = self.previous.and_then(|p| p.groups.get(&gname));
-        let fresh = GroupState {
+        let (learned, read_every) = judged
+            .as_ref()
+            .map_or((None, self.settings.read_every), |j| {
+                (j.learned, j.settings.read_every)
+            });
+        let verdict = judged.map(|j| j.verdict);
+        GroupState {
+            consumers: group.consumers,
+            pending: group.pending,
+            last_delivered_id: group.last_delivered_id,
+            entries_read: group.entries_read,
             lag: figure.lag,
             lag_estimated: figure.estimated(),
             lag_seconds: outlook.lag_seconds,
@@ -116,41 +112,35 @@ impl GroupFold<'_> {
             retention_margin: outlook.retention_margin,
             overtake_eta: outlook.overtake_eta,
             drain_eta: outlook.drain_eta,
-            read_interval: rhythm.learned.map(|d| d.as_secs_f64()),
-            read_every: rhythm.read_every.map(|d| d.as_secs_f64()),
+            read_interval: learned.map(|d| d.as_secs_f64()),
+            read_every: read_every.map(|d| d.as_secs_f64()),
             last_read_at_ms: memory.last_read_at_ms.max(memory.last_progress_at_ms),
             ahead_of_stream: figure.ahead_of_stream,
-            status: judged
+            status: verdict
                 .map(|v| v.status)
                 .or_else(|| before.and_then(|b| b.status)),
-            status_basis: judged
+            status_basis: verdict
                 .map(|v| v.basis)
                 .or_else(|| before.and_then(|b| b.status_basis)),
-            status_reason: judged
+            status_reason: verdict
                 .map(|v| v.reason)
                 .or_else(|| before.and_then(|b| b.status_reason)),
             // The pending summary's oldest ID is aged by this poll's clock
             // while entries are pending (see
             // `TargetSnapshot::oldest_pending_age`).
             pending_aged_at_ms: self.ages_at.filter(|_| group.pending > 0),
-            info: figures::group(group),
-        };
-        let (target, was) = (&self.ctx.target.name, before.and_then(|b| b.status));
-        state
-            .status_changes
-            .record(target, self.name, &gname, was, fresh.status);
-        (gname, fresh)
+        }
     }
 
-    /// The group's lag, from this poll and what the last one proved; its
-    /// trail and its last progress move on with it.
+    /// The group's lag, from this poll and what the last one proved, and
+    /// what it proves of the undelivered entries for the ledger; its trail
+    /// and its last progress move on with it.
     fn lag_figure(
         &self,
         memory: &mut GroupMemory,
         group: &GroupInfo,
-        gname: &Name,
-        found: Found<'_>,
-    ) -> LagFigure {
+        found: &Found,
+    ) -> (LagFigure, loss::Bounds) {
         let reading = lag::Reading {
             stream: self.info,
             group,
@@ -158,7 +148,9 @@ impl GroupFold<'_> {
             previous: memory.lag_trail.as_ref(),
             advanced_over: found.advanced_over,
         };
-        let figure = reading.compute(found.sample, &self.evidence);
+        let sample = found.sample.as_ref();
+        let figure = reading.compute(sample, &self.evidence);
+        let (lo, hi) = reading.undelivered(&figure, sample, found.changed);
         // Liveness by progress: whatever the consumers' idle and inactive
         // fields say, a group that moved was read.
         let progressed = memory.lag_trail.as_ref().is_some_and(|before| {
@@ -173,7 +165,7 @@ impl GroupFold<'_> {
         tracing::trace!(
             redis_target = %self.ctx.target.name,
             stream = %safe_names::printable(&**self.name),
-            group = %safe_names::printable(&**gname),
+            group = %safe_names::printable(&group.name),
             added = ?info.entries_added,
             length = info.length,
             first = ?info.first_entry_id,
@@ -187,7 +179,7 @@ impl GroupFold<'_> {
             unread_gone = ?figure.unread_gone,
             "lag figure"
         );
-        figure
+        (figure, loss::Bounds { lo, hi })
     }
 }
 
@@ -209,7 +201,7 @@ impl GroupFold<'_> {
     /// Lag seconds, and where the group is heading: the trimming edge's
     /// margin and the ETAs from the recent polls (crate::trend), which a
     /// rewind starts over and only scheduled polls extend.
-    pub(super) fn outlook(
+    fn outlook(
         &self,
         memory: &mut GroupMemory,
         ledger: &loss::Ledger,
@@ -251,8 +243,11 @@ impl GroupFold<'_> {
         let edge_waits_for_group = !proven_now
             && (memory.head_deleted
                 || (first_entry.is_some() && figure.first_undelivered == first_entry));
+        // Trimmed only with `ACKED`, trimming never comes for a group's
+        // unread entries: there is no margin and no overtake.
+        let acked_trimming = self.settings.trimming == Trimming::Acked;
         let retention_margin = match (self.time_ids, figure.first_undelivered, first_entry) {
-            _ if self.acked_trimming || edge_waits_for_group => None,
+            _ if acked_trimming || edge_waits_for_group => None,
             (true, Some(undelivered), Some(first)) => {
                 Some(undelivered.ms.saturating_sub(first.ms) as f64 / 1000.0)
             }
@@ -283,10 +278,19 @@ impl GroupFold<'_> {
     }
 }
 
+/// A group's verdict, with the cadence learned and the settings it was
+/// judged by.
+struct Judged {
+    verdict: status::Verdict,
+    learned: Option<Duration>,
+    settings: status::Settings,
+}
+
 impl GroupFold<'_> {
     /// The group's status against its window, which a scheduled poll's
-    /// sample joins first; none while the server's clock is unknown.
-    pub(super) fn judge(
+    /// sample joins first, as its cadence does; none while the server's
+    /// clock is unknown.
+    fn judge(
         &self,
         memory: &mut GroupMemory,
         ledger: &loss::Ledger,
@@ -330,63 +334,40 @@ impl GroupFold<'_> {
             });
             memory.window.push(&sample);
         }
-        let window = self.status_settings.window_duration;
-        let learned = memory.cadence.interval(at_ms);
-        let patience = cadence::patience(learned, self.ctx.config.schedule.stream, window);
-        let read_every = self
-            .status_settings
-            .read_every
-            .or_else(|| cadence::reads_in_runs(learned, window));
-        let settings = status::Settings {
-            read_every,
-            patience,
-            pel_patience: cadence::pel_patience(patience, memory.holds.value(at_ms), window),
-            ..self.status_settings
-        };
+        let (learned, settings) = self.judged_by(memory, at_ms);
         Some(Judged {
             verdict: status::verdict(&memory.window, &sample, &settings),
-            rhythm: Rhythm {
-                learned,
-                read_every,
-            },
+            learned,
+            settings,
         })
     }
-}
 
-/// A group's verdict, and the rhythm it was judged by.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Judged {
-    pub(super) verdict: status::Verdict,
-    pub(super) rhythm: Rhythm,
-}
-
-/// The rhythm a group is judged by: its learned cadence, and the
-/// `read_every` that applies (configured, or learned for a group that reads
-/// in runs).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Rhythm {
-    pub(super) learned: Option<std::time::Duration>,
-    pub(super) read_every: Option<std::time::Duration>,
-}
-
-/// What the slow probes' latest results show stuck in the group, when
-/// anything: poison or ghost entries in its PEL (the last scan, or the
-/// pending summary's look at its oldest entries), or entries held by
-/// consumers inactive past their limit. Poison first: it explains the rest.
-pub(super) fn stuck_evidence(
-    snapshot: &crate::snapshot::TargetSnapshot,
-    key: &(Name, Name),
-) -> Option<status::Stuck> {
-    let scan = snapshot.scans.get(key).and_then(|s| s.last.as_deref());
-    let poison = scan.is_some_and(|scan| scan.poison > 0)
-        || snapshot.head_poison.get(key).is_some_and(|&n| n > 0);
-    let ghost = scan.is_some_and(|scan| scan.ghost > 0);
-    let orphaned = snapshot.consumers.get(key).is_some_and(|c| c.orphaned > 0);
-    [
-        (poison, status::Stuck::Poison),
-        (ghost, status::Stuck::Ghost),
-        (orphaned, status::Stuck::Orphaned),
-    ]
-    .into_iter()
-    .find_map(|(seen, stuck)| seen.then_some(stuck))
+    /// The group's learned cadence at `at_ms`, and the settings it is
+    /// judged by: the stream's window and `max_delay`, its `read_every`
+    /// (configured, or learned for a group that reads in runs), and the
+    /// patience its cadence and its consumers' holds give.
+    fn judged_by(&self, memory: &GroupMemory, at_ms: u64) -> (Option<Duration>, status::Settings) {
+        let interval = self.ctx.config.schedule.stream;
+        let window = self.ctx.config.status_window;
+        let window_duration = interval * window as u32;
+        let learned = memory.cadence.interval(at_ms);
+        let patience = cadence::patience(learned, interval, window_duration);
+        let read_every = self
+            .settings
+            .read_every
+            .or_else(|| cadence::reads_in_runs(learned, window_duration));
+        let settings = status::Settings {
+            window,
+            window_duration,
+            max_delay: self.settings.max_delay,
+            read_every,
+            patience,
+            pel_patience: cadence::pel_patience(
+                patience,
+                memory.holds.value(at_ms),
+                window_duration,
+            ),
+        };
+        (learned, settings)
+    }
 }

@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::allotment::Allotment;
 use super::batch::{Batch, ToRead};
-use super::decode::{Allotment, group_share};
-use super::poll_kind::PollKind;
+use super::group_fold::PollKind;
 use super::quiet;
 use super::stream_entry::{Poll, build_stream};
 use crate::lag::Arithmetic;
@@ -32,21 +32,28 @@ pub(super) async fn poll_streams(
     vanished: &mut Vec<Name>,
 ) -> Result<BTreeMap<Name, Arc<StreamState>>, ProbeError> {
     let Polling { generation, kind } = polling;
+    let limits = &ctx.config.limits;
+    let mut walk_budget = walk_budget(limits.commands_per_second, ctx.config.schedule.stream);
     let (arithmetic_by_node, counter_by_node, mut allot) = {
         let state = ctx.state();
+        let allot = Allotment::for_poll(
+            &state.snapshot.streams,
+            watched,
+            kind == PollKind::Extra,
+            ctx.config.metrics.max_groups_per_stream,
+            ctx.target.max_groups,
+        );
         (
             state.arithmetic_by_node.clone(),
             state.read_counter_by_node.clone(),
-            allotment(ctx, &state.snapshot.streams, watched, kind),
+            allot,
         )
     };
-    let limits = &ctx.config.limits;
     // TIME and both XINFO of every stream of a batch go in one pipeline, so
     // a stream's figures are never read in two round trips with writes in
     // between (entries-added from one moment, entries-read from another).
     let per_batch = (limits.pipeline_size.saturating_sub(1) / 2).max(1);
     let mut fresh: BTreeMap<Name, Arc<StreamState>> = BTreeMap::new();
-    let mut walk_budget = walk_budget(limits.commands_per_second, ctx.config.schedule.stream);
     let by_node = ctx.client.partition(watched.iter().map(|n| &**n)).await?;
     for (node, mine) in by_node {
         // Each node's own version: a cluster in a rolling upgrade runs two.
@@ -73,7 +80,7 @@ pub(super) async fn poll_streams(
             };
             let mut batch = Batch::read(ctx, &node, server, to_read, problems, vanished).await?;
             batch.count_ranges(problems).await?;
-            batch.sample_heads(limits.lag_exact_count, problems).await?;
+            batch.sample_heads(problems).await?;
             batch.read_tails(problems).await?;
             batch.confirm(problems).await?;
             batch.walk(&mut walk_budget, problems).await?;
@@ -98,40 +105,6 @@ pub(super) async fn poll_streams(
         }
     }
     Ok(fresh)
-}
-
-/// The groups a poll of `polled` may keep, under the target's `max_groups`:
-/// each stream's share is worked out from what the streams wanted at their
-/// last poll (a stream not polled yet wants nothing until it is), and an
-/// extra poll leaves room for the groups the other streams keep.
-fn allotment(
-    ctx: &ProbeContext,
-    last: &BTreeMap<Name, Arc<StreamState>>,
-    polled: &[Name],
-    kind: PollKind,
-) -> Allotment {
-    let wants = |s: &StreamState| {
-        s.groups
-            .len()
-            .saturating_add(usize::try_from(s.groups_dropped).unwrap_or(usize::MAX))
-    };
-    let mut wanted: Vec<usize> = polled
-        .iter()
-        .filter_map(|name| last.get(name))
-        .map(|s| wants(s))
-        .collect();
-    // An extra poll shares with the streams it does not poll, and leaves
-    // them the groups they keep.
-    let mut kept_elsewhere = 0usize;
-    if kind == PollKind::Extra {
-        for (_, s) in last.iter().filter(|(name, _)| !polled.contains(name)) {
-            wanted.push(wants(s));
-            kept_elsewhere = kept_elsewhere.saturating_add(s.groups.len());
-        }
-    }
-    let max_groups = ctx.target.max_groups;
-    let share = group_share(wanted, ctx.config.metrics.max_groups_per_stream, max_groups);
-    Allotment::new(share, max_groups.saturating_sub(kept_elsewhere))
 }
 
 /// Commands the estimator's walks may spend in one stream poll: a tenth of

@@ -35,6 +35,7 @@ use crate::backend::{Command, NodeAddr, RangeEnd, RangeStart, reply};
 use crate::probe::context::{ProbeContext, ProbeError};
 use crate::probe::memory::{QuietRead, QuietReads, StreamRead};
 use crate::snapshot::Name;
+use crate::vocab::GroupInfo;
 
 /// The longest a quiet stream goes without a full read.
 pub const QUIET_SAFETY: Duration = Duration::from_secs(300);
@@ -94,9 +95,8 @@ pub(super) fn is_quiet(read: &StreamRead) -> bool {
     let Some(added) = info.entries_added else {
         return false;
     };
-    let caught_up = |g: &crate::backend::reply::GroupInfo| {
-        g.pending == 0 && (g.lag == Some(0) || g.entries_read == Some(added))
-    };
+    let caught_up =
+        |g: &GroupInfo| g.pending == 0 && (g.lag == Some(0) || g.entries_read == Some(added));
     read.dropped == 0
         && info.length > 0
         && info.last_entry_id.is_some()
@@ -167,8 +167,7 @@ pub(super) async fn check<'n>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::reply::{GroupInfo, StreamInfo};
-    use crate::vocab::StreamId;
+    use crate::vocab::{StreamId, StreamInfo};
 
     fn read(groups: Vec<GroupInfo>) -> StreamRead {
         StreamRead {

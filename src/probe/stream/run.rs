@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use super::dead_letters::dead_letters;
+use super::group_fold::PollKind;
 use super::poll::{Polling, poll_streams};
-use super::poll_kind::PollKind;
 use crate::backend::Command;
 use crate::probe::context::{ProbeContext, ProbeError, Problems};
 use crate::snapshot::Name;

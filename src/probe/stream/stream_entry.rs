@@ -1,20 +1,20 @@
 //! Folding one polled stream into its snapshot entry ([`build_stream`]):
-//! the stream's own figures and its groups' folds, keeping the previous
-//! entry's allocation when nothing changed.
+//! each watched group, keyed and found in the target's memory with what the
+//! slow probes saw stuck in it, is folded (see `group_fold`), then the
+//! stream's own figures are written, keeping the previous entry's
+//! allocation when nothing changed.
 
 use std::sync::Arc;
 
 use super::batch::Polled;
-use super::group_fold::{Found, GroupFold};
-use super::poll_kind::PollKind;
-use crate::backend::reply::StreamInfo;
+use super::group_fold::{GroupFold, PollKind};
 use crate::lag;
 use crate::probe::context::ProbeContext;
-use crate::probe::figures;
 use crate::probe::state::TargetState;
 use crate::safe_names;
-use crate::snapshot::{Groups, Name, StreamState};
+use crate::snapshot::{Groups, Name, StreamState, TargetSnapshot};
 use crate::status;
+use crate::vocab::StreamInfo;
 
 /// Whether a stream's IDs are wall-clock milliseconds.
 fn time_based(info: &StreamInfo, now_ms: Option<u64>) -> bool {
@@ -58,13 +58,10 @@ pub(super) fn build_stream(
         read,
         now_ms,
         arithmetic,
+        counter,
         ends,
         anchors,
-        advanced_over,
-        samples,
-        counted,
-        changed,
-        counter,
+        found,
     } = polled;
     let settings = ctx.config.streams.for_stream(name);
     let time_ids = time_based(&read.info, now_ms);
@@ -91,20 +88,11 @@ pub(super) fn build_stream(
         ages_at: if time_ids { now_ms } else { None },
         arithmetic,
         time_ids,
-        previous: previous.as_deref(),
         evidence: lag::Evidence {
             ends: Some(&ends),
             anchors: &anchors,
         },
-        status_settings: status::Settings {
-            window: ctx.config.status_window,
-            window_duration: ctx.config.schedule.stream * ctx.config.status_window as u32,
-            max_delay: settings.max_delay,
-            read_every: settings.read_every,
-            // Each group's own, from its cadence (see `GroupFold::judge`).
-            patience: ctx.config.schedule.stream * ctx.config.status_window as u32,
-            pel_patience: ctx.config.schedule.stream * ctx.config.status_window as u32,
-        },
+        settings: &settings,
         hold_ms: ctx.config.data_loss_hold.as_millis() as u64,
         counter,
         // After an outage the ledgers wait until the server is known to be
@@ -113,37 +101,61 @@ pub(super) fn build_stream(
         feed_ledger: !state.ledgers_unverified,
         run_id,
         set_from_outside,
-        acked_trimming: settings.trimming == crate::config::Trimming::Acked,
     };
     let mut groups = Vec::with_capacity(read.groups.len());
-    for (gi, group) in read.groups.iter().enumerate() {
-        let found = Found {
-            advanced_over: advanced_over.get(gi).copied().flatten(),
-            sample: samples.get(gi).and_then(Option::as_ref),
-            counted: counted.get(gi).copied().flatten(),
-            changed: changed.get(gi).copied().unwrap_or(true),
-        };
-        groups.push(fold.group(state, group, found));
+    for (group, found) in read.groups.iter().zip(&found) {
+        // The name lives in the map key (the previous poll's, when there is
+        // one), not a second time in the group's figures.
+        let before = previous
+            .as_deref()
+            .and_then(|p| p.groups.get_key_value(group.name.as_slice()));
+        let gname: Name =
+            before.map_or_else(|| Arc::from(group.name.as_slice()), |(k, _)| k.clone());
+        let before = before.map(|(_, g)| g);
+        let key = (name.clone(), gname.clone());
+        let stuck = stuck_evidence(&state.snapshot, &key);
+        let (memory, ledger) = state.group_entries(&key);
+        let fresh = fold.group(memory, ledger, group, found, before, stuck);
+        let was = before.and_then(|b| b.status);
+        state
+            .status_changes
+            .record(&ctx.target.name, name, &gname, was, fresh.status);
+        groups.push((gname, fresh));
     }
     if !ends.is_empty() {
         state.remember_walked(name, lag::Walked::keep(ends, &read.info));
     }
     let fresh = StreamState {
-        info: figures::stream(&read.info),
+        info: read.info,
         time_based_ids: time_ids,
         dead_letter: previous.as_ref().and_then(|p| p.dead_letter),
         settings,
         groups: Groups::new(groups),
         groups_dropped: read.dropped,
     };
-    reuse(previous.as_ref(), fresh)
-}
-
-/// The previous poll's `Arc` when nothing changed, so quiet streams cost no
-/// new allocation per poll (and snapshots share them).
-fn reuse<T: PartialEq>(previous: Option<&Arc<T>>, fresh: T) -> Arc<T> {
+    // The previous poll's `Arc` when nothing changed, so quiet streams cost
+    // no new allocation per poll (and snapshots share them).
     match previous {
-        Some(p) if **p == fresh => p.clone(),
+        Some(p) if *p == fresh => p,
         _ => Arc::new(fresh),
     }
+}
+
+/// What the slow probes' latest results show stuck in the group, when
+/// anything: poison or ghost entries in its PEL (the last scan, or the
+/// pending summary's look at its oldest entries), or entries held by
+/// consumers inactive past their limit. Poison first: it explains the rest.
+fn stuck_evidence(snapshot: &TargetSnapshot, key: &(Name, Name)) -> Option<status::Stuck> {
+    let scan = snapshot.scans.get(key).and_then(|s| s.last.as_deref());
+    let poison = scan.is_some_and(|scan| scan.poison > 0)
+        || snapshot.head_poison.get(key).is_some_and(|&n| n > 0);
+    let ghost = scan.is_some_and(|scan| scan.ghost > 0);
+    let orphaned = snapshot.consumers.get(key).is_some_and(|c| c.orphaned > 0);
+    [
+        (poison, status::Stuck::Poison),
+        (ghost, status::Stuck::Ghost),
+        (orphaned, status::Stuck::Orphaned),
+    ]
+    .into_iter()
+    .find_map(|(seen, stuck)| seen.then_some(stuck))
 }
