@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::Name;
+use super::name::Name;
 use crate::config::StreamSettings;
 use crate::loss::{ByCause, Unproven};
 use crate::status::GroupStatus;

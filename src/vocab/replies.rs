@@ -7,7 +7,7 @@
 //! unread entries gone (entries-added − entries-read − lag) and the bounds
 //! of a group's lag.
 
-use super::StreamId;
+use super::id::StreamId;
 
 /// The most rows of a list without a `COUNT` (groups, consumers, the
 /// pending summary's holders) a decoded reply holds: the client cuts the

@@ -248,17 +248,23 @@ fn paths_named(file: &Path, code: &str) -> Vec<Vec<String>> {
                 path.pop();
                 tail = &tail["super::".len()..];
             }
-            let segments: Vec<String> = tail
-                .split("::")
-                .map(|s| {
-                    s.chars()
-                        .take_while(|c| {
-                            c.is_ascii_alphanumeric() || *c == '_' || *c == '*' || *c == '{'
-                        })
-                        .collect::<String>()
-                })
-                .take_while(|s| !s.is_empty())
-                .collect();
+            // The path's segments: each an identifier followed straight by `::`, the last
+            // one followed by anything else.
+            let mut segments: Vec<String> = Vec::new();
+            for raw in tail.split("::") {
+                let ident: String = raw
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '*' | '{'))
+                    .collect();
+                if ident.is_empty() {
+                    break;
+                }
+                let whole = ident.len() == raw.len();
+                segments.push(ident);
+                if !whole {
+                    break;
+                }
+            }
             for seg in segments {
                 let stop = seg.starts_with('{') || seg == "*" || seg == "self";
                 path.push(seg.trim_start_matches('{').to_string());
