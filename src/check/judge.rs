@@ -204,8 +204,8 @@ fn data_loss_problem(config: &Config, seen: &Seen) -> String {
             // Entries before the first one went by trimming or by XDEL of
             // the head; the ledger's causes tell which, once it counted.
             let how = match gs.lost {
-                Some(l) if l.deleted > 0 && l.trimmed == 0 => "deleted",
-                Some(l) if l.deleted > 0 => "trimmed or deleted",
+                Some(l) if l.deleted > 0 && l.trimmed + l.either == 0 => "deleted",
+                Some(l) if l.deleted + l.either > 0 => "trimmed or deleted",
                 _ => "trimmed",
             };
             format!("data_loss: {n} entries were {how} before this group read them")

@@ -239,7 +239,7 @@ pub(super) fn landing(state: &HttpState, config: &Config, query: Option<&str>) -
             known(scan.map(|sc| sc.poison)),
             known(scan.map(|sc| sc.ghost)),
             known(t.consumers.get(&key).map(|c| c.orphaned)),
-            known(gs.lost.map(|l| l.trimmed + l.deleted)),
+            known(gs.lost.map(|l| l.total())),
             known(st.dead_letter.map(|d| d.length)),
             st.settings.read_every.map_or(String::new(), |d| html(
                 &humantime::format_duration(d).to_string()
@@ -266,7 +266,7 @@ fn status_cell(gs: &crate::snapshot::GroupState, config: &Config) -> String {
             None => status.label().to_string(),
         };
     }
-    let last = gs.lost_at.trimmed.max(gs.lost_at.deleted);
+    let last = gs.lost_at.latest();
     let at = |ms: u64| {
         humantime::format_rfc3339_seconds(
             std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms),

@@ -105,7 +105,7 @@ impl Renderer<'_> {
                 continue;
             };
             let [l1, l2, l3] = group_labels(t, s, g);
-            for (cause, n) in [("trimmed", lost.trimmed), ("deleted", lost.deleted)] {
+            for (cause, n) in lost.by_label() {
                 if writes(st, Lean::Unless(0.0), n as f64, gs.pending) {
                     f.sample(&[l1, l2, l3, ("cause", cause.as_bytes())], n as f64);
                 }
@@ -117,7 +117,7 @@ impl Renderer<'_> {
         for (t, s, _, g, gs) in groups_of(&self.up) {
             let [l1, l2, l3] = group_labels(t, s, g);
             let times = gs.lost_at;
-            for (cause, at_ms) in [("trimmed", times.trimmed), ("deleted", times.deleted)] {
+            for (cause, at_ms) in times.by_label() {
                 if let Some(ms) = at_ms {
                     f.sample(
                         &[l1, l2, l3, ("cause", cause.as_bytes())],

@@ -55,16 +55,19 @@ pub(super) fn group(pending: u64, lag: Option<u64>) -> GroupState {
         lost: Some(ByCause {
             trimmed: 3,
             deleted: 1,
+            either: 2,
         }),
         lost_at: crate::loss::LossTimes {
             trimmed: Some(NOW_S * 1000 - 90_000),
             deleted: None,
+            either: Some(NOW_S * 1000 - 60_000),
         },
         rewinds: 0,
         rewound_at_ms: None,
         possibly_lost: Some(ByCause {
             trimmed: 0,
             deleted: 7,
+            either: 0,
         }),
         loss_unproven: crate::loss::Unproven {
             order_unknown: 2,
