@@ -250,6 +250,9 @@ pub struct Sample {
     /// become "active" on Redis 7.2+ and Valkey, but their group moves);
     /// `Some(0)` when no consumer ever read; `None` when not yet known.
     pub last_read_at_ms: Option<u64>,
+    /// Server time (ms) of the first poll that saw the group since the
+    /// exporter started: how long it has been watched.
+    pub watched_since_ms: Option<u64>,
     /// The latest PEL scan, pending summary or consumers run found poison,
     /// ghost or orphaned entries in the group: a fault seen, not inferred
     /// from a window.
@@ -511,10 +514,33 @@ fn evaluate_now(
         {
             // A batch consumer between two runs: the work waits for the next
             // one, and only a delay beyond what the business tolerates says
-            // anything before the run is overdue.
-            let overdue = latest.last_read_at_ms.is_some_and(|read_at| {
-                latest.at_ms.saturating_sub(read_at) >= grace.as_millis() as u64
-            });
+            // anything before the run is overdue. With no read known (a job
+            // that died before the exporter started, or deletes its consumer
+            // after each run), the run is overdue once the oldest entry
+            // waiting, or the exporter's watch without a read, is older than
+            // the grace.
+            let grace_ms = grace.as_millis() as u64;
+            let overdue = match latest.last_read_at_ms {
+                Some(read_at) => latest.at_ms.saturating_sub(read_at) >= grace_ms,
+                None => {
+                    latest
+                        .lag_seconds
+                        .is_some_and(|age| age >= grace.as_secs_f64())
+                        || latest
+                            .watched_since_ms
+                            .is_some_and(|since| latest.at_ms.saturating_sub(since) >= grace_ms)
+                }
+            };
+            if overdue && latest.last_read_at_ms.is_none() {
+                // Nobody is known to have read for longer than the run
+                // allows: the job is stopped, whatever the window says.
+                let reason = if latest.consumers == 0 {
+                    Reason::NoConsumers
+                } else {
+                    Reason::RunOverdue
+                };
+                return (GroupStatus::Stopped, Basis::Latest, reason);
+            }
             if !overdue {
                 let late = matches!(
                     (settings.max_delay, latest.lag_seconds),

@@ -55,6 +55,8 @@ pub struct GroupMemory {
     pub head_deleted: bool,
     /// Server time (ms) of the last poll that found the head moved.
     pub head_moved_at_ms: Option<u64>,
+    /// Server time (ms) of the first poll that saw the group.
+    pub watched_since_ms: Option<u64>,
 }
 
 /// The most facts the estimator's walks keep for a target's next polls, all

@@ -320,6 +320,7 @@ impl GroupFold<'_> {
             recent_loss: ledger.recent_loss(at_ms, self.hold_ms),
             oldest_pending_id: memory.oldest_pending_id,
             last_read_at_ms: memory.last_read_at_ms.max(memory.last_progress_at_ms),
+            watched_since_ms: Some(*memory.watched_since_ms.get_or_insert(at_ms)),
             stuck,
             retention_margin: outlook.retention_margin,
             trimmed_recently: outlook.trimmed_recently,
