@@ -33,7 +33,7 @@ mod tls;
 /// `client::bounded`).
 pub use crate::vocab::ROWS_KEPT;
 pub use client::{ClientSetupError, TargetClient};
-pub(crate) use client::{KeyEvent, NodeAddr, Reply};
+pub(crate) use client::{KeyEvent, Listen, NodeAddr, Notice, Reply};
 pub use command::CLIENT_NAME;
 pub(crate) use command::{Command, RangeEnd, RangeStart};
 pub(crate) use error::{CommandError, TargetError};

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backend::PRIORITY;
 use crate::backend::{ClientSetupError, TargetClient};
-use crate::config::{Config, KeyspaceEvents, Target};
+use crate::config::{ClientTracking, Config, KeyspaceEvents, Target};
 use crate::probe::{self, BudgetNotice, ProbeContext, ProbeError, ProbeKind, TargetState};
 use crate::schedule::{self, Next};
 use crate::snapshot::{Owner, SnapshotStore};
@@ -147,9 +147,13 @@ impl Poller {
     /// running. Returns once every loop has ended.
     pub async fn run(self, shutdown: CancellationToken) {
         self.publish();
-        // Keyspace events only make stream polls timelier; their task ends
-        // with the probes' loops, on the same token.
-        let events = (self.ctx.target.keyspace_events == KeyspaceEvents::Auto).then(|| {
+        // Keyspace events and invalidations only make stream polls timelier
+        // and cheaper; their task ends with the probes' loops, on the same
+        // token.
+        let target = &self.ctx.target;
+        let listen = target.keyspace_events == KeyspaceEvents::Auto
+            || target.client_tracking == ClientTracking::Auto;
+        let events = listen.then(|| {
             let this = self.clone();
             tokio::spawn(crate::events::run(
                 self.ctx.clone(),

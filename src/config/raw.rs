@@ -96,6 +96,7 @@ pub struct RawTarget {
     pub max_groups: Option<i64>,
     pub scan_count: Option<i64>,
     pub keyspace_events: Option<String>,
+    pub client_tracking: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -205,4 +206,5 @@ pub struct RawAuthModule {
     pub tls_server_name: Option<String>,
     pub tls_insecure_skip_verify: Option<bool>,
     pub keyspace_events: Option<String>,
+    pub client_tracking: Option<String>,
 }

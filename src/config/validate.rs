@@ -371,6 +371,7 @@ impl Validator {
                 1_000_000,
             ) as u32,
             keyspace_events: self.problems.keyspace_events(key, raw.keyspace_events),
+            client_tracking: self.problems.client_tracking(key, raw.client_tracking),
         }
     }
 
@@ -955,6 +956,7 @@ impl Validator {
                 .secret(key, "password", raw.password_env, raw.password_file),
             tls: self.problems.tls(key, tls_keys!(raw)),
             keyspace_events: self.problems.keyspace_events(key, raw.keyspace_events),
+            client_tracking: self.problems.client_tracking(key, raw.client_tracking),
         }
     }
 }

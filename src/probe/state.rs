@@ -185,6 +185,16 @@ impl TargetState {
         self.watched_index.contains(stream)
     }
 
+    /// Whether a group of `stream` had entries left to read at its last
+    /// poll (or its lag was unknown, or it was never polled): a removal
+    /// now may take entries it has not read.
+    pub(crate) fn any_group_behind(&self, stream: &Name) -> bool {
+        self.snapshot
+            .streams
+            .get(stream)
+            .is_none_or(|s| s.groups.iter().any(|(_, g)| g.lag != Some(0)))
+    }
+
     /// Replaces the streams watched (discovery's list).
     pub fn set_watched(&mut self, streams: Vec<Name>) {
         self.watched_index = streams.iter().cloned().collect();

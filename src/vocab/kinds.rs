@@ -187,6 +187,11 @@ pub struct StatsSnapshot {
     /// The keyspace-event subscription; `None` while there is none
     /// (`keyspace_events = "off"`, or before it starts).
     pub keyspace_events: Option<KeyspaceEventsStats>,
+    /// Client tracking; `None` when `client_tracking = "off"`.
+    pub client_tracking: Option<ClientTrackingStats>,
+    /// The extra stream polls events and invalidations asked for; `None`
+    /// when neither keyspace events nor client tracking is on.
+    pub extra_polls: Option<ExtraPollStats>,
 }
 
 /// What the keyspace-event subscription of a target counted.
@@ -199,9 +204,27 @@ pub struct KeyspaceEventsStats {
     pub dropped: u64,
     /// Every node's subscription is up and answering.
     pub active: bool,
-    /// Extra stream polls run on events.
-    pub extra_polls: u64,
-    /// Extra stream polls left to the schedule: events asked for them while
-    /// the extra polls' share of the command budget was spent.
-    pub extra_polls_skipped: u64,
+}
+
+/// What client tracking of a target counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientTrackingStats {
+    /// Every node's poll connection tracks, towards a subscriber that is
+    /// subscribed.
+    pub active: bool,
+    /// Invalidations received (one per key).
+    pub invalidations: u64,
+    /// Invalidations dropped: received while the handler's queue was
+    /// full (every stream is read again).
+    pub dropped: u64,
+}
+
+/// The extra stream polls of a target.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExtraPollStats {
+    /// Extra stream polls run.
+    pub run: u64,
+    /// Extra stream polls left to the schedule: asked for while the extra
+    /// polls' share of the command budget was spent.
+    pub skipped: u64,
 }

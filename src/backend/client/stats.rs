@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::vocab::{ErrorKind, KeyspaceEventsStats, SkipKind, StatsSnapshot};
+use crate::vocab::{
+    ClientTrackingStats, ErrorKind, ExtraPollStats, KeyspaceEventsStats, SkipKind, StatsSnapshot,
+};
 
 /// Counters of what the client did, read into every snapshot.
 #[derive(Debug, Default)]
@@ -16,6 +18,7 @@ pub(crate) struct ClientStats {
     skipped: Mutex<BTreeMap<&'static str, u64>>,
     pending_scanned: AtomicU64,
     keyspace_events: Mutex<Option<KeyspaceEventsStats>>,
+    extra_polls: Mutex<Option<ExtraPollStats>>,
     /// Times the keyspace-event subscription stopped covering every event:
     /// it stopped being healthy, or an event was dropped.
     keyspace_gaps: AtomicU64,
@@ -95,15 +98,13 @@ impl ClientStats {
             .map(|_| self.keyspace_gaps.load(Ordering::Relaxed))
     }
 
-    /// Counts extra stream polls run and skipped.
-    pub(crate) fn keyspace_extra_polls(&self, run: u64, skipped: u64) {
-        let mut ks = self
-            .keyspace_events
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let ks = ks.get_or_insert_with(KeyspaceEventsStats::default);
-        ks.extra_polls += run;
-        ks.extra_polls_skipped += skipped;
+    /// Counts extra stream polls run and skipped (and makes the counters
+    /// shown, zero at first, once the loop that runs them starts).
+    pub(crate) fn extra_polls(&self, run: u64, skipped: u64) {
+        let mut extra = self.extra_polls.lock().unwrap_or_else(|p| p.into_inner());
+        let extra = extra.get_or_insert_with(ExtraPollStats::default);
+        extra.run += run;
+        extra.skipped += skipped;
     }
 
     /// Commands sent so far, all labels together.
@@ -135,6 +136,7 @@ impl ClientStats {
         &self,
         rate_limited_seconds: f64,
         page_sizes: BTreeMap<&'static str, u32>,
+        client_tracking: Option<ClientTrackingStats>,
     ) -> StatsSnapshot {
         StatsSnapshot {
             commands: copy(&self.commands),
@@ -147,6 +149,8 @@ impl ClientStats {
                 .keyspace_events
                 .lock()
                 .unwrap_or_else(|p| p.into_inner()),
+            client_tracking,
+            extra_polls: *self.extra_polls.lock().unwrap_or_else(|p| p.into_inner()),
         }
     }
 }
@@ -159,7 +163,7 @@ mod tests {
     fn counts_commands_errors_and_entries_by_label() {
         let stats = ClientStats::default();
         assert_eq!(
-            stats.snapshot(0.0, BTreeMap::new()),
+            stats.snapshot(0.0, BTreeMap::new(), None),
             StatsSnapshot::default()
         );
         stats.command("scan");
@@ -173,7 +177,7 @@ mod tests {
         stats.skipped(SkipKind::Group, 2);
         stats.skipped(SkipKind::Group, 1);
         let sizes = BTreeMap::from([("scan", 100)]);
-        let snap = stats.snapshot(1.5, sizes.clone());
+        let snap = stats.snapshot(1.5, sizes.clone(), None);
         assert_eq!(
             snap.commands,
             BTreeMap::from([("scan", 2), ("xinfo_stream", 1)])
@@ -194,8 +198,8 @@ mod tests {
         stats.keyspace_event(false);
         assert_eq!(stats.keyspace_coverage(), None, "no stream event seen");
         stats.keyspace_event(true);
-        stats.keyspace_extra_polls(3, 0);
-        stats.keyspace_extra_polls(0, 4);
+        stats.extra_polls(3, 0);
+        stats.extra_polls(0, 4);
         let mark = stats.keyspace_coverage();
         assert!(mark.is_some(), "active");
         stats.keyspace_event_dropped();
@@ -209,15 +213,18 @@ mod tests {
         assert_eq!(stats.keyspace_coverage(), None, "none seen since");
         stats.keyspace_event(true);
         assert_ne!(stats.keyspace_coverage(), mark, "an interruption is a gap");
+        let snap = stats.snapshot(0.0, BTreeMap::new(), None);
         assert_eq!(
-            stats.snapshot(0.0, BTreeMap::new()).keyspace_events,
+            snap.keyspace_events,
             Some(KeyspaceEventsStats {
                 received: 3,
                 dropped: 1,
                 active: true,
-                extra_polls: 3,
-                extra_polls_skipped: 4,
             })
+        );
+        assert_eq!(
+            snap.extra_polls,
+            Some(ExtraPollStats { run: 3, skipped: 4 })
         );
     }
 
@@ -225,10 +232,13 @@ mod tests {
     fn a_snapshot_is_a_copy_not_a_view() {
         let stats = ClientStats::default();
         stats.command("ping");
-        let before = stats.snapshot(0.0, BTreeMap::new());
+        let before = stats.snapshot(0.0, BTreeMap::new(), None);
         stats.command("ping");
         assert_eq!(before.commands["ping"], 1);
-        assert_eq!(stats.snapshot(0.0, BTreeMap::new()).commands["ping"], 2);
+        assert_eq!(
+            stats.snapshot(0.0, BTreeMap::new(), None).commands["ping"],
+            2
+        );
     }
 
     #[test]
@@ -241,6 +251,9 @@ mod tests {
         })
         .join();
         stats.command("ping");
-        assert_eq!(stats.snapshot(0.0, BTreeMap::new()).commands["ping"], 1);
+        assert_eq!(
+            stats.snapshot(0.0, BTreeMap::new(), None).commands["ping"],
+            1
+        );
     }
 }

@@ -24,6 +24,7 @@ use super::redirect::{Decision, MAX_REDIRECTS, decide};
 use super::sentinel::primary_addr;
 use super::stats::ClientStats;
 use super::topology::{Topology, refresh_candidates};
+use super::tracking::Tracking;
 use crate::backend::command::Command;
 use crate::backend::error::{CommandError, TargetError, pipeline_labels};
 use crate::backend::paging::Pages;
@@ -31,7 +32,7 @@ use crate::backend::ratelimit::RateLimiter;
 use crate::backend::reply;
 use crate::backend::slot::SlotMap;
 use crate::backend::tls::TlsSetup;
-use crate::config::{Limits, Mode, Target};
+use crate::config::{ClientTracking, Limits, Mode, Target};
 use crate::vocab::{ErrorKind, StatsSnapshot};
 
 /// One reply of a pipeline.
@@ -70,6 +71,8 @@ pub struct TargetClient {
     /// Raised when a reply did not decode: connections opened before are
     /// not used again (see [`TargetClient::distrust_connections`]).
     epoch: AtomicU64,
+    /// Client tracking of the poll connections (see `tracking`).
+    pub(super) tracking: Tracking,
 }
 
 impl TargetClient {
@@ -115,6 +118,7 @@ impl TargetClient {
             no_transactions: AtomicBool::new(false),
             pages: Mutex::new(Pages::new(limits, target.scan_count)),
             epoch: AtomicU64::new(0),
+            tracking: Tracking::new(target.client_tracking == ClientTracking::Auto),
             target,
         })
     }
@@ -129,6 +133,7 @@ impl TargetClient {
         self.stats.snapshot(
             (self.commands.waited() + self.entries.waited()).as_secs_f64(),
             self.pages().sizes(),
+            self.tracking.stats(),
         )
     }
 
@@ -808,24 +813,68 @@ impl TargetClient {
     /// The pooled connection to `node`, opened with the target's
     /// credentials and database when there is none, or only one from before
     /// the last [`Self::distrust_connections`].
+    /// Tracking is turned on (again) towards the node's subscriber when it
+    /// is not yet (see [`Self::track`]).
     async fn connection(&self, node: &Node) -> Result<RedisConnection, TargetError> {
         let mut slot = node.conn.lock().await;
         let epoch = self.epoch.load(Ordering::Relaxed);
-        if let Some(conn) = slot.as_ref() {
-            if conn.epoch == epoch {
-                return Ok(conn.clone());
-            }
-            *slot = None;
+        if let Some(conn) = slot.as_ref().filter(|c| c.epoch == epoch) {
+            let mut conn = conn.clone();
+            self.track(&node.addr, &mut conn).await;
+            return Ok(conn);
         }
-        let conn = self
+        *slot = None;
+        let mut conn = self
             .connect(&node.addr, data_settings(&self.target))
             .await?;
+        self.tracking.connection_opened(&node.addr);
+        self.track(&node.addr, &mut conn).await;
         *slot = Some(conn.clone());
         Ok(conn)
     }
 
     async fn drop_connection(&self, node: &Node) {
         *node.conn.lock().await = None;
+        self.tracking.connection_opened(&node.addr);
+    }
+
+    /// Turns client tracking on for the node's poll connection `conn`,
+    /// towards the node's subscriber, when the tracking wants it (see
+    /// `tracking`). A refusal (`NOPERM`, an unknown or disabled command)
+    /// leaves polling as it was, said once; a timeout or a connection
+    /// failure is left to the command that follows.
+    async fn track(&self, addr: &NodeAddr, conn: &mut RedisConnection) {
+        let Some(redirect) = self.tracking.wanted(addr, Instant::now()) else {
+            return;
+        };
+        let cmd = Command::ClientTracking { redirect };
+        self.stats.command(cmd.label());
+        let reply = tokio::time::timeout(
+            self.timeout,
+            cmd.to_cmd().query_async::<Value>(&mut conn.inner),
+        )
+        .await;
+        let refusal = match reply {
+            Ok(Ok(Value::Okay)) => {
+                self.tracking.turned_on(addr, redirect);
+                tracing::info!(redis_target = %self.target.name, node = %addr, "client tracking: on; quiet streams are read again when they change");
+                return;
+            }
+            Ok(Ok(Value::ServerError(e))) => e.to_string(),
+            Ok(Err(e)) if e.code().is_some() => e.to_string(),
+            Ok(Ok(other)) => format!("unexpected reply {other:?}"),
+            Ok(Err(_)) | Err(_) => return,
+        };
+        if self.tracking.refused(addr, Instant::now()) {
+            tracing::warn!(redis_target = %self.target.name, node = %addr, error = %refusal, retry = ?super::tracking::RETRY_REFUSED, "client tracking: refused (the ACL user needs +client|tracking, +client|id and &__redis__:invalidate, see docs/keyspace-events.md); every stream is polled every time");
+        }
+    }
+
+    /// While the node announces every change to what its poll connection
+    /// read, a mark that stays the same as long as none can have been
+    /// missed (see `tracking`); `None` otherwise.
+    pub(crate) fn tracking_mark(&self, node: &NodeAddr) -> Option<u64> {
+        self.tracking.mark(node)
     }
 
     /// Every open connection of the target is dropped before its next use: a
