@@ -227,6 +227,12 @@ impl RedisConnection {
             _driver: Arc::new(AbortOnDrop(driver)),
         }
     }
+
+    /// Whether the connection has closed: its driver ends when the socket
+    /// does (the server closed it, or killed the client).
+    pub(super) fn is_closed(&self) -> bool {
+        self._driver.0.is_finished()
+    }
 }
 
 #[derive(Debug)]

@@ -827,7 +827,7 @@ impl TargetClient {
         let mut conn = self
             .connect(&node.addr, data_settings(&self.target))
             .await?;
-        self.tracking.connection_opened(&node.addr);
+        self.tracking.connection_reset(&node.addr);
         self.track(&node.addr, &mut conn).await;
         *slot = Some(conn.clone());
         Ok(conn)
@@ -835,7 +835,7 @@ impl TargetClient {
 
     async fn drop_connection(&self, node: &Node) {
         *node.conn.lock().await = None;
-        self.tracking.connection_opened(&node.addr);
+        self.tracking.connection_reset(&node.addr);
     }
 
     /// Turns client tracking on for the node's poll connection `conn`,
@@ -873,8 +873,18 @@ impl TargetClient {
     /// While the node announces every change to what its poll connection
     /// read, a mark that stays the same as long as none can have been
     /// missed (see `tracking`); `None` otherwise.
-    pub(crate) fn tracking_mark(&self, node: &NodeAddr) -> Option<u64> {
-        self.tracking.mark(node)
+    /// A poll connection the server closed is dropped first: the keys it
+    /// read are no longer tracked, though no command has failed on it yet
+    /// (a poll of quiet streams may send none).
+    pub(crate) async fn tracking_mark(&self, addr: &NodeAddr) -> Option<u64> {
+        let node = self.node(addr);
+        let mut slot = node.conn.lock().await;
+        if slot.as_ref().is_some_and(RedisConnection::is_closed) {
+            *slot = None;
+            self.tracking.connection_reset(addr);
+        }
+        drop(slot);
+        self.tracking.mark(addr)
     }
 
     /// Every open connection of the target is dropped before its next use: a
