@@ -99,7 +99,7 @@ pub struct TargetState {
     /// Failed runs in a row, per probe (discovery's backoff).
     pub failures_in_a_row: BTreeMap<ProbeKind, u32>,
     /// Runs of the consumers probe so far: idle groups are read on every
-    /// [`super::groups::IDLE_EVERY`]th, each on its own turn.
+    /// [`super::groups::idle_every`]th, each on its own turn.
     pub consumers_runs: u64,
     /// Commands of a probe's last run that its next runs will not repeat,
     /// for the poller's figure of what the probe needs.
