@@ -422,3 +422,59 @@ async fn lost_vouching_reads_everything_again(kind: Server) {
 }
 
 per_server!(lost_vouching_reads_everything_again);
+
+/// In a cluster, each primary's poll connection tracks towards that
+/// primary's subscriber: active only when all three do; a quiet stream on
+/// each primary stands without a read, and an `XADD` to each is read at
+/// the next poll.
+#[tokio::test]
+async fn a_cluster_tracks_on_every_primary() {
+    let cluster = cluster::RedisCluster::start(Server::Redis70, 3);
+    let mut names: Vec<String> = Vec::new();
+    let mut owners = std::collections::BTreeSet::new();
+    for i in 0..1000 {
+        let name = format!("q:{i}");
+        if owners.insert(cluster.owner(&name)) {
+            names.push(name);
+        }
+        if owners.len() == 3 {
+            break;
+        }
+    }
+    assert_eq!(names.len(), 3);
+    for name in &names {
+        let mut c = cluster.conn_for(name);
+        xadd_n(&mut c, name, 2);
+        cmd(&mut c, &["XGROUP", "CREATE", name, "g", "$"]);
+    }
+    let text = format!("{}{EVERY_SECOND}", cluster.target_toml("t"));
+    let config =
+        redis_streams_exporter::config::from_str("cluster.toml", &text, &Default::default())
+            .unwrap();
+    let h = Harness::new(config);
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(h.poller.clone().run(stop.clone()));
+    let length = |m: &Metrics, name: &str| {
+        m.get(
+            "redis_streams_stream_length",
+            &[("target", "t"), ("stream", name)],
+        )
+    };
+    let m = tracked(&h, |m| names.iter().all(|n| length(m, n) == Some(2.0))).await;
+    assert_eq!(tracking(&m), Some(1.0), "{}", m.text);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let m0 = h.metrics();
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let reads = between(&m0, &h.metrics(), &["xinfo_stream", "xinfo_groups"]);
+    println!("TRACKING | cluster of 3 | quiet: {reads} reads in 2 s");
+    assert_eq!(reads, 0.0, "three quiet streams read {reads} times");
+    for name in &names {
+        xadd_n(&mut cluster.conn_for(name), name, 1);
+    }
+    let m = wait_for(&h, |m| names.iter().all(|n| length(m, n) == Some(3.0))).await;
+    for name in &names {
+        assert_eq!(length(&m, name), Some(3.0), "{name}:\n{}", m.text);
+    }
+    stop.cancel();
+    running.await.unwrap();
+}
