@@ -28,7 +28,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::{KeyEvent, NodeAddr, PRIORITY, TargetClient};
+use crate::backend::{KeyEvent, NodeAddr, PRIORITY, TargetClient, TargetError};
 use crate::probe::{ProbeContext, stream};
 use crate::snapshot::Name;
 
@@ -397,6 +397,8 @@ async fn subscription(
                 if !failing_logged {
                     if refused {
                         tracing::warn!(redis_target = %name, %node, error = %e, retry = ?RETRY_REFUSED, "keyspace events: the ACL user may not subscribe; keyspace events are off for this node and polls keep their schedule (the user needs +subscribe and the keyevent channels, see docs/keyspace-events.md)");
+                    } else if matches!(e, TargetError::ServerFull { .. }) {
+                        tracing::warn!(redis_target = %name, %node, error = %e, ?retry, "keyspace events: the server is at its maxclients and refused the subscription's connection; polls keep their schedule (keyspace events need one more connection per primary: raise maxclients, or set keyspace_events = \"off\")");
                     } else {
                         tracing::warn!(redis_target = %name, %node, error = %e, ?retry, "keyspace events: cannot subscribe; polls keep their schedule (an ACL user needs +subscribe and the keyevent channels, see docs/keyspace-events.md)");
                     }

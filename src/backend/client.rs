@@ -37,7 +37,7 @@ mod topology;
 pub(crate) use self::connection::NodeAddr;
 pub(crate) use self::subscriber::KeyEvent;
 pub(crate) use self::target_client::Reply;
-pub use self::target_client::{ClientSetupError, TargetClient};
+pub use self::target_client::{ClientSetupError, KEEPALIVE_IDLE, TargetClient};
 
 #[cfg(test)]
 mod tests;

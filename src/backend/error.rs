@@ -86,6 +86,18 @@ pub(crate) enum TargetError {
         /// Authentication failure rather than a network one.
         auth: bool,
     },
+    /// The server refused one more connection: it has `maxclients`
+    /// clients already (it says so to the new connection, then closes it).
+    #[error(
+        "{}: the server refused a new connection: max number of clients reached (its maxclients); raise maxclients or close other clients",
+        at(target, node)
+    )]
+    ServerFull {
+        /// Target name.
+        target: String,
+        /// `host:port`.
+        node: String,
+    },
     /// A reply broke the protocol (a bound of `client::bounded`, bytes that
     /// are not RESP) or cannot be the answer to its command: the connection
     /// is dropped, so that no later reply is taken for the answer to
@@ -150,7 +162,9 @@ impl TargetError {
                 ErrorKind::Timeout
             }
             TargetError::Connection { auth: true, .. } => ErrorKind::Auth,
-            TargetError::Connection { .. } => ErrorKind::Connection,
+            TargetError::Connection { .. } | TargetError::ServerFull { .. } => {
+                ErrorKind::Connection
+            }
             TargetError::Protocol { .. } => ErrorKind::Protocol,
             TargetError::Topology { .. } => ErrorKind::Cluster,
         }

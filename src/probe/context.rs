@@ -111,6 +111,7 @@ impl ProbeError {
                 TargetError::ConnectTimeout { .. }
                     | TargetError::CommandTimeout { .. }
                     | TargetError::Connection { .. }
+                    | TargetError::ServerFull { .. }
                     | TargetError::Topology { .. }
             )
         )

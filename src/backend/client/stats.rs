@@ -1,18 +1,20 @@
-//! What a client counted: commands sent by label, errors by kind, items
-//! left out of replies by kind and PEL entries read, copied into every snapshot with the time spent waiting on
+//! What a client counted: commands sent by label, errors by kind,
+//! connections opened again by the reason the last one went, items left
+//! out of replies by kind and PEL entries read, copied into every snapshot with the time spent waiting on
 //! rate limits and the current page sizes.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::vocab::{ErrorKind, KeyspaceEventsStats, SkipKind, StatsSnapshot};
+use crate::vocab::{ErrorKind, KeyspaceEventsStats, ReconnectReason, SkipKind, StatsSnapshot};
 
 /// Counters of what the client did, read into every snapshot.
 #[derive(Debug, Default)]
 pub(crate) struct ClientStats {
     commands: Mutex<BTreeMap<&'static str, u64>>,
     errors: Mutex<BTreeMap<&'static str, u64>>,
+    reconnects: Mutex<BTreeMap<&'static str, u64>>,
     skipped: Mutex<BTreeMap<&'static str, u64>>,
     pending_scanned: AtomicU64,
     keyspace_events: Mutex<Option<KeyspaceEventsStats>>,
@@ -41,6 +43,12 @@ impl ClientStats {
     /// Counts one error of `kind`.
     pub(crate) fn error(&self, kind: ErrorKind) {
         bump(&self.errors, kind.label(), 1);
+    }
+
+    /// Counts one pooled connection opened again after one dropped for
+    /// `reason`.
+    pub(super) fn reconnect(&self, reason: ReconnectReason) {
+        bump(&self.reconnects, reason.label(), 1);
     }
 
     /// Counts `n` items of `kind` left out of a reply.
@@ -139,6 +147,7 @@ impl ClientStats {
         StatsSnapshot {
             commands: copy(&self.commands),
             errors: copy(&self.errors),
+            reconnects: copy(&self.reconnects),
             skipped: copy(&self.skipped),
             rate_limited_seconds,
             pending_scanned: self.pending_scanned.load(Ordering::Relaxed),
@@ -168,6 +177,8 @@ mod tests {
         stats.error(ErrorKind::Timeout);
         stats.error(ErrorKind::Cluster);
         stats.error(ErrorKind::Cluster);
+        stats.reconnect(ReconnectReason::Closed);
+        stats.reconnect(ReconnectReason::Closed);
         stats.pending_scanned(40);
         stats.pending_scanned(2);
         stats.skipped(SkipKind::Group, 2);
@@ -185,6 +196,7 @@ mod tests {
                 (ErrorKind::Cluster.label(), 2)
             ])
         );
+        assert_eq!(snap.reconnects, BTreeMap::from([("closed", 2)]));
         assert_eq!(snap.pending_scanned, 42);
         assert_eq!(snap.skipped, BTreeMap::from([("group", 3)]));
         assert_eq!(snap.rate_limited_seconds, 1.5);

@@ -16,7 +16,7 @@ use redis::Value;
 use redis::aio::{PubSub, PubSubSink, PubSubStream};
 
 use super::bounded::{BoundedReplies, Violation};
-use super::connection::{NodeAddr, data_settings};
+use super::connection::{NodeAddr, data_settings, is_server_full};
 use super::target_client::TargetClient;
 use crate::backend::command::Command;
 use crate::backend::error::TargetError;
@@ -150,8 +150,9 @@ impl TargetClient {
     ///
     /// # Errors
     /// When the node cannot be reached, refuses the credentials or the
-    /// subscription (`NOPERM` for a user without those channels), or does
-    /// not answer within the command timeout.
+    /// subscription (`NOPERM` for a user without those channels; a
+    /// [`TargetError::ServerFull`] at its `maxclients`), or does not answer
+    /// within the command timeout.
     ///
     /// [`Dialer::open`]: super::connection::Dialer::open
     pub(crate) async fn subscribe_keyevents(
@@ -167,6 +168,13 @@ impl TargetClient {
             channels: channels.clone(),
         };
         let refused = |e: redis::RedisError| match e.code() {
+            Some(_) if is_server_full(&e) => {
+                self.stats.error(ErrorKind::Connection);
+                TargetError::ServerFull {
+                    target: self.target.name.clone(),
+                    node: addr.to_string(),
+                }
+            }
             Some(code) => {
                 let kind = ErrorKind::from_server(code, e.detail().unwrap_or_default());
                 // A user without the subscribe permissions: a setting, not
@@ -184,9 +192,11 @@ impl TargetClient {
             }
             None => self.dialer().connection_failure(addr, &e),
         };
+        let deadline = tokio::time::Instant::now() + self.timeout;
         let opened = self.dialer().open(
             addr,
             data_settings(&self.target),
+            deadline,
             BoundedReplies::subscribed,
             |settings, stream| async move {
                 let violation = stream.violation();
@@ -205,7 +215,7 @@ impl TargetClient {
                 })
             },
         );
-        match tokio::time::timeout(self.timeout, opened).await {
+        match tokio::time::timeout_at(deadline, opened).await {
             Err(_) => {
                 self.stats.error(ErrorKind::Timeout);
                 Err(self.dialer().connect_timeout(addr, "SUBSCRIBE"))
