@@ -463,6 +463,8 @@ impl Poller {
     /// before a fall stays served, with `target_up 0`, for the grace
     /// ([`down_grace`]), then is dropped, so after a longer outage the
     /// stream series come back with the next stream poll, never stale.
+    /// While what is served was read before the fall, only a stream poll
+    /// brings `target_up` back to 1.
     fn follow_reachability(&self, state: &mut TargetState, run: &Run) {
         let name = &self.ctx.target.name;
         let down = matches!(&run.result, Err(e) if e.target_down())
@@ -481,16 +483,23 @@ impl Poller {
                 tracing::warn!(redis_target = %name, ?grace, "target still down after the grace; its data series are withdrawn");
             }
         } else if self.ctx.client.reachable() == Some(true) {
+            if state.last_down_reason.take().is_some() {
+                // Back after an outage: refresh what the slow probes show
+                // now rather than one interval later (the PEL scan starts
+                // with the groups that had findings).
+                for k in ProbeKind::ALL.into_iter().filter(|k| *k != run.kind) {
+                    self.wake(k);
+                }
+            }
+            // What is held was read before the fall, perhaps of another
+            // server (a restart, a failover): it is not served as fresh.
+            // `target_up` stays 0 until a stream poll (woken above) has read
+            // the server again.
+            if state.snapshot.held && run.kind != ProbeKind::Stream {
+                return;
+            }
             if !state.snapshot.up {
                 tracing::info!(redis_target = %name, "target up");
-                if state.last_down_reason.take().is_some() {
-                    // Back after an outage: refresh what the slow probes
-                    // show now rather than one interval later (the PEL scan
-                    // starts with the groups that had findings).
-                    for k in ProbeKind::ALL.into_iter().filter(|k| *k != run.kind) {
-                        self.wake(k);
-                    }
-                }
             }
             state.rose();
         }

@@ -208,12 +208,13 @@ impl TargetState {
                 self.down_since = Some(now);
                 self.generation += 1;
                 self.ledgers_unverified = !self.ledgers.is_empty();
+                // Only what a target that was up read is worth holding.
+                self.snapshot.held = self.snapshot.up;
                 now
             }
         };
         self.snapshot.up = false;
-        if now.saturating_duration_since(since) < grace {
-            self.snapshot.held = true;
+        if self.snapshot.held && now.saturating_duration_since(since) < grace {
             return false;
         }
         let dropped_now = self.snapshot.held;

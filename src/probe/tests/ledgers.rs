@@ -119,6 +119,16 @@ fn a_fall_holds_the_data_for_the_grace_then_drops_it() {
     assert!(state.snapshot.held);
 }
 
+/// A target that never came up has nothing to hold.
+#[test]
+fn a_target_that_was_never_up_holds_nothing() {
+    use std::time::Duration;
+    let mut state = TargetState::default();
+    let t0 = tokio::time::Instant::now();
+    assert!(!state.fell(t0, Duration::from_secs(45)));
+    assert!(!state.snapshot.held && !state.snapshot.serves_data());
+}
+
 /// A blip inside the grace: the target comes back with everything it had.
 #[test]
 fn a_blip_inside_the_grace_keeps_every_memory() {
