@@ -2,9 +2,10 @@
 //!
 //! - a server `timeout` of 3 s with the default schedule (every connection idles between
 //!   polls), and `CLIENT KILL TYPE normal` every second for a minute (from the test's own
-//!   connection, which the server skips): `target_up` never drops, no data series disappears,
-//!   the polls stay fresh (an entry written half-way shows), and the reconnects are counted in
-//!   `redis_streams_exporter_reconnects_total`;
+//!   connection, which the server skips) with the default schedule and with a stream poll every
+//!   250 ms (nearly every kill then closes a connection between two commands): `target_up`
+//!   never drops, no data series disappears, the polls stay fresh (an entry written half-way
+//!   shows), and the reconnects are counted in `redis_streams_exporter_reconnects_total`;
 //! - the server killed: `target_up 0` within one stream interval, the data series served as last
 //!   read during the grace (3 stream intervals), then removed; fresh values once it is back.
 //!
@@ -44,6 +45,13 @@ fn reconnects(m: &Metrics, target: &str, reason: &str) -> f64 {
     m.value(
         "redis_streams_exporter_reconnects_total",
         &[("target", target), ("reason", reason)],
+    )
+}
+
+fn connection_errors(m: &Metrics, target: &str) -> f64 {
+    m.value(
+        "redis_streams_exporter_errors_total",
+        &[("target", target), ("kind", "connection")],
     )
 }
 
@@ -121,6 +129,17 @@ async fn idle_timeouts_and_kills_are_no_outage(kind: Server) {
         killed.url()
     ))
     .await;
+    // A second exporter polls the killed server on a fast schedule: its connection is in use
+    // four times a second, so nearly every kill closes it between two commands, and the next
+    // command finds it closed (the default schedule's connection is mostly found closed by the
+    // keepalive, and opened afresh by the next poll).
+    let fast = Daemon::start(&format!(
+        "[[targets]]\nname = \"fast\"\nurl = \"{}\"\nstreams = [\"orders\"]\n\
+         [schedule]\ndiscovery = \"1s\"\ninfo = \"1s\"\nstream = \"250ms\"\n\
+         pending_summary = \"1s\"\nconsumers = \"1s\"\npending_scan = \"1s\"\n",
+        killed.url()
+    ))
+    .await;
     let first = wait_metrics(
         &d,
         Duration::from_secs(20),
@@ -132,8 +151,18 @@ async fn idle_timeouts_and_kills_are_no_outage(kind: Server) {
         },
     )
     .await;
+    let first_fast = wait_metrics(&fast, Duration::from_secs(20), "the fast one's", |m| {
+        up(m, "fast") == Some(1.0) && length(m, "fast") == Some(10.0)
+    })
+    .await;
     let before = |t| reconnects(&first, t, "closed");
     let (idle_before, killed_before) = (before("idle"), before("killed"));
+    let fast_before = reconnects(&first_fast, "fast", "closed");
+    let errors_before = [
+        connection_errors(&first, "idle"),
+        connection_errors(&first, "killed"),
+        connection_errors(&first_fast, "fast"),
+    ];
 
     // The killer: its own connection (CLIENT KILL skips the caller), every second; half-way
     // it adds an entry, which only polls that still work can show.
@@ -163,11 +192,13 @@ async fn idle_timeouts_and_kills_are_no_outage(kind: Server) {
     });
     let started = Instant::now();
     let (mut idle_tally, mut killed_tally) = (Tally::default(), Tally::default());
+    let mut fast_tally = Tally::default();
     let mut added = false;
     while started.elapsed() < MINUTE {
         let m = d.metrics().await;
         idle_tally.see(&m, "idle");
         killed_tally.see(&m, "killed");
+        fast_tally.see(&fast.metrics().await, "fast");
         if !added && started.elapsed() >= MINUTE / 2 {
             xadd_n(&mut idle.conn(), "orders", 1);
             added = true;
@@ -185,16 +216,21 @@ async fn idle_timeouts_and_kills_are_no_outage(kind: Server) {
         |m| length(m, "idle") == Some(11.0) && length(m, "killed") == Some(11.0),
     )
     .await;
-    let row = |t: &str, tally: &Tally, fault: &str| {
+    let last_fast = wait_metrics(&fast, Duration::from_secs(5), "the fast one's", |m| {
+        length(m, "fast") == Some(11.0)
+    })
+    .await;
+    let row = |last: &Metrics, t: &str, tally: &Tally, fault: &str| {
         eprintln!(
             "{kind:?} | {fault} | scrapes {} | up samples at 0: {} | series gaps: {} | \
-             reconnects closed {} timeout {} protocol {} | pings {}",
+             reconnects closed {} timeout {} protocol {} | connection errors {} | pings {}",
             tally.scrapes,
             tally.up_zero,
             tally.gaps,
-            reconnects(&last, t, "closed"),
-            reconnects(&last, t, "timeout"),
-            reconnects(&last, t, "protocol"),
+            reconnects(last, t, "closed"),
+            reconnects(last, t, "timeout"),
+            reconnects(last, t, "protocol"),
+            connection_errors(last, t),
             last.get(
                 "redis_streams_exporter_redis_commands_total",
                 &[("target", t), ("command", "ping")]
@@ -202,17 +238,36 @@ async fn idle_timeouts_and_kills_are_no_outage(kind: Server) {
             .unwrap_or(0.0),
         );
     };
-    row("idle", &idle_tally, "timeout 3, default schedule, 60 s");
+    let kills = kills.load(Ordering::Relaxed);
     row(
+        &last,
+        "idle",
+        &idle_tally,
+        "timeout 3, default schedule, 60 s",
+    );
+    row(
+        &last,
         "killed",
         &killed_tally,
         &format!(
-            "CLIENT KILL TYPE normal every 1 s for 60 s ({} clients killed)",
-            kills.load(Ordering::Relaxed)
+            "CLIENT KILL TYPE normal every 1 s for 60 s, default schedule ({kills} clients killed in all)"
         ),
     );
-    for (t, tally) in [("idle", &idle_tally), ("killed", &killed_tally)] {
-        assert_eq!(tally.up_zero, 0, "{kind:?} {t}: target_up dropped: {tally:?}");
+    row(
+        &last_fast,
+        "fast",
+        &fast_tally,
+        "the same kills, stream poll every 250 ms",
+    );
+    for (t, tally) in [
+        ("idle", &idle_tally),
+        ("killed", &killed_tally),
+        ("fast", &fast_tally),
+    ] {
+        assert_eq!(
+            tally.up_zero, 0,
+            "{kind:?} {t}: target_up dropped: {tally:?}"
+        );
         assert_eq!(
             tally.gaps, 0,
             "{kind:?} {t}: series disappeared: {:?}",
@@ -220,11 +275,28 @@ async fn idle_timeouts_and_kills_are_no_outage(kind: Server) {
         );
         assert!(tally.scrapes >= 100, "{kind:?} {t}: {tally:?}");
     }
-    // The kills landed, and each connection killed under a command was opened again.
-    assert!(kills.load(Ordering::Relaxed) >= 10, "{kind:?}: few kills");
+    // A command sent again on a fresh connection is no error: none was counted.
+    let errors_after = [
+        connection_errors(&last, "idle"),
+        connection_errors(&last, "killed"),
+        connection_errors(&last_fast, "fast"),
+    ];
+    assert_eq!(
+        errors_after, errors_before,
+        "{kind:?}: connection errors counted (idle, killed, fast)"
+    );
+    // The kills landed, and the connections killed were opened again: under the fast schedule
+    // nearly once per kill, each time by a command that found its connection closed and was
+    // sent again.
+    assert!(kills >= 30, "{kind:?}: {kills} kills");
     assert!(
         reconnects(&last, "killed", "closed") > killed_before,
         "{kind:?}: no reconnect counted under CLIENT KILL"
+    );
+    assert!(
+        reconnects(&last_fast, "fast", "closed") - fast_before >= 30.0,
+        "{kind:?}: {} reconnects under the fast schedule",
+        reconnects(&last_fast, "fast", "closed") - fast_before
     );
     // The keepalive keeps the idle server's connection open: without it every poll (a
     // discovery every 10 s, a stream poll every 15 s) would open a new one.
@@ -235,6 +307,7 @@ async fn idle_timeouts_and_kills_are_no_outage(kind: Server) {
         reconnects(&last, "idle", "closed") - idle_before
     );
     promtool_check(&last.text);
+    fast.stop().await;
     d.stop().await;
 }
 
