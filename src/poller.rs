@@ -494,9 +494,13 @@ impl Poller {
             // What is held was read before the fall, perhaps of another
             // server (a restart, a failover): it is not served as fresh.
             // `target_up` stays 0 until a stream poll (woken above) has read
-            // the server again.
+            // the server again, or the grace is over and it is dropped.
             if state.snapshot.held && run.kind != ProbeKind::Stream {
-                return;
+                if !state.held_past(Instant::now(), down_grace(&self.ctx.config)) {
+                    return;
+                }
+                tracing::info!(redis_target = %name, "target answers again after the grace; what it held is withdrawn until the next stream poll");
+                state.forget_data();
             }
             if !state.snapshot.up {
                 tracing::info!(redis_target = %name, "target up");

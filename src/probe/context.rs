@@ -112,6 +112,7 @@ impl ProbeError {
                     | TargetError::CommandTimeout { .. }
                     | TargetError::Connection { .. }
                     | TargetError::ServerFull { .. }
+                    | TargetError::Restarted { .. }
                     | TargetError::Topology { .. }
             )
         )

@@ -222,6 +222,15 @@ impl TargetState {
         dropped_now
     }
 
+    /// Whether what the target holds has been held for `grace` at `now`
+    /// (then it is to be dropped, down or not).
+    pub fn held_past(&self, now: tokio::time::Instant, grace: std::time::Duration) -> bool {
+        self.snapshot.held
+            && self
+                .down_since
+                .is_some_and(|since| now.saturating_duration_since(since) >= grace)
+    }
+
     /// The target answers again: nothing is held any more.
     pub fn rose(&mut self) {
         self.down_since = None;

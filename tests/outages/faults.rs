@@ -185,14 +185,18 @@ impl DownWatch {
         let fresh: Vec<&String> = served.difference(&self.seen_up).collect();
         assert!(
             fresh.is_empty(),
-            "target {target} is down but serves series it never served while up: {fresh:?}"
+            "target {target} is down but serves {} series it never served while up, e.g. {:?}",
+            fresh.len(),
+            fresh.iter().take(3).collect::<Vec<_>>()
         );
         assert!(
             served.is_empty() || stall::awake_since(since) < self.gone_within,
-            "target {target} has been down for {:?} (grace and slack {:?}) and still serves: \
-             {served:?}",
+            "target {target} has been down for {:?} (grace and slack {:?}) and still serves {} \
+             series, e.g. {:?}",
             since.elapsed(),
-            self.gone_within
+            self.gone_within,
+            served.len(),
+            served.iter().take(3).collect::<Vec<_>>()
         );
     }
 }

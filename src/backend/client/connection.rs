@@ -306,6 +306,9 @@ pub(super) struct Node {
     pub(super) conn: tokio::sync::Mutex<Option<RedisConnection>>,
     answered_at: std::sync::Mutex<Option<Instant>>,
     dropped: std::sync::Mutex<Option<ReconnectReason>>,
+    /// The `run_id` of the server its connections last reached, once one
+    /// said (see [`Node::server_is`]).
+    run_id: std::sync::Mutex<Option<String>>,
 }
 
 impl Node {
@@ -315,7 +318,23 @@ impl Node {
             conn: tokio::sync::Mutex::new(None),
             answered_at: std::sync::Mutex::new(None),
             dropped: std::sync::Mutex::new(None),
+            run_id: std::sync::Mutex::new(None),
         })
+    }
+
+    /// A new connection reached the server whose `run_id` is `now` (`None`
+    /// when it did not say): false when it is another server than the one
+    /// the node's connections reached before, so what was read before may
+    /// be of the server that went. An unknown `run_id` proves nothing, and
+    /// keeps the last one known.
+    pub(super) fn server_is(&self, now: Option<String>) -> bool {
+        let Some(now) = now else {
+            return true;
+        };
+        let mut known = self.run_id.lock().unwrap_or_else(|p| p.into_inner());
+        let same = known.as_ref().is_none_or(|before| *before == now);
+        *known = Some(now);
+        same
     }
 
     /// Its connection answered at `now`.

@@ -860,14 +860,50 @@ impl TargetClient {
             *slot = None;
             node.dropped(ReconnectReason::Protocol);
         }
-        let conn = self
+        let mut conn = self
             .connect(&node.addr, data_settings(&self.target))
             .await?;
+        let run_id = self.run_id(&node.addr, &mut conn).await;
         if let Some(reason) = node.opened(Instant::now()) {
             self.stats.reconnect(reason);
         }
         *slot = Some(conn.clone());
+        if !node.server_is(run_id) {
+            // Kept for the next command; this one's run must not go on.
+            let restarted = TargetError::Restarted {
+                target: self.target.name.clone(),
+                node: node.addr.to_string(),
+            };
+            self.stats.error(restarted.kind());
+            return Err(restarted);
+        }
         Ok(conn)
+    }
+
+    /// The `run_id` of the server `conn` reached (`INFO server`, within
+    /// the command timeout, no token: once per connection); `None` when it
+    /// does not say (refused, not answered). A connection opened again
+    /// after one was closed under a command may reach another server (a
+    /// restart, a failover at the same address): comparing run ids tells
+    /// it from the same server, which a command may simply be sent to again.
+    async fn run_id(&self, addr: &NodeAddr, conn: &mut RedisConnection) -> Option<String> {
+        let cmd = Command::InfoServer;
+        self.stats.command(cmd.label());
+        let answer = tokio::time::timeout(
+            self.timeout,
+            cmd.to_cmd().query_async::<Value>(&mut conn.inner),
+        )
+        .await;
+        let Ok(Ok(value)) = answer else {
+            tracing::debug!(redis_target = %self.target.name, node = %addr, "INFO server got no answer on a new connection");
+            return None;
+        };
+        let fields = reply::info_fields(&value).ok()?;
+        fields
+            .into_iter()
+            .find(|(k, _)| k == "run_id")
+            .map(|(_, v)| v)
+            .filter(|v| !v.is_empty())
     }
 
     /// Drops `conn`, `node`'s connection, for `reason`; a connection that

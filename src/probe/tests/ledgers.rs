@@ -101,6 +101,8 @@ fn a_fall_holds_the_data_for_the_grace_then_drops_it() {
     assert!(state.ledgers_unverified, "the next server is not known yet");
     assert!(state.groups.contains_key(&key("s")), "the memory is kept");
     // Later runs in the grace change nothing more.
+    assert!(!state.held_past(t0 + grace - Duration::from_millis(1), grace));
+    assert!(state.held_past(t0 + grace, grace));
     assert!(!state.fell(t0 + grace - Duration::from_millis(1), grace));
     assert_eq!(state.generation, generation + 1);
     assert!(state.snapshot.held);
