@@ -248,3 +248,21 @@ fn describe(e: &rustls::Error) -> String {
         format!("TLS: {e}: {hint}")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server without TLS answers a handshake with a plain-text error
+    /// line, which rustls reads as a record of no known type: the message
+    /// says so, and what to use.
+    #[test]
+    fn a_plain_text_answer_to_the_handshake_says_the_server_has_no_tls() {
+        let e = rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType);
+        let said = describe(&e);
+        assert!(said.contains("plain text"), "{said}");
+        assert!(said.contains("use a redis:// URL"), "{said}");
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+        assert_eq!(explain(&io).as_deref(), Some(said.as_str()));
+    }
+}
