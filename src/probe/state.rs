@@ -108,6 +108,8 @@ pub struct TargetState {
     pub budget_notice: Option<BudgetNotice>,
     /// Why the target went down, while it is down (logged once).
     pub last_down_reason: Option<String>,
+    /// When the target went down, while it is down (see [`Self::fell`]).
+    pub down_since: Option<tokio::time::Instant>,
     /// Streams already reported as having non-time IDs (logged once).
     pub non_time_logged: std::collections::BTreeSet<Name>,
     /// Evidence kept through an outage (see [`Parked`]).
@@ -201,6 +203,53 @@ impl TargetState {
         self.watched = streams;
     }
 
+    /// The target is down at `now` (a run could not reach it): `target_up`
+    /// is 0, and what the last good polls read stays served for `grace`
+    /// after the fall ([`TargetSnapshot::held`](crate::snapshot::TargetSnapshot::held)),
+    /// so that a blip does not erase every series of the target (nor reset
+    /// the `for:` of the alerts on them); past it, everything read is
+    /// dropped ([`Self::forget_data`]). At the fall, runs already under way
+    /// may no longer apply what they read (it may mix a server that died
+    /// with the one that answers next), and the ledgers wait until `INFO`
+    /// shows which server answers. Returns true when this call dropped the
+    /// data.
+    pub fn fell(&mut self, now: tokio::time::Instant, grace: std::time::Duration) -> bool {
+        let since = match self.down_since {
+            Some(since) => since,
+            None => {
+                self.down_since = Some(now);
+                self.generation += 1;
+                self.ledgers_unverified = !self.ledgers.is_empty();
+                // Only what a target that was up read is worth holding.
+                self.snapshot.held = self.snapshot.up;
+                now
+            }
+        };
+        self.snapshot.up = false;
+        if self.snapshot.held && now.saturating_duration_since(since) < grace {
+            return false;
+        }
+        let dropped_now = self.snapshot.held;
+        self.forget_data();
+        dropped_now
+    }
+
+    /// Whether what the target holds has been held for `grace` at `now`
+    /// (then it is to be dropped, down or not).
+    pub fn held_past(&self, now: tokio::time::Instant, grace: std::time::Duration) -> bool {
+        self.snapshot.held
+            && self
+                .down_since
+                .is_some_and(|since| now.saturating_duration_since(since) >= grace)
+    }
+
+    /// The target answers again: nothing is held any more.
+    pub fn rose(&mut self) {
+        self.down_since = None;
+        self.snapshot.held = false;
+        self.snapshot.up = true;
+    }
+
     /// Drops everything read from Redis, after the target went down: no
     /// stale value may be served as fresh.
     pub fn forget_data(&mut self) {
@@ -224,6 +273,7 @@ impl TargetState {
         }
         self.generation += 1;
         self.snapshot.up = false;
+        self.snapshot.held = false;
         self.snapshot.server = None;
         self.snapshot.streams = Arc::default();
         self.snapshot.prune_groups();
