@@ -321,8 +321,9 @@ trait StreamHistory {
     /// first entry when it takes the first one.
     fn deleted_past_since(&self, id: StreamId, before: &StreamInfo) -> bool;
     /// True when something visibly removed entries since `before`: the
-    /// first entry moved (or the stream, empty, generated more), or
-    /// max-deleted-entry-id moved. Without either, entries-added rising
+    /// first entry moved (or the stream, empty, generated more),
+    /// max-deleted-entry-id moved, or the stream got shorter with nothing
+    /// added. Without any of these, entries-added rising
     /// faster than the length is `XSETID … ENTRIESADDED` or a deletion
     /// below an older max-deleted-entry-id, which the figures cannot tell
     /// apart: never a proven loss.
@@ -365,6 +366,12 @@ impl StreamHistory for StreamInfo {
         self.first_entry_id != before.first_entry_id
             || (self.length == 0 && self.last_generated_id != before.last_generated_id)
             || self.max_deleted_entry_id != before.max_deleted_entry_id
+            // Nothing added (no XADD: the last ID stands; no XSETID: the
+            // count stands) and fewer entries: only a removal shortens it.
+            || (self.entries_added.is_some()
+                && self.entries_added == before.entries_added
+                && self.last_generated_id == before.last_generated_id
+                && self.length < before.length)
     }
 
     fn reset_since(&self, before: &StreamInfo) -> bool {

@@ -309,6 +309,14 @@ impl Poller {
     pub async fn run_probe(&self, kind: ProbeKind) -> Next {
         #[cfg(test)]
         test_hook::before_run(&self.ctx.target.name, kind);
+        // While what is served was read before a fall, a per-group probe
+        // waits for the stream poll that reads the server again (and wakes
+        // it): its figures would join a picture of another moment, perhaps
+        // of another server, and add series a target that is down never
+        // had while up.
+        if kind.per_group() && self.ctx.state().snapshot.held {
+            return Next::Grid;
+        }
         let run = self.timed_run(kind).await;
         let (snapshot, next) = {
             let mut state = self.ctx.state();
@@ -508,6 +516,12 @@ impl Poller {
             }
             if !state.snapshot.up {
                 tracing::info!(redis_target = %name, "target up");
+            }
+            if state.snapshot.held {
+                // The per-group probes waited for this stream poll.
+                for k in ProbeKind::ALL.into_iter().filter(|k| k.per_group()) {
+                    self.wake(k);
+                }
             }
             state.rose();
         }

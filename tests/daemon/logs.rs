@@ -414,7 +414,7 @@ fn a_subscription_refused_at_maxclients_gets_its_own_hint(kind: Server) {
     let c = std::cell::RefCell::new(c);
     let lines = daemon_lines(cmd, |lines| {
         let said = |text: &str| lines.iter().any(|l| l.contains(text));
-        if !full.get() && said("keyspace events: subscribed") && said("discovery") {
+        if !full.get() && said("subscribed (keyevents") && said("discovery") {
             full.set(true);
             let mut c = c.borrow_mut();
             let _: () = redis::cmd("CONFIG")
