@@ -456,6 +456,43 @@ async fn the_daemon_writes_every_minute_and_at_shutdown() {
     assert_eq!(groups(&std::fs::read(&path).unwrap()), 2);
 }
 
+#[test]
+fn the_file_is_a_key_of_status_and_a_flag_that_wins() {
+    let load = |toml: &str, flag: Option<&str>| {
+        let cli = config::CliOverrides {
+            state_file: flag.map(std::path::PathBuf::from),
+            ..Default::default()
+        };
+        config::from_str("t.toml", toml, &cli)
+    };
+    assert_eq!(load("", None).unwrap().state_file, None);
+    let set = "[status]\nstate_file = \"/var/lib/x/state.json\"\n";
+    assert_eq!(
+        load(set, None).unwrap().state_file.as_deref(),
+        Some(std::path::Path::new("/var/lib/x/state.json"))
+    );
+    assert_eq!(
+        load(set, Some("/tmp/other.json"))
+            .unwrap()
+            .state_file
+            .as_deref(),
+        Some(std::path::Path::new("/tmp/other.json"))
+    );
+    let dir = tempfile::tempdir().unwrap();
+    for (toml, flag, wanted) in [
+        ("[status]\nstate_file = \"\"\n", None, "must not be empty"),
+        ("", Some(dir.path().to_str().unwrap()), "is a directory"),
+    ] {
+        let e = load(toml, flag).unwrap_err().to_string();
+        assert!(e.contains("status.state_file") && e.contains(wanted), "{e}");
+    }
+    // Not a change of polling: a reload keeps the pollers (the file takes effect at the next
+    // start).
+    let before = load("", None).unwrap();
+    let after = load(set, None).unwrap();
+    assert!(!before.polling_changed(&after));
+}
+
 /// A document of version 1, as this build wrote it: if it no longer loads,
 /// the format changed, and `FORMAT_VERSION` must say so (then write this
 /// test's document again from the new version).
