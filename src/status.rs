@@ -336,7 +336,7 @@ impl Settings {
 /// how many of the latest polls in a row satisfied it. "Every poll of the
 /// window did X" is then "the run of X is at least the window", so memory
 /// per group stays a few dozen bytes whatever the window's length.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Window {
     seen: u16,
     prev: Option<Previous>,
@@ -357,7 +357,7 @@ pub struct Window {
 /// What the next poll is compared with. IDs are only compared for
 /// equality, so they are kept as 64-bit fingerprints (a collision would at
 /// worst extend a run by one poll).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct Previous {
     /// Lag, `u64::MAX` when unknown.
     lag: u64,

@@ -78,6 +78,12 @@ pub struct TargetState {
     watched_index: std::collections::HashSet<Name>,
     /// Per-group memory, by (stream, group).
     pub groups: BTreeMap<(Name, Name), GroupMemory>,
+    /// Memories the state file gave back at start ([`Self::restore`]), of
+    /// groups not polled since: each becomes its group's memory at the
+    /// group's first poll. Unlike `groups` they outlive the target going
+    /// down (the exporter may start while Redis is down); a completed stream
+    /// poll drops those of groups it did not see ([`Self::prune_ledgers`]).
+    restored: BTreeMap<(Name, Name), GroupMemory>,
     /// Per-group loss and rewind records. Unlike the rest of the memory they
     /// survive the target going down: counters must not restart at every
     /// blip, and `data_loss` holds for `data_loss_hold`.
@@ -331,6 +337,33 @@ impl TargetState {
         self.ledgers_unverified = !self.ledgers.is_empty();
     }
 
+    /// What the state file kept of this target from before the exporter
+    /// restarted: each group's memory, taken up at its first poll, and the
+    /// loss ledgers, which wait (as after an outage) until `INFO` says
+    /// which server each node is, then compare the first poll with the
+    /// last one before the restart ([`loss::Ledger::follow_server`]).
+    pub fn restore(
+        &mut self,
+        memories: BTreeMap<(Name, Name), GroupMemory>,
+        ledgers: BTreeMap<(Name, Name), loss::Ledger>,
+    ) {
+        self.restored = memories;
+        self.ledgers = ledgers;
+        self.ledgers_unverified = !self.ledgers.is_empty();
+    }
+
+    /// Every group's memory worth keeping across a restart of the exporter:
+    /// those of the groups polled since the start, and those restored and
+    /// not polled yet.
+    pub fn memories(&self) -> impl Iterator<Item = (&(Name, Name), &GroupMemory)> {
+        let polled = &self.groups;
+        polled.iter().chain(
+            self.restored
+                .iter()
+                .filter(move |(key, _)| !polled.contains_key(*key)),
+        )
+    }
+
     /// Records an event that set `stream` or one of its groups from outside.
     pub fn set_outside(&mut self, stream: Name) {
         self.outside_events += 1;
@@ -445,6 +478,12 @@ impl TargetState {
     /// poll.
     pub fn group_entries(&mut self, key: &(Name, Name)) -> (&mut GroupMemory, &mut loss::Ledger) {
         let mut added = false;
+        if !self.groups.contains_key(key)
+            && let Some(memory) = self.restored.remove(key)
+        {
+            self.groups.insert(key.clone(), memory);
+            added = true;
+        }
         let memory = get_or_make(&mut self.groups, key, &mut added);
         let ledger = get_or_make(&mut self.ledgers, key, &mut added);
         self.groups_added_since_packed += usize::from(added);
@@ -467,15 +506,18 @@ impl TargetState {
         self.groups_added_since_packed = 0;
     }
 
-    /// Drops the loss records of groups the last stream poll did not see.
-    /// Only a completed stream poll may do this: after an outage the stream
-    /// map is empty until the next one, and the records must outlive it.
+    /// Drops the loss records, and the memories restored from the state
+    /// file, of groups the last stream poll did not see. Only a completed
+    /// stream poll may do this: after an outage the stream map is empty
+    /// until the next one, and the records must outlive it.
     pub fn prune_ledgers(&mut self) {
         let streams = &self.snapshot.streams;
         let unread = &self.unread_streams;
-        self.ledgers.retain(|(s, g), _| {
+        let seen = |(s, g): &(Name, Name)| {
             unread.contains(s) || streams.get(s).is_some_and(|st| st.groups.contains_key(g))
-        });
+        };
+        self.ledgers.retain(|key, _| seen(key));
+        self.restored.retain(|key, _| seen(key));
     }
 }
 
