@@ -57,6 +57,26 @@ pub struct Stats {
     pub lag_exact: u64,
     pub lag_estimated: u64,
     pub lag_estimate_abs_error: u64,
+    /// Counted lost by cause (trimmed, deleted, trimmed_or_deleted), over
+    /// all intervals.
+    pub counted_by_cause: [u64; 3],
+    /// The truth by cause (trimmed, deleted), over all intervals.
+    pub truth_by_cause: [u64; 2],
+    /// Intervals with `XSETID … ENTRIESADDED` and other writes to the
+    /// same stream, checked for no false loss.
+    pub setid_mixed: u64,
+    /// Intervals across a restart on the same data (new run_id) or a
+    /// `DEBUG RELOAD` compared as any other; and of those, the ones with a
+    /// loss of the group in them.
+    pub restart_intervals: u64,
+    pub restart_intervals_with_loss: u64,
+    /// Concurrent mode: spans between two polls that saw the stream quiet
+    /// whose losses the figures prove, checked counted.
+    pub proven_spans: u64,
+    /// Entries counted `trimmed` or `trimmed_or_deleted` in an interval in
+    /// which only deletions removed entries of the stream (the figures of
+    /// a trim and of deletions can be the same: allowed, reported).
+    pub paged_only_deleted: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -65,10 +85,27 @@ struct Point {
     entries_read: Option<u64>,
     lag_exact: bool,
     first: Option<Id>,
+    /// The last generated ID.
+    last: Id,
     /// The highest ID an entry removed ahead of the group can have.
     ceiling: Id,
     /// Taken while the workload ran.
     concurrent: bool,
+    /// The stream's max-deleted-entry-id.
+    md: Option<Id>,
+}
+
+/// A poll whose figures of the group's stream are known to be the model's
+/// (no operation touched the stream while it ran), in the concurrent mode:
+/// losses since then that its figures and a later such poll's prove must
+/// be counted, whatever the polls between saw.
+#[derive(Clone, Debug)]
+struct Exact {
+    point: Point,
+    /// Exported lost (all causes) then.
+    lost: f64,
+    /// The account's truth then.
+    truth: u64,
 }
 
 /// One group's losses since its baseline (the exporter's first poll of it,
@@ -79,14 +116,27 @@ struct Account {
     run_id: String,
     /// Exported (lost, possibly lost) at the baseline.
     base: [f64; 2],
+    /// Exported lost by cause (trimmed, deleted, trimmed_or_deleted) at
+    /// the baseline.
+    base_causes: [f64; 3],
+    /// Entries of the stream removed by a trim, at the baseline and at the
+    /// last poll.
+    trims_at_base: usize,
+    last_trims: usize,
+    /// Concurrent mode: the last poll that saw the stream quiet.
+    exact: Option<Exact>,
     /// Exported (lost, possibly lost, unproven intervals) at the last poll.
     last: [f64; 3],
+    /// Exported lost by cause at the last poll.
+    last_causes: [f64; 3],
     prev: Point,
     /// Unread removals made before the baseline: the baseline's figures
     /// hold them, so they are not counted again.
     before_baseline: std::collections::BTreeSet<Id>,
     /// Unread removals since the baseline.
     truth: u64,
+    /// Of those, removed by a trim.
+    truth_trimmed: u64,
     /// Those that were ahead of the group at the last poll.
     ahead: std::collections::BTreeSet<Id>,
     /// The stream's counters were set from outside (`XSETID`) at the
@@ -114,9 +164,17 @@ pub struct Checker {
     pub before_poll: BTreeMap<(String, String), std::collections::BTreeSet<Id>>,
     accounts: BTreeMap<(String, String), Account>,
     names: BTreeMap<(String, String), Name>,
-    /// Streams whose entries-added `XSETID` raised: entries counted there
-    /// that were never added look gone to a poll that did not see it.
+    /// Streams whose entries-added `XSETID` raised: a group standing
+    /// before the first entry sees the entries counted there that were
+    /// never added as gone after its position, and its status says
+    /// `data_loss` (excused here; never counted lost, which is checked).
     counters_set: std::collections::BTreeSet<String>,
+    /// A concurrent run: its polls that see a stream quiet are compared
+    /// with each other ([`Exact`]).
+    live: bool,
+    /// In the concurrent mode, the streams the operations during the
+    /// current poll touch.
+    pub busy: std::collections::BTreeSet<String>,
     pub stats: Stats,
 }
 
@@ -126,9 +184,13 @@ pub struct Raw {
     pub groups: BTreeMap<(String, String), RawGroup>,
 }
 
-/// A group's total by cause of a `{cause}` counter; absent as absent.
-fn by_cause(m: &Metrics, name: &str, s: &str, g: &str) -> Option<f64> {
-    let at = |cause| {
+/// The `cause` label values, in the order of the oracle's arrays.
+const CAUSES: [&str; 3] = ["trimmed", "deleted", "trimmed_or_deleted"];
+
+/// A group's `{cause}` counter by cause (trimmed, deleted,
+/// trimmed_or_deleted); absent as 0.
+fn by_cause(m: &Metrics, name: &str, s: &str, g: &str) -> [f64; 3] {
+    CAUSES.map(|cause| {
         m.get(
             name,
             &[
@@ -138,8 +200,8 @@ fn by_cause(m: &Metrics, name: &str, s: &str, g: &str) -> Option<f64> {
                 ("cause", cause),
             ],
         )
-    };
-    Some(at("trimmed")? + at("deleted")?)
+        .unwrap_or(0.0)
+    })
 }
 
 /// The exporter's (lost, possibly lost, unproven intervals) of a group.
@@ -159,8 +221,12 @@ fn exported_losses(m: &Metrics, s: &str, g: &str) -> [f64; 3] {
         })
         .sum();
     [
-        by_cause(m, "redis_streams_group_lost_entries_total", s, g).unwrap_or(0.0),
-        by_cause(m, "redis_streams_group_possibly_lost_entries_total", s, g).unwrap_or(0.0),
+        by_cause(m, "redis_streams_group_lost_entries_total", s, g)
+            .iter()
+            .sum(),
+        by_cause(m, "redis_streams_group_possibly_lost_entries_total", s, g)
+            .iter()
+            .sum(),
         unproven,
     ]
 }
@@ -252,6 +318,8 @@ impl Checker {
             before_poll: BTreeMap::new(),
             accounts: BTreeMap::new(),
             counters_set: Default::default(),
+            live: concurrent,
+            busy: Default::default(),
             names: BTreeMap::new(),
             stats: Stats::default(),
         }
@@ -286,7 +354,8 @@ impl Checker {
             }
             return Ok(());
         }
-        let new_server = events.contains(&Event::NewServer);
+        let new_server =
+            events.contains(&Event::NewServer) || events.contains(&Event::Restarted);
         // The streams exported are the streams there are.
         let exported: Vec<String> = m
             .family("redis_streams_stream_length")
@@ -472,9 +541,13 @@ impl Checker {
         Ok(())
     }
 
-    /// The loss contract: never more lost than the truth; the truth in
-    /// full between lost and possibly lost; every loss the server's figures
-    /// prove counted as lost; a possible loss said with its reason.
+    /// The loss contract: never more lost than the truth, cause by cause
+    /// (a trim, or a trim-or-deletion, paged where only deletions happened
+    /// is the worst outcome); the truth in full between lost and possibly
+    /// lost; every loss the server's figures prove counted as lost, across
+    /// a restart on the same data too, and in the concurrent mode where two
+    /// polls that saw the stream quiet prove it; a possible loss said with
+    /// its reason.
     #[allow(clippy::too_many_arguments)]
     fn losses(
         &mut self,
@@ -491,21 +564,23 @@ impl Checker {
         let g = &st.groups[name];
         let at = format!("{key}/{name}");
         let now = exported_losses(m, key, name);
+        let causes = by_cause(m, "redis_streams_group_lost_entries_total", key, name);
         let l = tsg(key, name);
+        let md = st.max_deleted();
         let point = Point {
             ld: g.ld,
             entries_read: r.entries_read,
             lag_exact: m.get("redis_streams_group_lag_estimated", &l) == Some(0.0),
             first: st.present.first().copied(),
-            ceiling: st.present.first().copied().unwrap_or(st.last_gen).max(
-                st.removed
-                    .iter()
-                    .filter(|(_, c)| **c == Cause::Deleted)
-                    .map(|(id, _)| *id)
-                    .max()
-                    .unwrap_or(Id::ZERO),
-            ),
+            last: st.last_gen,
+            ceiling: st
+                .present
+                .first()
+                .copied()
+                .unwrap_or(st.last_gen)
+                .max(md.unwrap_or(Id::ZERO)),
             concurrent: self.concurrent,
+            md,
         };
         let id = (key.to_string(), name.to_string());
         let s_index = STREAMS.iter().position(|s| *s == key).unwrap();
@@ -513,76 +588,137 @@ impl Checker {
         let positioned = events.contains(&Event::Positioned {
             s: s_index,
             g: g_index,
-        }) || events.contains(&Event::StreamSet { s: s_index });
+        });
+        let stream_set = events.contains(&Event::StreamSet { s: s_index });
+        let new_server = events.contains(&Event::NewServer);
+        let restarted = events.contains(&Event::Restarted);
+        let reloaded = events.contains(&Event::Reloaded);
+        let removed_in_interval: u64 = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Removed { s, n } if *s == s_index => Some(*n),
+                _ => None,
+            })
+            .sum();
+        // The exporter's figures of this stream are the model's: nothing
+        // touched it while it polled.
+        let quiet = !self.busy.contains(key);
+        let exact_now = self.live && quiet;
         let fresh = || Account {
             epoch: g.epoch,
             run_id: run_id.to_string(),
             base: [now[0], now[1]],
+            base_causes: causes,
+            trims_at_base: st.trims(),
+            last_trims: st.trims(),
+            exact: exact_now.then(|| Exact {
+                point: point.clone(),
+                lost: now[0],
+                truth: 0,
+            }),
             last: now,
+            last_causes: causes,
             prev: point.clone(),
             before_baseline: g.removed_unread.keys().copied().collect(),
             truth: 0,
+            truth_trimmed: 0,
             ahead: Default::default(),
-            counters_set: events.contains(&Event::StreamSet { s: s_index }),
+            counters_set: stream_set,
         };
         let Some(acct) = self.accounts.get_mut(&id) else {
             self.accounts.insert(id, fresh());
             return Ok(());
         };
-        if acct.epoch != g.epoch || positioned || acct.run_id != run_id {
-            // Positioned from outside, or another server: a new baseline.
-            // What the exporter counted across it can only have come from
-            // the interval's own removals.
+        if acct.epoch != g.epoch
+            || positioned
+            || new_server
+            || (acct.run_id != run_id && !restarted)
+        {
+            // Positioned from outside, or another server with other data:
+            // a new baseline. What the exporter counted across it can only
+            // have come from the interval's own removals.
             let counted = now[0] - acct.last[0];
-            let removed: u64 = events
-                .iter()
-                .filter_map(|e| match e {
-                    Event::Removed { s, n } if *s == s_index => Some(*n),
-                    _ => None,
-                })
-                .sum();
-            if counted > removed as f64 {
+            if counted > removed_in_interval as f64 {
                 return fail(
                     poll,
                     "lost_across_reposition",
                     format!(
-                        "{at}: counted {counted} lost across a new baseline; {removed} entries were removed in it"
+                        "{at}: counted {counted} lost across a new baseline; {removed_in_interval} entries were removed in it"
                     ),
                 );
             }
             *acct = fresh();
             return Ok(());
         }
+        // A restart on the same data, or a reload: the same account, every
+        // check as across any interval.
+        acct.run_id = run_id.to_string();
         let prev = acct.prev.clone();
-        let truth_ids: Vec<Id> = g
+        let truth_ids: Vec<(Id, Cause)> = g
             .removed_unread
-            .keys()
-            .filter(|id| !acct.before_baseline.contains(id))
-            .copied()
+            .iter()
+            .filter(|(id, _)| !acct.before_baseline.contains(id))
+            .map(|(id, c)| (*id, *c))
             .collect();
         let truth = truth_ids.len() as u64;
+        let truth_trimmed = truth_ids
+            .iter()
+            .filter(|(_, c)| *c == Cause::Trimmed)
+            .count() as u64;
+        let truth_deleted = truth - truth_trimmed;
         let new_truth = truth - acct.truth;
         let lost = now[0] - acct.base[0];
         let possible = now[1] - acct.base[1];
         let lost_delta = now[0] - acct.last[0];
         let possible_delta = now[1] - acct.last[1];
+        let counted = [0, 1, 2].map(|i| causes[i] - acct.base_causes[i]);
+        let counted_delta = [0, 1, 2].map(|i| causes[i] - acct.last_causes[i]);
+        let trims = st.trims().saturating_sub(acct.trims_at_base);
         if new_truth > 0 {
             self.stats.intervals_with_loss += 1;
             self.stats.true_losses += new_truth;
         }
+        self.stats.truth_by_cause[0] += truth_trimmed - acct.truth_trimmed;
+        self.stats.truth_by_cause[1] += new_truth - (truth_trimmed - acct.truth_trimmed);
+        for i in 0..3 {
+            self.stats.counted_by_cause[i] += (causes[i] - acct.last_causes[i]).max(0.0) as u64;
+        }
         self.stats.counted_lost += lost_delta.max(0.0) as u64;
         self.stats.counted_possible += possible_delta.max(0.0) as u64;
+        if restarted || reloaded {
+            self.stats.restart_intervals += 1;
+            if new_truth > 0 {
+                self.stats.restart_intervals_with_loss += 1;
+            }
+        }
         let detail = || {
             format!(
-                "{at}: interval ({}, {}], entries-read {:?} -> {:?}, first entry {:?} -> {:?}, lag exact {} -> {}; since the baseline: truth {truth} (this interval {new_truth}), lost {lost} (+{lost_delta}), possibly lost {possible} (+{possible_delta})",
+                "{at}: interval ({}, {}], entries-read {:?} -> {:?}, first entry {:?} -> {:?}, max-deleted {:?} -> {:?}, lag exact {} -> {}{}{}; since the baseline: truth {truth} (trimmed {truth_trimmed}, deleted {truth_deleted}; this interval {new_truth}), lost {lost} (+{lost_delta}; trimmed {}, deleted {}, trimmed_or_deleted {}), possibly lost {possible} (+{possible_delta}), {trims} entries of the stream trimmed",
                 prev.ld,
                 g.ld,
                 prev.entries_read,
                 point.entries_read,
                 prev.first,
                 point.first,
+                prev.md,
+                point.md,
                 prev.lag_exact,
-                point.lag_exact
+                point.lag_exact,
+                if restarted {
+                    ", across a restart on the same data"
+                } else if reloaded {
+                    ", across DEBUG RELOAD"
+                } else {
+                    ""
+                },
+                if stream_set {
+                    ", XSETID ENTRIESADDED in it"
+                } else {
+                    ""
+                },
+                counted[0],
+                counted[1],
+                counted[2],
             )
         };
         if !self.kind.has_lag() {
@@ -590,9 +726,61 @@ impl Checker {
                 return fail(poll, "loss_without_counters", detail());
             }
         } else {
+            // Bounds that hold at every poll, concurrent or not, and across
+            // `XSETID … ENTRIESADDED` whatever else its interval holds.
             if lost > truth as f64 {
                 return fail(poll, "false_loss", detail());
             }
+            if counted[0] > truth_trimmed as f64 {
+                return fail(poll, "false_cause_trimmed", detail());
+            }
+            if counted[1] > truth_deleted as f64 {
+                return fail(poll, "false_cause_deleted", detail());
+            }
+            if counted[2] > truth as f64 {
+                return fail(poll, "false_cause_either", detail());
+            }
+            // The worst outcome, a page as a trim where the figures prove
+            // that no trim took an entry the group had not read: a trim
+            // removes the first entries, so one that reached past the
+            // group's position moved the first entry past it (or emptied
+            // the stream). Where it did not, every loss of the interval is
+            // a deletion.
+            let trim_past = |from: &Point| match point.first {
+                Some(first) => {
+                    point.first != from.first && first > Id(from.ld.0, from.ld.1 + 1)
+                }
+                None => from.first.is_some() || point.last != from.last,
+            };
+            let paged = counted_delta[0] + counted_delta[2];
+            if paged > 0.0 && !trim_past(&prev) {
+                return fail(
+                    poll,
+                    "false_page",
+                    format!(
+                        "{} (the first entry did not move past the group's position: no trim took an unread entry)",
+                        detail()
+                    ),
+                );
+            }
+            // Where only deletions removed entries of the stream, a count
+            // paged as a trim (`trimmed_or_deleted`: the figures of a trim
+            // and of deletions can be the same) is reported, not failed.
+            if st.trims() == acct.last_trims && paged > 0.0 {
+                self.stats.paged_only_deleted += paged as u64;
+            }
+        }
+        if stream_set {
+            // `XSETID` set the stream's counters: its interval may start a
+            // new baseline (docs/lag-and-losses.md, row 6), so only the
+            // bounds above were due; the account starts again.
+            if removed_in_interval > 0 {
+                self.stats.setid_mixed += 1;
+            }
+            *acct = fresh();
+            return Ok(());
+        }
+        if self.kind.has_lag() {
             if !self.concurrent && lost + possible < truth as f64 {
                 return fail(poll, "missed_loss", detail());
             }
@@ -623,13 +811,24 @@ impl Checker {
             // ahead before.
             let ahead = truth_ids
                 .iter()
-                .filter(|id| **id > g.ld && !acct.ahead.contains(id))
+                .filter(|(id, _)| *id > g.ld && !acct.ahead.contains(id))
                 .count() as u64;
             let reestimates = matches!(self.kind, Server::Redis8 | Server::Valkey9);
             let known = |p: &Point| p.lag_exact && p.entries_read.is_some();
+            // A removal the figures show: the first entry or
+            // max-deleted-entry-id moved, or the stream, empty, generated
+            // more. A deletion below an older max-deleted-entry-id shows in
+            // neither, and reads as `XSETID … ENTRIESADDED` beside adds:
+            // possibly lost, never proven (docs/lag-and-losses.md).
+            let visible = |from: &Point| {
+                point.first != from.first
+                    || point.md != from.md
+                    || (point.first.is_none() && point.last != from.last)
+            };
             if !self.concurrent
                 && !prev.concurrent
                 && reestimates
+                && visible(&prev)
                 && !acct.counters_set
                 && known(&prev)
                 && known(&point)
@@ -648,14 +847,9 @@ impl Checker {
             // Redis 7.0: entries-read valid at both polls, exact lags, and
             // no deletion the group could have read past: entries-read kept
             // every gap out, so the interval's losses are exactly its rise.
-            let md = st
-                .removed
-                .iter()
-                .filter(|(_, c)| **c == Cause::Deleted)
-                .map(|(id, _)| *id)
-                .max();
-            let no_reestimate =
-                md.is_none_or(|md| md <= prev.ld || prev.first.is_some_and(|f| md < f));
+            let no_reestimate = |from: &Point| {
+                md.is_none_or(|md| md <= from.ld || from.first.is_some_and(|f| md < f))
+            };
             if !self.concurrent
                 && !prev.concurrent
                 && self.kind == Server::Redis70
@@ -663,18 +857,68 @@ impl Checker {
                 && point.entries_read.is_some()
                 && prev.lag_exact
                 && point.lag_exact
-                && no_reestimate
+                && no_reestimate(&prev)
             {
                 self.stats.proven_intervals += 1;
                 if lost_delta < new_truth as f64 {
                     return fail(poll, "proven_gap_not_counted", detail());
                 }
             }
+            // The concurrent mode: this poll and the last one that saw the
+            // stream quiet read figures of known moments, and every removal
+            // between them happened before this poll began. Where those two
+            // polls prove the loss (the group did not move, both ranks
+            // known; or, on Redis 7.0, entries-read kept every gap out), it
+            // is counted by now, whatever the polls between saw.
+            if let Some(a) = acct.exact.clone().filter(|_| exact_now) {
+                let new = truth - a.truth;
+                let unmoved = g.ld == a.point.ld;
+                let keeps_gaps = self.kind == Server::Redis70 && no_reestimate(&a.point);
+                if new > 0
+                    && visible(&a.point)
+                    && !acct.counters_set
+                    && known(&a.point)
+                    && known(&point)
+                    && g.ld <= st.last_gen
+                    && (unmoved || keeps_gaps)
+                {
+                    self.stats.proven_spans += 1;
+                    if now[0] - a.lost < new as f64 {
+                        return fail(
+                            poll,
+                            "proven_before_poll_not_counted",
+                            format!(
+                                "{} ({new} unread removals since the poll that last saw the stream quiet, at ({}, entries-read {:?}, first {:?}, max-deleted {:?}); {} counted lost since)",
+                                detail(),
+                                a.point.ld,
+                                a.point.entries_read,
+                                a.point.first,
+                                a.point.md,
+                                now[0] - a.lost
+                            ),
+                        );
+                    }
+                }
+            }
         }
-        acct.ahead = truth_ids.iter().filter(|id| **id > g.ld).copied().collect();
+        if exact_now {
+            acct.exact = Some(Exact {
+                point: point.clone(),
+                lost: now[0],
+                truth,
+            });
+        }
+        acct.ahead = truth_ids
+            .iter()
+            .filter(|(id, _)| *id > g.ld)
+            .map(|(id, _)| *id)
+            .collect();
         acct.prev = point;
         acct.last = now;
+        acct.last_causes = causes;
         acct.truth = truth;
+        acct.truth_trimmed = truth_trimmed;
+        acct.last_trims = st.trims();
         Ok(())
     }
 
@@ -747,9 +991,9 @@ impl Checker {
         entry.had_loss |= had_loss;
         let status = status_of(m, key, name);
         match status.as_deref() {
-            // Entries `XSETID` added to entries-added look gone to a poll
-            // that did not see it happen: one cannot tell them from trimmed
-            // ones.
+            // Entries `XSETID` added to entries-added look gone to a
+            // group behind the first entry: its status is excused, its
+            // loss counter is not (`false_loss`).
             Some("data_loss") if !entry.had_loss && !self.counters_set.contains(key) => {
                 return fail(
                     poll,

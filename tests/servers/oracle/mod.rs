@@ -13,6 +13,7 @@ use crate::common;
 mod model;
 mod ops;
 mod rng;
+mod hang;
 
 use std::time::{Duration, Instant};
 
@@ -53,6 +54,50 @@ struct Run {
     stats: Stats,
     transcript: Vec<String>,
     applied: std::collections::BTreeMap<&'static str, u64>,
+}
+
+/// How long one poll may take before the oracle takes the exporter for
+/// hung: far beyond a stopped server's retries (`RSE_ORACLE_HANG_SECS`).
+fn hang_limit() -> Duration {
+    Duration::from_secs(env_u64("RSE_ORACLE_HANG_SECS").unwrap_or(120))
+}
+
+/// Armed for one poll: unless dropped in time, prints `what` (the steps
+/// and commands so far) and ends the process, since a probe that never
+/// returns holds the test's only thread.
+struct Watchdog(std::sync::mpsc::Sender<()>);
+
+impl Watchdog {
+    fn arm(what: impl FnOnce() -> String) -> Watchdog {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let what = what();
+        let limit = hang_limit();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(limit) {
+                eprintln!(
+                    "ORACLE HANG: a poll did not return in {} s (an exporter defect: a probe that never yields holds the runtime).\n{what}",
+                    limit.as_secs()
+                );
+                std::process::exit(101);
+            }
+        });
+        Watchdog(tx)
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
+fn hang_report(kind: Server, steps: &[Step], upto: usize, transcript: &[String]) -> String {
+    let replay: Vec<String> = steps[..upto].iter().map(ToString::to_string).collect();
+    format!(
+        "{kind:?}: the steps up to the poll that hung:\n    {}\n  commands:\n    {}",
+        replay.join("\n    "),
+        transcript.join("\n    ")
+    )
 }
 
 /// One poll of the exporter: the probes a fast schedule would have run.
@@ -105,12 +150,13 @@ async fn run(kind: Server, steps: &[Step]) -> Run {
     let mut checker = Checker::new(kind, false);
     let mut failure = None;
     let mut polls = 0;
-    for step in steps {
+    for (i, step) in steps.iter().enumerate() {
         match step {
             Step::Op(op) => d.apply(op),
             Step::Poll => {
                 polls += 1;
                 d.transcript.push(format!("-- poll {polls}"));
+                let _watch = Watchdog::arm(|| hang_report(kind, steps, i + 1, &d.transcript));
                 let mut ok = poll(&h, &mut d).await;
                 // A failed poll (the server stopped, restarting) is no poll:
                 // the next successful one closes the interval.
@@ -184,6 +230,11 @@ async fn run_concurrent(kind: Server, steps: &[Step]) -> Run {
             "-- poll {polls} (with {} operations during it)",
             batch.len()
         ));
+        checker.busy = batch
+            .iter()
+            .filter_map(ops::Op::stream)
+            .map(|s| ops::STREAMS[s].to_string())
+            .collect();
         checker.before_poll = d
             .model
             .streams
@@ -344,14 +395,20 @@ async fn oracle_concurrent(kind: Server) {
         let r = run_concurrent(kind, &steps).await;
         let s = &r.stats;
         println!(
-            "ORACLE CONCURRENT | {kind:?} | seed {seed} | {} polls ({} failed) | {:?} | intervals with losses {} ({} entries): counted lost {}, possibly lost {} | {}",
+            "ORACLE CONCURRENT | {kind:?} | seed {seed} | {} polls ({} failed) | {:?} | intervals with losses {} ({} entries; trimmed {}, deleted {}): counted lost {} (trimmed {}, deleted {}, trimmed_or_deleted {}), possibly lost {} | spans between quiet polls checked counted {} | {}",
             s.polls,
             s.failed_polls,
             r.applied,
             s.intervals_with_loss,
             s.true_losses,
+            s.truth_by_cause[0],
+            s.truth_by_cause[1],
             s.counted_lost,
+            s.counted_by_cause[0],
+            s.counted_by_cause[1],
+            s.counted_by_cause[2],
             s.counted_possible,
+            s.proven_spans,
             r.failure
                 .as_ref()
                 .map_or("ok".to_string(), |f| format!("FAIL {}", f.check))
@@ -383,15 +440,23 @@ async fn oracle(kind: Server) {
         let r = run(kind, &steps).await;
         let s = &r.stats;
         println!(
-            "ORACLE | {kind:?} | seed {seed} | {} polls ({} failed) | {ops} operations {:?} | intervals with losses {} ({} entries): counted lost {}, possibly lost {} | proven intervals checked {} | lag exact {} estimated {} (abs error {}) | {}",
+            "ORACLE | {kind:?} | seed {seed} | {} polls ({} failed) | {ops} operations {:?} | intervals with losses {} ({} entries; trimmed {}, deleted {}): counted lost {} (trimmed {}, deleted {}, trimmed_or_deleted {}), possibly lost {} | proven intervals checked {} | XSETID beside removals {} | across restarts/reloads {} ({} with losses) | lag exact {} estimated {} (abs error {}) | {}",
             s.polls,
             s.failed_polls,
             r.applied,
             s.intervals_with_loss,
             s.true_losses,
+            s.truth_by_cause[0],
+            s.truth_by_cause[1],
             s.counted_lost,
+            s.counted_by_cause[0],
+            s.counted_by_cause[1],
+            s.counted_by_cause[2],
             s.counted_possible,
             s.proven_intervals,
+            s.setid_mixed,
+            s.restart_intervals,
+            s.restart_intervals_with_loss,
             s.lag_exact,
             s.lag_estimated,
             s.lag_estimate_abs_error,
@@ -400,6 +465,12 @@ async fn oracle(kind: Server) {
                 .map_or("ok".to_string(), |f| format!("FAIL {}", f.check))
         );
         if let Some(f) = r.failure {
+            // Said at once: a shrinking run that hangs the exporter ends
+            // the process.
+            eprintln!(
+                "ORACLE FAIL | {kind:?} | seed {seed} | poll {} | {} | {}",
+                f.poll, f.check, f.detail
+            );
             let (small, small_run) = shrink(kind, steps, &f.check, shrink_limit).await;
             let f2 = small_run.failure.clone().unwrap_or(f.clone());
             let replay: Vec<String> = small.iter().map(ToString::to_string).collect();

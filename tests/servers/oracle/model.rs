@@ -80,6 +80,24 @@ impl StreamModel {
             .count() as u64
     }
 
+    /// The largest ID ever deleted (XDEL, XDELEX, XACKDEL): the server's
+    /// max-deleted-entry-id, as `XSETID` never sets it here.
+    pub fn max_deleted(&self) -> Option<Id> {
+        self.removed
+            .iter()
+            .filter(|(_, c)| **c == Cause::Deleted)
+            .map(|(id, _)| *id)
+            .max()
+    }
+
+    /// Entries removed by a trim since the key was created.
+    pub fn trims(&self) -> usize {
+        self.removed
+            .values()
+            .filter(|c| **c == Cause::Trimmed)
+            .count()
+    }
+
     /// Entries ever added up to and including `id`: the entries-read a
     /// group set at `id` has.
     pub fn read_up_to(&self, id: Id) -> u64 {

@@ -181,6 +181,34 @@ pub enum Op {
     Fault(Fault),
 }
 
+impl Op {
+    /// The stream the operation writes to or reads from; none for a fault.
+    pub fn stream(&self) -> Option<usize> {
+        match self {
+            Op::Add { s, .. }
+            | Op::Read { s, .. }
+            | Op::Ack { s, .. }
+            | Op::Claim { s, .. }
+            | Op::AutoClaim { s, .. }
+            | Op::Del { s, .. }
+            | Op::TrimMaxLen { s, .. }
+            | Op::TrimMinId { s, .. }
+            | Op::DelEx { s, .. }
+            | Op::AckDel { s, .. }
+            | Op::SetId { s, .. }
+            | Op::Create { s, .. }
+            | Op::Destroy { s, .. }
+            | Op::DelConsumer { s, .. }
+            | Op::DelStream { s }
+            | Op::Retain { s, .. }
+            | Op::Worker { s, .. }
+            | Op::AddAtEdge { s, .. }
+            | Op::BumpAdded { s, .. } => Some(*s),
+            Op::Fault(_) => None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
     Op(Op),
@@ -224,22 +252,99 @@ pub fn generate(seed: u64, kind: Server, polls: usize) -> Vec<Step> {
     for _ in 0..polls {
         for i in 0..rng.range(1, 6) {
             let op = random_op(&mut rng, kind);
-            let fault = matches!(op, Op::Fault(_));
-            // XSETID alone in its interval: with other writes to the stream
-            // in the same interval, and keyspace events off, its figures are
-            // those of entries added and removed (docs/lag-and-losses.md).
-            let alone = matches!(op, Op::BumpAdded { .. });
-            if alone && i > 0 {
-                break;
-            }
-            steps.push(Step::Op(op));
-            if fault || alone {
-                break;
+            match op {
+                // XSETID … ENTRIESADDED: now and then alone in its interval
+                // (a new baseline), mostly among ordinary writes to its
+                // stream (adds, deletions, trims, a read) in the same
+                // interval, where it must never count as lost.
+                Op::BumpAdded { s, .. } => {
+                    if i == 0 && rng.chance(25) {
+                        steps.push(Step::Op(op));
+                        break;
+                    }
+                    steps.extend(beside_setid(&mut rng, kind, s, op).into_iter().map(Step::Op));
+                }
+                // A stop acts at the next poll, and a new empty server ends
+                // what went before: both end the interval. A reload and a
+                // restart on the same data fall among the operations, so
+                // losses on either side of them share one interval.
+                Op::Fault(Fault::StopShort | Fault::StopLong | Fault::Fresh) => {
+                    steps.push(Step::Op(op));
+                    break;
+                }
+                _ => steps.push(Step::Op(op)),
             }
         }
         steps.push(Step::Poll);
     }
     steps
+}
+
+/// `bump` (an `XSETID … ENTRIESADDED` on stream `s`) among ordinary writes
+/// to the same stream, in a random order: an add, a removal (a trim, a
+/// deletion, a worker's cleanup, a producer at the edge, a capped add),
+/// and sometimes a read.
+fn beside_setid(rng: &mut Rng, kind: Server, s: usize, bump: Op) -> Vec<Op> {
+    let caps = kind.capabilities();
+    let g = rng.below(GROUPS.len() as u64) as usize;
+    let c = rng.below(CONSUMERS.len() as u64) as usize;
+    let removal = match rng.below(6) {
+        0 => Op::TrimMaxLen {
+            s,
+            keep_pct: rng.range(10, 90),
+            approx: false,
+            mode: RefMode::Plain,
+        },
+        1 => Op::TrimMinId {
+            s,
+            cut_pct: rng.range(5, 90),
+            approx: false,
+            mode: RefMode::Plain,
+        },
+        2 => Op::Del {
+            s,
+            n: rng.range(1, 8),
+            pick: rng.next_u64(),
+        },
+        3 => Op::Worker {
+            s,
+            g,
+            c,
+            n: rng.range(1, 30),
+            ackdel: caps.xackdel && rng.chance(50),
+        },
+        4 => Op::AddAtEdge {
+            s,
+            n: rng.range(1, 40),
+        },
+        _ => Op::Add {
+            s,
+            n: rng.range(1, 20),
+            explicit: false,
+            cap: Some((rng.range(20, 95), false)),
+        },
+    };
+    let mut ops = vec![
+        Op::Add {
+            s,
+            n: rng.range(1, 20),
+            explicit: false,
+            cap: None,
+        },
+        removal,
+    ];
+    if rng.chance(50) {
+        ops.push(Op::Read {
+            s,
+            g: rng.below(GROUPS.len() as u64) as usize,
+            c,
+            count: rng.range(1, 30),
+            noack: false,
+        });
+    }
+    let at = rng.below(ops.len() as u64 + 1) as usize;
+    ops.insert(at, bump);
+    ops
 }
 
 /// The steps of a live workload: as [`generate`], with only what producers,
@@ -429,6 +534,8 @@ fn random_op(rng: &mut Rng, kind: Server) -> Op {
             s,
             n: rng.range(1, 1000),
         },
+        // Restarts on the same data a little more often than the rest:
+        // losses across them are checked in full.
         _ => Op::Fault(
             [
                 Fault::StopShort,
@@ -436,7 +543,7 @@ fn random_op(rng: &mut Rng, kind: Server) -> Op {
                 Fault::Reload,
                 Fault::Restart,
                 Fault::Fresh,
-            ][rng.below(5) as usize],
+            ][rng.weighted(&[2, 2, 3, 3, 2])],
         ),
     }
 }
@@ -450,8 +557,14 @@ pub enum Event {
     Removed { s: usize, n: u64 },
     /// The stream's counters were set from outside (`XSETID`).
     StreamSet { s: usize },
-    /// The server process changed (new run_id).
+    /// Another server with other data behind the port (killed, a new
+    /// empty one started): a new run_id and a new baseline.
     NewServer,
+    /// The same data in a new process (`SAVE`, killed, started again from
+    /// its RDB): a new run_id, and the figures continue the last poll's.
+    Restarted,
+    /// `DEBUG RELOAD`: the same process and data, through an RDB.
+    Reloaded,
 }
 
 /// The server, a connection to it and the model, kept in step.
@@ -1416,7 +1529,12 @@ impl Driver {
                 self.stop_during_poll = Some(COMMAND_TIMEOUT * 5);
             }
             Fault::Reload => {
-                self.send(&["DEBUG".to_string(), "RELOAD".to_string()]);
+                if self
+                    .send(&["DEBUG".to_string(), "RELOAD".to_string()])
+                    .is_some()
+                {
+                    self.events.push(Event::Reloaded);
+                }
             }
             Fault::Restart => {
                 self.send(&["SAVE".to_string()]);
@@ -1425,7 +1543,7 @@ impl Driver {
                 self.server.kill();
                 self.server = start(self.kind, self.port, self.data.path());
                 self.reconnect();
-                self.events.push(Event::NewServer);
+                self.events.push(Event::Restarted);
             }
             Fault::Fresh => {
                 self.transcript
