@@ -770,10 +770,16 @@ fn random_histories_stay_within_the_truth() {
 }
 
 /// The ledger follows the server its figures come from: the same `run_id`
-/// keeps comparing, another one is a new baseline.
+/// keeps comparing; another one (a restart) keeps comparing only figures
+/// that continue the last poll's (the same data, loaded from disk), and
+/// other data is a new baseline.
 #[test]
-fn another_server_run_id_is_a_new_baseline() {
-    let (r1, r2): (std::sync::Arc<str>, std::sync::Arc<str>) = ("r1".into(), "r2".into());
+fn another_server_run_id_is_a_new_baseline_unless_the_data_continues() {
+    let (r1, r2, r3): (
+        std::sync::Arc<str>,
+        std::sync::Arc<str>,
+        std::sync::Arc<str>,
+    ) = ("r1".into(), "r2".into(), "r3".into());
     let mut m = Model::new(ReadCounter::KeepsGaps);
     let mut l = Ledger::default();
     m.add(50).read(10);
@@ -786,11 +792,18 @@ fn another_server_run_id_is_a_new_baseline() {
     m.keep_last(20);
     l.follow_server(Some(&r2));
     poll(&mut l, &mut m);
-    assert_eq!(lost(&l), 10, "another server: a baseline");
+    assert_eq!(lost(&l), 20, "a restart on the same data: compared");
+    // Another server with other data: fewer entries added than before.
+    let mut other = Model::new(ReadCounter::KeepsGaps);
+    other.add(30).read(5);
+    other.keep_last(10);
+    l.follow_server(Some(&r3));
+    poll(&mut l, &mut other);
+    assert_eq!(lost(&l), 20, "other data: a baseline");
     l.follow_server(None);
-    m.keep_last(15);
-    poll(&mut l, &mut m);
-    assert_eq!(lost(&l), 15, "an unknown run_id changes nothing");
+    other.keep_last(5);
+    poll(&mut l, &mut other);
+    assert_eq!(lost(&l), 25, "an unknown run_id changes nothing: compared");
 }
 
 // The time of the last loss, by cause, is the time of the poll that counted
@@ -976,4 +989,39 @@ fn entries_added_set_beside_a_producer_is_no_loss() {
     for counter in BOTH {
         expect(&rows, counter, 0, 0);
     }
+}
+
+// Every entry of the stream deleted while the group had read none: all of
+// them were lost to it, by deletion (the stream is empty, max-deleted-entry-id
+// moved to its last entry).
+#[test]
+fn every_unread_entry_deleted() {
+    let rows = run(
+        |m| {
+            m.add(4);
+        },
+        |m| {
+            m.delete(&[1, 2, 3, 4]);
+        },
+    );
+    expect(&rows, ReadCounter::KeepsGaps, 4, 0);
+    expect(&rows, ReadCounter::Reestimates, 4, 0);
+}
+
+// A deletion below an older max-deleted-entry-id in an interval with nothing
+// added (`XACKDEL` of a faster group's entries after an `XDEL` of a later
+// one): the stream is shorter with entries-added and the last ID unmoved,
+// which only a removal does, so the unread entry it took is lost.
+#[test]
+fn a_deletion_below_max_deleted_with_nothing_added() {
+    let rows = run(
+        |m| {
+            m.add(12).delete(&[12]);
+        },
+        |m| {
+            m.delete(&[11]);
+        },
+    );
+    expect(&rows, ReadCounter::KeepsGaps, 1, 0);
+    expect(&rows, ReadCounter::Reestimates, 1, 0);
 }
