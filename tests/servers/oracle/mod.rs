@@ -10,18 +10,19 @@
 
 mod check;
 use crate::common;
+mod hang;
 mod model;
 mod ops;
 mod rng;
-mod hang;
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use check::{Checker, Failure, Stats};
 use common::{Harness, Server};
 use ops::{Driver, Step};
 use redis_streams_exporter::config::{self, CliOverrides};
 use redis_streams_exporter::probe::ProbeKind;
+use redis_streams_exporter::state_file::StateFile;
 
 /// The seeds CI runs on every server, and their polls: 1–12, and those that
 /// found a fixed discrepancy (docs/oracle.md, "Found and fixed").
@@ -132,6 +133,26 @@ async fn poll(h: &Harness, d: &mut Driver) -> bool {
     })
 }
 
+/// Stops the exporter as the daemon stops at shutdown (its state written to
+/// the state file `path`) and starts a new one that reads the file before
+/// its first poll, as the daemon does at start.
+async fn restart_exporter(h: Harness, port: u16, path: &std::path::Path) -> Harness {
+    let ctx = h.poller.context();
+    let file = std::sync::Arc::new(StateFile::open(
+        path.to_path_buf(),
+        &ctx.config.targets,
+        SystemTime::now(),
+    ));
+    file.track(vec![(ctx.target.clone(), ctx.state.clone())]);
+    file.save_at_shutdown(Duration::from_secs(10)).await;
+    drop(h);
+    let h = Harness::new(exporter_config(port));
+    let ctx = h.poller.context();
+    let file = StateFile::open(path.to_path_buf(), &ctx.config.targets, SystemTime::now());
+    file.restore(&ctx.target, &ctx.state);
+    h
+}
+
 fn stop(pid: u32, signal: &str) {
     let ok = std::process::Command::new("kill")
         .arg(signal)
@@ -146,7 +167,9 @@ fn stop(pid: u32, signal: &str) {
 /// failure.
 async fn run(kind: Server, steps: &[Step]) -> Run {
     let mut d = Driver::new(kind);
-    let h = Harness::new(exporter_config(d.port));
+    let mut h = Harness::new(exporter_config(d.port));
+    let state = tempfile::tempdir().unwrap();
+    let state_file = state.path().join("state.json");
     let mut checker = Checker::new(kind, false);
     let mut failure = None;
     let mut polls = 0;
@@ -154,6 +177,9 @@ async fn run(kind: Server, steps: &[Step]) -> Run {
         match step {
             Step::Op(op) => d.apply(op),
             Step::Poll => {
+                if std::mem::take(&mut d.restart_exporter) {
+                    h = restart_exporter(h, d.port, &state_file).await;
+                }
                 polls += 1;
                 d.transcript.push(format!("-- poll {polls}"));
                 let _watch = Watchdog::arm(|| hang_report(kind, steps, i + 1, &d.transcript));
@@ -395,7 +421,7 @@ async fn oracle_concurrent(kind: Server) {
         let r = run_concurrent(kind, &steps).await;
         let s = &r.stats;
         println!(
-            "ORACLE CONCURRENT | {kind:?} | seed {seed} | {} polls ({} failed) | {:?} | intervals with losses {} ({} entries; trimmed {}, deleted {}): counted lost {} (trimmed {}, deleted {}, trimmed_or_deleted {}), possibly lost {} | spans between quiet polls checked counted {} | {}",
+            "ORACLE CONCURRENT | {kind:?} | seed {seed} | {} polls ({} failed) | {:?} | intervals with losses {} ({} entries; trimmed {}, deleted {}): counted lost {} (trimmed {}, deleted {}, trimmed_or_deleted {}), possibly lost {} | causes checked {} | spans between quiet polls checked counted {} | {}",
             s.polls,
             s.failed_polls,
             r.applied,
@@ -408,6 +434,7 @@ async fn oracle_concurrent(kind: Server) {
             s.counted_by_cause[1],
             s.counted_by_cause[2],
             s.counted_possible,
+            s.causes_checked,
             s.proven_spans,
             r.failure
                 .as_ref()
@@ -440,7 +467,7 @@ async fn oracle(kind: Server) {
         let r = run(kind, &steps).await;
         let s = &r.stats;
         println!(
-            "ORACLE | {kind:?} | seed {seed} | {} polls ({} failed) | {ops} operations {:?} | intervals with losses {} ({} entries; trimmed {}, deleted {}): counted lost {} (trimmed {}, deleted {}, trimmed_or_deleted {}), possibly lost {} | proven intervals checked {} | XSETID beside removals {} | across restarts/reloads {} ({} with losses) | lag exact {} estimated {} (abs error {}) | {}",
+            "ORACLE | {kind:?} | seed {seed} | {} polls ({} failed) | {ops} operations {:?} | intervals with losses {} ({} entries; trimmed {}, deleted {}): counted lost {} (trimmed {}, deleted {}, trimmed_or_deleted {}), possibly lost {} | causes checked {} | proven intervals checked {} ({} across restarts) | XSETID beside removals {} (past the group {}, counted beyond the truth {}) | across server restarts {} ({} with losses), DEBUG RELOAD {} ({}), exporter restarts {} ({}) | lag exact {} estimated {} (abs error {}) | {}",
             s.polls,
             s.failed_polls,
             r.applied,
@@ -453,10 +480,18 @@ async fn oracle(kind: Server) {
             s.counted_by_cause[1],
             s.counted_by_cause[2],
             s.counted_possible,
+            s.causes_checked,
             s.proven_intervals,
+            s.proven_across_restarts,
             s.setid_mixed,
-            s.restart_intervals,
-            s.restart_intervals_with_loss,
+            s.setid_past_group,
+            s.setid_counted_beyond,
+            s.restarts[0],
+            s.restarts_with_loss[0],
+            s.restarts[1],
+            s.restarts_with_loss[1],
+            s.restarts[2],
+            s.restarts_with_loss[2],
             s.lag_exact,
             s.lag_estimated,
             s.lag_estimate_abs_error,

@@ -90,14 +90,6 @@ impl StreamModel {
             .max()
     }
 
-    /// Entries removed by a trim since the key was created.
-    pub fn trims(&self) -> usize {
-        self.removed
-            .values()
-            .filter(|c| **c == Cause::Trimmed)
-            .count()
-    }
-
     /// Entries ever added up to and including `id`: the entries-read a
     /// group set at `id` has.
     pub fn read_up_to(&self, id: Id) -> u64 {

@@ -61,6 +61,9 @@ pub enum Fault {
     Restart,
     /// Kill, and a new empty server on the same port.
     Fresh,
+    /// The exporter stops (writing its state file, as at shutdown) and
+    /// starts again from that file before the next poll.
+    Exporter,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -262,7 +265,11 @@ pub fn generate(seed: u64, kind: Server, polls: usize) -> Vec<Step> {
                         steps.push(Step::Op(op));
                         break;
                     }
-                    steps.extend(beside_setid(&mut rng, kind, s, op).into_iter().map(Step::Op));
+                    steps.extend(
+                        beside_setid(&mut rng, kind, s, op)
+                            .into_iter()
+                            .map(Step::Op),
+                    );
                 }
                 // A stop acts at the next poll, and a new empty server ends
                 // what went before: both end the interval. A reload and a
@@ -416,10 +423,10 @@ fn random_op(rng: &mut Rng, kind: Server) -> Op {
     let caps = kind.capabilities();
     let xdelex = if caps.xdelex { 6 } else { 0 };
     let xackdel = if caps.xackdel { 6 } else { 0 };
-    let counters = if kind.has_lag() { 1 } else { 0 };
+    let counters = if kind.has_lag() { 2 } else { 0 };
     //            add rd ack clm acl del mxl mid dex adl set cre des dlc del ret wrk edg xid flt
     let weights = [
-        24, 22, 9, 3, 3, 7, 6, 4, xdelex, xackdel, 3, 3, 1, 2, 1, 5, 6, 4, counters, 3,
+        24, 22, 9, 3, 3, 7, 6, 4, xdelex, xackdel, 3, 3, 1, 2, 1, 5, 6, 4, counters, 5,
     ];
     match rng.weighted(&weights) {
         0 => {
@@ -534,8 +541,9 @@ fn random_op(rng: &mut Rng, kind: Server) -> Op {
             s,
             n: rng.range(1, 1000),
         },
-        // Restarts on the same data a little more often than the rest:
-        // losses across them are checked in full.
+        // Restarts on the same data (the server's and the exporter's) a
+        // little more often than the rest: losses across them are checked
+        // in full.
         _ => Op::Fault(
             [
                 Fault::StopShort,
@@ -543,7 +551,8 @@ fn random_op(rng: &mut Rng, kind: Server) -> Op {
                 Fault::Reload,
                 Fault::Restart,
                 Fault::Fresh,
-            ][rng.weighted(&[2, 2, 3, 3, 2])],
+                Fault::Exporter,
+            ][rng.weighted(&[2, 2, 3, 3, 2, 3])],
         ),
     }
 }
@@ -555,8 +564,9 @@ pub enum Event {
     Positioned { s: usize, g: usize },
     /// Entries left the stream.
     Removed { s: usize, n: u64 },
-    /// The stream's counters were set from outside (`XSETID`).
-    StreamSet { s: usize },
+    /// The stream's entries-added was raised by `n` from outside
+    /// (`XSETID … ENTRIESADDED`): `n` entries counted that never existed.
+    StreamSet { s: usize, n: u64 },
     /// Another server with other data behind the port (killed, a new
     /// empty one started): a new run_id and a new baseline.
     NewServer,
@@ -565,6 +575,8 @@ pub enum Event {
     Restarted,
     /// `DEBUG RELOAD`: the same process and data, through an RDB.
     Reloaded,
+    /// The exporter restarted from its state file.
+    ExporterRestarted,
 }
 
 /// The server, a connection to it and the model, kept in step.
@@ -580,6 +592,8 @@ pub struct Driver {
     pub events: Vec<Event>,
     /// A SIGSTOP to send when the next poll starts, and for how long.
     pub stop_during_poll: Option<Duration>,
+    /// Restart the exporter from its state file before the next poll.
+    pub restart_exporter: bool,
     /// Operations applied, by name.
     pub applied: BTreeMap<&'static str, u64>,
 }
@@ -676,6 +690,7 @@ impl Driver {
             transcript: Vec::new(),
             events: Vec::new(),
             stop_during_poll: None,
+            restart_exporter: false,
             applied: BTreeMap::new(),
         }
     }
@@ -962,6 +977,7 @@ impl Driver {
             Op::Fault(Fault::Reload) => "DEBUG RELOAD",
             Op::Fault(Fault::Restart) => "restart from RDB",
             Op::Fault(Fault::Fresh) => "new empty server",
+            Op::Fault(Fault::Exporter) => "exporter restarted with its state file",
         };
         *self.applied.entry(name).or_default() += 1;
         let s_of = |s: &usize| STREAMS[*s].to_string();
@@ -1215,7 +1231,7 @@ impl Driver {
                 ];
                 if self.send(&args).is_some() {
                     self.model.streams.get_mut(STREAMS[*s]).unwrap().added += n;
-                    self.events.push(Event::StreamSet { s: *s });
+                    self.events.push(Event::StreamSet { s: *s, n: *n });
                 }
             }
             Op::SetId {
@@ -1544,6 +1560,13 @@ impl Driver {
                 self.server = start(self.kind, self.port, self.data.path());
                 self.reconnect();
                 self.events.push(Event::Restarted);
+            }
+            Fault::Exporter => {
+                self.transcript.push(
+                    "(the exporter stops, writing its state file, and starts again from it)".into(),
+                );
+                self.restart_exporter = true;
+                self.events.push(Event::ExporterRestarted);
             }
             Fault::Fresh => {
                 self.transcript
