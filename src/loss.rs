@@ -711,22 +711,52 @@ impl Ledger {
         let unseen = !trimmed && !deleted && s.deleted_past(p.last_delivered);
         let counted_before = self.lost.map_or(0, |l| l.total());
         let mut interval = Interval::default();
+        let mut ahead = 0;
         if (trimmed || deleted || unseen) && removed_since > 0 {
             if !unseen {
-                interval.proven = self
-                    .counters_bound(o, removed, counted_before)
-                    .max(gone_ahead_bound(p, now, o))
-                    .min(removed_since);
+                ahead = gone_ahead_bound(p, now, o).min(removed_since);
             }
-            interval.at_most = Some(
-                at_most(p, now, o, range)
-                    .min(removed_since)
-                    .max(interval.proven),
-            );
+            interval.at_most = Some(at_most(p, now, o, range).min(removed_since).max(ahead));
         }
         let split = |n: u64| split_by_cause(n, trimmed, deleted || unseen, p, o);
+        // The counters' rise since the last poll whose figure was exact
+        // proves the losses since then, not only this interval's (a poll
+        // between whose count was not of its moment left them possible),
+        // with the causes the figures since then show.
+        let counters = self.counters_bound(o, removed, counted_before);
+        let by_cause = match self.anchor {
+            Some(anchor) if counters > ahead => {
+                interval.proven = counters;
+                let since_last_poll =
+                    anchor.stream == p.stream && anchor.last_delivered == p.last_delivered;
+                let since = |id| {
+                    (
+                        s.trimmed_past_since(id, &anchor.stream),
+                        s.deleted_past_since(id, &anchor.stream),
+                    )
+                };
+                match since(anchor.last_delivered) {
+                    _ if since_last_poll => split(counters),
+                    (true, false) => ByCause {
+                        trimmed: counters,
+                        ..ByCause::default()
+                    },
+                    (false, true) => ByCause {
+                        deleted: counters,
+                        ..ByCause::default()
+                    },
+                    _ => ByCause {
+                        either: counters,
+                        ..ByCause::default()
+                    },
+                }
+            }
+            _ => {
+                interval.proven = ahead;
+                split(ahead)
+            }
+        };
         if interval.proven > 0 {
-            let by_cause = split(interval.proven);
             self.lost.get_or_insert_with(ByCause::default).add(by_cause);
             self.last_loss_at_ms = o.at_ms.or(self.last_loss_at_ms);
             let times = &mut self.loss_times;

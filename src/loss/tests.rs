@@ -972,3 +972,77 @@ fn a_trim_beside_a_head_deleted_by_another_group_is_not_a_deletion() {
         );
     }
 }
+
+/// A poll whose count of the undelivered entries was not of its `XINFO`'s
+/// moment (the stream changed under it: bounds only) leaves a trim it saw
+/// possible; the next poll with an exact count proves it from the counters'
+/// rise since the last exact one, whatever its own interval removed (found
+/// by the oracle's concurrent mode: the rise was capped by the entries the
+/// last interval removed).
+#[test]
+fn a_poll_without_an_exact_count_between_two_with_one() {
+    for (counter, read_past, trimmed_last) in [
+        (ReadCounter::KeepsGaps, true, 5),
+        (ReadCounter::KeepsGaps, false, 0),
+        (ReadCounter::Reestimates, false, 0),
+        (ReadCounter::Reestimates, false, 5),
+    ] {
+        let mut m = Model::new(counter);
+        let mut l = Ledger::default();
+        m.add(110).read(10);
+        poll(&mut l, &mut m);
+        m.keep_last(60);
+        let mut p = m.poll();
+        p.undelivered = Bounds { lo: 0, hi: 100 };
+        l.observe(&p.observation(), None);
+        if read_past {
+            m.read(5);
+        }
+        if trimmed_last > 0 && read_past {
+            m.keep_last(50);
+        } else if trimmed_last > 0 {
+            m.add(trimmed_last).keep_last(60);
+        }
+        poll(&mut l, &mut m);
+        assert_eq!(m.truth, 40 + trimmed_last, "{counter:?}");
+        assert_eq!(
+            lost(&l),
+            40 + trimmed_last,
+            "{counter:?}, read past {read_past}, {trimmed_last} trimmed in the last interval: lost {:?}, possibly {:?}",
+            l.lost(),
+            l.possibly_lost()
+        );
+        assert_eq!(
+            l.lost().unwrap_or_default().trimmed,
+            lost(&l),
+            "{counter:?}"
+        );
+    }
+}
+
+/// What the counters prove since an earlier poll (the last one with an
+/// exact count) went since then: a gap of deleted entries the group read
+/// past, then a trim, is not all a trim (found by the oracle's concurrent
+/// mode: the rise was labelled by the last interval's figures alone).
+#[test]
+fn a_rise_since_an_earlier_poll_takes_the_causes_since_then() {
+    let mut m = Model::new(ReadCounter::KeepsGaps);
+    let mut l = Ledger::default();
+    m.add(110).read(10);
+    poll(&mut l, &mut m);
+    // 11-20 deleted unread, read past (a gap entries-read keeps out).
+    m.delete(&(11..=20).collect::<Vec<_>>()).read(25);
+    let mut p = m.poll();
+    p.undelivered = Bounds { lo: 0, hi: 100 };
+    l.observe(&p.observation(), None);
+    // 1-10 and 21-50 trimmed: 46-50 unread.
+    m.keep_last(60);
+    poll(&mut l, &mut m);
+    assert_eq!(m.truth, 15);
+    let lost = l.lost().unwrap_or_default();
+    assert_eq!(lost.total(), 15, "{lost:?}");
+    assert!(
+        lost.trimmed <= 5 && lost.deleted <= 10,
+        "5 trimmed and 10 deleted, counted {lost:?}"
+    );
+}
