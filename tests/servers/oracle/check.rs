@@ -147,7 +147,7 @@ struct Exact {
     /// Exported lost (all causes) then.
     lost: f64,
     /// The account's truth then.
-    truth: u64,
+    truth: std::collections::BTreeSet<Id>,
 }
 
 /// One group's losses since its baseline (the exporter's first poll of it,
@@ -168,6 +168,13 @@ struct Account {
     last: [f64; 3],
     last_causes: [f64; 3],
     prev: Point,
+    /// The last poll whose figures gave the exporter the group's rank and
+    /// undelivered entries (an exact lag, entries-read known): what its
+    /// counters prove is counted from there, with the causes the figures
+    /// since then show. Unknown (`sure` false) after a poll the workload
+    /// ran during, which the exporter may have taken for it.
+    anchor: Option<Point>,
+    anchor_sure: bool,
     /// Unread removals made before the baseline: the baseline's figures
     /// hold them, so they are not counted again.
     before_baseline: std::collections::BTreeSet<Id>,
@@ -651,6 +658,25 @@ impl Checker {
             })
             .sum();
         let exact_now = self.live && quiet;
+        let known = |p: &Point| p.lag_exact && p.entries_read.is_some();
+        if std::env::var("RSE_ORACLE_TRACE").is_ok_and(|t| t == format!("{key}/{name}")) {
+            let truth = g.removed_unread.len();
+            eprintln!(
+                "TRACE poll {poll} {key}/{name}{}: ld {} er {:?} lag exact {} first {:?} last {} len {} added {} md {:?} | lost {:?} possible {} unproven {} | truth (all) {truth} | events {events:?}",
+                if quiet { "" } else { " (busy)" },
+                point.ld,
+                point.entries_read,
+                point.lag_exact,
+                point.first,
+                point.last,
+                point.len,
+                point.added,
+                point.md,
+                causes,
+                now[1],
+                now[2]
+            );
+        }
         let fresh = || Account {
             epoch: g.epoch,
             run_id: run_id.to_string(),
@@ -659,11 +685,13 @@ impl Checker {
             exact: exact_now.then(|| Exact {
                 point: point.clone(),
                 lost: now[0],
-                truth: 0,
+                truth: Default::default(),
             }),
             last: now,
             last_causes: causes,
             prev: point.clone(),
+            anchor: known(&point).then(|| point.clone()),
+            anchor_sure: quiet,
             before_baseline: g.removed_unread.keys().copied().collect(),
             truth: 0,
             truth_trimmed: 0,
@@ -816,45 +844,50 @@ impl Checker {
             if counted[1] > allowed(truth_deleted) {
                 return fail(poll, "false_cause_deleted", detail());
             }
-            // Each cause where the interval's figures show it (the
-            // exporter's last poll and this one being the model's points):
-            // `trimmed` where a trim reached past the group's last position
-            // and no deletion lies past it; `deleted` where one does;
-            // `trimmed_or_deleted` where both do and the figures cannot
-            // tell which took what.
-            if prev.exact && point.exact {
+            // Each cause where the figures show it, since the exporter's
+            // last poll or since the last one that gave it the group's rank
+            // (what the counters prove since then): `trimmed` where a trim
+            // reached past the group's position and no deletion lies past
+            // it; `deleted` where one does; `trimmed_or_deleted` where both
+            // do and the figures cannot tell which took what. Checked where
+            // those polls' figures are the model's.
+            let since: Vec<&Point> = match &acct.anchor {
+                _ if !(prev.exact && point.exact) => Vec::new(),
+                _ if known(&prev) => vec![&prev],
+                Some(anchor) if acct.anchor_sure => vec![&prev, anchor],
+                None if acct.anchor_sure => vec![&prev],
+                _ => Vec::new(),
+            };
+            if !since.is_empty() {
+                let shown = |cause: usize| {
+                    since.iter().any(|q| {
+                        let (trim, deletion) = (point.trimmed_past_since(q), point.deleted_past(q));
+                        match cause {
+                            0 => trim && !deletion,
+                            1 => deletion,
+                            _ => trim && deletion,
+                        }
+                    })
+                };
                 if counted_delta.iter().any(|d| *d > 0.0) {
                     self.stats.causes_checked += 1;
                 }
-                if counted_delta[0] > 0.0 && !(trimmed_past && !deleted_past) {
-                    return fail(
-                        poll,
-                        "cause_trimmed_unproven",
-                        format!(
-                            "{} (a trim past the group's last position: {trimmed_past}; a deletion past it: {deleted_past})",
-                            detail()
-                        ),
-                    );
-                }
-                if counted_delta[1] > 0.0 && !deleted_past {
-                    return fail(
-                        poll,
-                        "cause_deleted_unproven",
-                        format!(
-                            "{} (no entry past the group's last position was ever deleted)",
-                            detail()
-                        ),
-                    );
-                }
-                if counted_delta[2] > 0.0 && !(trimmed_past && deleted_past) {
-                    return fail(
-                        poll,
-                        "cause_either_where_figures_tell",
-                        format!(
-                            "{} (a trim past the group's last position: {trimmed_past}; a deletion past it: {deleted_past})",
-                            detail()
-                        ),
-                    );
+                for (cause, check) in [
+                    (0, "cause_trimmed_unproven"),
+                    (1, "cause_deleted_unproven"),
+                    (2, "cause_either_where_figures_tell"),
+                ] {
+                    if counted_delta[cause] > 0.0 && !shown(cause) {
+                        return fail(
+                            poll,
+                            check,
+                            format!(
+                                "{} (since the last poll: a trim past the group's position {trimmed_past}, a deletion past it {deleted_past}; polls compared: {:?})",
+                                detail(),
+                                since.iter().map(|q| q.ld).collect::<Vec<_>>()
+                            ),
+                        );
+                    }
                 }
             }
         }
@@ -899,7 +932,6 @@ impl Checker {
                 .filter(|(id, _)| *id > g.ld && !acct.ahead.contains(id))
                 .count() as u64;
             let reestimates = matches!(self.kind, Server::Redis8 | Server::Valkey9);
-            let known = |p: &Point| p.lag_exact && p.entries_read.is_some();
             if !self.concurrent
                 && !prev.concurrent
                 && reestimates
@@ -948,7 +980,13 @@ impl Checker {
             // known; or, on Redis 7.0, entries-read kept every gap out), it
             // is counted by now, whatever the polls between saw.
             if let Some(a) = acct.exact.clone().filter(|_| exact_now) {
-                let new = truth - a.truth;
+                // A deletion below an older max-deleted-entry-id may have
+                // fallen alone between two of the exporter's polls, where it
+                // proves nothing: not due.
+                let new = truth_ids
+                    .iter()
+                    .filter(|(id, _)| !a.truth.contains(id) && !st.unseen.contains(id))
+                    .count() as u64;
                 let unmoved = g.ld == a.point.ld;
                 let keeps_gaps = self.kind == Server::Redis70 && no_reestimate(&a.point);
                 if new > 0
@@ -982,7 +1020,7 @@ impl Checker {
             acct.exact = Some(Exact {
                 point: point.clone(),
                 lost: now[0],
-                truth,
+                truth: truth_ids.iter().map(|(id, _)| *id).collect(),
             });
         }
         acct.ahead = truth_ids
@@ -990,6 +1028,12 @@ impl Checker {
             .filter(|(id, _)| *id > g.ld)
             .map(|(id, _)| *id)
             .collect();
+        if !quiet {
+            acct.anchor_sure = false;
+        } else if known(&point) {
+            acct.anchor = Some(point.clone());
+            acct.anchor_sure = true;
+        }
         acct.prev = point;
         acct.last = now;
         acct.last_causes = causes;

@@ -67,6 +67,11 @@ pub struct StreamModel {
     pub ever: BTreeSet<Id>,
     /// Every ID removed since the key was created, with its cause.
     pub removed: BTreeMap<Id, Cause>,
+    /// IDs removed by a command that moved neither the first entry nor
+    /// max-deleted-entry-id (deletions below an older one): alone between
+    /// two polls, such a command leaves the figures of `XSETID …
+    /// ENTRIESADDED` beside adds, which prove nothing.
+    pub unseen: BTreeSet<Id>,
     pub last_gen: Id,
     pub added: u64,
     pub groups: BTreeMap<String, GroupModel>,

@@ -885,6 +885,13 @@ impl Driver {
         let now = self.server_ids(key);
         let st = self.model.streams.get_mut(key).unwrap();
         let gone: Vec<Id> = st.present.difference(&now).copied().collect();
+        let (first, deleted) = (st.present.first().copied(), st.max_deleted());
+        let seen = cause == Cause::Trimmed
+            || gone.iter().max().copied() > deleted
+            || first.is_some_and(|f| gone.contains(&f));
+        if !seen {
+            st.unseen.extend(gone.iter().copied());
+        }
         for id in &gone {
             st.remove(*id, cause);
         }
