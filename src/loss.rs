@@ -684,7 +684,17 @@ impl Ledger {
         // the group was set from outside (a SETID to where it stood).
         let counter_set =
             o.group.last_delivered_id == p.last_delivered && o.group.entries_read != p.entries_read;
-        o.set_from_outside || counter_set || p.rewound_by(o) || o.stream.reset_since(&p.stream)
+        // A group that did not move keeps its rank; entries-added and its
+        // backlog that put it elsewhere were set from outside (`XSETID …
+        // ENTRIESADDED` beside a removal, which `reset_since` cannot see).
+        let rank_moved = o.group.last_delivered_id == p.last_delivered
+            && !p.ahead_of_stream()
+            && disjoint(p.rank, o.rank_from_positions(Bounds::ANY));
+        o.set_from_outside
+            || counter_set
+            || rank_moved
+            || p.rewound_by(o)
+            || o.stream.reset_since(&p.stream)
     }
 
     /// Counts what the interval from `p` to the poll `o` proved and what it
@@ -893,6 +903,11 @@ impl Ledger {
         self.last_loss_at_ms
             .is_some_and(|at| now_ms.saturating_sub(at) < hold_ms)
     }
+}
+
+/// True when no value lies in both.
+fn disjoint(a: Bounds, b: Bounds) -> bool {
+    a.lo.max(b.lo) > a.hi.min(b.hi)
 }
 
 /// The entries gone ahead of the group now that were not gone ahead of it

@@ -1046,3 +1046,34 @@ fn a_rise_since_an_earlier_poll_takes_the_causes_since_then() {
         "5 trimmed and 10 deleted, counted {lost:?}"
     );
 }
+
+/// `XSETID … ENTRIESADDED` beside adds and a trim of entries the group had
+/// read: the group did not move, yet entries-added and its backlog now put
+/// its rank 11 higher than the last poll knew it, which only counters set
+/// from outside do. A new baseline: the entries that were never added are
+/// not counted lost when a later trim passes the group (found by the
+/// oracle: they were).
+#[test]
+fn entries_added_set_beside_a_trim_is_no_loss_later() {
+    for counter in BOTH {
+        let mut m = Model::new(counter);
+        let mut l = Ledger::default();
+        m.add(20).read(19);
+        poll(&mut l, &mut m);
+        m.bump_entries_added(11).add(11).keep_last(20);
+        poll(&mut l, &mut m);
+        assert_eq!((m.truth, lost(&l)), (0, 0), "{counter:?}");
+        // A producer at the edge: each add trims the oldest entry.
+        for _ in 0..31 {
+            m.add(1).keep_last(20);
+        }
+        poll(&mut l, &mut m);
+        assert_eq!(m.truth, 23, "{counter:?}");
+        assert!(
+            lost(&l) <= 23 && lost(&l) + possible(&l) >= 23,
+            "{counter:?}: lost {:?}, possibly {:?}",
+            l.lost(),
+            l.possibly_lost()
+        );
+    }
+}
