@@ -10,7 +10,6 @@
 
 mod check;
 use crate::common;
-mod hang;
 mod model;
 mod ops;
 mod rng;
