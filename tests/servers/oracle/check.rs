@@ -1,20 +1,16 @@
 //! The oracle's comparison: at every poll, each exported figure against the
 //! model's truth, and the loss counters against what the contract promises
-//! to prove.
+//! to prove (docs/oracle.md, "What it compares").
 //!
-//! Losses are accounted per group and per epoch (an epoch ends when the
-//! group is positioned from outside: created, SETID). Over an epoch the
-//! exported counters, less their value at the epoch's first poll, must lie
-//! between a lower bound (losses the contract proves: for each interval
-//! between two polls where entries-read was valid at both, on the same
-//! server process, not ahead of the stream and within the counting budget,
-//! the entries removed while unread in the range the group advanced over)
-//! and an upper bound (the provable intervals' advance of entries-read less
-//! the survivors, which is the truth plus entries read and then removed in
-//! the same interval; plus, for every other interval, the unread removals
-//! the group read past; plus the unread removals still ahead of the group,
-//! which a trim that overtook it lets the exporter count before it reads
-//! past them).
+//! Losses are accounted per group from a baseline (the exporter's first
+//! poll of it, or the first after the group or its stream was set from
+//! outside, or after other data came behind the port); a restart on the
+//! same data, a `DEBUG RELOAD` and an exporter restart from its state file
+//! keep it. Since the baseline, the exported counters must never exceed the
+//! truth, cause by cause; each cause must be one the figures show; lost and
+//! possibly lost must cover the truth; and every loss the figures prove
+//! (between two polls, or between two quiet polls of the concurrent mode)
+//! must be counted lost.
 
 use std::collections::BTreeMap;
 

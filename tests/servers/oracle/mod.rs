@@ -6,7 +6,9 @@
 //! `RSE_ORACLE_SEEDS=N` runs N seeds from `RSE_ORACLE_SEED_BASE` (default
 //! 1000) instead of the fixed CI seeds; `RSE_ORACLE_POLLS` sets the polls
 //! per seed; `RSE_ORACLE_SEED=s` replays one seed; `RSE_ORACLE_SHRINK_SECS`
-//! bounds the shrinking of a failure (default 60).
+//! bounds the shrinking of a failure (default 60); `RSE_ORACLE_HANG_SECS`
+//! the time a poll may take (default 120); `RSE_ORACLE_TRACE=stream/group`
+//! prints one group's figures at every poll.
 
 mod check;
 use crate::common;
@@ -226,9 +228,11 @@ async fn run(kind: Server, steps: &[Step]) -> Run {
 /// Applies `steps` while the exporter polls: each batch of operations runs
 /// on a thread of its own during the poll that ends the previous interval,
 /// so the exporter reads figures that change under it. Such polls are
-/// checked for the bounds only (never more lost than the truth, a possible
-/// loss said with its reason); two quiet polls at the end check the truth
-/// in full.
+/// checked for the bounds (never more lost than the truth, nor more of a
+/// cause; a possible loss said with its reason; the removals made before
+/// the poll began covered), and a stream no operation touched during a
+/// poll is compared with its last such poll for what their figures prove;
+/// two quiet polls at the end check the truth in full.
 async fn run_concurrent(kind: Server, steps: &[Step]) -> Run {
     let mut d = Driver::new(kind);
     let h = Harness::new(exporter_config(d.port));
