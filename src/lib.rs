@@ -57,7 +57,9 @@ pub(crate) mod process;
 pub(crate) mod safe_names;
 pub(crate) mod schedule;
 pub mod snapshot;
-pub(crate) mod state_file;
+// Public for the oracle, which restarts an in-process exporter from it.
+#[doc(hidden)]
+pub mod state_file;
 pub(crate) mod status;
 pub mod telemetry;
 pub(crate) mod tls_signatures;

@@ -160,53 +160,6 @@ impl LossTimes {
     }
 }
 
-/// What a stream's figures prove of how its first entries went, beyond
-/// what one group's figures show: read from every group of the stream at
-/// one poll ([`Removals::of`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Removals {
-    /// Deletions alone explain every entry gone before the first one: no
-    /// entry was ever added between max-deleted-entry-id and the first
-    /// entry, so a trim that moved the first entry is not proven (a group's
-    /// worker deleting the head entries it processed, `XACKDEL` of a faster
-    /// group). Known when a group stands at max-deleted-entry-id with an
-    /// entries-read one below the first entry's rank.
-    pub head_deleted: bool,
-}
-
-impl Removals {
-    /// What `stream`'s figures and its `groups`' positions prove.
-    pub fn of(stream: &StreamInfo, groups: &[GroupInfo]) -> Removals {
-        Removals {
-            head_deleted: head_deleted(stream, groups),
-        }
-    }
-}
-
-/// Whether no entry was ever added between the stream's
-/// max-deleted-entry-id and its first entry. The first entry's rank is
-/// entries-added − length + 1 when no deletion lies at or after it; a
-/// group whose position is max-deleted-entry-id and whose entries-read is
-/// one below that rank was delivered every entry up to it, so the two are
-/// neighbours. Entries-read never counts more than the rank of the
-/// position (a counter that kept gaps out counts less, and the proof then
-/// fails, as it should: it cannot be told).
-fn head_deleted(stream: &StreamInfo, groups: &[GroupInfo]) -> bool {
-    let (Some(md), Some(first), Some(removed)) = (
-        stream.max_deleted_entry_id,
-        stream.first_entry_id,
-        stream.removed(),
-    ) else {
-        return false;
-    };
-    if md.is_zero() || md >= first {
-        return false;
-    }
-    groups
-        .iter()
-        .any(|g| g.last_delivered_id == md && g.entries_read == Some(removed))
-}
-
 /// Poll intervals in which entries may have been lost beyond what was
 /// proven, by reason.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -421,8 +374,6 @@ pub struct Observation<'a> {
     /// the last poll (keyspace events `xgroup-setid`, `xgroup-create`,
     /// `xsetid`): a new baseline.
     pub set_from_outside: bool,
-    /// What the stream's figures prove of how its first entries went.
-    pub removals: Removals,
 }
 
 impl<'a> Observation<'a> {
@@ -442,7 +393,6 @@ impl<'a> Observation<'a> {
             undelivered,
             counter,
             set_from_outside: false,
-            removals: Removals::default(),
         }
     }
 
@@ -734,7 +684,17 @@ impl Ledger {
         // the group was set from outside (a SETID to where it stood).
         let counter_set =
             o.group.last_delivered_id == p.last_delivered && o.group.entries_read != p.entries_read;
-        o.set_from_outside || counter_set || p.rewound_by(o) || o.stream.reset_since(&p.stream)
+        // A group that did not move keeps its rank; entries-added and its
+        // backlog that put it elsewhere were set from outside (`XSETID …
+        // ENTRIESADDED` beside a removal, which `reset_since` cannot see).
+        let rank_moved = o.group.last_delivered_id == p.last_delivered
+            && !p.ahead_of_stream()
+            && disjoint(p.rank, o.rank_from_positions(Bounds::ANY));
+        o.set_from_outside
+            || counter_set
+            || rank_moved
+            || p.rewound_by(o)
+            || o.stream.reset_since(&p.stream)
     }
 
     /// Counts what the interval from `p` to the poll `o` proved and what it
@@ -761,22 +721,52 @@ impl Ledger {
         let unseen = !trimmed && !deleted && s.deleted_past(p.last_delivered);
         let counted_before = self.lost.map_or(0, |l| l.total());
         let mut interval = Interval::default();
+        let mut ahead = 0;
         if (trimmed || deleted || unseen) && removed_since > 0 {
             if !unseen {
-                interval.proven = self
-                    .counters_bound(o, removed, counted_before)
-                    .max(gone_ahead_bound(p, now, o))
-                    .min(removed_since);
+                ahead = gone_ahead_bound(p, now, o).min(removed_since);
             }
-            interval.at_most = Some(
-                at_most(p, now, o, range)
-                    .min(removed_since)
-                    .max(interval.proven),
-            );
+            interval.at_most = Some(at_most(p, now, o, range).min(removed_since).max(ahead));
         }
         let split = |n: u64| split_by_cause(n, trimmed, deleted || unseen, p, o);
+        // The counters' rise since the last poll whose figure was exact
+        // proves the losses since then, not only this interval's (a poll
+        // between whose count was not of its moment left them possible),
+        // with the causes the figures since then show.
+        let counters = self.counters_bound(o, removed, counted_before);
+        let by_cause = match self.anchor {
+            Some(anchor) if counters > ahead => {
+                interval.proven = counters;
+                let since_last_poll =
+                    anchor.stream == p.stream && anchor.last_delivered == p.last_delivered;
+                let since = |id| {
+                    (
+                        s.trimmed_past_since(id, &anchor.stream),
+                        s.deleted_past_since(id, &anchor.stream),
+                    )
+                };
+                match since(anchor.last_delivered) {
+                    _ if since_last_poll => split(counters),
+                    (true, false) => ByCause {
+                        trimmed: counters,
+                        ..ByCause::default()
+                    },
+                    (false, true) => ByCause {
+                        deleted: counters,
+                        ..ByCause::default()
+                    },
+                    _ => ByCause {
+                        either: counters,
+                        ..ByCause::default()
+                    },
+                }
+            }
+            _ => {
+                interval.proven = ahead;
+                split(ahead)
+            }
+        };
         if interval.proven > 0 {
-            let by_cause = split(interval.proven);
             self.lost.get_or_insert_with(ByCause::default).add(by_cause);
             self.last_loss_at_ms = o.at_ms.or(self.last_loss_at_ms);
             let times = &mut self.loss_times;
@@ -915,6 +905,11 @@ impl Ledger {
     }
 }
 
+/// True when no value lies in both.
+fn disjoint(a: Bounds, b: Bounds) -> bool {
+    a.lo.max(b.lo) > a.hi.min(b.hi)
+}
+
 /// The entries gone ahead of the group now that were not gone ahead of it
 /// at the last poll: those the last poll saw ahead are all behind the group
 /// now when it passed the highest of them, else at most as many as it saw.
@@ -1003,15 +998,14 @@ fn at_most(p: &Seen, now: &Seen, o: &Observation, range: Option<RangeCount>) -> 
 
 /// Splits `n` entries by cause: a deletion when only a deletion reached
 /// past the group's previous position, a trim when only a trim did, and
-/// when both did, trimmed up to the entries the trim can have taken.
+/// when both did, trimmed or deleted up to the entries the trim can have
+/// taken. Deletions alone may explain a head that moved (a faster group's
+/// worker deleting what it read), but a trim up to there and a deletion of
+/// the last entry before the first one leave the same figures: no proof.
 fn split_by_cause(n: u64, trimmed: bool, deleted: bool, p: &Seen, o: &Observation) -> ByCause {
     match (trimmed, deleted) {
         // The first entry moved past the group's position, and deletions
         // since reached past it too.
-        (true, true) if o.removals.head_deleted => ByCause {
-            deleted: n,
-            ..ByCause::default()
-        },
         (true, true) => {
             // Gone before the first entry: a trim or the deletions; the
             // rest, after it, only a deletion can have removed.

@@ -185,10 +185,44 @@ impl MsEnds {
     }
 
     fn is_empty_ms(&self, ms: u64) -> bool {
+        self.empty_around(ms).is_some()
+    }
+
+    /// The known empty range that holds `ms`.
+    fn empty_around(&self, ms: u64) -> Option<(u64, u64)> {
         self.empty
             .range(..=ms)
             .next_back()
-            .is_some_and(|(_, &end)| end >= ms)
+            .filter(|&(_, &end)| end >= ms)
+            .map(|(&start, &end)| (start, end))
+    }
+
+    /// The first millisecond of `lo..=hi` neither read nor known empty.
+    /// An empty range is stepped over whole: one can span every
+    /// millisecond since the epoch (a gap from 0-0), so this takes one
+    /// step per fact, never one per millisecond.
+    fn first_unknown(&self, mut lo: u64, hi: u64) -> Option<u64> {
+        while lo <= hi {
+            lo = match self.empty_around(lo) {
+                Some((_, end)) => end.checked_add(1)?,
+                None if self.last.contains_key(&lo) => lo.checked_add(1)?,
+                None => return Some(lo),
+            };
+        }
+        None
+    }
+
+    /// The last millisecond of `lo..=hi` neither read nor known empty, as
+    /// [`MsEnds::first_unknown`] from the other end.
+    fn last_unknown(&self, lo: u64, mut hi: u64) -> Option<u64> {
+        while lo <= hi {
+            hi = match self.empty_around(hi) {
+                Some((start, _)) => start.checked_sub(1)?,
+                None if self.last.contains_key(&hi) => hi.checked_sub(1)?,
+                None => return Some(hi),
+            };
+        }
+        None
     }
 
     /// Entries generated in `id`'s millisecond after it, when read (else 0).
@@ -299,22 +333,16 @@ impl Walk {
             .collect();
         steps.dedup();
         let walk = |steps: &mut Vec<Step>, gap: Option<(u64, u64)>, down: bool, up: bool| {
-            let Some((mut lo, mut hi)) = gap else {
+            let Some((lo, hi)) = gap else {
                 return;
             };
             // What earlier rounds learnt narrows the gap from both ends.
-            while lo <= hi && ends.knows(lo) {
-                lo += 1;
-            }
-            while hi >= lo && ends.knows(hi) {
-                hi = hi.saturating_sub(1);
-                if hi == 0 {
-                    break;
-                }
-            }
-            if lo > hi {
+            let Some(lo) = ends.first_unknown(lo, hi) else {
                 return;
-            }
+            };
+            let Some(hi) = ends.last_unknown(lo, hi) else {
+                return;
+            };
             let (mut from, mut to) = (lo, hi);
             if down {
                 let near = to.saturating_sub(WALK_WIDTH - 1).max(from);

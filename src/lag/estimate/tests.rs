@@ -218,3 +218,28 @@ fn degenerate_samples() {
     }];
     assert_eq!(generated_after(all[5], &anchors, 10, &ends), None);
 }
+
+/// A group at 0-0 whose entries-read is known is an anchor, so a split can
+/// start at 0-0 and its first gap spans every millisecond since 1970. Once
+/// a round has found that gap empty, the next one must step over what it
+/// learnt as a whole: stepping through it one millisecond at a time held
+/// the stream poll (and the runtime thread under it) for hours.
+#[test]
+fn a_walk_from_id_zero_ends() {
+    let all = ids(1_796_569_238_480, &[1; 50]);
+    let split = Split {
+        p: id(0, 0),
+        x: all[20],
+        y: all[20],
+        q: all[49],
+        total: 50,
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(walked(&all, &split)));
+    let ends = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the walk ended within its rounds");
+    // The 20 milliseconds below the position were read, the rest since
+    // the epoch is known empty.
+    assert_eq!(ends.inside(1, 1_796_569_238_499), (20.0, 0.0));
+}

@@ -60,8 +60,6 @@ pub(super) struct GroupFold<'p> {
     pub(super) run_id: Option<&'p Arc<str>>,
     /// An event said the stream was set from outside since its last poll.
     pub(super) set_from_outside: bool,
-    /// What the stream's figures prove of how its first entries went.
-    pub(super) removals: loss::Removals,
 }
 
 impl GroupFold<'_> {
@@ -81,7 +79,6 @@ impl GroupFold<'_> {
         if self.feed_ledger {
             let seen = loss::Observation {
                 set_from_outside: self.set_from_outside,
-                removals: self.removals,
                 ..loss::Observation::of(self.info, group, self.now_ms, undelivered, self.counter)
             };
             ledger.follow_server(self.run_id);

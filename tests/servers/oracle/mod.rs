@@ -6,7 +6,9 @@
 //! `RSE_ORACLE_SEEDS=N` runs N seeds from `RSE_ORACLE_SEED_BASE` (default
 //! 1000) instead of the fixed CI seeds; `RSE_ORACLE_POLLS` sets the polls
 //! per seed; `RSE_ORACLE_SEED=s` replays one seed; `RSE_ORACLE_SHRINK_SECS`
-//! bounds the shrinking of a failure (default 60).
+//! bounds the shrinking of a failure (default 60); `RSE_ORACLE_HANG_SECS`
+//! the time a poll may take (default 120); `RSE_ORACLE_TRACE=stream/group`
+//! prints one group's figures at every poll.
 
 mod check;
 use crate::common;
@@ -14,13 +16,14 @@ mod model;
 mod ops;
 mod rng;
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use check::{Checker, Failure, Stats};
 use common::{Harness, Server};
 use ops::{Driver, Step};
 use redis_streams_exporter::config::{self, CliOverrides};
 use redis_streams_exporter::probe::ProbeKind;
+use redis_streams_exporter::state_file::StateFile;
 
 /// The seeds CI runs on every server, and their polls: 1–12, and those that
 /// found a fixed discrepancy (docs/oracle.md, "Found and fixed").
@@ -55,6 +58,50 @@ struct Run {
     applied: std::collections::BTreeMap<&'static str, u64>,
 }
 
+/// How long one poll may take before the oracle takes the exporter for
+/// hung: far beyond a stopped server's retries (`RSE_ORACLE_HANG_SECS`).
+fn hang_limit() -> Duration {
+    Duration::from_secs(env_u64("RSE_ORACLE_HANG_SECS").unwrap_or(120))
+}
+
+/// Armed for one poll: unless dropped in time, prints `what` (the steps
+/// and commands so far) and ends the process, since a probe that never
+/// returns holds the test's only thread.
+struct Watchdog(std::sync::mpsc::Sender<()>);
+
+impl Watchdog {
+    fn arm(what: impl FnOnce() -> String) -> Watchdog {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let what = what();
+        let limit = hang_limit();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(limit) {
+                eprintln!(
+                    "ORACLE HANG: a poll did not return in {} s (an exporter defect: a probe that never yields holds the runtime).\n{what}",
+                    limit.as_secs()
+                );
+                std::process::exit(101);
+            }
+        });
+        Watchdog(tx)
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
+fn hang_report(kind: Server, steps: &[Step], upto: usize, transcript: &[String]) -> String {
+    let replay: Vec<String> = steps[..upto].iter().map(ToString::to_string).collect();
+    format!(
+        "{kind:?}: the steps up to the poll that hung:\n    {}\n  commands:\n    {}",
+        replay.join("\n    "),
+        transcript.join("\n    ")
+    )
+}
+
 /// One poll of the exporter: the probes a fast schedule would have run.
 /// True when the stream poll succeeded.
 async fn poll(h: &Harness, d: &mut Driver) -> bool {
@@ -87,6 +134,26 @@ async fn poll(h: &Harness, d: &mut Driver) -> bool {
     })
 }
 
+/// Stops the exporter as the daemon stops at shutdown (its state written to
+/// the state file `path`) and starts a new one that reads the file before
+/// its first poll, as the daemon does at start.
+async fn restart_exporter(h: Harness, port: u16, path: &std::path::Path) -> Harness {
+    let ctx = h.poller.context();
+    let file = std::sync::Arc::new(StateFile::open(
+        path.to_path_buf(),
+        &ctx.config.targets,
+        SystemTime::now(),
+    ));
+    file.track(vec![(ctx.target.clone(), ctx.state.clone())]);
+    file.save_at_shutdown(Duration::from_secs(10)).await;
+    drop(h);
+    let h = Harness::new(exporter_config(port));
+    let ctx = h.poller.context();
+    let file = StateFile::open(path.to_path_buf(), &ctx.config.targets, SystemTime::now());
+    file.restore(&ctx.target, &ctx.state);
+    h
+}
+
 fn stop(pid: u32, signal: &str) {
     let ok = std::process::Command::new("kill")
         .arg(signal)
@@ -101,16 +168,22 @@ fn stop(pid: u32, signal: &str) {
 /// failure.
 async fn run(kind: Server, steps: &[Step]) -> Run {
     let mut d = Driver::new(kind);
-    let h = Harness::new(exporter_config(d.port));
+    let mut h = Harness::new(exporter_config(d.port));
+    let state = tempfile::tempdir().unwrap();
+    let state_file = state.path().join("state.json");
     let mut checker = Checker::new(kind, false);
     let mut failure = None;
     let mut polls = 0;
-    for step in steps {
+    for (i, step) in steps.iter().enumerate() {
         match step {
             Step::Op(op) => d.apply(op),
             Step::Poll => {
+                if std::mem::take(&mut d.restart_exporter) {
+                    h = restart_exporter(h, d.port, &state_file).await;
+                }
                 polls += 1;
                 d.transcript.push(format!("-- poll {polls}"));
+                let _watch = Watchdog::arm(|| hang_report(kind, steps, i + 1, &d.transcript));
                 let mut ok = poll(&h, &mut d).await;
                 // A failed poll (the server stopped, restarting) is no poll:
                 // the next successful one closes the interval.
@@ -155,9 +228,11 @@ async fn run(kind: Server, steps: &[Step]) -> Run {
 /// Applies `steps` while the exporter polls: each batch of operations runs
 /// on a thread of its own during the poll that ends the previous interval,
 /// so the exporter reads figures that change under it. Such polls are
-/// checked for the bounds only (never more lost than the truth, a possible
-/// loss said with its reason); two quiet polls at the end check the truth
-/// in full.
+/// checked for the bounds (never more lost than the truth, nor more of a
+/// cause; a possible loss said with its reason; the removals made before
+/// the poll began covered), and a stream no operation touched during a
+/// poll is compared with its last such poll for what their figures prove;
+/// two quiet polls at the end check the truth in full.
 async fn run_concurrent(kind: Server, steps: &[Step]) -> Run {
     let mut d = Driver::new(kind);
     let h = Harness::new(exporter_config(d.port));
@@ -184,6 +259,11 @@ async fn run_concurrent(kind: Server, steps: &[Step]) -> Run {
             "-- poll {polls} (with {} operations during it)",
             batch.len()
         ));
+        checker.busy = batch
+            .iter()
+            .filter_map(ops::Op::stream)
+            .map(|s| ops::STREAMS[s].to_string())
+            .collect();
         checker.before_poll = d
             .model
             .streams
@@ -344,14 +424,21 @@ async fn oracle_concurrent(kind: Server) {
         let r = run_concurrent(kind, &steps).await;
         let s = &r.stats;
         println!(
-            "ORACLE CONCURRENT | {kind:?} | seed {seed} | {} polls ({} failed) | {:?} | intervals with losses {} ({} entries): counted lost {}, possibly lost {} | {}",
+            "ORACLE CONCURRENT | {kind:?} | seed {seed} | {} polls ({} failed) | {:?} | intervals with losses {} ({} entries; trimmed {}, deleted {}): counted lost {} (trimmed {}, deleted {}, trimmed_or_deleted {}), possibly lost {} | causes checked {} | spans between quiet polls checked counted {} | {}",
             s.polls,
             s.failed_polls,
             r.applied,
             s.intervals_with_loss,
             s.true_losses,
+            s.truth_by_cause[0],
+            s.truth_by_cause[1],
             s.counted_lost,
+            s.counted_by_cause[0],
+            s.counted_by_cause[1],
+            s.counted_by_cause[2],
             s.counted_possible,
+            s.causes_checked,
+            s.proven_spans,
             r.failure
                 .as_ref()
                 .map_or("ok".to_string(), |f| format!("FAIL {}", f.check))
@@ -383,15 +470,31 @@ async fn oracle(kind: Server) {
         let r = run(kind, &steps).await;
         let s = &r.stats;
         println!(
-            "ORACLE | {kind:?} | seed {seed} | {} polls ({} failed) | {ops} operations {:?} | intervals with losses {} ({} entries): counted lost {}, possibly lost {} | proven intervals checked {} | lag exact {} estimated {} (abs error {}) | {}",
+            "ORACLE | {kind:?} | seed {seed} | {} polls ({} failed) | {ops} operations {:?} | intervals with losses {} ({} entries; trimmed {}, deleted {}): counted lost {} (trimmed {}, deleted {}, trimmed_or_deleted {}), possibly lost {} | causes checked {} | proven intervals checked {} ({} across restarts) | XSETID beside removals {} (past the group {}, counted beyond the truth {}) | across server restarts {} ({} with losses), DEBUG RELOAD {} ({}), exporter restarts {} ({}) | lag exact {} estimated {} (abs error {}) | {}",
             s.polls,
             s.failed_polls,
             r.applied,
             s.intervals_with_loss,
             s.true_losses,
+            s.truth_by_cause[0],
+            s.truth_by_cause[1],
             s.counted_lost,
+            s.counted_by_cause[0],
+            s.counted_by_cause[1],
+            s.counted_by_cause[2],
             s.counted_possible,
+            s.causes_checked,
             s.proven_intervals,
+            s.proven_across_restarts,
+            s.setid_mixed,
+            s.setid_past_group,
+            s.setid_counted_beyond,
+            s.restarts[0],
+            s.restarts_with_loss[0],
+            s.restarts[1],
+            s.restarts_with_loss[1],
+            s.restarts[2],
+            s.restarts_with_loss[2],
             s.lag_exact,
             s.lag_estimated,
             s.lag_estimate_abs_error,
@@ -400,6 +503,12 @@ async fn oracle(kind: Server) {
                 .map_or("ok".to_string(), |f| format!("FAIL {}", f.check))
         );
         if let Some(f) = r.failure {
+            // Said at once: a shrinking run that hangs the exporter ends
+            // the process.
+            eprintln!(
+                "ORACLE FAIL | {kind:?} | seed {seed} | poll {} | {} | {}",
+                f.poll, f.check, f.detail
+            );
             let (small, small_run) = shrink(kind, steps, &f.check, shrink_limit).await;
             let f2 = small_run.failure.clone().unwrap_or(f.clone());
             let replay: Vec<String> = small.iter().map(ToString::to_string).collect();

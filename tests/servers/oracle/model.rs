@@ -67,6 +67,11 @@ pub struct StreamModel {
     pub ever: BTreeSet<Id>,
     /// Every ID removed since the key was created, with its cause.
     pub removed: BTreeMap<Id, Cause>,
+    /// IDs removed by a command that moved neither the first entry nor
+    /// max-deleted-entry-id (deletions below an older one): alone between
+    /// two polls, such a command leaves the figures of `XSETID …
+    /// ENTRIESADDED` beside adds, which prove nothing.
+    pub unseen: BTreeSet<Id>,
     pub last_gen: Id,
     pub added: u64,
     pub groups: BTreeMap<String, GroupModel>,
@@ -78,6 +83,16 @@ impl StreamModel {
         self.present
             .range((std::ops::Bound::Excluded(ld), std::ops::Bound::Unbounded))
             .count() as u64
+    }
+
+    /// The largest ID ever deleted (XDEL, XDELEX, XACKDEL): the server's
+    /// max-deleted-entry-id, as `XSETID` never sets it here.
+    pub fn max_deleted(&self) -> Option<Id> {
+        self.removed
+            .iter()
+            .filter(|(_, c)| **c == Cause::Deleted)
+            .map(|(id, _)| *id)
+            .max()
     }
 
     /// Entries ever added up to and including `id`: the entries-read a

@@ -61,6 +61,9 @@ pub enum Fault {
     Restart,
     /// Kill, and a new empty server on the same port.
     Fresh,
+    /// The exporter stops (writing its state file, as at shutdown) and
+    /// starts again from that file before the next poll.
+    Exporter,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -181,6 +184,34 @@ pub enum Op {
     Fault(Fault),
 }
 
+impl Op {
+    /// The stream the operation writes to or reads from; none for a fault.
+    pub fn stream(&self) -> Option<usize> {
+        match self {
+            Op::Add { s, .. }
+            | Op::Read { s, .. }
+            | Op::Ack { s, .. }
+            | Op::Claim { s, .. }
+            | Op::AutoClaim { s, .. }
+            | Op::Del { s, .. }
+            | Op::TrimMaxLen { s, .. }
+            | Op::TrimMinId { s, .. }
+            | Op::DelEx { s, .. }
+            | Op::AckDel { s, .. }
+            | Op::SetId { s, .. }
+            | Op::Create { s, .. }
+            | Op::Destroy { s, .. }
+            | Op::DelConsumer { s, .. }
+            | Op::DelStream { s }
+            | Op::Retain { s, .. }
+            | Op::Worker { s, .. }
+            | Op::AddAtEdge { s, .. }
+            | Op::BumpAdded { s, .. } => Some(*s),
+            Op::Fault(_) => None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
     Op(Op),
@@ -224,22 +255,103 @@ pub fn generate(seed: u64, kind: Server, polls: usize) -> Vec<Step> {
     for _ in 0..polls {
         for i in 0..rng.range(1, 6) {
             let op = random_op(&mut rng, kind);
-            let fault = matches!(op, Op::Fault(_));
-            // XSETID alone in its interval: with other writes to the stream
-            // in the same interval, and keyspace events off, its figures are
-            // those of entries added and removed (docs/lag-and-losses.md).
-            let alone = matches!(op, Op::BumpAdded { .. });
-            if alone && i > 0 {
-                break;
-            }
-            steps.push(Step::Op(op));
-            if fault || alone {
-                break;
+            match op {
+                // XSETID … ENTRIESADDED: now and then alone in its interval
+                // (a new baseline), mostly among ordinary writes to its
+                // stream (adds, deletions, trims, a read) in the same
+                // interval, where it must never count as lost.
+                Op::BumpAdded { s, .. } => {
+                    if i == 0 && rng.chance(25) {
+                        steps.push(Step::Op(op));
+                        break;
+                    }
+                    steps.extend(
+                        beside_setid(&mut rng, kind, s, op)
+                            .into_iter()
+                            .map(Step::Op),
+                    );
+                }
+                // A stop acts at the next poll, and a new empty server ends
+                // what went before: both end the interval. A reload and a
+                // restart on the same data fall among the operations, so
+                // losses on either side of them share one interval.
+                Op::Fault(Fault::StopShort | Fault::StopLong | Fault::Fresh) => {
+                    steps.push(Step::Op(op));
+                    break;
+                }
+                _ => steps.push(Step::Op(op)),
             }
         }
         steps.push(Step::Poll);
     }
     steps
+}
+
+/// `bump` (an `XSETID … ENTRIESADDED` on stream `s`) among ordinary writes
+/// to the same stream, in a random order: an add, a removal (a trim, a
+/// deletion, a worker's cleanup, a producer at the edge, a capped add),
+/// and sometimes a read.
+fn beside_setid(rng: &mut Rng, kind: Server, s: usize, bump: Op) -> Vec<Op> {
+    let caps = kind.capabilities();
+    let g = rng.below(GROUPS.len() as u64) as usize;
+    let c = rng.below(CONSUMERS.len() as u64) as usize;
+    let removal = match rng.below(6) {
+        0 => Op::TrimMaxLen {
+            s,
+            keep_pct: rng.range(10, 90),
+            approx: false,
+            mode: RefMode::Plain,
+        },
+        1 => Op::TrimMinId {
+            s,
+            cut_pct: rng.range(5, 90),
+            approx: false,
+            mode: RefMode::Plain,
+        },
+        2 => Op::Del {
+            s,
+            n: rng.range(1, 8),
+            pick: rng.next_u64(),
+        },
+        3 => Op::Worker {
+            s,
+            g,
+            c,
+            n: rng.range(1, 30),
+            ackdel: caps.xackdel && rng.chance(50),
+        },
+        4 => Op::AddAtEdge {
+            s,
+            n: rng.range(1, 40),
+        },
+        _ => Op::Add {
+            s,
+            n: rng.range(1, 20),
+            explicit: false,
+            cap: Some((rng.range(20, 95), false)),
+        },
+    };
+    let mut ops = vec![
+        Op::Add {
+            s,
+            n: rng.range(1, 20),
+            explicit: false,
+            cap: None,
+        },
+        removal,
+    ];
+    if rng.chance(50) {
+        ops.push(Op::Read {
+            s,
+            g: rng.below(GROUPS.len() as u64) as usize,
+            c,
+            count: rng.range(1, 30),
+            noack: false,
+        });
+    }
+    let at = rng.below(ops.len() as u64 + 1) as usize;
+    ops.insert(at, bump);
+    ops
 }
 
 /// The steps of a live workload: as [`generate`], with only what producers,
@@ -311,10 +423,10 @@ fn random_op(rng: &mut Rng, kind: Server) -> Op {
     let caps = kind.capabilities();
     let xdelex = if caps.xdelex { 6 } else { 0 };
     let xackdel = if caps.xackdel { 6 } else { 0 };
-    let counters = if kind.has_lag() { 1 } else { 0 };
+    let counters = if kind.has_lag() { 2 } else { 0 };
     //            add rd ack clm acl del mxl mid dex adl set cre des dlc del ret wrk edg xid flt
     let weights = [
-        24, 22, 9, 3, 3, 7, 6, 4, xdelex, xackdel, 3, 3, 1, 2, 1, 5, 6, 4, counters, 3,
+        24, 22, 9, 3, 3, 7, 6, 4, xdelex, xackdel, 3, 3, 1, 2, 1, 5, 6, 4, counters, 5,
     ];
     match rng.weighted(&weights) {
         0 => {
@@ -429,6 +541,9 @@ fn random_op(rng: &mut Rng, kind: Server) -> Op {
             s,
             n: rng.range(1, 1000),
         },
+        // Restarts on the same data (the server's and the exporter's) a
+        // little more often than the rest: losses across them are checked
+        // in full.
         _ => Op::Fault(
             [
                 Fault::StopShort,
@@ -436,7 +551,8 @@ fn random_op(rng: &mut Rng, kind: Server) -> Op {
                 Fault::Reload,
                 Fault::Restart,
                 Fault::Fresh,
-            ][rng.below(5) as usize],
+                Fault::Exporter,
+            ][rng.weighted(&[2, 2, 3, 3, 2, 3])],
         ),
     }
 }
@@ -448,10 +564,19 @@ pub enum Event {
     Positioned { s: usize, g: usize },
     /// Entries left the stream.
     Removed { s: usize, n: u64 },
-    /// The stream's counters were set from outside (`XSETID`).
-    StreamSet { s: usize },
-    /// The server process changed (new run_id).
+    /// The stream's entries-added was raised by `n` from outside
+    /// (`XSETID … ENTRIESADDED`): `n` entries counted that never existed.
+    StreamSet { s: usize, n: u64 },
+    /// Another server with other data behind the port (killed, a new
+    /// empty one started): a new run_id and a new baseline.
     NewServer,
+    /// The same data in a new process (`SAVE`, killed, started again from
+    /// its RDB): a new run_id, and the figures continue the last poll's.
+    Restarted,
+    /// `DEBUG RELOAD`: the same process and data, through an RDB.
+    Reloaded,
+    /// The exporter restarted from its state file.
+    ExporterRestarted,
 }
 
 /// The server, a connection to it and the model, kept in step.
@@ -467,6 +592,8 @@ pub struct Driver {
     pub events: Vec<Event>,
     /// A SIGSTOP to send when the next poll starts, and for how long.
     pub stop_during_poll: Option<Duration>,
+    /// Restart the exporter from its state file before the next poll.
+    pub restart_exporter: bool,
     /// Operations applied, by name.
     pub applied: BTreeMap<&'static str, u64>,
 }
@@ -563,6 +690,7 @@ impl Driver {
             transcript: Vec::new(),
             events: Vec::new(),
             stop_during_poll: None,
+            restart_exporter: false,
             applied: BTreeMap::new(),
         }
     }
@@ -757,6 +885,13 @@ impl Driver {
         let now = self.server_ids(key);
         let st = self.model.streams.get_mut(key).unwrap();
         let gone: Vec<Id> = st.present.difference(&now).copied().collect();
+        let (first, deleted) = (st.present.first().copied(), st.max_deleted());
+        let seen = cause == Cause::Trimmed
+            || gone.iter().max().copied() > deleted
+            || first.is_some_and(|f| gone.contains(&f));
+        if !seen {
+            st.unseen.extend(gone.iter().copied());
+        }
         for id in &gone {
             st.remove(*id, cause);
         }
@@ -849,6 +984,7 @@ impl Driver {
             Op::Fault(Fault::Reload) => "DEBUG RELOAD",
             Op::Fault(Fault::Restart) => "restart from RDB",
             Op::Fault(Fault::Fresh) => "new empty server",
+            Op::Fault(Fault::Exporter) => "exporter restarted with its state file",
         };
         *self.applied.entry(name).or_default() += 1;
         let s_of = |s: &usize| STREAMS[*s].to_string();
@@ -1102,7 +1238,7 @@ impl Driver {
                 ];
                 if self.send(&args).is_some() {
                     self.model.streams.get_mut(STREAMS[*s]).unwrap().added += n;
-                    self.events.push(Event::StreamSet { s: *s });
+                    self.events.push(Event::StreamSet { s: *s, n: *n });
                 }
             }
             Op::SetId {
@@ -1416,7 +1552,12 @@ impl Driver {
                 self.stop_during_poll = Some(COMMAND_TIMEOUT * 5);
             }
             Fault::Reload => {
-                self.send(&["DEBUG".to_string(), "RELOAD".to_string()]);
+                if self
+                    .send(&["DEBUG".to_string(), "RELOAD".to_string()])
+                    .is_some()
+                {
+                    self.events.push(Event::Reloaded);
+                }
             }
             Fault::Restart => {
                 self.send(&["SAVE".to_string()]);
@@ -1425,7 +1566,14 @@ impl Driver {
                 self.server.kill();
                 self.server = start(self.kind, self.port, self.data.path());
                 self.reconnect();
-                self.events.push(Event::NewServer);
+                self.events.push(Event::Restarted);
+            }
+            Fault::Exporter => {
+                self.transcript.push(
+                    "(the exporter stops, writing its state file, and starts again from it)".into(),
+                );
+                self.restart_exporter = true;
+                self.events.push(Event::ExporterRestarted);
             }
             Fault::Fresh => {
                 self.transcript
