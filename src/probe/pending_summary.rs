@@ -12,7 +12,9 @@
 //! ([`GROUP_PENDING_POISON`](crate::metrics::catalog::GROUP_PENDING_POISON))
 //! shows the larger of that and the last full PEL scan's count, so a poison
 //! entry shows at the first run after its last delivery that reached the
-//! count, not at the next scan.
+//! count, not at the next scan. The look also names who holds those entries
+//! ([`PendingHead`]): the poison entries' holders, and each holder's oldest
+//! entry, which dates what an orphaned consumer holds.
 //!
 //! On servers with `XNACK` (Redis 8.8+) it also reads how many pending
 //! entries `XNACK` released per group (see [`nacks`]).
@@ -23,9 +25,11 @@ use crate::vocab::ProbeKind;
 use std::sync::Arc;
 
 use crate::backend::{Command, RangeEnd, RangeStart, reply};
-use crate::snapshot::{Name, OldestPending};
+use crate::snapshot::{Name, OldestPending, PendingHead};
 
-/// Oldest pending entries read for the poison check.
+/// Oldest pending entries read for the poison check. The connection keeps
+/// the holders' names of a page this short (see `backend::client::bounded`),
+/// which name the consumers holding poison and orphaned entries.
 const HEAD: u32 = 10;
 
 /// Runs the pending-summary probe.
@@ -96,9 +100,9 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         },
     )
     .await?;
-    // The poison check of every group with entries pending; the others'
-    // head counts go.
-    let mut heads: Vec<((Name, Name), u64)> = Vec::new();
+    // The poison check of every group with entries pending, and who holds
+    // its oldest entries; the others' heads go.
+    let mut heads: Vec<((Name, Name), PendingHead)> = Vec::new();
     per_group(
         ctx,
         &pel_heads,
@@ -114,20 +118,19 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         |_, decoded| {
             for (s, g, entries) in decoded {
                 let threshold = ctx.config.streams.for_stream(s).poison_delivery_count;
-                let poison = entries.iter().filter(|e| e.deliveries >= threshold).count();
-                heads.push(((s.clone(), g.clone()), poison as u64));
+                heads.push(((s.clone(), g.clone()), PendingHead::of(&entries, threshold)));
             }
         },
     )
     .await?;
     {
         let mut state = ctx.state();
-        let fresh: std::collections::BTreeMap<(Name, Name), u64> = heads
+        let fresh: std::collections::BTreeMap<(Name, Name), PendingHead> = heads
             .into_iter()
             .filter(|(k, _)| state.snapshot.has_group(&k.0, &k.1))
             .collect();
-        if *state.snapshot.head_poison != fresh {
-            state.snapshot.head_poison = Arc::new(fresh);
+        if *state.snapshot.pending_heads != fresh {
+            state.snapshot.pending_heads = Arc::new(fresh);
         }
     }
     nacks(ctx, &pairs, &mut problems).await?;

@@ -131,6 +131,8 @@ pub enum Custom {
     PendingByDeliveryCount,
     /// Pending entries by consumer, with those beyond the cap summed.
     ConsumerPending,
+    /// The consumers holding orphaned or poison entries, while any do.
+    Culprit,
     /// The server's description in labels.
     TargetInfo,
     /// Page sizes by command.
@@ -330,6 +332,7 @@ pub(super) const TSGSR: &[&str] = &["target", "stream", "group", "status", "reas
 pub(super) const TSGCAUSE: &[&str] = &["target", "stream", "group", "cause"];
 pub(super) const TSGREASON: &[&str] = &["target", "stream", "group", "reason"];
 pub(super) const TSGC: &[&str] = &["target", "stream", "group", "consumer"];
+pub(super) const TSGKIC: &[&str] = &["target", "stream", "group", "kind", "id", "consumer"];
 pub(super) const TP: &[&str] = &["target", "probe"];
 pub(super) const TCMD: &[&str] = &["target", "command"];
 
