@@ -208,6 +208,9 @@ pub struct GroupState {
     pub status_basis: Option<crate::status::Basis>,
     /// Why the group has its status (see [`crate::status::Reason`]).
     pub status_reason: Option<crate::status::Reason>,
+    /// `warming_up`: how long until the group is judged, from this poll,
+    /// when known.
+    pub judged_in: Option<std::time::Duration>,
 }
 
 /// Everything known about one stream.

@@ -81,6 +81,7 @@ pub(super) fn group(pending: u64, lag: Option<u64>) -> GroupState {
         status: Some(GroupStatus::Lagging),
         status_basis: Some(Basis::Window),
         status_reason: Some(crate::status::Reason::KeepingUp),
+        judged_in: None,
         pending_aged_at_ms: (pending > 0).then_some(NOW_S * 1000),
     }
 }
