@@ -597,7 +597,7 @@ fn evaluate_now(
         // which its patience proves stopped. Entries orphaned by such a
         // group, or a position that did not move, are not taken for a stall
         // meanwhile.
-        let interval = settings.window_duration / u32::try_from(size.max(1)).unwrap_or(1);
+        let interval = settings.window_duration / u32::from(size.max(1));
         let watched = interval * u32::from(window.seen);
         let read_seen = latest.last_read_at_ms.is_none_or(|read_at| {
             read_at.saturating_add(watched.as_millis() as u64) >= latest.at_ms

@@ -198,10 +198,10 @@ impl Culprit {
     /// What it holds, in words: `worker-7f3a holds 20 entries, silent for
     /// 4m10s, the oldest 1700000000000-0`.
     pub fn describe(&self) -> String {
-        let who = self
-            .consumer
-            .as_deref()
-            .map_or_else(|| "a consumer not named".to_string(), |c| printable(c).into_owned());
+        let who = self.consumer.as_deref().map_or_else(
+            || "a consumer not named".to_string(),
+            |c| printable(c).into_owned(),
+        );
         let oldest = self
             .oldest
             .map_or_else(String::new, |id| format!(", the oldest {id}"));
@@ -320,10 +320,7 @@ mod tests {
             "XCLAIM \"my stream\" g <dead-letter-handler> 2000 150-0"
         );
         // Nothing orphaned, nothing poison: nobody is named.
-        let fine = Consumers {
-            orphaned: 0,
-            ..cs
-        };
+        let fine = Consumers { orphaned: 0, ..cs };
         assert!(culprits(Some(&fine), Some(&PendingHead::of(&[], 10))).is_empty());
         // An orphaned holder whose entries are not among the oldest: named,
         // its oldest entry unknown, the claim from the start.

@@ -724,7 +724,10 @@ fn not_judged_yet_is_warming_up_until_judged() {
     s.last_generated_id = StreamId::new(110, 0);
     window.push(&s);
     let v = verdict(&window, &s, &settings);
-    assert_eq!((v.status, v.reason), (GroupStatus::WarmingUp, Reason::WindowFilling));
+    assert_eq!(
+        (v.status, v.reason),
+        (GroupStatus::WarmingUp, Reason::WindowFilling)
+    );
     assert_eq!(v.status.label(), "warming_up");
     assert_eq!(v.reason.label(), "window_filling");
     // Five polls of 15 s: four to come.
