@@ -165,9 +165,9 @@ fn faults(server: &RedisServer) {
             .unwrap();
     }
     // Read, never acknowledged.
-    group_create(&mut c, "noack", "workers", "$");
-    xadd_n(&mut c, "noack", 30);
-    read_group(&mut c, "noack", "workers", "worker-1", 30);
+    group_create(&mut c, "never-acks", "workers", "$");
+    xadd_n(&mut c, "never-acks", 30);
+    read_group(&mut c, "never-acks", "workers", "worker-1", 30);
     // 100 pending entries whose bodies were deleted.
     group_create(&mut c, "ghosts", "workers", "$");
     let ids = xadd_n(&mut c, "ghosts", 110);
@@ -202,7 +202,7 @@ fn one_look_is_never_ok_or_stopped_on_what_it_cannot_see() {
     assert_eq!(report["exit_code"], 1);
     assert_eq!(report["watched_seconds"], 0.0);
     assert_eq!(report["status_window_seconds"], 3.0);
-    for stream in ["crashed", "noack", "batch"] {
+    for stream in ["crashed", "never-acks", "batch"] {
         assert_eq!(
             group(&report, stream)["status"],
             "warming_up",
@@ -342,20 +342,20 @@ fn a_watch_judges_the_window_with_the_daemons_rules() {
     xadd_n(&mut c, "stopped", 2);
     let got = read_group(&mut c, "stopped", "workers", "worker-1", 2);
     ack(&mut c, "stopped", "workers", &got);
-    for stream in ["crashed", "noack", "healthy", "batch"] {
+    for stream in ["crashed", "never-acks", "healthy", "batch"] {
         group_create(&mut c, stream, "workers", "$");
     }
     // worker-2 of `crashed` dies holding 20 entries.
     xadd_n(&mut c, "crashed", 20);
     read_group(&mut c, "crashed", "workers", "worker-2", 20);
-    // The consumer of `noack` has been forgetting to acknowledge for a while.
-    xadd_n(&mut c, "noack", 5);
-    read_group(&mut c, "noack", "workers", "worker-1", 5);
+    // The consumer of `never-acks` has been forgetting to acknowledge for a while.
+    xadd_n(&mut c, "never-acks", 5);
+    read_group(&mut c, "never-acks", "workers", "worker-1", 5);
     std::thread::sleep(Duration::from_secs(3));
     let mut load = Load::new();
     // Producers.
     load.every(&server, Duration::from_millis(200), |c| {
-        for stream in ["stopped", "crashed", "noack", "healthy", "batch"] {
+        for stream in ["stopped", "crashed", "never-acks", "healthy", "batch"] {
             xadd_n(c, stream, 1);
         }
     });
@@ -368,7 +368,7 @@ fn a_watch_judges_the_window_with_the_daemons_rules() {
     });
     // Reads, never acknowledges.
     load.every(&server, Duration::from_millis(300), |c| {
-        read_group(c, "noack", "workers", "worker-1", 100);
+        read_group(c, "never-acks", "workers", "worker-1", 100);
     });
     // A batch job every 2 s: idle in between, healthy.
     load.every(&server, Duration::from_secs(2), |c| {
@@ -384,7 +384,7 @@ fn a_watch_judges_the_window_with_the_daemons_rules() {
     assert!(
         problems(group(&report, "crashed"))[0].starts_with("stalled: the oldest pending entry")
     );
-    assert_eq!(status("noack"), "stalled", "{report:#}");
+    assert_eq!(status("never-acks"), "stalled", "{report:#}");
     assert_eq!(status("stopped"), "stopped", "{report:#}");
     assert!(
         problems(group(&report, "stopped"))[0]

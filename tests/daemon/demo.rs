@@ -1,7 +1,9 @@
 //! The demo without cargo, and the simulator's `--cleanup`.
 //!
 //! `scripts/demo.sh --bin-dir` runs the binaries it is given, with no cargo
-//! on `PATH`, and its exporter serves the simulator's streams. `--cleanup`:
+//! on `PATH`, its exporter serves the simulator's streams, its Alertmanager
+//! loads the example's routes with a receiver of the demo's own, and when it
+//! stops it prints the notifications per scenario. `--cleanup`:
 //! when the simulator stops, after `--duration` or on SIGINT, every key its
 //! scenarios created is gone and nothing else is touched; without it the
 //! streams stay. Against a real redis-server 7.0.
@@ -170,6 +172,75 @@ fn demo_runs_installed_binaries_without_cargo() {
     };
     assert_eq!(status.code(), Some(143), "{status:?}");
     assert!(http_get(&metrics).is_none(), "the exporter still answers");
+    // What it printed as it stopped: the notifications per scenario, none
+    // for a healthy group.
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let table = rest
+        .iter()
+        .position(|l| l.starts_with("Notifications per scenario ("))
+        .unwrap_or_else(|| panic!("no notification table: {rest:#?}"));
+    assert!(
+        rest[table + 1].starts_with("scenario  announced  resolved"),
+        "{rest:#?}"
+    );
+    let healthy: Vec<&str> = rest[table + 2].split_whitespace().collect();
+    assert_eq!(healthy, ["healthy", "0", "0", "-"], "{rest:#?}");
+}
+
+/// The demo's Alertmanager configuration is the example's, its receivers
+/// with an integration sent to the demo's webhook, and with `--fast` its
+/// grouping delays divided by 20 like the rules' `for:` and range windows.
+#[test]
+fn the_demo_loads_the_example_alertmanager_scaled_alike() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("am.yml");
+    let ran = Command::new("python3")
+        .arg(format!("{root}/scripts/demo-chain.py"))
+        .args([
+            "alertmanager",
+            &format!("{root}/alerts/alertmanager.example.yml"),
+        ])
+        .arg(&out)
+        .args(["4321", "20"])
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{ran:?}");
+    let am = std::fs::read_to_string(&out).unwrap();
+    let example =
+        std::fs::read_to_string(format!("{root}/alerts/alertmanager.example.yml")).unwrap();
+    let inhibit =
+        |t: &str| t[t.find("inhibit_rules:").unwrap()..t.find("\nreceivers:").unwrap()].to_string();
+    assert_eq!(
+        inhibit(&am),
+        inhibit(&example),
+        "the example's inhibitions, unchanged"
+    );
+    for want in [
+        "  group_wait: 1500ms\n",
+        "  group_interval: 15000ms\n",
+        "      group_wait: 500ms\n",
+        "      - url: http://127.0.0.1:4321/pager\n",
+        "      - url: http://127.0.0.1:4321/ticket\n",
+        "  - name: observe\n",
+    ] {
+        assert!(am.contains(want), "{want}: {am}");
+    }
+    assert!(!am.contains("pagerduty"), "{am}");
+    let rules = dir.path().join("rules.yml");
+    let ran = Command::new("python3")
+        .arg(format!("{root}/scripts/demo-chain.py"))
+        .args(["rules", &format!("{root}/alerts/redis-streams.rules.yml")])
+        .arg(&rules)
+        .arg("20")
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{ran:?}");
+    let rules = std::fs::read_to_string(&rules).unwrap();
+    assert!(
+        rules.contains("for: 90s") && rules.contains("[45s]"),
+        "30m and [15m] scaled"
+    );
 }
 
 /// The body of `GET url` (`http://host:port/path`), or `None` when nothing
