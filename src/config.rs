@@ -42,8 +42,8 @@ pub use streams::{
     StreamSettings, Trimming,
 };
 pub use target::{
-    DEFAULT_MAX_GROUPS, DEFAULT_MAX_STREAMS, DEFAULT_REDIS_URL, DEFAULT_SCAN_COUNT, Endpoint,
-    KeyspaceEvents, Mode, Secret, Target,
+    ClientTracking, DEFAULT_MAX_GROUPS, DEFAULT_MAX_STREAMS, DEFAULT_REDIS_URL, DEFAULT_SCAN_COUNT,
+    Endpoint, KeyspaceEvents, Mode, Secret, Target,
 };
 pub use tls::{ClientIdentity, PemFile, RedisTls};
 pub use validate::CliOverrides;

@@ -1,12 +1,24 @@
-//! Keyspace events: polls made timelier by what the server publishes.
+//! Keyspace events and invalidations: polls made timelier, and quiet
+//! streams cheaper, by what the server announces.
 //!
-//! With `keyspace_events = "auto"` (the default) a target's poller runs
-//! [`run`]: one subscription per primary (the backend's
-//! [`TargetClient::subscribe_keyevents`], a connection of its own) to the
-//! keyevent channels of stream commands and `del`. Redis publishes on them
-//! only when its `notify-keyspace-events` has `E`, `t` (or `A`) and `g`; the
-//! exporter never changes that, and without it nothing arrives and nothing
-//! changes.
+//! With `keyspace_events = "auto"` or `client_tracking = "auto"` (both the
+//! default) a target's poller runs [`run`]: one subscription per primary
+//! (the backend's [`TargetClient::subscribe`], a connection of its own) to
+//! the keyevent channels of stream commands and `del`, and to the
+//! invalidations of the node's poll connection (see the backend's
+//! `tracking`). Redis publishes keyevents only when its
+//! `notify-keyspace-events` has `E`, `t` (or `A`) and `g`; the exporter
+//! never changes that, and without it nothing arrives and nothing changes.
+//! Invalidations need no configuration: each says that a stream the poll
+//! connection read has changed since (`XADD`, `XDEL`, `XTRIM`, `DEL`, …).
+//!
+//! Whatever the message, the stream's quiet read no longer stands for it
+//! (see the stream probe's `quiet`). An invalidation of a watched stream
+//! where a group was behind at the last poll asks for an extra poll at once,
+//! like a removal event: it may be a trim or deletion of entries the group
+//! has not read, which only a poll before the group reads past proves on
+//! Redis 8 and Valkey. An invalidation where every group was caught up asks
+//! for nothing more (the next scheduled poll reads the stream).
 //!
 //! An event for a watched stream (`xadd` is not subscribed: it is
 //! ordinary traffic the schedule covers) asks for an extra poll of that
@@ -28,7 +40,8 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::{KeyEvent, NodeAddr, PRIORITY, TargetClient};
+use crate::backend::{KeyEvent, Listen, NodeAddr, Notice, PRIORITY, TargetClient, TargetError};
+use crate::config::{ClientTracking, KeyspaceEvents};
 use crate::probe::{ProbeContext, stream};
 use crate::snapshot::Name;
 
@@ -252,8 +265,10 @@ impl Shared {
     }
 
     /// Queues an event for [`handle_events`], or drops and counts it when
-    /// the queue is full.
+    /// the queue is full (a dropped invalidation makes every quiet read
+    /// stand for nothing).
     fn queue(&self, client: &TargetClient, event: KeyEvent) {
+        let invalidation = event.event == INVALIDATE;
         let queued = self
             .events
             .lock()
@@ -261,6 +276,8 @@ impl Shared {
             .push(event);
         if queued {
             self.queued.notify_one();
+        } else if invalidation {
+            client.tracking().lost(true);
         } else {
             client.stats().keyspace_event_dropped();
         }
@@ -321,7 +338,14 @@ pub(crate) async fn run(
 ) {
     let shared = Arc::new(Shared::default());
     let publish = Arc::new(publish);
-    ctx.client.stats().keyspace_events_active(false);
+    let listen = Listen {
+        keyevents: ctx.target.keyspace_events == KeyspaceEvents::Auto,
+        invalidations: ctx.target.client_tracking == ClientTracking::Auto,
+    };
+    if listen.keyevents {
+        ctx.client.stats().keyspace_events_active(false);
+    }
+    ctx.client.stats().extra_polls(0, 0);
     let mut tasks = JoinSet::new();
     tasks.spawn(handle_events(ctx.clone(), shared.clone(), shutdown.clone()));
     tasks.spawn(extra_polls(
@@ -352,6 +376,7 @@ pub(crate) async fn run(
                 tasks.spawn(subscription(
                     ctx.clone(),
                     node,
+                    listen,
                     shared.clone(),
                     publish.clone(),
                     stop,
@@ -366,20 +391,28 @@ pub(crate) async fn run(
     while tasks.join_next().await.is_some() {}
 }
 
-/// One node's subscription: subscribes, hands its events on, checks it with
-/// `PING`, and subscribes again with a backoff when it fails or drops.
+/// The event name an invalidation is queued under.
+const INVALIDATE: &str = "invalidate";
+
+/// One node's subscription: subscribes, hands its messages on, checks it
+/// with `PING`, and subscribes again with a backoff when it fails or drops.
+/// Its client ID is registered with the client's tracking while it is
+/// subscribed to the invalidations, and withdrawn when it is not.
 async fn subscription(
     ctx: ProbeContext,
     node: NodeAddr,
+    listen: Listen,
     shared: Arc<Shared>,
     publish: Arc<impl Fn() + Send + Sync + 'static>,
     stop: CancellationToken,
 ) {
     let name = &ctx.target.name;
+    let tracking = ctx.client.tracking();
     let mut retry = RETRY_FIRST;
     let mut failing_logged = false;
+    let mut refusals_logged = false;
     let health = |healthy: Option<bool>| {
-        if shared.set_health(&ctx.client, &node, healthy) {
+        if listen.keyevents && shared.set_health(&ctx.client, &node, healthy) {
             publish();
         }
     };
@@ -387,7 +420,7 @@ async fn subscription(
     loop {
         let attempt = tokio::select! {
             _ = stop.cancelled() => break,
-            r = ctx.client.subscribe_keyevents(&node) => r,
+            r = ctx.client.subscribe(&node, listen) => r,
         };
         match attempt {
             Err(e) => {
@@ -396,11 +429,16 @@ async fn subscription(
                 let refused = e.kind() == crate::vocab::ErrorKind::Auth;
                 if !failing_logged {
                     if refused {
-                        tracing::warn!(redis_target = %name, %node, error = %e, retry = ?RETRY_REFUSED, "keyspace events: the ACL user may not subscribe; keyspace events are off for this node and polls keep their schedule (the user needs +subscribe and the keyevent channels, see docs/keyspace-events.md)");
+                        tracing::warn!(redis_target = %name, %node, error = %e, retry = ?RETRY_REFUSED, "subscriptions: the ACL user may not subscribe; keyspace events and client tracking are off for this node and polls keep their schedule (the user needs +subscribe, the keyevent channels, +client|id, +client|tracking and &__redis__:invalidate, see docs/keyspace-events.md)");
+                    } else if matches!(e, TargetError::ServerFull { .. }) {
+                        tracing::warn!(redis_target = %name, %node, error = %e, ?retry, "subscriptions: the server is at its maxclients and refused the subscription's connection; polls keep their schedule (keyspace events and client tracking need one more connection per primary: raise maxclients, or set keyspace_events and client_tracking = \"off\")");
                     } else {
-                        tracing::warn!(redis_target = %name, %node, error = %e, ?retry, "keyspace events: cannot subscribe; polls keep their schedule (an ACL user needs +subscribe and the keyevent channels, see docs/keyspace-events.md)");
+                        tracing::warn!(redis_target = %name, %node, error = %e, ?retry, "subscriptions: cannot subscribe; polls keep their schedule");
                     }
                     failing_logged = true;
+                }
+                if refused && listen.invalidations && tracking.refused(&node, Instant::now()) {
+                    tracing::debug!(redis_target = %name, %node, "client tracking: refused with the subscription");
                 }
                 let wait = if refused { RETRY_REFUSED } else { retry };
                 tokio::select! {
@@ -410,20 +448,26 @@ async fn subscription(
                 retry = (retry * 2).min(RETRY_MAX);
             }
             Ok(mut sub) => {
-                tracing::info!(redis_target = %name, %node, "keyspace events: subscribed (the server publishes them only when its notify-keyspace-events has E, t or A, and g)");
+                tracing::info!(redis_target = %name, %node, keyevents = listen.keyevents, invalidations = sub.redirect.is_some(), "subscribed (keyevents arrive only when the server's notify-keyspace-events has E, t or A, and g)");
+                if !sub.refused.is_empty() && !refusals_logged {
+                    tracing::warn!(redis_target = %name, %node, refused = ?sub.refused, "subscriptions: part refused; the rest stands (see docs/keyspace-events.md for the ACL)");
+                    refusals_logged = true;
+                }
+                if listen.invalidations && sub.redirect.is_none() {
+                    tracking.refused(&node, Instant::now());
+                }
                 failing_logged = false;
                 retry = RETRY_FIRST;
+                tracking.register(&node, sub.redirect);
                 health(Some(true));
+                publish();
                 let mut check =
                     tokio::time::interval_at(Instant::now() + HEALTH_CHECK, HEALTH_CHECK);
                 let stopped = loop {
                     tokio::select! {
                         _ = stop.cancelled() => break true,
-                        event = sub.next(&ctx.client) => match event {
-                            Some(event) => {
-                                ctx.client.stats().keyspace_event(event.event.starts_with('x'));
-                                shared.queue(&ctx.client, event);
-                            }
+                        notice = sub.next(&ctx.client) => match notice {
+                            Some(notice) => on_notice(&ctx.client, &shared, notice),
                             None => break false,
                         },
                         _ = check.tick() => if !sub.ping(&ctx.client).await {
@@ -431,23 +475,52 @@ async fn subscription(
                         },
                     }
                 };
+                tracking.register(&node, None);
                 health(Some(false));
+                publish();
                 if stopped {
                     sub.close(&ctx.client).await;
                     break;
                 }
                 match sub.violation() {
                     Some(reason) => {
-                        tracing::warn!(redis_target = %name, %node, %reason, "keyspace events: a message broke the protocol; subscribing again")
+                        tracing::warn!(redis_target = %name, %node, %reason, "subscriptions: a message broke the protocol; subscribing again")
                     }
                     None => {
-                        tracing::warn!(redis_target = %name, %node, "keyspace events: the subscription dropped; subscribing again")
+                        tracing::warn!(redis_target = %name, %node, "subscriptions: the connection dropped; subscribing again")
                     }
                 }
             }
         }
     }
+    tracking.unregister(&node);
     health(None);
+}
+
+/// Hands one message on: counted, and queued for [`on_event`] (a flush, or
+/// an invalidation whose key could not be kept, makes every quiet read
+/// stand for nothing at once).
+fn on_notice(client: &TargetClient, shared: &Shared, notice: Notice) {
+    match notice {
+        Notice::KeyEvent(event) => {
+            client.stats().keyspace_event(event.event.starts_with('x'));
+            shared.queue(client, event);
+        }
+        Notice::Invalidated(keys) => {
+            for key in keys {
+                client.tracking().invalidated();
+                let event = KeyEvent {
+                    event: INVALIDATE.to_string(),
+                    key,
+                };
+                shared.queue(client, event);
+            }
+        }
+        Notice::InvalidatedAll => {
+            client.tracking().invalidated();
+            client.tracking().lost(false);
+        }
+    }
 }
 
 /// Takes the queued events one by one, until `shutdown`.
@@ -464,6 +537,18 @@ async fn handle_events(ctx: ProbeContext, shared: Arc<Shared>, shutdown: Cancell
 /// Asks for what an event means.
 fn on_event(ctx: &ProbeContext, shared: &Shared, event: KeyEvent) {
     let key: Name = Arc::from(event.key.as_slice());
+    if event.event == INVALIDATE {
+        let behind = {
+            let mut state = ctx.state();
+            state.quiet.forget(&key);
+            state.is_watched(&key) && state.any_group_behind(&key)
+        };
+        if behind {
+            shared.removals().request(key, Instant::now());
+            shared.wake.notify_one();
+        }
+        return;
+    }
     let asked = {
         let mut state = ctx.state();
         // Whatever it did, the stream's last read no longer stands for it.
@@ -517,7 +602,7 @@ async fn extra_polls(
         }
         let stats = ctx.client.stats();
         if !budget.allows(Instant::now()) {
-            stats.keyspace_extra_polls(0, due.len() as u64);
+            stats.extra_polls(0, due.len() as u64);
             continue;
         }
         let sent = stats.commands_sent();
@@ -526,7 +611,7 @@ async fn extra_polls(
             r = PRIORITY.scope(0, stream::run_some(&ctx, &due)) => r,
         };
         budget.spend(stats.commands_sent().saturating_sub(sent), Instant::now());
-        stats.keyspace_extra_polls(due.len() as u64, 0);
+        stats.extra_polls(due.len() as u64, 0);
         if let Err(e) = polled {
             // The scheduled probes say whether the target is down.
             tracing::debug!(redis_target = %ctx.target.name, error = %e, "extra stream poll failed");

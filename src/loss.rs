@@ -40,16 +40,24 @@
 //! anchor, the count never exceeds the truth.
 //!
 //! The first figures after the exporter starts are the baseline, so a loss
-//! older than the exporter is not counted again at every restart. A target
+//! older than the exporter is not counted again at every restart; with a
+//! state file the ledgers come back from it (they are plain data, written
+//! with serde), and the first figures are compared with the last poll
+//! before the restart, under the same rules as after an outage. A target
 //! that comes back as the same server keeps its ledgers; another server
-//! starts a new baseline ([`Ledger::new_baseline`]). A group whose position
+//! (a new `run_id`) is compared with the last poll when its stream's
+//! figures continue the last poll's (the same data restarted from disk, or
+//! a replica promoted), and otherwise starts a new baseline
+//! ([`Ledger::new_baseline`]). A group whose position
 //! or entries-read moves backwards was rewound (XGROUP SETID, or recreated
 //! under the same name): counted, and a new baseline.
+
+use serde::{Deserialize, Serialize};
 
 use crate::vocab::{GroupInfo, StreamId, StreamInfo};
 
 /// How a server's entries-read counts entries a group never received.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ReadCounter {
     /// Redis 7.0–7.4 and Valkey before 8.1.1: a read adds one per entry it
     /// delivers, so a gap the group skipped stays out of entries-read.
@@ -89,41 +97,119 @@ impl ReadCounter {
     }
 }
 
-/// Entries by the cause of their removal.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Entries by the cause of their removal, as far as the figures prove it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ByCause {
     /// Removed by trimming (`XTRIM`, `XADD … MAXLEN|MINID`) while the group
-    /// had not read them (a trim that empties the stream is a trim).
+    /// had not read them (a trim that empties the stream is a trim): no
+    /// deletion can explain their removal.
     pub trimmed: u64,
     /// Removed by `XDEL`, `XDELEX` or `XACKDEL` while the group had not
-    /// read them.
+    /// read them: a deletion reached past the group's position, and no
+    /// trim is needed to explain their removal.
     pub deleted: u64,
+    /// Removed while the group had not read them, by a trim or by
+    /// deletions: the figures cannot tell which (a deletion reached the
+    /// first entries and so may a trim have). Paged as a trim.
+    pub either: u64,
 }
 
 impl ByCause {
-    /// Both causes together.
+    /// The `cause` label values, in the order they are written.
+    pub const CAUSES: [&'static str; 3] = ["trimmed", "deleted", "trimmed_or_deleted"];
+
+    /// Every cause together.
     pub fn total(&self) -> u64 {
-        self.trimmed + self.deleted
+        self.trimmed + self.deleted + self.either
+    }
+
+    /// Each cause with its `cause` label value.
+    pub fn by_label(&self) -> [(&'static str, u64); 3] {
+        let [t, d, e] = Self::CAUSES;
+        [(t, self.trimmed), (d, self.deleted), (e, self.either)]
     }
 
     fn add(&mut self, other: ByCause) {
         self.trimmed += other.trimmed;
         self.deleted += other.deleted;
+        self.either += other.either;
     }
 }
 
 /// Server time (ms) of the last poll that counted a loss, by cause.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LossTimes {
     /// The last counted trim of unread entries.
     pub trimmed: Option<u64>,
     /// The last counted deletion of unread entries.
     pub deleted: Option<u64>,
+    /// The last counted removal that may be either.
+    pub either: Option<u64>,
+}
+
+impl LossTimes {
+    /// Each cause with its `cause` label value.
+    pub fn by_label(&self) -> [(&'static str, Option<u64>); 3] {
+        let [t, d, e] = ByCause::CAUSES;
+        [(t, self.trimmed), (d, self.deleted), (e, self.either)]
+    }
+
+    /// The latest of them.
+    pub fn latest(&self) -> Option<u64> {
+        self.trimmed.max(self.deleted).max(self.either)
+    }
+}
+
+/// What a stream's figures prove of how its first entries went, beyond
+/// what one group's figures show: read from every group of the stream at
+/// one poll ([`Removals::of`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Removals {
+    /// Deletions alone explain every entry gone before the first one: no
+    /// entry was ever added between max-deleted-entry-id and the first
+    /// entry, so a trim that moved the first entry is not proven (a group's
+    /// worker deleting the head entries it processed, `XACKDEL` of a faster
+    /// group). Known when a group stands at max-deleted-entry-id with an
+    /// entries-read one below the first entry's rank.
+    pub head_deleted: bool,
+}
+
+impl Removals {
+    /// What `stream`'s figures and its `groups`' positions prove.
+    pub fn of(stream: &StreamInfo, groups: &[GroupInfo]) -> Removals {
+        Removals {
+            head_deleted: head_deleted(stream, groups),
+        }
+    }
+}
+
+/// Whether no entry was ever added between the stream's
+/// max-deleted-entry-id and its first entry. The first entry's rank is
+/// entries-added − length + 1 when no deletion lies at or after it; a
+/// group whose position is max-deleted-entry-id and whose entries-read is
+/// one below that rank was delivered every entry up to it, so the two are
+/// neighbours. Entries-read never counts more than the rank of the
+/// position (a counter that kept gaps out counts less, and the proof then
+/// fails, as it should: it cannot be told).
+fn head_deleted(stream: &StreamInfo, groups: &[GroupInfo]) -> bool {
+    let (Some(md), Some(first), Some(removed)) = (
+        stream.max_deleted_entry_id,
+        stream.first_entry_id,
+        stream.removed(),
+    ) else {
+        return false;
+    };
+    if md.is_zero() || md >= first {
+        return false;
+    }
+    groups
+        .iter()
+        .any(|g| g.last_delivered_id == md && g.entries_read == Some(removed))
 }
 
 /// Poll intervals in which entries may have been lost beyond what was
 /// proven, by reason.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unproven {
     /// The group read past entries removed in the same interval, and its
     /// server's figures are the same whether it read them first.
@@ -170,7 +256,7 @@ pub enum RangeCount {
 }
 
 /// A closed interval of entry counts; `hi` is `u64::MAX` when unbounded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bounds {
     /// At least this many.
     pub lo: u64,
@@ -234,6 +320,19 @@ trait StreamHistory {
     fn trimmed_past_since(&self, id: StreamId, before: &StreamInfo) -> bool;
     /// True when a deletion lies past `id`.
     fn deleted_past(&self, id: StreamId) -> bool;
+    /// True when a deletion lies past `id` and something visibly removed
+    /// entries since `before` ([`Self::removal_seen_since`]): a deletion
+    /// below an older max-deleted-entry-id moves nothing of it, but the
+    /// first entry when it takes the first one.
+    fn deleted_past_since(&self, id: StreamId, before: &StreamInfo) -> bool;
+    /// True when something visibly removed entries since `before`: the
+    /// first entry moved (or the stream, empty, generated more),
+    /// max-deleted-entry-id moved, or the stream got shorter with nothing
+    /// added. Without any of these, entries-added rising
+    /// faster than the length is `XSETID … ENTRIESADDED` or a deletion
+    /// below an older max-deleted-entry-id, which the figures cannot tell
+    /// apart: never a proven loss.
+    fn removal_seen_since(&self, before: &StreamInfo) -> bool;
     /// True when these figures cannot follow `before` by adds and
     /// removals alone: `XSETID` (entries-added, last ID or
     /// max-deleted-entry-id set from outside), or the key deleted and made
@@ -264,6 +363,22 @@ impl StreamHistory for StreamInfo {
         self.max_deleted_entry_id.is_some_and(|md| md > id)
     }
 
+    fn deleted_past_since(&self, id: StreamId, before: &StreamInfo) -> bool {
+        self.deleted_past(id) && self.removal_seen_since(before)
+    }
+
+    fn removal_seen_since(&self, before: &StreamInfo) -> bool {
+        self.first_entry_id != before.first_entry_id
+            || (self.length == 0 && self.last_generated_id != before.last_generated_id)
+            || self.max_deleted_entry_id != before.max_deleted_entry_id
+            // Nothing added (no XADD: the last ID stands; no XSETID: the
+            // count stands) and fewer entries: only a removal shortens it.
+            || (self.entries_added.is_some()
+                && self.entries_added == before.entries_added
+                && self.last_generated_id == before.last_generated_id
+                && self.length < before.length)
+    }
+
     fn reset_since(&self, before: &StreamInfo) -> bool {
         let (Some(added), Some(added_before)) = (self.entries_added, before.entries_added) else {
             return self.last_generated_id < before.last_generated_id;
@@ -275,6 +390,15 @@ impl StreamHistory for StreamInfo {
             || (added > added_before) != (self.last_generated_id > before.last_generated_id)
             // A deletion removes what it records.
             || (self.max_deleted_entry_id != before.max_deleted_entry_id && !removed_more)
+            // Removed more with neither a trim (the first entry unmoved)
+            // nor a deletion (max-deleted-entry-id unmoved, and below the
+            // first entry, so no entry a deletion could take without
+            // moving it): entries-added was set from outside (`XSETID …
+            // ENTRIESADDED` beside ordinary adds).
+            || (removed_more
+                && !self.removal_seen_since(before)
+                && before.no_deletion_past_first()
+                && self.no_deletion_past_first())
     }
 }
 
@@ -297,6 +421,8 @@ pub struct Observation<'a> {
     /// the last poll (keyspace events `xgroup-setid`, `xgroup-create`,
     /// `xsetid`): a new baseline.
     pub set_from_outside: bool,
+    /// What the stream's figures prove of how its first entries went.
+    pub removals: Removals,
 }
 
 impl<'a> Observation<'a> {
@@ -316,6 +442,7 @@ impl<'a> Observation<'a> {
             undelivered,
             counter,
             set_from_outside: false,
+            removals: Removals::default(),
         }
     }
 
@@ -418,7 +545,7 @@ impl<'a> Observation<'a> {
 }
 
 /// What the ledger keeps of the last poll.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Seen {
     stream: StreamInfo,
     last_delivered: StreamId,
@@ -455,7 +582,7 @@ impl Seen {
 
 /// The counters' figure at the last poll that had it, and what the ledger
 /// had counted then.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct CountersAnchor {
     figure: u64,
     counted: u64,
@@ -474,7 +601,7 @@ struct Interval {
 }
 
 /// The loss and rewind record of one group.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ledger {
     /// The last poll of the current baseline.
     last: Option<Seen>,
@@ -496,6 +623,9 @@ pub struct Ledger {
     loss_times: LossTimes,
     /// The `run_id` of the server the figures were read from.
     server: Option<std::sync::Arc<str>>,
+    /// The server changed (another `run_id`) since the last poll: the next
+    /// figures are compared with it only if they continue it.
+    server_changed: bool,
 }
 
 impl Ledger {
@@ -511,7 +641,7 @@ impl Ledger {
             .as_ref()
             .is_some_and(|before| **before != **run_id)
         {
-            self.new_baseline();
+            self.server_changed = true;
         }
         if self.server.as_deref() != Some(&**run_id) {
             self.server = Some(run_id.clone());
@@ -535,6 +665,18 @@ impl Ledger {
     /// Records one poll; `range` is what the probe counted of
     /// [`Ledger::range_to_count`], when it asked for a count.
     pub fn observe(&mut self, o: &Observation, range: Option<RangeCount>) {
+        // Another server: the same data (restarted from its own RDB or AOF,
+        // or a replica promoted with the same history) continues the last
+        // poll's figures, and what happened across the restart is proven
+        // as any interval; other data (`FLUSHALL`, another server behind the
+        // address) does not, and starts a new baseline.
+        if std::mem::take(&mut self.server_changed)
+            && self
+                .last
+                .is_some_and(|p| o.stream.reset_since(&p.stream) || p.rewound_by(o))
+        {
+            self.new_baseline();
+        }
         let previous = self.last.take();
         // The rank of an ID stays as it was while entries are added after
         // it; a group ahead of its stream may see entries added below its
@@ -608,31 +750,44 @@ impl Ledger {
             return;
         };
         let removed_since = removed.saturating_sub(p.stream.removed().unwrap_or(removed));
+        // Only what visibly removed entries past the position proves: a
+        // trim that moved the first entry, a deletion past it with the
+        // first entry or max-deleted-entry-id moved. Without either,
+        // entries-added set from outside (`XSETID … ENTRIESADDED`) and a
+        // deletion below an older max-deleted-entry-id read alike: at most
+        // possible.
         let trimmed = s.trimmed_past_since(p.last_delivered, &p.stream);
-        let deleted = s.deleted_past(p.last_delivered);
+        let deleted = s.deleted_past_since(p.last_delivered, &p.stream);
+        let unseen = !trimmed && !deleted && s.deleted_past(p.last_delivered);
         let counted_before = self.lost.map_or(0, |l| l.total());
         let mut interval = Interval::default();
-        if (trimmed || deleted) && removed_since > 0 {
-            interval.proven = self
-                .counters_bound(o, removed, counted_before)
-                .max(gone_ahead_bound(p, now, o))
-                .min(removed_since);
+        if (trimmed || deleted || unseen) && removed_since > 0 {
+            if !unseen {
+                interval.proven = self
+                    .counters_bound(o, removed, counted_before)
+                    .max(gone_ahead_bound(p, now, o))
+                    .min(removed_since);
+            }
             interval.at_most = Some(
                 at_most(p, now, o, range)
                     .min(removed_since)
                     .max(interval.proven),
             );
         }
-        let split = |n: u64| split_by_cause(n, trimmed, deleted, p, o);
+        let split = |n: u64| split_by_cause(n, trimmed, deleted || unseen, p, o);
         if interval.proven > 0 {
             let by_cause = split(interval.proven);
             self.lost.get_or_insert_with(ByCause::default).add(by_cause);
             self.last_loss_at_ms = o.at_ms.or(self.last_loss_at_ms);
-            if by_cause.trimmed > 0 {
-                self.loss_times.trimmed = o.at_ms.or(self.loss_times.trimmed);
-            }
-            if by_cause.deleted > 0 {
-                self.loss_times.deleted = o.at_ms.or(self.loss_times.deleted);
+            let times = &mut self.loss_times;
+            for (n, at) in [
+                (by_cause.trimmed, &mut times.trimmed),
+                (by_cause.deleted, &mut times.deleted),
+                (by_cause.either, &mut times.either),
+            ] {
+                if n > 0 {
+                    *at = o.at_ms.or(*at);
+                }
             }
         }
         let possible = interval
@@ -659,9 +814,10 @@ impl Ledger {
             return 0;
         };
         let s = o.stream;
-        // Something after the anchor's position must have been removed.
+        // Something after the anchor's position must have been removed,
+        // visibly (see `interval_ended`).
         if !s.trimmed_past_since(anchor.last_delivered, &anchor.stream)
-            && !s.deleted_past(anchor.last_delivered)
+            && !s.deleted_past_since(anchor.last_delivered, &anchor.stream)
         {
             return 0;
         }
@@ -850,21 +1006,30 @@ fn at_most(p: &Seen, now: &Seen, o: &Observation, range: Option<RangeCount>) -> 
 /// when both did, trimmed up to the entries the trim can have taken.
 fn split_by_cause(n: u64, trimmed: bool, deleted: bool, p: &Seen, o: &Observation) -> ByCause {
     match (trimmed, deleted) {
+        // The first entry moved past the group's position, and deletions
+        // since reached past it too.
+        (true, true) if o.removals.head_deleted => ByCause {
+            deleted: n,
+            ..ByCause::default()
+        },
         (true, true) => {
+            // Gone before the first entry: a trim or the deletions; the
+            // rest, after it, only a deletion can have removed.
             let before_first = o.stream.removed().unwrap_or(n).saturating_sub(p.rank.lo);
-            let t = n.min(before_first);
+            let either = n.min(before_first);
             ByCause {
-                trimmed: t,
-                deleted: n - t,
+                deleted: n - either,
+                either,
+                ..ByCause::default()
             }
         }
         (false, true) => ByCause {
-            trimmed: 0,
             deleted: n,
+            ..ByCause::default()
         },
         _ => ByCause {
             trimmed: n,
-            deleted: 0,
+            ..ByCause::default()
         },
     }
 }

@@ -14,7 +14,10 @@ mod kinds;
 mod replies;
 
 pub use id::StreamId;
-pub use kinds::{ErrorKind, KeyspaceEventsStats, ProbeKind, SkipKind, StatsSnapshot};
+pub use kinds::{
+    ClientTrackingStats, ErrorKind, ExtraPollStats, KeyspaceEventsStats, ProbeKind,
+    ReconnectReason, SkipKind, StatsSnapshot,
+};
 pub use replies::{
     ConsumerInfo, GroupInfo, GroupNacks, Idempotence, PendingEntry, PendingSummary, ROWS_KEPT,
     StreamInfo,

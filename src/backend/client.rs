@@ -33,11 +33,12 @@ mod stats;
 mod subscriber;
 mod target_client;
 mod topology;
+mod tracking;
 
 pub(crate) use self::connection::NodeAddr;
-pub(crate) use self::subscriber::KeyEvent;
+pub(crate) use self::subscriber::{KeyEvent, Listen, Notice};
 pub(crate) use self::target_client::Reply;
-pub use self::target_client::{ClientSetupError, TargetClient};
+pub use self::target_client::{ClientSetupError, KEEPALIVE_IDLE, TargetClient};
 
 #[cfg(test)]
 mod tests;

@@ -118,6 +118,16 @@ pub(crate) enum Command {
     },
     /// `CLIENT SETNAME name`, so operators can tell our connection apart.
     ClientSetname,
+    /// `CLIENT ID`, on a subscriber connection before it subscribes: the
+    /// ID the poll connection's invalidations are redirected to.
+    ClientId,
+    /// `CLIENT TRACKING ON REDIRECT id`, on a node's poll connection: the
+    /// server announces each key it read at the key's next change (see
+    /// `tracking`).
+    ClientTracking {
+        /// The subscriber's client ID.
+        redirect: u64,
+    },
     /// `CLUSTER SHARDS` (7.0+).
     ClusterShards,
     /// `CLUSTER SLOTS` (before 7.0).
@@ -136,8 +146,8 @@ pub(crate) enum Command {
     /// `EXEC`, after them.
     Exec,
     /// `SUBSCRIBE channel…`, on a subscriber connection of its own: the
-    /// keyevent channels of the stream events the exporter uses and `del`
-    /// (see `subscriber`).
+    /// keyevent channels of the stream events the exporter uses and `del`,
+    /// and `__redis__:invalidate` (see `subscriber`).
     Subscribe {
         /// Channels.
         channels: Vec<String>,
@@ -169,6 +179,8 @@ impl Command {
             Command::Xrange { .. } => "xrange",
             Command::Xrevrange { .. } => "xrevrange",
             Command::ClientSetname => "client_setname",
+            Command::ClientId => "client_id",
+            Command::ClientTracking { .. } => "client_tracking",
             Command::ClusterShards => "cluster_shards",
             Command::ClusterSlots => "cluster_slots",
             Command::Asking => "asking",
@@ -290,6 +302,13 @@ impl Command {
                 .arg("SETNAME")
                 .arg(CLIENT_NAME)
                 .to_owned(),
+            Command::ClientId => redis::cmd("CLIENT").arg("ID").to_owned(),
+            Command::ClientTracking { redirect } => redis::cmd("CLIENT")
+                .arg("TRACKING")
+                .arg("ON")
+                .arg("REDIRECT")
+                .arg(*redirect)
+                .to_owned(),
             Command::ClusterShards => redis::cmd("CLUSTER").arg("SHARDS").to_owned(),
             Command::ClusterSlots => redis::cmd("CLUSTER").arg("SLOTS").to_owned(),
             Command::Asking => redis::cmd("ASKING"),
@@ -365,6 +384,11 @@ mod tests {
                 "COUNT",
                 "1"
             ]
+        );
+        assert_eq!(words(&Command::ClientId), ["CLIENT", "ID"]);
+        assert_eq!(
+            words(&Command::ClientTracking { redirect: 42 }),
+            ["CLIENT", "TRACKING", "ON", "REDIRECT", "42"]
         );
         assert_eq!(
             words(&Command::XinfoStream { key: b"s".to_vec() }),

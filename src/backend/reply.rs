@@ -491,9 +491,14 @@ pub(crate) fn misfit(cmd: &Command, v: &Value) -> Option<String> {
     let fits = match (cmd, v) {
         (_, Value::ServerError(_)) => true,
         (Command::Ping, v) => matches!(v, Value::SimpleString(_) | Value::BulkString(_)),
-        (Command::ClientSetname | Command::Asking | Command::Multi, v) => {
-            matches!(v, Value::Okay)
-        }
+        (
+            Command::ClientSetname
+            | Command::ClientTracking { .. }
+            | Command::Asking
+            | Command::Multi,
+            v,
+        ) => matches!(v, Value::Okay),
+        (Command::ClientId, v) => matches!(v, Value::Int(_)),
         // `EXEC`'s array holds the queued commands' replies, checked by the
         // caller that knows them (`nil` when a watched key changed).
         (Command::Exec, v) => is_nil(v) || as_array(v).is_some(),

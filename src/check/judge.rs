@@ -227,8 +227,8 @@ fn data_loss_problem(config: &Config, seen: &Seen) -> String {
             // Entries before the first one went by trimming or by XDEL of
             // the head; the ledger's causes tell which, once it counted.
             let how = match gs.lost {
-                Some(l) if l.deleted > 0 && l.trimmed == 0 => "deleted",
-                Some(l) if l.deleted > 0 => "trimmed or deleted",
+                Some(l) if l.deleted > 0 && l.trimmed + l.either == 0 => "deleted",
+                Some(l) if l.deleted + l.either > 0 => "trimmed or deleted",
                 _ => "trimmed",
             };
             format!("data_loss: {n} entries were {how} before this group read them")
@@ -472,7 +472,7 @@ fn per_group_cost(config: &Config, poller: &Poller) -> String {
         cost.every_group_per_second,
         plural_groups(cost.with_work),
         cost.idle_with_consumers,
-        crate::probe::IDLE_EVERY,
+        cost.idle_every,
         cost.nothing_to_ask,
     )
 }

@@ -46,7 +46,7 @@ impl Watched {
                     first_seen: now,
                     oldest_pending: oldest,
                     pending: gs.pending,
-                    lost: gs.lost.map_or(0, |l| l.trimmed + l.deleted),
+                    lost: gs.lost.map_or(0, |l| l.total()),
                     rewinds: gs.rewinds,
                 });
             }

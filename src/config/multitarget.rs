@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::target::{
-    DEFAULT_MAX_GROUPS, DEFAULT_MAX_STREAMS, DEFAULT_SCAN_COUNT, KeyspaceEvents, Mode, Secret,
-    Target, parse_url,
+    ClientTracking, DEFAULT_MAX_GROUPS, DEFAULT_MAX_STREAMS, DEFAULT_SCAN_COUNT, KeyspaceEvents,
+    Mode, Secret, Target, parse_url,
 };
 use super::tls::RedisTls;
 use crate::glob::Glob;
@@ -62,6 +62,8 @@ pub struct AuthModule {
     pub tls: RedisTls,
     /// Whether probed targets subscribe to keyspace events.
     pub keyspace_events: KeyspaceEvents,
+    /// Whether probed targets' poll connections track what they read.
+    pub client_tracking: ClientTracking,
 }
 
 /// Auth modules by name.
@@ -302,6 +304,7 @@ impl MultiTargetSettings {
             max_groups: DEFAULT_MAX_GROUPS,
             scan_count: DEFAULT_SCAN_COUNT,
             keyspace_events: module.keyspace_events,
+            client_tracking: module.client_tracking,
             endpoint,
         };
         Ok((canonical, target))

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use super::target::{KeyspaceEvents, Secret};
+use super::target::{ClientTracking, KeyspaceEvents, Secret};
 use super::tls::{RedisTls, TlsKeys};
 use crate::glob::Glob;
 
@@ -249,15 +249,33 @@ impl ConfigProblems {
 
     /// `<key>.keyspace_events`: `"auto"` (the default) or `"off"`.
     pub(super) fn keyspace_events(&mut self, key: &str, raw: Option<String>) -> KeyspaceEvents {
+        if self.auto_or_off(key, "keyspace_events", raw) {
+            KeyspaceEvents::Auto
+        } else {
+            KeyspaceEvents::Off
+        }
+    }
+
+    /// `<key>.client_tracking`: `"auto"` (the default) or `"off"`.
+    pub(super) fn client_tracking(&mut self, key: &str, raw: Option<String>) -> ClientTracking {
+        if self.auto_or_off(key, "client_tracking", raw) {
+            ClientTracking::Auto
+        } else {
+            ClientTracking::Off
+        }
+    }
+
+    /// `<key>.<field>`: true for `"auto"` (the default), false for `"off"`.
+    fn auto_or_off(&mut self, key: &str, field: &str, raw: Option<String>) -> bool {
         match raw.as_deref() {
-            None | Some("auto") => KeyspaceEvents::Auto,
-            Some("off") => KeyspaceEvents::Off,
+            None | Some("auto") => true,
+            Some("off") => false,
             Some(other) => {
                 self.add(
-                    format!("{key}.keyspace_events"),
+                    format!("{key}.{field}"),
                     format!("must be \"auto\" or \"off\", not {other:?}"),
                 );
-                KeyspaceEvents::Auto
+                true
             }
         }
     }

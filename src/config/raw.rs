@@ -96,6 +96,7 @@ pub struct RawTarget {
     pub max_groups: Option<i64>,
     pub scan_count: Option<i64>,
     pub keyspace_events: Option<String>,
+    pub client_tracking: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -140,6 +141,7 @@ pub struct RawMetrics {
 pub struct RawStatus {
     pub window: Option<i64>,
     pub data_loss_hold: Option<String>,
+    pub state_file: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -205,4 +207,5 @@ pub struct RawAuthModule {
     pub tls_server_name: Option<String>,
     pub tls_insecure_skip_verify: Option<bool>,
     pub keyspace_events: Option<String>,
+    pub client_tracking: Option<String>,
 }

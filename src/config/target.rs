@@ -217,6 +217,21 @@ pub struct Target {
     pub scan_count: u32,
     /// Whether to subscribe to the server's keyspace events.
     pub keyspace_events: KeyspaceEvents,
+    /// Whether the poll connections ask the server to announce changes to
+    /// what they read.
+    pub client_tracking: ClientTracking,
+}
+
+/// Whether each node's poll connection turns on `CLIENT TRACKING`, so that
+/// a quiet stream is read again only once it changed (see
+/// `docs/keyspace-events.md`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClientTracking {
+    /// Track; a server or ACL that refuses it leaves polling as it was.
+    #[default]
+    Auto,
+    /// Poll every stream every time.
+    Off,
 }
 
 /// Whether the exporter subscribes to the keyevent channels of stream

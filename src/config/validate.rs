@@ -57,6 +57,9 @@ pub struct CliOverrides {
     /// not set is no problem of the file; the run needs it
     /// ([`Config::unset_secrets`]).
     pub secrets_may_be_unset: bool,
+    /// `--state.file`: where what the exporter learned is kept across its
+    /// restarts (`status.state_file`).
+    pub state_file: Option<PathBuf>,
 }
 
 /// Checks `raw` with the flags applied first: the configuration, or every
@@ -88,7 +91,7 @@ impl Validator {
         let schedule = self.schedule(raw.schedule);
         let limits = self.limits(raw.limits);
         let metrics = self.metrics(raw.metrics);
-        let (status_window, data_loss_hold) = self.status(raw.status);
+        let (status_window, data_loss_hold, state_file) = self.status(raw.status, cli);
         let streams = self.stream_rules(raw.stream_defaults, raw.streams);
         let multi_target = self.multi_target(raw.probe);
         let auth_modules = self.auth_modules(raw.auth_modules);
@@ -102,6 +105,7 @@ impl Validator {
             metrics,
             status_window,
             data_loss_hold,
+            state_file,
             streams,
             multi_target,
             auth_modules,
@@ -378,6 +382,7 @@ impl Validator {
                 1_000_000,
             ) as u32,
             keyspace_events: self.problems.keyspace_events(key, raw.keyspace_events),
+            client_tracking: self.problems.client_tracking(key, raw.client_tracking),
         }
     }
 
@@ -685,8 +690,9 @@ impl Validator {
     }
 
     /// `[status]`: the window of polls a status rests on (at least two, to
-    /// see a change) and how long `data_loss` holds after a loss.
-    fn status(&mut self, raw: RawStatus) -> (usize, Duration) {
+    /// see a change), how long `data_loss` holds after a loss, and the
+    /// state file (`--state.file` first).
+    fn status(&mut self, raw: RawStatus, cli: &CliOverrides) -> (usize, Duration, Option<PathBuf>) {
         let status_window = self.problems.positive(
             "status.window",
             raw.window,
@@ -702,7 +708,18 @@ impl Validator {
             raw.data_loss_hold,
             DEFAULT_DATA_LOSS_HOLD,
         );
-        (status_window, data_loss_hold)
+        let state_file = cli.state_file.clone().or(raw.state_file.map(PathBuf::from));
+        if let Some(path) = &state_file {
+            if path.as_os_str().is_empty() {
+                self.problems.add("status.state_file", "must not be empty");
+            } else if path.is_dir() {
+                self.problems.add(
+                    "status.state_file",
+                    "is a directory: name a file in it, such as state.json",
+                );
+            }
+        }
+        (status_window, data_loss_hold, state_file)
     }
 
     /// `[stream_defaults]` and the `[[streams]]` rules, each rule's settings
@@ -962,6 +979,7 @@ impl Validator {
                 .secret(key, "password", raw.password_env, raw.password_file),
             tls: self.problems.tls(key, tls_keys!(raw)),
             keyspace_events: self.problems.keyspace_events(key, raw.keyspace_events),
+            client_tracking: self.problems.client_tracking(key, raw.client_tracking),
         }
     }
 }

@@ -166,10 +166,11 @@ pub(super) fn landing(state: &HttpState, config: &Config, query: Option<&str>) -
     );
     targets_table(&mut page, config, &targets);
 
-    // Groups of the targets that are up, problems first, a page at a time.
+    // Groups of the targets whose data is served (up, or down and still
+    // held), problems first, a page at a time.
     let mut groups: Vec<LandingRow<'_>> = targets
         .iter()
-        .filter(|t| t.up)
+        .filter(|t| t.serves_data())
         .flat_map(|t| {
             t.streams.iter().flat_map(move |(s, st)| {
                 st.groups.iter().map(move |(g, gs)| {
@@ -278,7 +279,7 @@ fn group_row(page: &mut String, config: &Config, row: &LandingRow<'_>) {
         known(poison),
         known(scan.map(|sc| sc.ghost)),
         known(t.consumers.get(&key).map(|c| c.orphaned)),
-        known(gs.lost.map(|l| l.trimmed + l.deleted)),
+        known(gs.lost.map(|l| l.total())),
         known(st.dead_letter.map(|d| d.length)),
         st.settings
             .read_every
@@ -335,7 +336,7 @@ fn status_cell(gs: &crate::snapshot::GroupState, config: &Config) -> String {
             None => word.to_string(),
         };
     }
-    let last = gs.lost_at.trimmed.max(gs.lost_at.deleted);
+    let last = gs.lost_at.latest();
     match last {
         Some(ms) => {
             let now_ms = std::time::SystemTime::now()

@@ -770,10 +770,16 @@ fn random_histories_stay_within_the_truth() {
 }
 
 /// The ledger follows the server its figures come from: the same `run_id`
-/// keeps comparing, another one is a new baseline.
+/// keeps comparing; another one (a restart) keeps comparing only figures
+/// that continue the last poll's (the same data, loaded from disk), and
+/// other data is a new baseline.
 #[test]
-fn another_server_run_id_is_a_new_baseline() {
-    let (r1, r2): (std::sync::Arc<str>, std::sync::Arc<str>) = ("r1".into(), "r2".into());
+fn another_server_run_id_is_a_new_baseline_unless_the_data_continues() {
+    let (r1, r2, r3): (
+        std::sync::Arc<str>,
+        std::sync::Arc<str>,
+        std::sync::Arc<str>,
+    ) = ("r1".into(), "r2".into(), "r3".into());
     let mut m = Model::new(ReadCounter::KeepsGaps);
     let mut l = Ledger::default();
     m.add(50).read(10);
@@ -786,11 +792,18 @@ fn another_server_run_id_is_a_new_baseline() {
     m.keep_last(20);
     l.follow_server(Some(&r2));
     poll(&mut l, &mut m);
-    assert_eq!(lost(&l), 10, "another server: a baseline");
+    assert_eq!(lost(&l), 20, "a restart on the same data: compared");
+    // Another server with other data: fewer entries added than before.
+    let mut other = Model::new(ReadCounter::KeepsGaps);
+    other.add(30).read(5);
+    other.keep_last(10);
+    l.follow_server(Some(&r3));
+    poll(&mut l, &mut other);
+    assert_eq!(lost(&l), 20, "other data: a baseline");
     l.follow_server(None);
-    m.keep_last(15);
-    poll(&mut l, &mut m);
-    assert_eq!(lost(&l), 15, "an unknown run_id changes nothing");
+    other.keep_last(5);
+    poll(&mut l, &mut other);
+    assert_eq!(lost(&l), 25, "an unknown run_id changes nothing: compared");
 }
 
 // The time of the last loss, by cause, is the time of the poll that counted
@@ -810,7 +823,8 @@ fn the_last_loss_of_each_cause_is_timed() {
             l.loss_times(),
             LossTimes {
                 trimmed: Some(trimmed_at),
-                deleted: None
+                deleted: None,
+                either: None,
             },
             "{counter:?}"
         );
@@ -824,10 +838,190 @@ fn the_last_loss_of_each_cause_is_timed() {
             l.loss_times(),
             LossTimes {
                 trimmed: Some(trimmed_at),
-                deleted: Some(deleted_at)
+                deleted: Some(deleted_at),
+                either: None,
             },
             "{counter:?}"
         );
         assert!(l.lost_at(deleted_at) && !l.lost_at(m.now), "{counter:?}");
     }
+}
+
+/// A poll fed to the ledger with what the stream's other groups prove of
+/// its removals.
+fn poll_with(l: &mut Ledger, m: &mut Model, removals: Removals) {
+    let polled = m.poll();
+    let o = Observation {
+        removals,
+        ..polled.observation()
+    };
+    let range = l.range_to_count(&o).map(|r| m.count(r));
+    l.observe(&o, range);
+}
+
+/// The head went by deletions alone when a group stands at
+/// max-deleted-entry-id with entries-read one below the first entry's rank
+/// (entries-added − length + 1): its worker deleted what it read, and no
+/// entry was ever added between. Anything else proves nothing.
+#[test]
+fn removals_prove_a_head_deleted_by_the_group_that_read_it() {
+    let stream = |first: u64, md: u64| StreamInfo {
+        length: 12,
+        entries_added: Some(20),
+        first_entry_id: Some(id(first)),
+        last_generated_id: id(20),
+        max_deleted_entry_id: Some(id(md)),
+        ..StreamInfo::default()
+    };
+    let group = |at: u64, read: Option<u64>| GroupInfo {
+        last_delivered_id: id(at),
+        entries_read: read,
+        ..GroupInfo::default()
+    };
+    for (what, s, groups, head_deleted) in [
+        (
+            "the faster group deleted 1-8",
+            stream(9, 8),
+            vec![group(2, Some(2)), group(8, Some(8))],
+            true,
+        ),
+        (
+            "no group at max-deleted-entry-id",
+            stream(9, 8),
+            vec![group(2, Some(2)), group(10, Some(10))],
+            false,
+        ),
+        (
+            "a counter that kept a gap out",
+            stream(9, 8),
+            vec![group(8, Some(7))],
+            false,
+        ),
+        (
+            "entries-read unknown",
+            stream(9, 8),
+            vec![group(8, None)],
+            false,
+        ),
+        (
+            "a deletion after the first entry",
+            stream(9, 12),
+            vec![group(12, Some(8))],
+            false,
+        ),
+        ("no deletion", stream(9, 0), vec![group(0, Some(8))], false),
+    ] {
+        assert_eq!(
+            Removals::of(&s, &groups).head_deleted,
+            head_deleted,
+            "{what}"
+        );
+    }
+}
+
+/// The cause is what happened: a worker of another group deleting the head
+/// entries it processed costs the slower group deleted entries (a ticket),
+/// never trimmed ones (a page); a trim alone is a trim; where the figures
+/// cannot tell a trim from deletions of the head, the cause of its own.
+#[test]
+fn the_cause_is_what_the_figures_prove() {
+    for counter in BOTH {
+        let causes = |removals: Removals, between: &dyn Fn(&mut Model)| {
+            let mut m = Model::new(counter);
+            let mut l = Ledger::default();
+            m.add(20).read(2);
+            poll(&mut l, &mut m);
+            between(&mut m);
+            poll_with(&mut l, &mut m, removals);
+            (m.truth, l.lost().unwrap_or_default())
+        };
+        let head_deleted = Removals { head_deleted: true };
+        let delete_head = |m: &mut Model| {
+            m.delete(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        };
+        let (truth, lost) = causes(head_deleted, &delete_head);
+        assert_eq!(truth, 6, "{counter:?}");
+        assert_eq!(
+            lost,
+            ByCause {
+                deleted: 6,
+                ..ByCause::default()
+            },
+            "{counter:?}: deletions of the head"
+        );
+        let (_, lost) = causes(Removals::default(), &delete_head);
+        assert_eq!(
+            lost,
+            ByCause {
+                either: 6,
+                ..ByCause::default()
+            },
+            "{counter:?}: the same figures, unexplained"
+        );
+        let (truth, lost) = causes(Removals::default(), &|m| {
+            m.keep_last(12);
+        });
+        assert_eq!(truth, 6, "{counter:?}");
+        assert_eq!(
+            lost,
+            ByCause {
+                trimmed: 6,
+                ..ByCause::default()
+            },
+            "{counter:?}: a trim"
+        );
+    }
+}
+
+/// `XSETID … ENTRIESADDED` beside a producer in the same interval: the
+/// entries-added rise has no trim and no deletion behind it, so it is a
+/// new baseline, never a loss, on either read path.
+#[test]
+fn entries_added_set_beside_a_producer_is_no_loss() {
+    let rows = run(
+        |m| {
+            m.add(20).read(5);
+        },
+        |m| {
+            m.bump_entries_added(1000).add(3).read(2);
+        },
+    );
+    for counter in BOTH {
+        expect(&rows, counter, 0, 0);
+    }
+}
+
+// Every entry of the stream deleted while the group had read none: all of
+// them were lost to it, by deletion (the stream is empty, max-deleted-entry-id
+// moved to its last entry).
+#[test]
+fn every_unread_entry_deleted() {
+    let rows = run(
+        |m| {
+            m.add(4);
+        },
+        |m| {
+            m.delete(&[1, 2, 3, 4]);
+        },
+    );
+    expect(&rows, ReadCounter::KeepsGaps, 4, 0);
+    expect(&rows, ReadCounter::Reestimates, 4, 0);
+}
+
+// A deletion below an older max-deleted-entry-id in an interval with nothing
+// added (`XACKDEL` of a faster group's entries after an `XDEL` of a later
+// one): the stream is shorter with entries-added and the last ID unmoved,
+// which only a removal does, so the unread entry it took is lost.
+#[test]
+fn a_deletion_below_max_deleted_with_nothing_added() {
+    let rows = run(
+        |m| {
+            m.add(12).delete(&[12]);
+        },
+        |m| {
+            m.delete(&[11]);
+        },
+    );
+    expect(&rows, ReadCounter::KeepsGaps, 1, 0);
+    expect(&rows, ReadCounter::Reestimates, 1, 0);
 }

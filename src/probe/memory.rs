@@ -100,13 +100,34 @@ pub(crate) struct StreamRead {
 #[derive(Clone, Debug)]
 pub(crate) struct QuietRead {
     pub(super) read: StreamRead,
-    /// The coverage mark when it was read.
-    pub(super) coverage: u64,
+    /// What vouched for the read when it was made.
+    pub(super) coverage: Coverage,
     pub(super) read_at: Instant,
+    /// When a safety check last found it unchanged (`read_at` before).
+    pub(super) checked_at: Instant,
 }
 
-/// The quiet streams of a target, by name.
+/// What vouches for a quiet stream's last read between full reads: the
+/// marks that stay the same while nothing that changes it can go unseen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Coverage {
+    /// The keyspace-event mark (every stream event but `xadd`).
+    pub(crate) events: Option<u64>,
+    /// The node's client-tracking mark (every `XADD`, `XDEL`, `XTRIM`,
+    /// `DEL` and replacement of a key read).
+    pub(crate) tracking: Option<u64>,
+}
+
+/// The quiet streams of a target, by name, with the messages that named
+/// them while they were being read.
 #[derive(Debug, Default)]
 pub(crate) struct QuietReads {
     pub(super) reads: HashMap<Name, QuietRead>,
+    /// Messages that named a stream so far.
+    pub(super) forgets: u64,
+    /// The stream each was about, since the reads in flight began: a
+    /// message may arrive before the read it follows is remembered.
+    pub(super) forgotten: HashMap<Name, u64>,
+    /// Reads begun before this count are not kept (`forgotten` was cut).
+    pub(super) floor: u64,
 }

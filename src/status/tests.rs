@@ -41,6 +41,7 @@ fn sample(i: u64) -> Sample {
         gone_ahead: 0,
         oldest_pending_id: None,
         last_read_at_ms: Some(1_800_000_000_000 + i * 15_000),
+        watched_since_ms: Some(1_800_000_000_000),
         stuck: None,
         retention_margin: None,
         trimmed_recently: true,
@@ -395,6 +396,65 @@ fn a_batch_consumer_is_ok_between_runs_and_stopped_once_overdue() {
     );
     // An hourly job in the middle of its hour.
     assert_eq!(batch(30 * MIN, Some(3600), None), GroupStatus::Ok);
+}
+
+/// A batch job that died before the exporter started (or deletes its
+/// consumer after each run): no read is known. It is `ok` between runs
+/// while the exporter's watch is younger than `read_every` plus the
+/// window, however old the oldest waiting entry (a job that ran just before
+/// the exporter started may leave an old backlog), and `stopped` once the
+/// watch is older.
+#[test]
+fn a_batch_job_with_no_known_read_is_stopped_once_overdue() {
+    let judge = |oldest_s: f64, watched_ms: u64, consumers: u64| {
+        let samples: Vec<Sample> = (0..5)
+            .map(|i| {
+                let mut s = sample(i);
+                s.lag = Some(40);
+                s.lag_seconds = Some(oldest_s);
+                s.last_delivered_id = StreamId::new(100, 0);
+                s.last_read_at_ms = None;
+                s.watched_since_ms = Some(sample(4).at_ms - watched_ms);
+                s.consumers = consumers;
+                s
+            })
+            .collect();
+        let settings = Settings {
+            read_every: Some(Duration::from_secs(240)),
+            ..settings(None)
+        };
+        let mut window = Window::default();
+        for s in &samples {
+            window.push(s);
+        }
+        let v = verdict(&window, samples.last().unwrap(), &settings);
+        (v.status, v.reason)
+    };
+    // Within the grace (4 min + 75 s): between runs.
+    assert_eq!(
+        judge(120.0, 60_000, 1),
+        (GroupStatus::Ok, Reason::BetweenRuns)
+    );
+    // The oldest entry waited longer than the grace, but the watch is
+    // young: a run may have just left it.
+    assert_eq!(
+        judge(400.0, 60_000, 1),
+        (GroupStatus::Ok, Reason::BetweenRuns)
+    );
+    // Watched longer than the grace without a read: the run is overdue.
+    assert_eq!(
+        judge(400.0, 6 * MIN, 1),
+        (GroupStatus::Stopped, Reason::RunOverdue)
+    );
+    assert_eq!(
+        judge(400.0, 6 * MIN, 0),
+        (GroupStatus::Stopped, Reason::NoConsumers)
+    );
+    // IDs not time: no age, the watch alone.
+    assert_eq!(
+        judge(f64::NAN, 6 * MIN, 1),
+        (GroupStatus::Stopped, Reason::RunOverdue)
+    );
 }
 
 /// Without read_every, the group's learned cadence sets the patience: a

@@ -21,8 +21,9 @@ fn acl_rule(kind: Server) -> String {
     };
     format!(
         "on >exporter-pw resetchannels {keys} -@all +ping +info +time +scan +type +xinfo|stream +xinfo|groups \
-         +xinfo|consumers +xpending +xrange +xrevrange +client|setname +cluster|shards +cluster|slots +asking \
-         +multi +exec +subscribe +unsubscribe &__keyevent@0__:x* &__keyevent@0__:del"
+         +xinfo|consumers +xpending +xrange +xrevrange +client|setname +client|id +client|tracking \
+         +cluster|shards +cluster|slots +asking +multi +exec +subscribe +unsubscribe \
+         &__keyevent@0__:x* &__keyevent@0__:del &__redis__:invalidate"
     )
 }
 
@@ -87,22 +88,23 @@ async fn under_minimal_acl(kind: Server) {
     let (server, h) = as_exporter_user(kind, acl_rule(kind));
     h.collect().await;
     h.collect().await;
-    // The keyspace-event subscription works with exactly its channels.
+    // The keyspace-event subscription and client tracking work with
+    // exactly their permissions.
     let stop = tokio_util::sync::CancellationToken::new();
     let running = tokio::spawn(h.poller.clone().run(stop.clone()));
-    let active = || {
-        h.metrics().get(
-            "redis_streams_exporter_keyspace_events_active",
-            &[("target", "t")],
-        )
-    };
+    let active = |family: &str| h.metrics().get(family, &[("target", "t")]);
+    let (events, tracking) = (
+        "redis_streams_exporter_keyspace_events_active",
+        "redis_streams_exporter_client_tracking_active",
+    );
     for _ in 0..100 {
-        if active() == Some(1.0) {
+        if active(events) == Some(1.0) && active(tracking) == Some(1.0) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(active(), Some(1.0), "{}", h.text());
+    assert_eq!(active(events), Some(1.0), "{}", h.text());
+    assert_eq!(active(tracking), Some(1.0), "{}", h.text());
     stop.cancel();
     running.await.unwrap();
     let m = h.metrics();
@@ -156,6 +158,10 @@ const ALLOWED: &[&str] = &[
     "xrange",
     "xrevrange",
     "client setname",
+    // Client tracking: the subscriber's ID, and tracking on the poll
+    // connection towards it.
+    "client id",
+    "client tracking",
     "cluster shards",
     "cluster slots",
     "asking",
@@ -196,14 +202,17 @@ async fn without_transactions(kind: Server) {
 per_server!(without_transactions);
 
 /// The variant of the minimal ACL without the subscribe permissions: with
-/// `keyspace_events = "auto"` (the default) the refused subscription turns
-/// the events off for the node, `keyspace_events_active` says 0, and nothing
+/// `keyspace_events = "auto"` and `client_tracking = "auto"` (the defaults)
+/// the refused subscription turns the events and tracking off for the node,
+/// `keyspace_events_active` and `client_tracking_active` say 0, and nothing
 /// counts as a collection error while the probes succeed.
 async fn without_subscribe(kind: Server) {
-    let rule = acl_rule(kind).replace(
-        " +subscribe +unsubscribe &__keyevent@0__:x* &__keyevent@0__:del",
-        "",
-    );
+    let rule = acl_rule(kind)
+        .replace(" +subscribe +unsubscribe", "")
+        .replace(
+            " &__keyevent@0__:x* &__keyevent@0__:del &__redis__:invalidate",
+            "",
+        );
     assert!(!rule.contains("subscribe"), "{rule}");
     let (_server, h) = as_exporter_user(kind, rule);
     let stop = tokio_util::sync::CancellationToken::new();
@@ -229,6 +238,15 @@ async fn without_subscribe(kind: Server) {
     assert_eq!(
         m.get(
             "redis_streams_exporter_keyspace_events_active",
+            &[("target", "t")]
+        ),
+        Some(0.0),
+        "{}",
+        m.text
+    );
+    assert_eq!(
+        m.get(
+            "redis_streams_exporter_client_tracking_active",
             &[("target", "t")]
         ),
         Some(0.0),

@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use redis_streams_exporter::probe::ProbeKind;
@@ -475,9 +475,57 @@ async fn batch_consumer_between_runs(kind: Server) {
     );
 }
 
+/// A batch job that died before the exporter started, its per-run consumer
+/// deleted after its last run: no read is known. The group is ok while the
+/// work waiting is younger than read_every (2 s) plus the window, and
+/// stopped once it is older, a few polls after the exporter started.
+async fn batch_job_dead_before_the_exporter(kind: Server) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    xadd_n(&mut c, "nightly", 10);
+    group_create(&mut c, "nightly", "batch", "0");
+    read_group(&mut c, "nightly", "batch", "run-1", 10);
+    let _: u64 = redis::cmd("XGROUP")
+        .arg("DELCONSUMER")
+        .arg("nightly")
+        .arg("batch")
+        .arg("run-1")
+        .query(&mut c)
+        .unwrap();
+    xadd_n(&mut c, "nightly", 5);
+    let born = Instant::now();
+    let h = Harness::new(config_for(
+        &server,
+        &format!("[stream_defaults]\nread_every = \"2s\"\n{FAST}"),
+    ));
+    h.collect().await;
+    let mut seen = Vec::new();
+    let stopped_after = loop {
+        h.probe(ProbeKind::Consumers).await;
+        h.probe(ProbeKind::Stream).await;
+        let status = status_of(&h.metrics(), "nightly", "batch");
+        if status == "stopped" {
+            break born.elapsed();
+        }
+        seen.push(status);
+        assert!(
+            born.elapsed() < Duration::from_secs(10),
+            "{kind:?}: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(seen.iter().all(|s| s == "ok"), "{kind:?} before: {seen:?}");
+    // Not before the oldest waiting entry was older than the grace.
+    assert!(
+        stopped_after >= Duration::from_millis(2_300),
+        "{kind:?}: {stopped_after:?}"
+    );
+}
+
 per_server!(
     noack_reader_keeps_up,
     batch_consumer_between_runs,
+    batch_job_dead_before_the_exporter,
     crashed_consumer,
     poison_entry,
     ghosts,

@@ -1,21 +1,27 @@
-//! What a client counted: commands sent by label, errors by kind, items
-//! left out of replies by kind and PEL entries read, copied into every snapshot with the time spent waiting on
+//! What a client counted: commands sent by label, errors by kind,
+//! connections opened again by the reason the last one went, items left
+//! out of replies by kind and PEL entries read, copied into every snapshot with the time spent waiting on
 //! rate limits and the current page sizes.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::vocab::{ErrorKind, KeyspaceEventsStats, SkipKind, StatsSnapshot};
+use crate::vocab::{
+    ClientTrackingStats, ErrorKind, ExtraPollStats, KeyspaceEventsStats, ReconnectReason, SkipKind,
+    StatsSnapshot,
+};
 
 /// Counters of what the client did, read into every snapshot.
 #[derive(Debug, Default)]
 pub(crate) struct ClientStats {
     commands: Mutex<BTreeMap<&'static str, u64>>,
     errors: Mutex<BTreeMap<&'static str, u64>>,
+    reconnects: Mutex<BTreeMap<&'static str, u64>>,
     skipped: Mutex<BTreeMap<&'static str, u64>>,
     pending_scanned: AtomicU64,
     keyspace_events: Mutex<Option<KeyspaceEventsStats>>,
+    extra_polls: Mutex<Option<ExtraPollStats>>,
     /// Times the keyspace-event subscription stopped covering every event:
     /// it stopped being healthy, or an event was dropped.
     keyspace_gaps: AtomicU64,
@@ -41,6 +47,12 @@ impl ClientStats {
     /// Counts one error of `kind`.
     pub(crate) fn error(&self, kind: ErrorKind) {
         bump(&self.errors, kind.label(), 1);
+    }
+
+    /// Counts one pooled connection opened again after one dropped for
+    /// `reason`.
+    pub(super) fn reconnect(&self, reason: ReconnectReason) {
+        bump(&self.reconnects, reason.label(), 1);
     }
 
     /// Counts `n` items of `kind` left out of a reply.
@@ -95,15 +107,13 @@ impl ClientStats {
             .map(|_| self.keyspace_gaps.load(Ordering::Relaxed))
     }
 
-    /// Counts extra stream polls run and skipped.
-    pub(crate) fn keyspace_extra_polls(&self, run: u64, skipped: u64) {
-        let mut ks = self
-            .keyspace_events
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let ks = ks.get_or_insert_with(KeyspaceEventsStats::default);
-        ks.extra_polls += run;
-        ks.extra_polls_skipped += skipped;
+    /// Counts extra stream polls run and skipped (and makes the counters
+    /// shown, zero at first, once the loop that runs them starts).
+    pub(crate) fn extra_polls(&self, run: u64, skipped: u64) {
+        let mut extra = self.extra_polls.lock().unwrap_or_else(|p| p.into_inner());
+        let extra = extra.get_or_insert_with(ExtraPollStats::default);
+        extra.run += run;
+        extra.skipped += skipped;
     }
 
     /// Commands sent so far, all labels together.
@@ -135,10 +145,12 @@ impl ClientStats {
         &self,
         rate_limited_seconds: f64,
         page_sizes: BTreeMap<&'static str, u32>,
+        client_tracking: Option<ClientTrackingStats>,
     ) -> StatsSnapshot {
         StatsSnapshot {
             commands: copy(&self.commands),
             errors: copy(&self.errors),
+            reconnects: copy(&self.reconnects),
             skipped: copy(&self.skipped),
             rate_limited_seconds,
             pending_scanned: self.pending_scanned.load(Ordering::Relaxed),
@@ -147,6 +159,8 @@ impl ClientStats {
                 .keyspace_events
                 .lock()
                 .unwrap_or_else(|p| p.into_inner()),
+            client_tracking,
+            extra_polls: *self.extra_polls.lock().unwrap_or_else(|p| p.into_inner()),
         }
     }
 }
@@ -159,7 +173,7 @@ mod tests {
     fn counts_commands_errors_and_entries_by_label() {
         let stats = ClientStats::default();
         assert_eq!(
-            stats.snapshot(0.0, BTreeMap::new()),
+            stats.snapshot(0.0, BTreeMap::new(), None),
             StatsSnapshot::default()
         );
         stats.command("scan");
@@ -168,12 +182,14 @@ mod tests {
         stats.error(ErrorKind::Timeout);
         stats.error(ErrorKind::Cluster);
         stats.error(ErrorKind::Cluster);
+        stats.reconnect(ReconnectReason::Closed);
+        stats.reconnect(ReconnectReason::Closed);
         stats.pending_scanned(40);
         stats.pending_scanned(2);
         stats.skipped(SkipKind::Group, 2);
         stats.skipped(SkipKind::Group, 1);
         let sizes = BTreeMap::from([("scan", 100)]);
-        let snap = stats.snapshot(1.5, sizes.clone());
+        let snap = stats.snapshot(1.5, sizes.clone(), None);
         assert_eq!(
             snap.commands,
             BTreeMap::from([("scan", 2), ("xinfo_stream", 1)])
@@ -185,6 +201,7 @@ mod tests {
                 (ErrorKind::Cluster.label(), 2)
             ])
         );
+        assert_eq!(snap.reconnects, BTreeMap::from([("closed", 2)]));
         assert_eq!(snap.pending_scanned, 42);
         assert_eq!(snap.skipped, BTreeMap::from([("group", 3)]));
         assert_eq!(snap.rate_limited_seconds, 1.5);
@@ -194,8 +211,8 @@ mod tests {
         stats.keyspace_event(false);
         assert_eq!(stats.keyspace_coverage(), None, "no stream event seen");
         stats.keyspace_event(true);
-        stats.keyspace_extra_polls(3, 0);
-        stats.keyspace_extra_polls(0, 4);
+        stats.extra_polls(3, 0);
+        stats.extra_polls(0, 4);
         let mark = stats.keyspace_coverage();
         assert!(mark.is_some(), "active");
         stats.keyspace_event_dropped();
@@ -209,15 +226,18 @@ mod tests {
         assert_eq!(stats.keyspace_coverage(), None, "none seen since");
         stats.keyspace_event(true);
         assert_ne!(stats.keyspace_coverage(), mark, "an interruption is a gap");
+        let snap = stats.snapshot(0.0, BTreeMap::new(), None);
         assert_eq!(
-            stats.snapshot(0.0, BTreeMap::new()).keyspace_events,
+            snap.keyspace_events,
             Some(KeyspaceEventsStats {
                 received: 3,
                 dropped: 1,
                 active: true,
-                extra_polls: 3,
-                extra_polls_skipped: 4,
             })
+        );
+        assert_eq!(
+            snap.extra_polls,
+            Some(ExtraPollStats { run: 3, skipped: 4 })
         );
     }
 
@@ -225,10 +245,13 @@ mod tests {
     fn a_snapshot_is_a_copy_not_a_view() {
         let stats = ClientStats::default();
         stats.command("ping");
-        let before = stats.snapshot(0.0, BTreeMap::new());
+        let before = stats.snapshot(0.0, BTreeMap::new(), None);
         stats.command("ping");
         assert_eq!(before.commands["ping"], 1);
-        assert_eq!(stats.snapshot(0.0, BTreeMap::new()).commands["ping"], 2);
+        assert_eq!(
+            stats.snapshot(0.0, BTreeMap::new(), None).commands["ping"],
+            2
+        );
     }
 
     #[test]
@@ -241,6 +264,9 @@ mod tests {
         })
         .join();
         stats.command("ping");
-        assert_eq!(stats.snapshot(0.0, BTreeMap::new()).commands["ping"], 1);
+        assert_eq!(
+            stats.snapshot(0.0, BTreeMap::new(), None).commands["ping"],
+            1
+        );
     }
 }

@@ -48,7 +48,7 @@ family! {
         "redis_streams_exporter_target_up",
         Gauge,
         T,
-        "1 when the last connection attempt to the target succeeded, else 0 (and no data series of the target are served).",
+        "1 when the last connection attempt to the target succeeded, else 0. For 3 stream intervals after the target went down (45 s by default) its data series stay served as its last good polls read them (their age: redis_streams_exporter_probe_last_success_timestamp_seconds{probe=\"stream\"}), so that a blip does not reset the for: of alerts; then they are withdrawn until it answers again.",
         Source::TargetHealth(|t| flag(t.up))
     );
     metric!(
@@ -112,19 +112,16 @@ family! {
         "redis_streams_exporter_extra_polls_total",
         Counter,
         T,
-        "Extra stream polls keyspace events asked for and the exporter ran. They run at the front of the command budget but may spend only a fifth of commands_per_second; see redis_streams_exporter_extra_polls_skipped_total. Absent when keyspace_events = \"off\".",
-        Source::TargetHealth(|t| t.stats.keyspace_events.map(|k| k.extra_polls as f64))
+        "Extra stream polls keyspace events and client-tracking invalidations asked for and the exporter ran. They run at the front of the command budget but may spend only a fifth of commands_per_second; see redis_streams_exporter_extra_polls_skipped_total. Absent when keyspace_events and client_tracking are both \"off\".",
+        Source::TargetHealth(|t| t.stats.extra_polls.map(|k| k.run as f64))
     );
     metric!(
         EXPORTER_EXTRA_POLLS_SKIPPED,
         "redis_streams_exporter_extra_polls_skipped_total",
         Counter,
         T,
-        "Extra stream polls keyspace events asked for while the extra polls' share of commands_per_second (a fifth) was spent: those streams waited for their scheduled poll, so the scheduled probes keep their schedule whatever the event rate. Absent when keyspace_events = \"off\".",
-        Source::TargetHealth(|t| t
-            .stats
-            .keyspace_events
-            .map(|k| k.extra_polls_skipped as f64))
+        "Extra stream polls keyspace events and invalidations asked for while the extra polls' share of commands_per_second (a fifth) was spent: those streams waited for their scheduled poll, so the scheduled probes keep their schedule whatever the event rate. Absent when keyspace_events and client_tracking are both \"off\".",
+        Source::TargetHealth(|t| t.stats.extra_polls.map(|k| k.skipped as f64))
     );
     metric!(
         EXPORTER_KEYSPACE_EVENTS_ACTIVE,
@@ -133,6 +130,30 @@ family! {
         T,
         "1 while the keyspace-event subscription is up on every primary of the target and answers, else 0. Subscribed does not mean the server publishes: see redis_streams_exporter_keyspace_events_total. Absent when keyspace_events = \"off\".",
         Source::TargetHealth(|t| t.stats.keyspace_events.and_then(|k| flag(k.active)))
+    );
+    metric!(
+        EXPORTER_CLIENT_TRACKING_ACTIVE,
+        "redis_streams_exporter_client_tracking_active",
+        Gauge,
+        T,
+        "1 while every primary of the target announces changes to the streams the exporter read (client_tracking = \"auto\": CLIENT TRACKING on the poll connection, invalidations to a subscribed connection), so a quiet stream is read again only once it changed or at its safety read; 0 while a node refused it (the ACL or a managed service without CLIENT TRACKING or CLIENT ID: every stream is polled every time, as with client_tracking = \"off\") or a connection is being opened again. Absent when client_tracking = \"off\".",
+        Source::TargetHealth(|t| t.stats.client_tracking.and_then(|k| flag(k.active)))
+    );
+    metric!(
+        EXPORTER_CLIENT_TRACKING_INVALIDATIONS,
+        "redis_streams_exporter_client_tracking_invalidations_total",
+        Counter,
+        T,
+        "Invalidations received: one per stream read and then changed (XADD, XDEL, XTRIM, DEL, ...), until it is read again. Absent when client_tracking = \"off\".",
+        Source::TargetHealth(|t| t.stats.client_tracking.map(|k| k.invalidations as f64))
+    );
+    metric!(
+        EXPORTER_CLIENT_TRACKING_DROPPED,
+        "redis_streams_exporter_client_tracking_invalidations_dropped_total",
+        Counter,
+        T,
+        "Invalidations received and dropped because the queue before their handler was full (4,096 messages or 4 MiB of keys): every quiet stream of the target was read again at its next poll. Absent when client_tracking = \"off\".",
+        Source::TargetHealth(|t| t.stats.client_tracking.map(|k| k.dropped as f64))
     );
     metric!(
         EXPORTER_PAGE_SIZE,
@@ -213,6 +234,14 @@ family! {
         &["target", "kind"],
         "Errors while polling the target, by kind (timeout, connection, auth, noperm, wrongtype, nogroup, nosuchkey, protocol, cluster: MOVED redirections and topology failures, ...). ASK during resharding is not an error; it shows as command=\"asking\".",
         Source::Custom(Custom::Errors)
+    );
+    metric!(
+        EXPORTER_RECONNECTS,
+        "redis_streams_exporter_reconnects_total",
+        Counter,
+        &["target", "reason"],
+        "Connections to the target's servers opened again after one was dropped, by why it went: closed (the server or something between closed it: an idle timeout, a proxy's idle limit, CLIENT KILL, a restart), timeout (no answer within command_timeout), protocol (a reply that could not be trusted). A connection found closed by a read-only command is opened again and the command sent once more within the same poll; only a failure on the fresh connection fails the poll. Connections idle for 2 s get a PING, which keeps them open under a server timeout of 3 s or more.",
+        Source::Custom(Custom::Reconnects)
     );
     metric!(
         EXPORTER_ITEMS_SKIPPED,

@@ -15,7 +15,7 @@ use super::section::SectionCounts;
 use crate::metrics::catalog::{Custom, Lean};
 use crate::metrics::text::{Family, write_value};
 use crate::snapshot::{PelScan, ScanState, TargetSnapshot};
-use crate::vocab::{ErrorKind, SkipKind};
+use crate::vocab::{ErrorKind, ReconnectReason, SkipKind};
 
 fn last_scan(scan: &ScanState) -> Option<&PelScan> {
     scan.last.as_deref()
@@ -61,6 +61,7 @@ impl Renderer<'_> {
                     .collect()
             }),
             Custom::Errors => self.errors(f),
+            Custom::Reconnects => self.reconnects(f),
             Custom::ItemsSkipped => self.items_skipped(f),
             Custom::TargetReady => {
                 for t in self.targets {
@@ -106,7 +107,7 @@ impl Renderer<'_> {
                 continue;
             };
             let [l1, l2, l3] = group_labels(t, s, g);
-            for (cause, n) in [("trimmed", lost.trimmed), ("deleted", lost.deleted)] {
+            for (cause, n) in lost.by_label() {
                 if writes(st, Lean::Unless(0.0), n as f64, gs.pending) {
                     f.sample(&[l1, l2, l3, ("cause", cause.as_bytes())], n as f64);
                 }
@@ -118,7 +119,7 @@ impl Renderer<'_> {
         for (t, s, _, g, gs) in groups_of(&self.up) {
             let [l1, l2, l3] = group_labels(t, s, g);
             let times = gs.lost_at;
-            for (cause, at_ms) in [("trimmed", times.trimmed), ("deleted", times.deleted)] {
+            for (cause, at_ms) in times.by_label() {
                 if let Some(ms) = at_ms {
                     f.sample(
                         &[l1, l2, l3, ("cause", cause.as_bytes())],
@@ -332,6 +333,20 @@ impl Renderer<'_> {
                 let labels = [
                     ("target", t.name.as_bytes()),
                     ("kind", kind.label().as_bytes()),
+                ];
+                f.sample(&labels, n as f64);
+            }
+        }
+    }
+
+    /// Every reason for every target, 0 included.
+    fn reconnects<W: Write>(&self, f: &mut Family<'_, W>) {
+        for t in self.targets {
+            for reason in ReconnectReason::ALL {
+                let n = t.stats.reconnects.get(reason.label()).copied().unwrap_or(0);
+                let labels = [
+                    ("target", t.name.as_bytes()),
+                    ("reason", reason.label().as_bytes()),
                 ];
                 f.sample(&labels, n as f64);
             }

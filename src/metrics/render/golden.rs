@@ -23,9 +23,9 @@ use crate::snapshot::{
     StreamState, TargetSnapshot,
 };
 use crate::status::{Basis, GroupStatus};
+use crate::vocab::{ClientTrackingStats, ExtraPollStats, KeyspaceEventsStats, StatsSnapshot};
 use crate::vocab::{ConsumerInfo, ProbeKind};
 use crate::vocab::{Idempotence, StreamId, StreamInfo};
-use crate::vocab::{KeyspaceEventsStats, StatsSnapshot};
 
 /// A fixed instant: 2026-12-01T00:00:00Z.
 const NOW_S: u64 = 1_796_083_200;
@@ -56,16 +56,19 @@ pub(super) fn group(pending: u64, lag: Option<u64>) -> GroupState {
         lost: Some(ByCause {
             trimmed: 3,
             deleted: 1,
+            either: 2,
         }),
         lost_at: crate::loss::LossTimes {
             trimmed: Some(NOW_S * 1000 - 90_000),
             deleted: None,
+            either: Some(NOW_S * 1000 - 60_000),
         },
         rewinds: 0,
         rewound_at_ms: None,
         possibly_lost: Some(ByCause {
             trimmed: 0,
             deleted: 7,
+            either: 0,
         }),
         loss_unproven: crate::loss::Unproven {
             order_unknown: 2,
@@ -208,6 +211,7 @@ fn stats() -> StatsSnapshot {
     StatsSnapshot {
         commands: BTreeMap::from([("xinfo_stream", 40), ("xpending", 12), ("asking", 1)]),
         errors: BTreeMap::from([("timeout", 2)]),
+        reconnects: BTreeMap::from([("closed", 5), ("timeout", 1)]),
         skipped: BTreeMap::from([("group", 1), ("key", 3)]),
         rate_limited_seconds: 0.75,
         pending_scanned: 5_000,
@@ -216,9 +220,13 @@ fn stats() -> StatsSnapshot {
             received: 42,
             dropped: 3,
             active: true,
-            extra_polls: 7,
-            extra_polls_skipped: 2,
         }),
+        client_tracking: Some(ClientTrackingStats {
+            active: true,
+            invalidations: 230,
+            dropped: 0,
+        }),
+        extra_polls: Some(ExtraPollStats { run: 7, skipped: 2 }),
     }
 }
 
@@ -286,6 +294,7 @@ pub(super) fn targets() -> Vec<Arc<TargetSnapshot>> {
     let main = TargetSnapshot {
         name: "main".into(),
         up: true,
+        held: false,
         ready: true,
         server: Some(ServerInfo {
             server: "redis".into(),

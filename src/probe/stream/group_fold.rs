@@ -60,6 +60,8 @@ pub(super) struct GroupFold<'p> {
     pub(super) run_id: Option<&'p Arc<str>>,
     /// An event said the stream was set from outside since its last poll.
     pub(super) set_from_outside: bool,
+    /// What the stream's figures prove of how its first entries went.
+    pub(super) removals: loss::Removals,
 }
 
 impl GroupFold<'_> {
@@ -79,6 +81,7 @@ impl GroupFold<'_> {
         if self.feed_ledger {
             let seen = loss::Observation {
                 set_from_outside: self.set_from_outside,
+                removals: self.removals,
                 ..loss::Observation::of(self.info, group, self.now_ms, undelivered, self.counter)
             };
             ledger.follow_server(self.run_id);
@@ -321,6 +324,7 @@ impl GroupFold<'_> {
             recent_loss: ledger.recent_loss(at_ms, self.hold_ms),
             oldest_pending_id: memory.oldest_pending_id,
             last_read_at_ms: memory.last_read_at_ms.max(memory.last_progress_at_ms),
+            watched_since_ms: Some(*memory.watched_since_ms.get_or_insert(at_ms)),
             stuck,
             retention_margin: outlook.retention_margin,
             trimmed_recently: outlook.trimmed_recently,

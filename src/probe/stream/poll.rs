@@ -2,7 +2,7 @@
 //! batch, each batch's round trips and then the fold of its streams into
 //! snapshot entries, within the target's group allotment and walk budget.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use super::allotment::Allotment;
@@ -12,6 +12,7 @@ use super::quiet;
 use super::stream_entry::{Poll, build_stream};
 use crate::lag::Arithmetic;
 use crate::probe::context::{ProbeContext, ProbeError, Problems};
+use crate::probe::memory::Coverage;
 use crate::snapshot::{Name, StreamState};
 
 /// One poll of some streams: which kind, and the data generation it read.
@@ -62,20 +63,30 @@ pub(super) async fn poll_streams(
             .copied()
             .unwrap_or(Arithmetic::Miscounting);
         let counter = counter_by_node.get(&node).copied().unwrap_or_default();
-        for batch in mine.chunks(per_batch) {
-            // The watched names' allocations are kept, not copied per poll.
-            let names: Vec<&Name> = batch.iter().map(|&i| &watched[i]).collect();
+        // The watched names' allocations are kept, not copied per poll.
+        let names: Vec<&Name> = mine.iter().map(|&i| &watched[i]).collect();
+        // Read before the XINFO: a gap after it makes the reads kept now
+        // stand for nothing.
+        let coverage = Coverage {
+            events: ctx.client.stats().keyspace_coverage(),
+            tracking: ctx.client.tracking_mark(&node).await,
+        };
+        let since = ctx.state().quiet.begin();
+        let (stand, to_read) = quiet::check(ctx, &node, coverage, &names).await?;
+        let standing: HashSet<Name> = stand.iter().map(|(n, _)| n.clone()).collect();
+        // The reads that stand join the first batch: they cost no command,
+        // and a batch of them alone would cost a TIME.
+        let mut stand = Some(stand);
+        let mut batches: Vec<&[&Name]> = to_read.chunks(per_batch).collect();
+        if batches.is_empty() && !standing.is_empty() {
+            batches.push(&[]);
+        }
+        for names in batches {
             let server = (arithmetic, counter);
             let events_seen = ctx.state().outside_events;
-            // Read before the XINFO: a gap after it makes the reads kept
-            // now stand for nothing.
-            let coverage = ctx.client.stats().keyspace_coverage();
-            let (stand, names) = quiet::check(ctx, &node, coverage, &names).await?;
-            let standing: std::collections::HashSet<Name> =
-                stand.iter().map(|(n, _)| n.clone()).collect();
             let to_read = ToRead {
-                names: &names,
-                stand,
+                names,
+                stand: stand.take().unwrap_or_default(),
                 allot: &mut allot,
             };
             let mut batch = Batch::read(ctx, &node, server, to_read, problems, vanished).await?;
@@ -91,7 +102,9 @@ pub(super) async fn poll_streams(
             let now = tokio::time::Instant::now();
             for (name, polled) in polled {
                 if !standing.contains(&name) {
-                    state.quiet.remember(&name, &polled.read, coverage, now);
+                    state
+                        .quiet
+                        .remember(&name, &polled.read, (since, coverage), now);
                 }
                 let outside = state.take_outside_mark(&name, events_seen);
                 let poll = Poll {

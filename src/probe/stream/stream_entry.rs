@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::batch::Polled;
 use super::group_fold::{GroupFold, PollKind};
 use crate::lag;
+use crate::loss;
 use crate::probe::context::ProbeContext;
 use crate::probe::state::TargetState;
 use crate::safe_names;
@@ -101,6 +102,7 @@ pub(super) fn build_stream(
         feed_ledger: !state.ledgers_unverified,
         run_id,
         set_from_outside,
+        removals: loss::Removals::of(&read.info, &read.groups),
     };
     let mut groups = Vec::with_capacity(read.groups.len());
     for (group, found) in read.groups.iter().zip(&found) {
