@@ -125,7 +125,7 @@ fn group_report(
     let scan = t.scans.get(key).and_then(|sc| sc.last.clone());
     let scan_progress = t.scans.get(key).map(|sc| sc.progress);
     let consumers = t.consumers.get(key);
-    let head_poison = t.pending_heads.get(key).map(|h| h.poison);
+    let head = t.pending_heads.get(key);
     let mut group = GroupReport {
         stream: key.0.clone(),
         group: key.1.clone(),
@@ -145,9 +145,14 @@ fn group_report(
             .as_ref()
             .map(|sc| sc.poison)
             .into_iter()
-            .chain(head_poison)
+            .chain(head.map(|h| h.poison))
             .max(),
-        ghosts: scan.as_ref().map(|sc| sc.ghost),
+        ghosts: scan
+            .as_ref()
+            .map(|sc| sc.ghost)
+            .into_iter()
+            .chain(head.map(|h| h.ghost))
+            .max(),
         orphaned: consumers.map(|c| c.orphaned),
         inactive_after: consumers.map(|c| c.inactive_after),
         dead_letters: st.dead_letter.map(|d| d.length),

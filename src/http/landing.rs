@@ -254,11 +254,16 @@ fn group_row(page: &mut String, config: &Config, row: &LandingRow<'_>) {
         crate::snapshot::Name::from(group),
     );
     let scan = t.scans.get(&key).and_then(|sc| sc.last.as_ref());
-    let head_poison = t.pending_heads.get(&key).map(|h| h.poison);
+    let head = t.pending_heads.get(&key);
     let poison = scan
         .map(|sc| sc.poison)
         .into_iter()
-        .chain(head_poison)
+        .chain(head.map(|h| h.poison))
+        .max();
+    let ghosts = scan
+        .map(|sc| sc.ghost)
+        .into_iter()
+        .chain(head.map(|h| h.ghost))
         .max();
     let lag = match (gs.lag, gs.lag_estimated) {
         (Some(l), true) => format!("~{l}"),
@@ -277,7 +282,7 @@ fn group_row(page: &mut String, config: &Config, row: &LandingRow<'_>) {
         gs.lag_seconds.map_or("unknown".to_string(), seconds),
         gs.pending,
         known(poison),
-        known(scan.map(|sc| sc.ghost)),
+        known(ghosts),
         known(t.consumers.get(&key).map(|c| c.orphaned)),
         known(gs.lost.map(|l| l.total())),
         known(st.dead_letter.map(|d| d.length)),
@@ -383,9 +388,8 @@ fn legend(page: &mut String, config: &Config) {
          within the bounds Redis's counters prove; {} is 1). \
          <b>lag age</b> the age of the oldest undelivered entry. <b>pending</b> entries \
          delivered and not acknowledged. <b>poison</b> pending entries delivered at least \
-         poison_delivery_count times (the last complete PEL scan, or the 10 oldest pending \
-         entries) and <b>ghosts</b> pending entries whose bodies are gone (the last complete PEL \
-         scan). <b>orphaned</b> pending entries held by consumers inactive past \
+         poison_delivery_count times and <b>ghosts</b> pending entries whose bodies are gone \
+         (both from the last complete PEL scan, or the 10 oldest pending entries). <b>orphaned</b> pending entries held by consumers inactive past \
          consumer_inactive_after (or the group's learned limit); under such a group, who holds \
          orphaned and poison entries, the oldest of them, and a line to paste into redis-cli that \
          claims them (the group's orphan limit, or the poison entry's idle time, as its minimum \

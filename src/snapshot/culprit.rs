@@ -45,11 +45,16 @@ pub struct HeadEntry {
 }
 
 /// What the pending summary's look at a group's oldest pending entries
-/// (at most 10) found: the poison among them, and who holds what.
+/// (at most 10) found: the poison and the ghosts among them, and who holds
+/// what.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PendingHead {
     /// Entries among them delivered at least `poison_delivery_count` times.
     pub poison: u64,
+    /// Entries among them older than the stream's first entry: trimmed (or
+    /// deleted) while pending, their bodies gone (ghosts), seen at once
+    /// rather than at the next PEL scan.
+    pub ghost: u64,
     /// The oldest poison entry of each holder, oldest first, at most
     /// [`CULPRITS_NAMED`].
     pub poisoned: Vec<HeadEntry>,
@@ -59,10 +64,19 @@ pub struct PendingHead {
 
 impl PendingHead {
     /// The look's findings from its `entries` (oldest first), a poison
-    /// entry being one delivered `poison_after` times or more.
-    pub fn of(entries: &[crate::vocab::PendingEntry], poison_after: u64) -> PendingHead {
+    /// entry being one delivered `poison_after` times or more, a ghost one
+    /// below `retained_from`, where the stream's retained entries began at
+    /// its last poll (`None` when unknown).
+    pub fn of(
+        entries: &[crate::vocab::PendingEntry],
+        poison_after: u64,
+        retained_from: Option<StreamId>,
+    ) -> PendingHead {
         let mut head = PendingHead::default();
         for e in entries {
+            if retained_from.is_some_and(|first| e.id < first) {
+                head.ghost += 1;
+            }
             let entry = HeadEntry {
                 id: e.id,
                 holder: e.holder.as_deref().map(Name::from),
@@ -293,8 +307,10 @@ mod tests {
                 row(170, None, 100, 1),
             ],
             10,
+            Some(StreamId::new(101, 0)),
         );
         assert_eq!(head.poison, 1);
+        assert_eq!(head.ghost, 1, "100-0 is below the stream's first entry");
         assert_eq!(head.oldest_by_holder.len(), 2, "one entry per holder named");
         let cs = consumers(&[("worker-dead", 2, Some(300_000))]);
         let found = culprits(Some(&cs), Some(&head));
@@ -321,7 +337,7 @@ mod tests {
         );
         // Nothing orphaned, nothing poison: nobody is named.
         let fine = Consumers { orphaned: 0, ..cs };
-        assert!(culprits(Some(&fine), Some(&PendingHead::of(&[], 10))).is_empty());
+        assert!(culprits(Some(&fine), Some(&PendingHead::of(&[], 10, None))).is_empty());
         // An orphaned holder whose entries are not among the oldest: named,
         // its oldest entry unknown, the claim from the start.
         let cs = consumers(&[("w", 1, None)]);

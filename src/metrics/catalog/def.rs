@@ -123,6 +123,8 @@ pub enum Custom {
     OldestPendingAge,
     /// The larger of the PEL scan's and the pending summary's poison counts.
     Poison,
+    /// The larger of the PEL scan's and the pending summary's ghost counts.
+    Ghost,
     /// The pending summary's entries released by `XNACK`.
     Nacked,
     /// Idle-time buckets of the last PEL scan.

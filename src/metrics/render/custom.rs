@@ -14,7 +14,7 @@ use super::renderer::{
 use super::section::SectionCounts;
 use crate::metrics::catalog::{Custom, Lean};
 use crate::metrics::text::{Family, write_value};
-use crate::snapshot::{PelScan, ScanState, TargetSnapshot};
+use crate::snapshot::{PelScan, PendingHead, ScanState, TargetSnapshot};
 use crate::vocab::{ErrorKind, ReconnectReason, SkipKind};
 
 fn last_scan(scan: &ScanState) -> Option<&PelScan> {
@@ -31,7 +31,8 @@ impl Renderer<'_> {
             Custom::LossUnproven => self.loss_unproven(f),
             Custom::Status => self.status(f),
             Custom::OldestPendingAge => self.oldest_pending_age(f),
-            Custom::Poison => self.poison(f),
+            Custom::Poison => self.larger_of_scan_and_head(f, |s| s.poison, |h| h.poison),
+            Custom::Ghost => self.larger_of_scan_and_head(f, |s| s.ghost, |h| h.ghost),
             Custom::Nacked => {
                 for t in &self.up {
                     for ((s, g), &n) in t.nacked.iter() {
@@ -173,12 +174,17 @@ impl Renderer<'_> {
     }
 
     /// The larger of the last scan's count and the pending summary's count
-    /// among a stuck group's oldest entries.
-    fn poison<W: Write>(&self, f: &mut Family<'_, W>) {
+    /// among a group's oldest entries (poison, ghosts).
+    fn larger_of_scan_and_head<W: Write>(
+        &self,
+        f: &mut Family<'_, W>,
+        scanned: fn(&PelScan) -> u64,
+        looked: fn(&PendingHead) -> u64,
+    ) {
         for t in &self.up {
             for (key, scan, head) in outer_join(&t.scans, &t.pending_heads) {
-                let scanned = scan.and_then(last_scan).map(|s| s.poison);
-                let Some(v) = scanned.into_iter().chain(head.map(|h| h.poison)).max() else {
+                let scanned = scan.and_then(last_scan).map(scanned);
+                let Some(v) = scanned.into_iter().chain(head.map(looked)).max() else {
                     continue;
                 };
                 if group_writes(t, &key.0, &key.1, Lean::Unless(0.0), v as f64) {

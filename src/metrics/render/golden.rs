@@ -180,6 +180,7 @@ fn pending_head() -> PendingHead {
     let poison = entry(NOW_S * 1000 - 42_000, b"worker-1", 12);
     PendingHead {
         poison: 2,
+        ghost: 1,
         poisoned: vec![poison.clone()],
         oldest_by_holder: vec![poison, entry(NOW_S * 1000 - 40_000, &[b'w'; 100], 1)],
     }

@@ -55,6 +55,7 @@ impl Section {
             Source::Scan(_)
             | Source::Custom(
                 Custom::Poison
+                | Custom::Ghost
                 | Custom::Nacked
                 | Custom::PendingByIdle
                 | Custom::PendingByDeliveryCount,

@@ -154,7 +154,8 @@ fn stuck_evidence(snapshot: &TargetSnapshot, key: &(Name, Name)) -> Option<statu
             .pending_heads
             .get(key)
             .is_some_and(|h| h.poison > 0);
-    let ghost = scan.is_some_and(|scan| scan.ghost > 0);
+    let ghost = scan.is_some_and(|scan| scan.ghost > 0)
+        || snapshot.pending_heads.get(key).is_some_and(|h| h.ghost > 0);
     let orphaned = snapshot.consumers.get(key).is_some_and(|c| c.orphaned > 0);
     [
         (poison, status::Stuck::Poison),
