@@ -262,6 +262,13 @@ fn name_hash(name: &[u8]) -> u64 {
 /// reading: a consumer that held entries at the last run and has read since
 /// held them at least as long as it had not read then. Gives this run's
 /// holders to compare the next run with.
+///
+/// "Read since" means a read after the last run looked, not merely a last
+/// read that looks later than it did then: the server's time is read a few
+/// milliseconds before each reply, by a delay that varies from run to run,
+/// so a crashed consumer's last read seems to move by that much. Taken for
+/// a read, its silence became a hold, the orphan limit grew with it, and
+/// the crashed consumer's entries stopped being orphaned.
 pub fn learn_holds(
     holds: &mut crate::cadence::Holds,
     before: &[Holder],
@@ -276,7 +283,8 @@ pub fn learn_holds(
         let name = name_hash(&c.name);
         let read_at_ms = now_ms.saturating_sub(silent_ms);
         if let Ok(i) = before.binary_search_by_key(&name, |h| h.name) {
-            if read_at_ms > before[i].read_at_ms {
+            let looked_at_ms = before[i].read_at_ms + before[i].silent_ms;
+            if read_at_ms > looked_at_ms {
                 holds.record(now_ms, before[i].silent_ms);
             }
         }
@@ -681,6 +689,22 @@ mod tests {
             busy.value(2 * hour + 90_000),
             Some(Duration::from_millis(700))
         );
+    }
+
+    /// A crashed consumer whose idle time is read a few milliseconds more or
+    /// less after the server's time at each run never seems to read again:
+    /// its silence is no hold, and the orphan limit does not grow with it.
+    #[test]
+    fn a_crashed_consumer_seen_with_jitter_teaches_nothing() {
+        let mut holds = crate::cadence::Holds::default();
+        let hour = 3_600_000;
+        let mut before = Vec::new();
+        for run in 0..10u64 {
+            let silent = 30_000 * run + 7 * (run % 2);
+            let list = vec![c("crashed", 20, silent, Some(silent), false)];
+            before = learn_holds(&mut holds, &before, &list, hour + run * 30_000);
+        }
+        assert_eq!(holds.value(hour + 300_000), None);
     }
 
     #[test]
