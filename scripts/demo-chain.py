@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """The pieces of scripts/demo.sh's monitoring chain that are easier in Python than in bash.
 
+    demo-chain.py scaled DURATION SCALE        DURATION ("5m", "15s") divided by SCALE, in ms
+    demo-chain.py seconds DURATION             DURATION in whole seconds
     demo-chain.py rules SRC DST SCALE          the alert rules with every for:, keep_firing_for:
                                                and range window divided by SCALE
     demo-chain.py alertmanager SRC DST PORT SCALE
@@ -10,8 +12,11 @@
                                                /<receiver>), group_wait and group_interval divided
                                                by SCALE
     demo-chain.py receiver PORT FILE           the webhook: one JSON line per notification in FILE
-    demo-chain.py table FILE SIMULATOR_LOG     the notifications per scenario: announced (carrying
-                                               alerts firing) and resolved (only resolved alerts)
+    demo-chain.py table FILE SIMULATOR_LOG [ALERTMANAGER_URL]
+                                               the notifications per scenario: announced (carrying
+                                               alerts firing) and resolved (only resolved alerts);
+                                               with the URL also the alerts firing that the routes
+                                               send nowhere (info, receiver observe)
 
 Standard library only: the files are read and written as text (the example's layout is the
 repository's own).
@@ -22,6 +27,7 @@ import json
 import re
 import sys
 import time
+import urllib.request
 
 UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -31,8 +37,10 @@ def seconds(duration: str) -> float:
 
 
 def scaled(duration: str, scale: int) -> str:
-    """A duration divided by scale, in whole milliseconds (100 at least)."""
-    return "%dms" % max(100, round(seconds(duration) * 1000 / scale))
+    """A duration divided by scale, in whole seconds where it is, else in milliseconds (100 at
+    least): 30s / 20 is 1500ms, not a second rounded down."""
+    ms = max(100, round(seconds(duration) * 1000 / scale))
+    return "%ds" % (ms // 1000) if ms % 1000 == 0 else "%dms" % ms
 
 
 def rules(src: str, dst: str, scale: int) -> None:
@@ -40,14 +48,14 @@ def rules(src: str, dst: str, scale: int) -> None:
     if scale != 1:
         text = re.sub(
             r"^(\s*(?:for|keep_firing_for):\s*)(\S+)\s*$",
-            lambda m: m.group(1) + "%ds" % max(1, seconds(m.group(2)) // scale),
+            lambda m: m.group(1) + scaled(m.group(2), scale),
             text,
             flags=re.M,
         )
         text = re.sub(
             r"\[(\d+[smhdw])(:\d+[smhdw])?\]",
-            lambda m: "[%ds%s]" % (max(1, seconds(m.group(1)) // scale),
-                                  ":%ds" % max(1, seconds(m.group(2)[1:]) // scale) if m.group(2) else ""),
+            lambda m: "[%s%s]" % (scaled(m.group(1), scale),
+                                  ":" + scaled(m.group(2)[1:], scale) if m.group(2) else ""),
             text,
         )
     open(dst, "w").write(text)
@@ -91,7 +99,17 @@ def receiver(port: int, path: str) -> None:
     http.server.ThreadingHTTPServer(("127.0.0.1", port), Hook).serve_forever()
 
 
-def table(path: str, simulator_log: str) -> None:
+def unsent(alertmanager: str) -> list:
+    """The alerts Alertmanager holds whose receivers have no integration (info: observe)."""
+    try:
+        with urllib.request.urlopen(alertmanager.rstrip("/") + "/api/v2/alerts", timeout=5) as r:
+            alerts = json.load(r)
+    except (OSError, ValueError):
+        return []
+    return [a for a in alerts if all(rc["name"] == "observe" for rc in a.get("receivers", []))]
+
+
+def table(path: str, simulator_log: str, alertmanager: str = "") -> None:
     streams = {}  # stream -> scenario, from the simulator's "[scenario] starting on <stream>"
     for line in open(simulator_log):
         m = re.match(r"\[(\S+)\] starting on (\S+)", line)
@@ -118,14 +136,24 @@ def table(path: str, simulator_log: str) -> None:
                 row["alerts"].add(f'{name} ({n["receiver"]})')
         else:
             row["resolved"] += 1
+    # Firing, and by the routes sent nowhere: said beside the scenario, never counted.
+    quiet = {}
+    for a in unsent(alertmanager) if alertmanager else []:
+        stream = a["labels"].get("stream")
+        scenario = streams.get(stream, "(other)" if stream else "(no stream)")
+        quiet.setdefault(scenario, set()).add(a["labels"]["alertname"].removeprefix("RedisStreams"))
     rows = []
-    for scenario in dict.fromkeys(list(streams.values()) + sorted(counts)):
+    for scenario in dict.fromkeys(list(streams.values()) + sorted(counts) + sorted(quiet)):
         groups = counts.get(scenario, {})
+        said = []
+        if scenario in quiet:
+            said = ["firing, sent nowhere (observe): " + ", ".join(sorted(quiet[scenario]))]
         if not groups:
-            rows.append((scenario, 0, 0, "-"))
+            rows.append((scenario, 0, 0, "; ".join(["-"] + said)))
         for group, r in sorted(groups.items()):
             name = f"{scenario} ({group})" if len(groups) > 1 else scenario
-            rows.append((name, r["announced"], r["resolved"], ", ".join(sorted(r["alerts"])) or "-"))
+            alerts = [", ".join(sorted(r["alerts"])) or "-"] + said
+            rows.append((name, r["announced"], r["resolved"], "; ".join(alerts)))
     width = max([len("scenario")] + [len(r[0]) for r in rows])
     print(f"\nNotifications per scenario ({len(notifications)} received by the demo's webhook):")
     print(f"{'scenario':<{width}}  announced  resolved  alerts announced (receiver)")
@@ -135,14 +163,18 @@ def table(path: str, simulator_log: str) -> None:
 
 def main() -> int:
     what, args = sys.argv[1], sys.argv[2:]
-    if what == "rules":
+    if what == "scaled":
+        print(scaled(args[0], int(args[1])))
+    elif what == "seconds":
+        print(int(seconds(args[0])))
+    elif what == "rules":
         rules(args[0], args[1], int(args[2]))
     elif what == "alertmanager":
         alertmanager(args[0], args[1], int(args[2]), int(args[3]))
     elif what == "receiver":
         receiver(int(args[0]), args[1])
     elif what == "table":
-        table(args[0], args[1])
+        table(args[0], args[1], args[2] if len(args) > 2 else "")
     else:
         print(__doc__, file=sys.stderr)
         return 2

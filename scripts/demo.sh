@@ -16,8 +16,8 @@
 #   --redis-port N  --exporter-port N  --prometheus-port N  --alertmanager-port N
 #   --scenarios "LIST"   simulator scenarios (default: all; see `--list` of the simulator)
 #   --fast               every time divided by 20 alike: the exporter's schedule (its status
-#                        window, learned cadences and orphan limits follow), data_loss_hold, the
-#                        batch job's period and read_every,
+#                        window, learned cadences and orphan limits follow; its command budgets
+#                        multiplied by 20), data_loss_hold, the batch job's period and read_every,
 #                        Prometheus's scrape and evaluation, every rule's for:, keep_firing_for:
 #                        and range window, Alertmanager's group_wait and group_interval; so the
 #                        notifications come in the order and number of the shipped timings
@@ -110,21 +110,17 @@ free_port() {
 webhook_port=$(free_port)
 scale=1
 [ "$fast" -eq 1 ] && scale=20
-# A shipped duration divided by the scale, in milliseconds (at least 100).
-scaled() {
-  python3 -c 'import re, sys
-units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-secs = sum(int(n) * units[u] for n, u in re.findall(r"(\d+)(ms|s|m|h|d)", sys.argv[1]))
-print("%dms" % max(100, round(secs * 1000 / int(sys.argv[2]))))' "$1" "$scale"
-}
 chain="$root/scripts/demo-chain.py"
+# A shipped duration divided by the scale, in milliseconds (at least 100).
+scaled() { python3 "$chain" scaled "$1" "$scale"; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/redis-streams-demo.XXXXXX")
 pids=()
 cleanup() {
   trap - EXIT INT TERM
   if [ -f "$work/simulator.log" ]; then
-    python3 "$chain" table "$work/notifications.jsonl" "$work/simulator.log" || true
+    python3 "$chain" table "$work/notifications.jsonl" "$work/simulator.log" \
+      "http://127.0.0.1:$alertmanager_port" || true
   fi
   echo
   echo "stopping..."
@@ -189,6 +185,11 @@ pending_scan = "$(scaled 5m)"
 
 [status]
 data_loss_hold = "$(scaled 1h)"
+
+# Rates scale the other way: 20 times the polls in the same second need 20 times the budget.
+[limits]
+commands_per_second = $((500 * scale))
+pending_entries_per_second = $((50000 * scale))
 
 [stream_defaults]
 max_delay = "1h"
@@ -292,9 +293,7 @@ pids+=($!)
 started=$(date +%s)
 limit=""
 if [ -n "$duration" ]; then
-  limit=$(python3 -c 'import re, sys
-units = {"s": 1, "m": 60, "h": 3600}
-print(sum(int(n) * units[u] for n, u in re.findall(r"(\d+)([smh])", sys.argv[1])))' "$duration")
+  limit=$(python3 "$chain" seconds "$duration")
 fi
 while true; do
   for pid in "${pids[@]}"; do

@@ -187,6 +187,81 @@ fn demo_runs_installed_binaries_without_cargo() {
     assert_eq!(healthy, ["healthy", "0", "0", "-"], "{rest:#?}");
 }
 
+/// `--fast` for a minute with a fault of each receiver, and the groups that
+/// must stay silent: the webhook the demo runs receives exactly one
+/// notification for each fault (the crashed worker's ticket, the stopped
+/// group's page) and none for the healthy group, the batch job between its
+/// runs (with `read_every`), the idle queue and the NOACK reader, as the
+/// table printed at the end says.
+#[test]
+fn demo_fast_notifies_each_fault_once_and_the_quiet_groups_never() {
+    let bin_dir = Path::new(SIMULATOR).parent().unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut demo = Command::new("bash")
+        .arg(format!("{root}/scripts/demo.sh"))
+        .args(["--bin-dir", bin_dir.to_str().unwrap(), "--fast"])
+        .args(["--duration", "60s", "--scenarios"])
+        .arg("healthy crashed-consumer stopped batch idle noack-reader")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = demo.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        BufReader::new(out)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<String>>()
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = demo.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(150) {
+            let _ = Command::new("kill").arg(demo.id().to_string()).status();
+            panic!("the demo did not stop after its --duration of 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let printed = reader.join().unwrap();
+    assert!(status.success(), "{status:?}: {printed:#?}");
+    let table = printed
+        .iter()
+        .position(|l| l.starts_with("Notifications per scenario ("))
+        .unwrap_or_else(|| panic!("no notification table: {printed:#?}"));
+    // A row: scenario, announced, resolved, the alerts announced (then,
+    // after `;`, alerts firing that the routes send nowhere, info).
+    let row = |scenario: &str| -> String {
+        let line = printed[table + 2..]
+            .iter()
+            .find(|l| l.split_whitespace().next() == Some(scenario))
+            .unwrap_or_else(|| panic!("no row for {scenario}: {printed:#?}"));
+        let announced = line.split(';').next().unwrap_or_default();
+        announced
+            .split_whitespace()
+            .collect::<Vec<&str>>()
+            .join(" ")
+    };
+    assert_eq!(
+        row("crashed-consumer"),
+        "crashed-consumer 1 0 OrphanedPending (ticket)",
+        "{printed:#?}"
+    );
+    assert_eq!(
+        row("stopped"),
+        "stopped 1 0 GroupStopped (pager)",
+        "{printed:#?}"
+    );
+    for quiet in ["healthy", "batch", "idle", "noack-reader"] {
+        assert_eq!(row(quiet), format!("{quiet} 0 0 -"), "{printed:#?}");
+    }
+    assert!(
+        printed[table].starts_with("Notifications per scenario (2 received"),
+        "nothing else notified: {printed:#?}"
+    );
+}
+
 /// The demo's Alertmanager configuration is the example's, its receivers
 /// with an integration sent to the demo's webhook, and with `--fast` its
 /// grouping delays divided by 20 like the rules' `for:` and range windows.
@@ -218,7 +293,7 @@ fn the_demo_loads_the_example_alertmanager_scaled_alike() {
     );
     for want in [
         "  group_wait: 1500ms\n",
-        "  group_interval: 15000ms\n",
+        "  group_interval: 15s\n",
         "      group_wait: 500ms\n",
         "      - url: http://127.0.0.1:4321/pager\n",
         "      - url: http://127.0.0.1:4321/ticket\n",
