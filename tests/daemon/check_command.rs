@@ -253,7 +253,13 @@ fn one_look_is_never_ok_or_stopped_on_what_it_cannot_see() {
     let out = &ran.stdout;
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], "PROBLEMS: 4 groups", "{out}");
-    assert!(lines[1].starts_with("TARGET  STREAM   GROUP"), "{out}");
+    assert!(
+        lines[1]
+            .split_whitespace()
+            .take(3)
+            .eq(["TARGET", "STREAM", "GROUP"]),
+        "{out}"
+    );
     assert!(
         out.contains("  ! 100 ghost entries: pending, but their bodies were trimmed or deleted")
     );
