@@ -96,6 +96,20 @@ async fn follows_a_failover_to_the_promoted_replica() {
             &[("target", "t"), ("command", "sentinel_get_master_addr")]
         ) >= 1.0
     );
+    // Client tracking runs on the sentinel's current primary.
+    wait_metrics(
+        &d,
+        Duration::from_secs(10),
+        "tracking on the primary",
+        |m| {
+            m.get(
+                "redis_streams_exporter_client_tracking_active",
+                &[("target", "t")],
+            ) == Some(1.0)
+        },
+    )
+    .await;
+    assert_eq!(tracking_clients(&setup.primary), 1);
 
     // The primary dies. Within one poll and one timeout the target is down
     // and only what was last read of it is served, for the grace; the
@@ -216,8 +230,36 @@ async fn follows_a_failover_to_the_promoted_replica() {
             &[("target", "t"), ("kind", "connection")]
         ) >= 1.0
     );
+    // Tracking follows the failover: on again, on the promoted replica.
+    wait_metrics(
+        &d,
+        Duration::from_secs(10),
+        "tracking on the new primary",
+        |m| {
+            m.get(
+                "redis_streams_exporter_client_tracking_active",
+                &[("target", "t")],
+            ) == Some(1.0)
+        },
+    )
+    .await;
+    assert_eq!(tracking_clients(&setup.replica), 1);
     assert_eq!(old_port, setup.primary.port);
     d.stop().await;
+}
+
+/// The server's count of clients with tracking on (`INFO clients`).
+fn tracking_clients(server: &RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("clients")
+        .query(&mut server.conn())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("tracking_clients:"))
+        .unwrap_or_else(|| panic!("no tracking_clients in INFO clients:\n{info}"))
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
