@@ -77,7 +77,12 @@ pub(super) fn target_report(
                 stream: st,
                 group: gs,
                 base,
-                span: base.map_or(Duration::ZERO, |b| ended - b.first_seen),
+                // A single look watches nothing, though its polls take
+                // some milliseconds: no "in the 0ms watched".
+                span: match base {
+                    Some(b) if !plan.watch.is_zero() => ended - b.first_seen,
+                    _ => Duration::ZERO,
+                },
             };
             report
                 .groups

@@ -337,6 +337,14 @@ fn one_look_names_the_crashed_worker_among_300_idle_consumers() {
         "{want}…{claim}\n{}",
         ran.stdout
     );
+    // Stalled by what one look saw, not by a watch it did not make.
+    assert!(
+        ran.stdout.contains(
+            "  ! stalled: its oldest pending entries cannot progress (poison, ghost or orphaned entries, below)"
+        ) && !ran.stdout.contains(" watched"),
+        "{}",
+        ran.stdout
+    );
 }
 
 #[test]
