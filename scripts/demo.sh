@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
 # Demo on loopback, in the foreground, without containers: redis-server, the exporter,
-# Prometheus with the alert rules, Alertmanager, and the fault simulator driving every scenario of
-# `redis-streams-simulator all` on streams named demo:*.
-# Ctrl-C stops everything and removes the temporary directory.
+# Prometheus with the alert rules, Alertmanager with alerts/alertmanager.example.yml (its routes,
+# grouping and inhibitions; its pager and ticket receivers sent to a webhook the demo runs), and
+# the fault simulator driving every scenario of `redis-streams-simulator all` on streams named
+# demo:*. When it stops (Ctrl-C, SIGTERM or --duration) it prints the notifications each
+# scenario caused: one per fault, none for the healthy, batch, idle and NOACK-reader groups.
+# Everything stops and the temporary directory is removed.
 #
-#   scripts/demo.sh                  # free ports
+#   scripts/demo.sh                  # free ports, the shipped timings
+#   scripts/demo.sh --fast --duration 10m
 #   scripts/demo.sh --exporter-port 9763 --prometheus-port 9090 --alertmanager-port 9093
 #   scripts/demo.sh --bin-dir /opt/rse/bin   # binaries from there, no cargo needed
 #
 # Options (each port defaults to a free one):
 #   --redis-port N  --exporter-port N  --prometheus-port N  --alertmanager-port N
 #   --scenarios "LIST"   simulator scenarios (default: all; see `--list` of the simulator)
-#   --fast               load the rules with every for:/keep_firing_for:/range window divided
-#                        by 20 (as the end-to-end test does), so alerts fire within minutes
+#   --fast               every time divided by 20 alike: the exporter's schedule (its status
+#                        window, learned cadences and orphan limits follow; its command budgets
+#                        multiplied by 20), data_loss_hold, the batch job's period and read_every,
+#                        Prometheus's scrape and evaluation, every rule's for:, keep_firing_for:
+#                        and range window, Alertmanager's group_wait and group_interval; so the
+#                        notifications come in the order and number of the shipped timings
+#                        (max_delay, what the business tolerates, stays)
+#   --duration D         stop after D ("10m", "90s") and print the notification table
 #   --bin-dir DIR        take redis-streams-exporter and redis-streams-simulator from DIR
 #   --print-binaries     print the two binaries the demo would run (building none) and exit
 #
@@ -28,6 +38,7 @@ root=$(pwd)
 redis_port="" exporter_port="" prometheus_port="" alertmanager_port=""
 scenarios="all"
 fast=0
+duration=""
 bin_dir=""
 print_binaries=0
 while [ $# -gt 0 ]; do
@@ -38,9 +49,10 @@ while [ $# -gt 0 ]; do
     --alertmanager-port) alertmanager_port=$2; shift 2 ;;
     --scenarios) scenarios=$2; shift 2 ;;
     --fast) fast=1; shift ;;
+    --duration) duration=$2; shift 2 ;;
     --bin-dir) bin_dir=$2; shift 2 ;;
     --print-binaries) print_binaries=1; shift ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown option: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -95,11 +107,21 @@ free_port() {
 : "${exporter_port:=$(free_port)}"
 : "${prometheus_port:=$(free_port)}"
 : "${alertmanager_port:=$(free_port)}"
+webhook_port=$(free_port)
+scale=1
+[ "$fast" -eq 1 ] && scale=20
+chain="$root/scripts/demo-chain.py"
+# A shipped duration divided by the scale, in milliseconds (at least 100).
+scaled() { python3 "$chain" scaled "$1" "$scale"; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/redis-streams-demo.XXXXXX")
 pids=()
 cleanup() {
   trap - EXIT INT TERM
+  if [ -f "$work/simulator.log" ]; then
+    python3 "$chain" table "$work/notifications.jsonl" "$work/simulator.log" \
+      "http://127.0.0.1:$alertmanager_port" || true
+  fi
   echo
   echo "stopping..."
   for pid in "${pids[@]}"; do
@@ -140,7 +162,10 @@ for _ in $(seq 1 50); do
   sleep 0.1
 done
 
-# The exporter, polling faster than its defaults so that the dashboards move within seconds.
+# The exporter on the shipped schedule (divided by 20 with --fast), every stream with a max_delay;
+# the streams about delays with a shorter one, the batch job's with its read_every. A max_delay
+# is what the business tolerates, not a window: it is not scaled (an outpacing group would page
+# for its lag within the demo otherwise, as it would after hours of real time).
 cat >"$work/exporter.toml" <<EOF
 [web]
 listen_address = "127.0.0.1:$exporter_port"
@@ -151,17 +176,24 @@ url = "redis://127.0.0.1:$redis_port"
 patterns = ["demo:*"]
 
 [schedule]
-discovery = "10s"
-info = "10s"
-stream = "5s"
-pending_summary = "5s"
-consumers = "5s"
-pending_scan = "10s"
+discovery = "$(scaled 5m)"
+info = "$(scaled 1m)"
+stream = "$(scaled 15s)"
+pending_summary = "$(scaled 30s)"
+consumers = "$(scaled 30s)"
+pending_scan = "$(scaled 5m)"
+
+[status]
+data_loss_hold = "$(scaled 1h)"
+
+# Rates scale the other way: 20 times the polls in the same second need 20 times the budget.
+[limits]
+commands_per_second = $((500 * scale))
+pending_entries_per_second = $((50000 * scale))
 
 [stream_defaults]
 max_delay = "1h"
 poison_delivery_count = 5
-consumer_inactive_after = "30s"
 
 [[streams]]
 match = "demo:healthy"
@@ -183,39 +215,37 @@ max_delay = "1m"
 [[streams]]
 match = "demo:deadletter"
 dead_letter = "{stream}:dlq"
+
+# The simulator's batch job runs every 4 minutes (scaled alike).
+[[streams]]
+match = "demo:batch"
+read_every = "$(scaled 5m)"
 EOF
 "$exporter" --config "$work/exporter.toml" >"$work/exporter.log" 2>&1 &
 pids+=($!)
 wait_for "http://127.0.0.1:$exporter_port/healthz" exporter "${pids[-1]}"
 
-# Alertmanager: the demo configuration of the compose stack (every alert stays in its UI).
-prometheus-alertmanager --config.file="$root/deploy/alertmanager/alertmanager.yml" \
+# The webhook the example's pager and ticket receivers are sent to: one line per notification.
+python3 "$chain" receiver "$webhook_port" "$work/notifications.jsonl" >"$work/webhook.log" 2>&1 &
+pids+=($!)
+
+# Alertmanager: the example's routes, grouping and inhibitions, its receivers sent to the webhook.
+python3 "$chain" alertmanager "$root/alerts/alertmanager.example.yml" "$work/alertmanager.yml" \
+  "$webhook_port" "$scale"
+prometheus-alertmanager --config.file="$work/alertmanager.yml" \
   --storage.path="$work/alertmanager" --web.listen-address="127.0.0.1:$alertmanager_port" \
   --cluster.listen-address= >"$work/alertmanager.log" 2>&1 &
 pids+=($!)
 wait_for "http://127.0.0.1:$alertmanager_port/-/ready" alertmanager "${pids[-1]}"
 
-# Prometheus with the shipped rules (or a time-scaled copy with --fast).
-rules="$root/alerts/redis-streams.rules.yml"
-if [ "$fast" -eq 1 ]; then
-  python3 - "$rules" "$work/redis-streams.rules.yml" <<'PY'
-import re, sys
-units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-def secs(d):
-    return sum(int(n) * units[u] for n, u in re.findall(r"(\d+)(ms|s|m|h|d)", d))
-def scaled(d):
-    return "%ds" % max(1, secs(d) // 20)
-text = open(sys.argv[1]).read()
-text = re.sub(r"^(\s*(?:for|keep_firing_for):\s*)(\S+)\s*$", lambda m: m.group(1) + scaled(m.group(2)), text, flags=re.M)
-text = re.sub(r"\[(\d+[smhd])\]", lambda m: "[" + scaled(m.group(1)) + "]", text)
-open(sys.argv[2], "w").write(text)
-PY
-  rules="$work/redis-streams.rules.yml"
-fi
+# Prometheus with the shipped rules (scaled in time with --fast).
+rules="$work/redis-streams.rules.yml"
+python3 "$chain" rules "$root/alerts/redis-streams.rules.yml" "$rules" "$scale"
 cat >"$work/prometheus.yml" <<EOF
 global:
-  scrape_interval: 5s
-  evaluation_interval: 5s
+  scrape_interval: $(scaled 15s)
+  scrape_timeout: $(scaled 15s)
+  evaluation_interval: $(scaled 15s)
 rule_files:
   - $rules
 alerting:
@@ -232,9 +262,11 @@ prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/prome
 pids+=($!)
 wait_for "http://127.0.0.1:$prometheus_port/-/ready" prometheus "${pids[-1]}"
 
-# The simulator (it writes to this Redis only).
+# The simulator (it writes to this Redis only), its log there before anything follows it.
+: >"$work/simulator.log"
 # shellcheck disable=SC2086 # the scenario list is split on purpose
-"$simulator" --url "redis://127.0.0.1:$redis_port" --prefix demo: $scenarios \
+"$simulator" --url "redis://127.0.0.1:$redis_port" --prefix demo: \
+  --batch-every "$(scaled 4m)" $scenarios \
   >"$work/simulator.log" 2>&1 &
 pids+=($!)
 
@@ -250,13 +282,19 @@ Keyspace events: on (redis-server --notify-keyspace-events Etg); the exporter po
   as soon as a fault happens to it (redis_streams_exporter_keyspace_events_total counts them).
   Against a server without notifications, polls keep their schedule and a fault on a stream
   created less than one discovery interval earlier is taken as its baseline, not counted.
-Alerts fire after their for: durations ($( [ "$fast" -eq 1 ] && echo "divided by 20: --fast" || echo "5 to 30 minutes; --fast divides them by 20")).
-Ctrl-C stops everything.
+Alerts fire after their for: durations ($( [ "$fast" -eq 1 ] && echo "every time divided by 20: --fast" || echo "5 to 30 minutes; --fast divides every time by 20")),
+  and Alertmanager sends them (the example's routes: pager, ticket) to the demo's webhook.
+$( [ -n "$duration" ] && echo "Stops after $duration; " )Ctrl-C stops everything; the notifications per scenario are printed then.
 
 EOF
 tail -n +1 -f "$work/simulator.log" &
 pids+=($!)
-# Wait until Ctrl-C, or until a component exits.
+# Wait until Ctrl-C, --duration, or until a component exits.
+started=$(date +%s)
+limit=""
+if [ -n "$duration" ]; then
+  limit=$(python3 "$chain" seconds "$duration")
+fi
 while true; do
   for pid in "${pids[@]}"; do
     if ! kill -0 "$pid" 2>/dev/null; then
@@ -265,5 +303,9 @@ while true; do
       exit 1
     fi
   done
+  if [ -n "$limit" ] && [ $(( $(date +%s) - started )) -ge "$limit" ]; then
+    echo "demo: $duration elapsed"
+    exit 0
+  fi
   sleep 2
 done

@@ -442,7 +442,7 @@ class Lag(Scenario):
 SCENARIOS = {
     "crashed": Crashed,
     "poison": Poison,
-    "noack": NeverAcks,
+    "never-acks": NeverAcks,
     "stopped": Stopped,
     "trimmed": Trimmed,
     "deleted": Deleted,

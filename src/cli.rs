@@ -114,6 +114,9 @@ pub struct CheckArgs {
     /// List every group in the table, not only those with problems.
     #[arg(long)]
     pub all: bool,
+    /// Also say what each target's groups cost the per-group probes.
+    #[arg(short, long)]
+    pub verbose: bool,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -147,6 +150,7 @@ impl Cli {
             redis_url: self.redis_url.clone(),
             enable_lifecycle: self.enable_lifecycle,
             max_connections: self.max_connections,
+            secrets_may_be_unset: self.check_config,
             state_file: self.state_file.clone(),
         }
     }

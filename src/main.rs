@@ -42,10 +42,11 @@ fn main() -> ExitCode {
         return check_config(&config);
     }
     match &cli.command {
-        // The report is the output; logs stay on stderr and quiet.
+        // The report is the output, failed probes included: logs stay on
+        // stderr, and only errors unless asked.
         Some(Subcommand::Check(_)) => telemetry::init(
             config.log.format,
-            cli.log_level.as_deref().unwrap_or("warn"),
+            cli.log_level.as_deref().unwrap_or("error"),
         ),
         None => telemetry::init(config.log.format, &config.log.level),
     }
@@ -103,17 +104,35 @@ fn check_config(config: &config::Config) -> ExitCode {
         }
     }
     if config.multi_target.allowed_targets.is_empty() {
-        println!("configuration is valid: {} target(s)", config.targets.len());
+        println!(
+            "configuration is valid: {}",
+            plural(config.targets.len(), "target")
+        );
     } else {
         println!(
-            "configuration is valid: {} target(s), /probe on ({} allowed glob(s), {} auth module(s), at most {} probed targets)",
-            config.targets.len(),
+            "configuration is valid: {}, /probe on ({} allowed glob(s), {} auth module(s), at most {} probed targets)",
+            plural(config.targets.len(), "target"),
             config.multi_target.allowed_targets.len(),
             config.auth_modules.len(),
             config.multi_target.max_targets
         );
     }
+    if !config.unset_secrets.is_empty() {
+        println!(
+            "the run needs these environment variables, not set now: {}",
+            config.unset_secrets.join(", ")
+        );
+    }
     ExitCode::SUCCESS
+}
+
+/// "1 target", "2 targets".
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }
 
 /// The `check` subcommand: its report on stdout, its exit code.
@@ -125,7 +144,10 @@ async fn run_check(config: config::Config, args: CheckArgs) -> ExitCode {
         );
         return ExitCode::from(check::EXIT_USAGE);
     }
-    let options = check::Options { watch: args.watch };
+    let options = check::Options {
+        watch: args.watch,
+        verbose: args.verbose,
+    };
     let progress = check::Progress::stderr();
     let file = config_file(&config);
     match check::run(Arc::new(config), options, &progress).await {

@@ -10,9 +10,11 @@
 //! The rooms: `target` (the snapshot of one target: what INFO said, the
 //! last run of each probe, the pruning of its shared maps), `part` (its
 //! parts and their one writer each), `streams` (streams, groups,
-//! consumers), `exporter` (state not about a target), `store` (the latest
+//! consumers), `culprit` (who holds the entries that cannot progress),
+//! `exporter` (state not about a target), `store` (the latest
 //! snapshots) and `name` (the names they are keyed by).
 
+mod culprit;
 mod exporter;
 mod name;
 mod part;
@@ -20,6 +22,10 @@ mod store;
 mod streams;
 mod target;
 
+pub use culprit::{
+    CULPRITS_NAMED, Culprit, CulpritKind, HeadEntry, OrphanHolder, PendingHead, culprits,
+    duration_words,
+};
 pub use exporter::{ExporterState, MultiTargetCounters};
 pub use name::{GroupKey, Name};
 pub use part::Part;

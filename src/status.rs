@@ -41,7 +41,11 @@
 //! 7. `idle`: nothing produced during the window, nothing pending, nothing
 //!    undelivered.
 //! 8. `ok` otherwise: lag reached 0 in the window, or lag seconds stay under
-//!    half of `max_delay`, or the window is too short to say more.
+//!    half of `max_delay`.
+//! 9. `warming_up`, not judged yet: work waits and the window is too short
+//!    to say more, or nobody has read since the group was first polled, so
+//!    that what would be `stalled` (rules 4 and 5) may be a group that
+//!    stopped before it was watched: its patience decides (`stopped`).
 //!
 //! A quiet stream (no production, nothing pending) is never `stopped` or
 //! `stalled`, whatever its consumers do, because there is no work.
@@ -65,11 +69,14 @@ pub enum GroupStatus {
     Stopped,
     /// Undelivered entries were trimmed away.
     DataLoss,
+    /// Not judged yet: work waits and the window is too short to say more.
+    WarmingUp,
 }
 
 impl GroupStatus {
     /// Every status, in the order they are rendered.
-    pub const ALL: [GroupStatus; 6] = [
+    pub const ALL: [GroupStatus; 7] = [
+        GroupStatus::WarmingUp,
         GroupStatus::Ok,
         GroupStatus::Idle,
         GroupStatus::Lagging,
@@ -79,15 +86,16 @@ impl GroupStatus {
     ];
 
     /// How urgent a status is, most urgent first (0): the order the landing
-    /// page, `check` and the overview dashboard list groups in. Unknown sits
-    /// between the problems and the healthy statuses.
+    /// page, `check` and the overview dashboard list groups in. Not judged
+    /// yet (`warming_up`, or no status at all) sits between the problems and
+    /// the healthy statuses.
     pub fn urgency(status: Option<GroupStatus>) -> u8 {
         match status {
             Some(GroupStatus::DataLoss) => 0,
             Some(GroupStatus::Stopped) => 1,
             Some(GroupStatus::Stalled) => 2,
             Some(GroupStatus::Lagging) => 3,
-            None => 4,
+            None | Some(GroupStatus::WarmingUp) => 4,
             Some(GroupStatus::Ok) => 5,
             Some(GroupStatus::Idle) => 6,
         }
@@ -108,7 +116,14 @@ impl GroupStatus {
             GroupStatus::Stalled => "stalled",
             GroupStatus::Stopped => "stopped",
             GroupStatus::DataLoss => "data_loss",
+            GroupStatus::WarmingUp => "warming_up",
         }
+    }
+
+    /// The word for a group's status where it may have none yet (no server
+    /// clock read): not judged yet is `warming_up` everywhere.
+    pub fn word(status: Option<GroupStatus>) -> &'static str {
+        status.unwrap_or(GroupStatus::WarmingUp).label()
     }
 }
 
@@ -164,8 +179,11 @@ pub enum Reason {
     /// `ok`: work waits, within the limits (lag seconds under the
     /// threshold, the lag not growing).
     WithinLimits,
-    /// `ok`: work waits and the window is not full yet.
-    Undecided,
+    /// `warming_up`: work waits and the window is not full yet.
+    WindowFilling,
+    /// `warming_up`: work waits and nobody has read since the group was
+    /// first polled: it may have stopped before; its patience decides.
+    NoReadSeen,
     /// `idle`: nothing produced, pending or undelivered.
     NoWork,
     /// `ok`: nothing waits now, and entries were produced in the window.
@@ -194,7 +212,8 @@ impl Reason {
             Reason::LagGrowing => "lag_growing",
             Reason::BetweenRuns => "between_runs",
             Reason::WithinLimits => "within_limits",
-            Reason::Undecided => "undecided",
+            Reason::WindowFilling => "window_filling",
+            Reason::NoReadSeen => "no_read_seen",
             Reason::NoWork => "no_work",
             Reason::KeepingUp => "keeping_up",
         }
@@ -217,6 +236,9 @@ pub struct Verdict {
     pub status: GroupStatus,
     pub basis: Basis,
     pub reason: Reason,
+    /// `warming_up`: how long until the group is judged, when known: the
+    /// polls its window lacks, or what is left of its patience.
+    pub judged_in: Option<Duration>,
 }
 
 /// What one stream poll saw of a group.
@@ -460,8 +482,8 @@ pub enum Basis {
     /// look), ok while work waits, or idle (no work, and nothing produced
     /// during the window; a shorter look knows only that there is no work).
     Window,
-    /// Work waits and the window is not full yet: nothing is proven, and the
-    /// daemon reports `ok`.
+    /// Work waits and the window is not full yet, or nobody has read since
+    /// the group was first polled: nothing is proven (`warming_up`).
     Undecided,
 }
 
@@ -474,6 +496,7 @@ pub fn verdict(window: &Window, latest: &Sample, settings: &Settings) -> Verdict
         status,
         basis,
         reason,
+        judged_in: None,
     };
     // Only what the ledger proved: a loss counted now, or entries gone
     // after the group's position (it will never read them).
@@ -493,7 +516,32 @@ pub fn verdict(window: &Window, latest: &Sample, settings: &Settings) -> Verdict
     if latest.recent_loss && !matches!(status, GroupStatus::Stopped | GroupStatus::Stalled) {
         v(GroupStatus::DataLoss, Basis::Latest, Reason::LossHeld)
     } else {
-        v(status, basis, reason)
+        Verdict {
+            judged_in: judged_in(window, latest, settings, reason),
+            ..v(status, basis, reason)
+        }
+    }
+}
+
+/// How long until a group `warming_up` for `reason` is judged: the polls
+/// its window lacks, or what is left of its patience without a read.
+fn judged_in(
+    window: &Window,
+    latest: &Sample,
+    settings: &Settings,
+    reason: Reason,
+) -> Option<Duration> {
+    match reason {
+        Reason::WindowFilling => {
+            let polls = u32::try_from(settings.window.max(1)).unwrap_or(u32::MAX);
+            let left = polls.saturating_sub(u32::from(window.seen));
+            Some(settings.window_duration / polls * left)
+        }
+        Reason::NoReadSeen => latest.last_read_at_ms.map(|read_at| {
+            let silent = Duration::from_millis(latest.at_ms.saturating_sub(read_at));
+            settings.patience.saturating_sub(silent)
+        }),
+        _ => None,
     }
 }
 
@@ -567,19 +615,41 @@ fn evaluate_now(
         if silent {
             return (GroupStatus::Stopped, Basis::Window, no_read);
         }
+        // Nobody has read since the group was first polled, nor in the poll
+        // interval before (a read before is known from its consumers): what
+        // looks stalled may be a group that stopped before it was watched,
+        // which its patience proves stopped. Entries orphaned by such a
+        // group, or a position that did not move, are not taken for a stall
+        // meanwhile.
+        let interval = settings.window_duration / u32::from(size.max(1));
+        let watched = interval * u32::from(window.seen);
+        let read_seen = latest.last_read_at_ms.is_none_or(|read_at| {
+            read_at.saturating_add(watched.as_millis() as u64) >= latest.at_ms
+        });
+        let unproven = (GroupStatus::WarmingUp, Basis::Undecided, Reason::NoReadSeen);
         // Poison, ghosts or orphans need no window: stopped (nobody reads at
         // all) says more, and was judged first.
         if let Some(stuck) = stuck {
-            return stuck;
+            return if read_seen || stuck.2 != Reason::Orphaned {
+                stuck
+            } else {
+                unproven
+            };
         }
         let (stall, pel_stall) = (
             settings.polls(settings.patience),
             settings.polls(settings.pel_patience),
         );
         if window.seen >= stall && window.position_stuck >= stall {
+            if !read_seen {
+                return unproven;
+            }
             return (GroupStatus::Stalled, Basis::Window, Reason::PositionStuck);
         }
         if window.seen >= pel_stall && window.oldest_stuck >= pel_stall {
+            if !read_seen {
+                return unproven;
+            }
             return (
                 GroupStatus::Stalled,
                 Basis::Window,
@@ -629,7 +699,11 @@ fn evaluate_now(
         return if full {
             (GroupStatus::Ok, Basis::Window, Reason::WithinLimits)
         } else {
-            (GroupStatus::Ok, Basis::Undecided, Reason::Undecided)
+            (
+                GroupStatus::WarmingUp,
+                Basis::Undecided,
+                Reason::WindowFilling,
+            )
         };
     }
     // Nothing to do is proven by the latest poll; that nothing was produced

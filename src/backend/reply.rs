@@ -384,17 +384,16 @@ pub fn pending_entries(v: &Value) -> Result<Vec<PendingEntry>, DecodeError> {
             let r = as_array(row)
                 .filter(|r| r.len() >= 4)
                 .ok_or_else(|| bad(C, "row is not [id, consumer, idle, count]"))?;
-            // The holder as the connection hands it on: a null for any
-            // consumer (its name is not kept), empty when released.
-            let released = match &r[1] {
-                Value::Nil => false,
-                v => as_bytes(v)
-                    .ok_or_else(|| bad(C, "consumer is not a string"))?
-                    .is_empty(),
+            // The holder as the connection hands it on: a null for a
+            // consumer whose name is not kept, empty when released.
+            let holder = match &r[1] {
+                Value::Nil => None,
+                v => Some(as_bytes(v).ok_or_else(|| bad(C, "consumer is not a string"))?),
             };
             Ok(PendingEntry {
                 id: id(C, "id", &r[0])?,
-                released,
+                released: holder.is_some_and(<[u8]>::is_empty),
+                holder: holder.filter(|h| !h.is_empty()).map(<[u8]>::to_vec),
                 idle_ms: as_int(&r[2])
                     .ok_or_else(|| bad(C, "idle is not an integer"))?
                     .max(0) as u64,

@@ -1,6 +1,7 @@
 //! What one target's final snapshot and its watch say: the target's problems
-//! and notes, and for each group its status (unknown when the watch was too
-//! short for it), what is wrong and what is worth knowing.
+//! and notes, and for each group its status (`warming_up` when the watch was
+//! too short for it), what is wrong, who holds what cannot progress, and
+//! what is worth knowing.
 
 use std::time::Duration;
 
@@ -11,7 +12,9 @@ use super::report::{GroupReport, TargetReport, short, short_secs};
 use super::watched::{Baseline, Watched};
 use crate::config::{Config, StreamSettings, Target};
 use crate::poller::Poller;
-use crate::snapshot::{GroupKey, GroupState, PelScan, StreamState, TargetSnapshot};
+use crate::snapshot::{
+    Consumers, Culprit, CulpritKind, GroupKey, GroupState, PelScan, StreamState, TargetSnapshot,
+};
 use crate::status::{self, Basis, GroupStatus};
 
 /// Age above which the oldest pending entry, or the lag, is a problem for a
@@ -49,10 +52,10 @@ pub(super) fn target_report(
         groups: Vec::new(),
     };
     if !t.up {
-        report.problems.push(format!(
-            "unreachable: {}",
-            crate::exposition::down_reason(t)
-        ));
+        // The client's errors name the target; the line already does.
+        let reason =
+            crate::exposition::down_reason(t).replace(&format!("target {}: ", target.name), "");
+        report.problems.push(format!("unreachable: {reason}"));
         return report;
     }
     target_findings(target, t, &mut report);
@@ -74,14 +77,19 @@ pub(super) fn target_report(
                 stream: st,
                 group: gs,
                 base,
-                span: base.map_or(Duration::ZERO, |b| ended - b.first_seen),
+                // A single look watches nothing, though its polls take
+                // some milliseconds: no "in the 0ms watched".
+                span: match base {
+                    Some(b) if !plan.watch.is_zero() => ended - b.first_seen,
+                    _ => Duration::ZERO,
+                },
             };
             report
                 .groups
                 .push(group_report(config, plan, t, watched, &seen));
         }
     }
-    if !t.streams.is_empty() {
+    if !t.streams.is_empty() && plan.verbose {
         report.notes.push(per_group_cost(config, poller));
     }
     report
@@ -118,14 +126,16 @@ fn group_report(
     seen: &Seen,
 ) -> GroupReport {
     let (st, gs, key) = (seen.stream, seen.group, &seen.key);
-    let status = watched_status(gs, seen.span, plan);
+    let (status, judged_in) = watched_status(gs, seen.span, plan);
     let scan = t.scans.get(key).and_then(|sc| sc.last.clone());
     let scan_progress = t.scans.get(key).map(|sc| sc.progress);
     let consumers = t.consumers.get(key);
+    let head = t.pending_heads.get(key);
     let mut group = GroupReport {
         stream: key.0.clone(),
         group: key.1.clone(),
-        status,
+        status: Some(status),
+        judged_in,
         lag: gs.lag,
         lag_estimated: gs.lag_estimated,
         lag_seconds: gs.lag_seconds,
@@ -136,8 +146,18 @@ fn group_report(
             .as_ref()
             .and_then(|sc| sc.max_idle_ms)
             .map(|ms| ms as f64 / 1000.0),
-        poison: scan.as_ref().map(|sc| sc.poison),
-        ghosts: scan.as_ref().map(|sc| sc.ghost),
+        poison: scan
+            .as_ref()
+            .map(|sc| sc.poison)
+            .into_iter()
+            .chain(head.map(|h| h.poison))
+            .max(),
+        ghosts: scan
+            .as_ref()
+            .map(|sc| sc.ghost)
+            .into_iter()
+            .chain(head.map(|h| h.ghost))
+            .max(),
         orphaned: consumers.map(|c| c.orphaned),
         inactive_after: consumers.map(|c| c.inactive_after),
         dead_letters: st.dead_letter.map(|d| d.length),
@@ -146,26 +166,39 @@ fn group_report(
         problems: Vec::new(),
         notes: Vec::new(),
     };
-    let mut problems: Vec<String> = status_problem(config, watched, seen, status)
+    let mut problems: Vec<String> = status_problem(config, watched, seen, Some(status))
         .into_iter()
         .collect();
-    problems.extend(figure_problems(&group, watched, seen));
+    problems.extend(figure_problems(&group, watched, seen, &t.culprits(key)));
+    problems.extend(idle_holders(consumers.map(|c| &**c), plan));
     group.problems = problems;
     group.notes = group_notes(&group, plan, seen, scan.as_deref(), scan_progress);
     group
 }
 
-/// The group's status as far as the watch can tell: a status resting on
-/// the window counts only when the group was watched for the daemon's
-/// whole window; `None` is unknown.
-fn watched_status(gs: &GroupState, span: Duration, plan: &WatchPlan) -> Option<GroupStatus> {
+/// The group's status as far as the watch can tell, and when not judged
+/// yet (`warming_up`) how much longer a watch would have to be, where
+/// known: a status resting on the window counts only when the group was
+/// watched for the daemon's whole window.
+fn watched_status(
+    gs: &GroupState,
+    span: Duration,
+    plan: &WatchPlan,
+) -> (GroupStatus, Option<Duration>) {
     match (gs.status, gs.status_basis) {
-        (Some(status), Some(Basis::Latest)) => Some(status),
-        (Some(status), Some(Basis::Window)) if span >= plan.required => Some(status),
+        (Some(status), Some(Basis::Latest)) => (status, None),
+        (Some(status), Some(Basis::Window)) if span >= plan.required => (status, None),
         // Nothing to do is proven; only whether anything was produced
         // meanwhile is not: ok rather than idle.
-        (Some(GroupStatus::Idle), Some(Basis::Window)) => Some(GroupStatus::Ok),
-        _ => None,
+        (Some(GroupStatus::Idle), Some(Basis::Window)) => (GroupStatus::Ok, None),
+        // A watch that saw part of the window: the rest of it.
+        (Some(_), Some(Basis::Window)) if !plan.watch.is_zero() => {
+            (GroupStatus::WarmingUp, Some(plan.required - span))
+        }
+        (Some(GroupStatus::WarmingUp), _) if !plan.watch.is_zero() => {
+            (GroupStatus::WarmingUp, gs.judged_in)
+        }
+        _ => (GroupStatus::WarmingUp, None),
     }
 }
 
@@ -286,9 +319,14 @@ fn delay_threshold(settings: &StreamSettings) -> Duration {
 }
 
 /// What the group's figures show wrong whatever its status: old work,
-/// poison, ghosts, orphaned entries, a position past the stream's end,
-/// dead letters arriving.
-fn figure_problems(group: &GroupReport, watched: &Watched, seen: &Seen) -> Vec<String> {
+/// poison, ghosts, orphaned entries (with who holds them and the line that
+/// claims them), a position past the stream's end, dead letters arriving.
+fn figure_problems(
+    group: &GroupReport,
+    watched: &Watched,
+    seen: &Seen,
+    culprits: &[Culprit],
+) -> Vec<String> {
     let (st, gs, span) = (seen.stream, seen.group, seen.span);
     let threshold = delay_threshold(&st.settings);
     let mut problems = Vec::new();
@@ -311,23 +349,46 @@ fn figure_problems(group: &GroupReport, watched: &Watched, seen: &Seen) -> Vec<S
             short(threshold)
         ));
     }
+    let named = |kind: CulpritKind| -> String {
+        culprits
+            .iter()
+            .filter(|c| c.kind == kind)
+            .map(|c| {
+                format!(
+                    "; {}: {}",
+                    c.describe(),
+                    c.claim_line(&seen.key.0, &seen.key.1)
+                )
+            })
+            .collect()
+    };
     if let Some(n) = group.poison.filter(|n| *n > 0) {
         problems.push(format!(
-            "{n} poison entries (delivered at least {} times)",
-            st.settings.poison_delivery_count
+            "{} (delivered at least {} times){}",
+            plural(n, "poison entry", "poison entries"),
+            st.settings.poison_delivery_count,
+            named(CulpritKind::Poison)
         ));
     }
     if let Some(n) = group.ghosts.filter(|n| *n > 0) {
         problems.push(format!(
-            "{n} ghost entries: pending, but their bodies were trimmed or deleted"
+            "{}: pending, but {} trimmed or deleted",
+            plural(n, "ghost entry", "ghost entries"),
+            if n == 1 {
+                "its body was"
+            } else {
+                "their bodies were"
+            }
         ));
     }
     if let Some(n) = group.orphaned.filter(|n| *n > 0) {
         problems.push(format!(
-            "{n} pending entries held by consumers inactive for more than {}",
+            "{} held by consumers inactive for more than {}{}",
+            plural(n, "pending entry", "pending entries"),
             group
                 .inactive_after
-                .map_or_else(|| "its inactivity limit".to_string(), short)
+                .map_or_else(|| "its inactivity limit".to_string(), short),
+            named(CulpritKind::Orphaned)
         ));
     }
     if gs.ahead_of_stream {
@@ -339,8 +400,8 @@ fn figure_problems(group: &GroupReport, watched: &Watched, seen: &Seen) -> Vec<S
     if let (Some(then), Some(now)) = (watched.dead_letters.get(&seen.key.0), group.dead_letters) {
         if now > *then {
             problems.push(format!(
-                "{} dead letters arrived in the {} watched",
-                now - then,
+                "{} arrived in the {} watched",
+                plural(now - then, "dead letter", "dead letters"),
                 short(span)
             ));
         }
@@ -359,6 +420,12 @@ fn group_notes(
 ) -> Vec<String> {
     let (gs, span) = (seen.group, seen.span);
     let mut notes = Vec::new();
+    if let Some(left) = group.judged_in {
+        notes.push(format!(
+            "warming_up: judged in {} (a watch that much longer)",
+            short(left)
+        ));
+    }
     if gs.lag_estimated && gs.lag.is_some() {
         notes.push("lag estimated (Redis gave none that can be trusted)".to_string());
     }
@@ -422,11 +489,46 @@ fn per_group_cost(config: &Config, poller: &Poller) -> String {
 
 /// "1 group", "3 groups".
 fn plural_groups(n: usize) -> String {
+    plural(n as u64, "group", "groups")
+}
+
+/// `n` and the word for one or for many: "1 poison entry", "3 poison
+/// entries".
+fn plural(n: u64, one: &str, many: &str) -> String {
     if n == 1 {
-        "1 group".to_string()
+        format!("1 {one}")
     } else {
-        format!("{n} groups")
+        format!("{n} {many}")
     }
+}
+
+/// Consumers holding entries that have not read for the daemon's status
+/// window or longer, when their entries are not orphaned yet (the orphan
+/// limit is longer, or not learned): a crashed worker or a handler that
+/// long, which a single look sees in Redis's own idle figures.
+fn idle_holders(consumers: Option<&Consumers>, plan: &WatchPlan) -> Vec<String> {
+    let Some(cs) = consumers else {
+        return Vec::new();
+    };
+    let limit = cs.inactive_after;
+    let window = plan.required;
+    cs.top
+        .iter()
+        .filter(|c| c.info.pending > 0)
+        .filter_map(|c| {
+            let silent = Duration::from_millis(crate::probe::consumers::since_last_read_ms(&c.info)?);
+            (silent >= window && silent < limit).then(|| {
+                format!(
+                    "{} holds {} and has not read for {} (longer than the status window, {}): crashed, or a handler that long; orphaned after {}",
+                    crate::safe_names::printable(&c.info.name),
+                    plural(c.info.pending, "entry", "entries"),
+                    short(silent),
+                    short(window),
+                    short(limit)
+                )
+            })
+        })
+        .collect()
 }
 
 /// "12 undelivered and 3 pending entries", for messages.

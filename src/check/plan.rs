@@ -12,6 +12,8 @@ use crate::config::Config;
 pub struct Options {
     /// Poll for this long; `None` (or zero): one look.
     pub watch: Option<Duration>,
+    /// Also say what each target's groups cost the per-group probes.
+    pub verbose: bool,
 }
 
 /// When the watch polls.
@@ -23,6 +25,8 @@ pub(super) struct WatchPlan {
     pub(super) polls: u32,
     /// The daemon's window, which a status resting on the window needs.
     pub(super) required: Duration,
+    /// Say what the groups cost (`-v`).
+    pub(super) verbose: bool,
 }
 
 impl WatchPlan {
@@ -39,6 +43,7 @@ impl WatchPlan {
             watch,
             polls,
             required: config.schedule.stream * config.status_window as u32,
+            verbose: options.verbose,
         }
     }
 
@@ -49,7 +54,7 @@ impl WatchPlan {
             format!(
                 "a watch of {} is shorter than the status window ({}, status.window × schedule.stream): \
                  statuses that need the window (stopped, stalled by a position that does not move, \
-                 lagging) will be reported unknown; run `check --watch {}` or longer to judge them",
+                 lagging) will be reported warming_up; run `check --watch {}` or longer to judge them",
                 short(self.watch),
                 short(self.required),
                 short(self.required)
@@ -89,6 +94,7 @@ mod tests {
             &c,
             Options {
                 watch: Some(Duration::from_secs(150)),
+                ..Options::default()
             },
         );
         assert_eq!(plan.polls, 10);
@@ -100,6 +106,7 @@ mod tests {
             &c,
             Options {
                 watch: Some(Duration::from_secs(4)),
+                ..Options::default()
             },
         );
         assert_eq!(short_watch.polls, 1);
@@ -111,6 +118,7 @@ mod tests {
             &c,
             Options {
                 watch: Some(Duration::from_secs(300)),
+                ..Options::default()
             },
         );
         assert_eq!((long.polls, long.config(&c).status_window), (20, 21));
@@ -124,6 +132,7 @@ mod tests {
                 &c,
                 Options {
                     watch: Some(Duration::from_secs(secs)),
+                    ..Options::default()
                 },
             )
         };

@@ -32,8 +32,11 @@ pub struct GroupReport {
     pub stream: Name,
     /// Group name.
     pub group: Name,
-    /// The status, `None` when what it rests on was not seen (unknown).
+    /// The status: `warming_up` when what it rests on was not seen.
     pub status: Option<GroupStatus>,
+    /// `warming_up`: how much longer a watch would have to be to judge it,
+    /// where known.
+    pub judged_in: Option<Duration>,
     /// Undelivered entries, when known.
     pub lag: Option<u64>,
     /// The lag came from the estimator.
@@ -95,11 +98,11 @@ impl TargetReport {
                 .count()
     }
 
-    /// Groups by status label, `unknown` included, in status order.
+    /// Groups by status label, `warming_up` included, in status order.
     fn by_status(&self) -> Vec<(&'static str, usize)> {
         let mut counts: BTreeMap<u8, (&'static str, usize)> = BTreeMap::new();
         for g in &self.groups {
-            let label = g.status.map_or("unknown", |s| s.label());
+            let label = GroupStatus::word(g.status);
             counts
                 .entry(GroupStatus::urgency(g.status))
                 .or_insert((label, 0))
@@ -153,47 +156,50 @@ impl Report {
         }
     }
 
-    /// Groups whose status could not be judged.
-    pub fn unknown(&self) -> usize {
+    /// Groups not judged yet (`warming_up`).
+    pub fn warming_up(&self) -> usize {
         self.targets
             .iter()
             .flat_map(|t| &t.groups)
-            .filter(|g| g.status.is_none())
+            .filter(|g| matches!(g.status, None | Some(GroupStatus::WarmingUp)))
             .count()
     }
 
-    /// What this run could not know, when it watched less than the window.
+    /// What this run could not know, when groups are not judged yet: none
+    /// when every group is judged (a target that cannot be reached is no
+    /// question of watching longer).
     pub fn cannot_know(&self) -> Option<String> {
         let window = short(self.required);
+        let n = self.warming_up();
+        if n == 0 {
+            return None;
+        }
+        let groups = format!(
+            "{} with work waiting {} warming_up (not judged yet) rather than ok",
+            plural(n, "group"),
+            if n == 1 { "is" } else { "are" }
+        );
+        if !self.watched.is_zero() && self.watched >= self.required {
+            return Some(format!(
+                "{groups}: {} appeared during the watch and {} watched for less than the status window ({window}).",
+                if n == 1 { "it" } else { "they" },
+                if n == 1 { "was" } else { "were" }
+            ));
+        }
         let look = if self.watched.is_zero() {
             "One look".to_string()
-        } else if self.watched < self.required {
+        } else {
             format!(
                 "Watched {}, less than the status window ({window})",
                 short(self.watched)
             )
-        } else {
-            return (self.unknown() > 0).then(|| {
-                format!(
-                    "{} groups appeared during the watch and were watched for less than the status window ({window}): their status is unknown.",
-                    self.unknown()
-                )
-            });
-        };
-        let unknown = match self.unknown() {
-            0 => "No group had work waiting, so none is unknown.".to_string(),
-            n => format!(
-                "{} with work waiting {} unknown rather than ok.",
-                plural(n, "group"),
-                if n == 1 { "is" } else { "are" }
-            ),
         };
         Some(format!(
-            "{look}: what needs a window cannot be known: a group that makes no progress (stalled), \
-             a lag that keeps growing, consumers that stopped (a batch consumer between two runs \
-             looks the same), pending entries piling up, dead letters arriving. {unknown} Run \
-             `check --watch {window}` (status.window × schedule.stream) or longer; for a group \
-             read in batches, longer than the batch period."
+            "{look}: {groups}. What needs a window cannot be known from it: a group that makes no \
+             progress (stalled), a lag that keeps growing, consumers that stopped (a batch \
+             consumer between two runs looks the same), pending entries piling up, dead letters \
+             arriving. Run `check --watch {window}` (status.window × schedule.stream) or longer; \
+             for a group read in batches, longer than the batch period."
         ))
     }
 
@@ -291,13 +297,12 @@ impl Report {
                 }
             }
         }
-        out.push_str("\nSUMMARY\n");
-        for t in &self.targets {
+        // An unreachable target's one line is its problem above.
+        if self.targets.iter().any(|t| t.up) {
+            out.push_str("\nSUMMARY\n");
+        }
+        for t in self.targets.iter().filter(|t| t.up) {
             let name = cell(t.name.as_bytes());
-            if !t.up {
-                let _ = writeln!(out, "{name}: unreachable");
-                continue;
-            }
             let counts: Vec<String> = t
                 .by_status()
                 .iter()
@@ -315,12 +320,12 @@ impl Report {
             };
             let _ = writeln!(
                 out,
-                "{name}: {} streams, {} groups{}{}; {worst}; {} problems",
-                t.streams,
-                t.groups.len(),
+                "{name}: {}, {}{}{}; {worst}; {}",
+                plural(t.streams, "stream"),
+                plural(t.groups.len(), "group"),
                 if counts.is_empty() { "" } else { ": " },
                 counts.join(", "),
-                t.problem_count()
+                plural(t.problem_count(), "problem")
             );
             for n in &t.notes {
                 let _ = writeln!(out, "  · {n}");
@@ -370,7 +375,7 @@ impl Report {
             "exit_code": self.exit_code(),
             "watched_seconds": self.watched.as_secs_f64(),
             "status_window_seconds": self.required.as_secs_f64(),
-            "unknown_groups": self.unknown(),
+            "warming_up_groups": self.warming_up(),
             "cannot_know": self.cannot_know(),
             "targets": targets,
         });
@@ -427,7 +432,7 @@ fn row(t: &TargetReport, g: &GroupReport) -> Vec<String> {
         cell(t.name.as_bytes()),
         cell(&g.stream),
         cell(&g.group),
-        g.status.map_or("unknown", |s| s.label()).to_string(),
+        GroupStatus::word(g.status).to_string(),
         match (g.lag, g.lag_estimated) {
             (Some(l), true) => format!("~{l}"),
             (Some(l), false) => l.to_string(),
@@ -463,7 +468,8 @@ fn names(g: &GroupReport) -> serde_json::Map<String, Value> {
 fn group_json(g: &GroupReport) -> Value {
     let mut v = names(g);
     let fields = json!({
-        "status": g.status.map_or("unknown", |s| s.label()),
+        "status": GroupStatus::word(g.status),
+        "judged_in_seconds": g.judged_in.map(|d| d.as_secs_f64()),
         "lag": g.lag,
         "lag_estimated": g.lag_estimated,
         "lag_seconds": g.lag_seconds,
@@ -496,6 +502,7 @@ mod tests {
             stream: Arc::from(stream),
             group: Arc::from(name.as_bytes()),
             status,
+            judged_in: None,
             lag: Some(3),
             lag_estimated: false,
             lag_seconds: Some(12.0),
@@ -518,7 +525,7 @@ mod tests {
     fn report() -> Report {
         let mut stuck = group(b"orders", "billing", Some(GroupStatus::Stalled));
         stuck.problems.push("stalled: it did not move".into());
-        let mut evil = group(b"x\n\x1b[2J\xff", "g", None);
+        let mut evil = group(b"x\n\x1b[2J\xff", "g", Some(GroupStatus::WarmingUp));
         evil.lag_seconds = Some(99.0);
         let long = "l".repeat(500);
         Report::new(
@@ -572,13 +579,15 @@ mod tests {
         let summary = &text[text.find("SUMMARY").unwrap()..];
         assert!(
             summary.contains(
-                "main: 3 streams, 4 groups: 1 stalled, 1 unknown, 1 ok, 1 idle; worst lag 1m39s (x\\n\\u{1b}[2J\\xff / g); 1 problems"
+                "main: 3 streams, 4 groups: 1 stalled, 1 warming_up, 1 ok, 1 idle; worst lag 1m39s (x\\n\\u{1b}[2J\\xff / g); 1 problem"
             ),
             "{summary}"
         );
-        assert!(summary.contains("gone: unreachable"));
-        assert!(text.contains("One look: what needs a window cannot be known"));
-        assert!(text.contains("1 group with work waiting is unknown"));
+        // The unreachable target's one line is its problem.
+        assert!(!summary.contains("gone"), "{summary}");
+        assert!(text.contains(
+            "One look: 1 group with work waiting is warming_up (not judged yet) rather than ok. What needs a window cannot be known"
+        ));
         assert!(text.contains("check --watch 2m30s"));
         // --all: every group; names escaped and cut.
         let all = r.table(true);
@@ -592,13 +601,13 @@ mod tests {
         let r = report();
         let v: Value = serde_json::from_str(&r.json()).unwrap();
         assert_eq!(v["exit_code"], 3);
-        assert_eq!(v["unknown_groups"], 1);
+        assert_eq!(v["warming_up_groups"], 1);
         let groups = v["targets"][0]["groups"].as_array().unwrap();
         assert_eq!(groups.len(), 4);
         assert_eq!(groups[3]["stream"].as_str().unwrap().len(), 500);
         assert_eq!(groups[2]["stream"], "x\n\u{1b}[2J\u{fffd}");
         assert_eq!(groups[2]["stream_hex"], "780a1b5b324aff");
-        assert_eq!(groups[2]["status"], "unknown");
+        assert_eq!(groups[2]["status"], "warming_up");
         assert!(groups[0].get("stream_hex").is_none());
         assert_eq!(v["targets"][0]["groups_by_status"]["stalled"], 1);
         assert_eq!(v["targets"][0]["worst_lag"]["lag_seconds"], 99.0);

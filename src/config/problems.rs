@@ -23,12 +23,19 @@ pub struct Problem {
 /// The problems found so far, in the order a reader meets their keys, and
 /// the values read alike wherever they appear.
 #[derive(Debug, Default)]
-pub(super) struct ConfigProblems(Vec<Problem>);
+pub(super) struct ConfigProblems {
+    found: Vec<Problem>,
+    /// `--check-config`: an unset environment variable of a secret is not a
+    /// problem, it is listed in `unset_secrets`.
+    pub(super) secrets_may_be_unset: bool,
+    /// `<key>: <variable>` of each such secret.
+    pub(super) unset_secrets: Vec<String>,
+}
 
 impl ConfigProblems {
     /// Records that the value at `key` is wrong, and why.
     pub(super) fn add(&mut self, key: impl Into<String>, message: impl Into<String>) {
-        self.0.push(Problem {
+        self.found.push(Problem {
             key: key.into(),
             message: message.into(),
         });
@@ -36,10 +43,10 @@ impl ConfigProblems {
 
     /// `value` when nothing was found wrong, else every problem.
     pub(super) fn finish<T>(self, value: T) -> Result<T, Vec<Problem>> {
-        if self.0.is_empty() {
+        if self.found.is_empty() {
             Ok(value)
         } else {
-            Err(self.0)
+            Err(self.found)
         }
     }
 
@@ -201,6 +208,11 @@ impl ConfigProblems {
             }
             (Some(var), None) => match std::env::var(&var) {
                 Ok(v) => Some(Secret::new(v)),
+                Err(_) if self.secrets_may_be_unset => {
+                    self.unset_secrets
+                        .push(format!("{key}.{prefix}_env: {var}"));
+                    None
+                }
                 Err(_) => {
                     self.add(
                         format!("{key}.{prefix}_env"),

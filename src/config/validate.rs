@@ -53,6 +53,10 @@ pub struct CliOverrides {
     pub enable_lifecycle: bool,
     /// `--web.max-connections`.
     pub max_connections: Option<i64>,
+    /// `--check-config`: a secret named by an environment variable that is
+    /// not set is no problem of the file; the run needs it
+    /// ([`Config::unset_secrets`]).
+    pub secrets_may_be_unset: bool,
     /// `--state.file`: where what the exporter learned is kept across its
     /// restarts (`status.state_file`).
     pub state_file: Option<PathBuf>,
@@ -62,7 +66,9 @@ pub struct CliOverrides {
 /// problem found, in the order a reader meets their keys.
 pub(super) fn validate(raw: RawConfig, cli: &CliOverrides) -> Result<Config, Vec<Problem>> {
     let mut v = Validator::default();
-    let config = v.config(raw, cli);
+    v.problems.secrets_may_be_unset = cli.secrets_may_be_unset;
+    let mut config = v.config(raw, cli);
+    config.unset_secrets = std::mem::take(&mut v.problems.unset_secrets);
     v.problems.finish(config)
 }
 
@@ -103,6 +109,7 @@ impl Validator {
             streams,
             multi_target,
             auth_modules,
+            unset_secrets: Vec::new(),
         }
     }
 

@@ -52,6 +52,10 @@ pub struct Config {
     pub multi_target: MultiTargetSettings,
     /// Credentials and TLS for probed targets, by name.
     pub auth_modules: AuthModules,
+    /// With `--check-config` only: the secrets whose environment variables
+    /// are not set, which the run will need (`targets[0].password_env:
+    /// REDIS_PASSWORD`).
+    pub unset_secrets: Vec<String>,
 }
 
 impl Config {
@@ -67,6 +71,7 @@ impl Config {
             targets: _,
             multi_target: _,
             auth_modules: _,
+            unset_secrets: _,
             // Read and written by the daemon around its pollers; a change
             // takes effect at the next start.
             state_file: _,

@@ -1,6 +1,9 @@
 //! The `/` landing page: the targets, problems first; the groups with the
-//! columns of `check`, worst first, a page at a time; a legend of the
-//! statuses. It reloads itself every stream poll.
+//! columns of `check`, worst first, a page at a time, coloured by severity
+//! (data loss and stopped apart from the lesser problems), durations written
+//! as durations, and under a group whose entries cannot progress who holds
+//! them with a line that claims them; a legend of the statuses. It reloads
+//! itself every stream poll.
 
 use std::sync::Arc;
 
@@ -46,33 +49,51 @@ type LandingRow<'a> = (
 );
 
 /// What each status means, in the order problems come on the page.
-const STATUS_LEGEND: [(&str, &str); 7] = [
+const STATUS_LEGEND: [(GroupStatus, &str); 7] = [
     (
-        "data_loss",
+        GroupStatus::DataLoss,
         "entries were trimmed or deleted before the group read them; it holds for data_loss_hold after the last loss",
     ),
     (
-        "stopped",
-        "work waits and no consumer has read for a whole status window (with read_every, for read_every plus the window), or the group has no consumer",
+        GroupStatus::Stopped,
+        "work waits and no consumer has read for the group's patience (twice its read cadence, at least 4 polls; the window until the cadence is learned; with read_every, once a run is overdue by the window), or the group has no consumer",
     ),
     (
-        "stalled",
-        "consumers are there but the group makes no progress: its position or its oldest pending entry did not move while work waited, or poison, ghost or orphaned entries are pending",
+        GroupStatus::Stalled,
+        "consumers read but the group makes no progress: its position or its oldest pending entry did not move while work waited, or poison, ghost or orphaned entries are pending (who holds them is said under the group)",
     ),
     (
-        "lagging",
+        GroupStatus::Lagging,
         "falling behind: the oldest undelivered entry is older than half of max_delay (5 minutes without max_delay), trimming is closing in on unread entries, or, without lag seconds, the lag did not fall over the window",
     ),
     (
-        "unknown",
-        "not judged yet: too few polls, or the server clock could not be read",
+        GroupStatus::WarmingUp,
+        "not judged yet: work waits and the window is not full, or nobody has read since the group was first polled (it is stopped once its patience passes); the time until it is judged is shown where known",
     ),
-    ("ok", "keeping up"),
+    (GroupStatus::Ok, "keeping up"),
     (
-        "idle",
+        GroupStatus::Idle,
         "nothing was produced, pending or undelivered during the window",
     ),
 ];
+
+/// The page's style: a colour per severity, strongest for data loss and a
+/// stopped group, lighter for the problems that wait for working hours.
+const STYLE: &str = "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}\
+td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}\
+.data_loss{background:#b71c1c;color:#fff}.stopped{background:#e53935;color:#fff}\
+.stalled{background:#fb8c00}.lagging{background:#ffe082}.warming_up{background:#e3f2fd}\
+.idle{color:#777}.down{background:#e53935;color:#fff}\
+.culprit td{border-top:none;font-size:90%}code{background:#f4f4f4;padding:0 4px}\
+dt{display:inline-block;min-width:7em;padding:0 6px;margin-top:4px}";
+
+/// The class of a group's row, by its status: the severity's colour.
+fn severity_class(status: Option<GroupStatus>) -> &'static str {
+    match status {
+        Some(GroupStatus::Ok) => "ok",
+        other => GroupStatus::word(other),
+    }
+}
 
 /// A count of the page's check columns: `-` when it is not known yet.
 fn known(value: Option<u64>) -> String {
@@ -101,7 +122,7 @@ fn targets_table(page: &mut String, config: &Config, targets: &[Arc<TargetSnapsh
             };
             let row = format!(
                 "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                if problem.is_some() { " class=\"bad\"" } else { "" },
+                if problem.is_some() { " class=\"down\"" } else { "" },
                 name(t.name.as_bytes()),
                 html(&t.endpoint.to_string()),
                 t.mode.as_str(),
@@ -134,7 +155,7 @@ pub(super) fn landing(state: &HttpState, config: &Config, query: Option<&str>) -
         "<meta http-equiv=\"refresh\" content=\"{}\"><title>redis-streams-exporter</title>",
         config.schedule.stream.as_secs_f64().ceil().max(1.0)
     );
-    page.push_str("<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}.bad{background:#fdd}</style></head><body>");
+    let _ = write!(page, "<style>{STYLE}</style></head><body>");
     let _ = write!(
         page,
         "<h1>redis-streams-exporter</h1><p>Version {} (revision {}, built {}). <a href=\"{}\">Metrics</a> · <a href=\"/healthz\">healthz</a> · <a href=\"/readyz\">readyz</a></p>",
@@ -186,7 +207,7 @@ pub(super) fn landing(state: &HttpState, config: &Config, query: Option<&str>) -
     for g in &groups {
         by_status
             .entry(g.0)
-            .or_insert((g.4.status.map_or("unknown", |s| s.label()), 0))
+            .or_insert((GroupStatus::word(g.4.status), 0))
             .1 += 1;
     }
     let counts: Vec<String> = by_status
@@ -213,39 +234,9 @@ pub(super) fn landing(state: &HttpState, config: &Config, query: Option<&str>) -
     if wanted < pages {
         let _ = write!(page, " <a href=\"/?page={}\">next »</a>", wanted + 1);
     }
-    page.push_str("</p><table><tr><th>target</th><th>stream</th><th>group</th><th>status</th><th>lag</th><th>lag seconds</th><th>pending</th><th>poison</th><th>ghosts</th><th>orphaned</th><th>lost</th><th>dead letters</th><th>read every</th></tr>");
-    for (sev, target, stream, group, gs, t, st) in shown {
-        let key = (
-            crate::snapshot::Name::from(*stream),
-            crate::snapshot::Name::from(*group),
-        );
-        let scan = t.scans.get(&key).and_then(|sc| sc.last.as_ref());
-        let lag = match (gs.lag, gs.lag_estimated) {
-            (Some(l), true) => format!("~{l}"),
-            (Some(l), false) => l.to_string(),
-            (None, _) => "unknown".into(),
-        };
-        let _ = write!(
-            page,
-            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            if *sev < 4 { " class=\"bad\"" } else { "" },
-            name(target.as_bytes()),
-            name(stream),
-            name(group),
-            status_cell(gs, config),
-            lag,
-            gs.lag_seconds
-                .map_or("unknown".to_string(), |s| format!("{s:.1}")),
-            gs.pending,
-            known(scan.map(|sc| sc.poison)),
-            known(scan.map(|sc| sc.ghost)),
-            known(t.consumers.get(&key).map(|c| c.orphaned)),
-            known(gs.lost.map(|l| l.total())),
-            known(st.dead_letter.map(|d| d.length)),
-            st.settings.read_every.map_or(String::new(), |d| html(
-                &humantime::format_duration(d).to_string()
-            )),
-        );
+    page.push_str("</p><table><tr><th>target</th><th>stream</th><th>group</th><th>status</th><th>lag</th><th>lag age</th><th>pending</th><th>poison</th><th>ghosts</th><th>orphaned</th><th>lost</th><th>dead letters</th><th>read every</th></tr>");
+    for row in shown {
+        group_row(&mut page, config, row);
     }
     page.push_str("</table>");
     legend(&mut page, config);
@@ -253,36 +244,118 @@ pub(super) fn landing(state: &HttpState, config: &Config, query: Option<&str>) -
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()
 }
 
-/// The status and why (the rule that decided it), and for `data_loss`
-/// until when it holds: since the last counted loss (server time) for
-/// `data_loss_hold`, or for as long as entries after the group's position
-/// are gone.
-fn status_cell(gs: &crate::snapshot::GroupState, config: &Config) -> String {
-    let Some(status) = gs.status else {
-        return "unknown".to_string();
+/// One group's row, coloured by its status, and under it the consumers
+/// holding its orphaned and poison entries with a line that claims them.
+fn group_row(page: &mut String, config: &Config, row: &LandingRow<'_>) {
+    use std::fmt::Write as _;
+    let (_, target, stream, group, gs, t, st) = *row;
+    let key = (
+        crate::snapshot::Name::from(stream),
+        crate::snapshot::Name::from(group),
+    );
+    let scan = t.scans.get(&key).and_then(|sc| sc.last.as_ref());
+    let head = t.pending_heads.get(&key);
+    let poison = scan
+        .map(|sc| sc.poison)
+        .into_iter()
+        .chain(head.map(|h| h.poison))
+        .max();
+    let ghosts = scan
+        .map(|sc| sc.ghost)
+        .into_iter()
+        .chain(head.map(|h| h.ghost))
+        .max();
+    let lag = match (gs.lag, gs.lag_estimated) {
+        (Some(l), true) => format!("~{l}"),
+        (Some(l), false) => l.to_string(),
+        (None, _) => "unknown".into(),
     };
-    if status != GroupStatus::DataLoss {
-        return match gs.status_reason {
-            Some(reason) => format!("{} ({})", status.label(), reason.label().replace('_', " ")),
-            None => status.label().to_string(),
+    let class = severity_class(gs.status);
+    let _ = write!(
+        page,
+        "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        name(target.as_bytes()),
+        name(stream),
+        name(group),
+        status_cell(gs, config),
+        lag,
+        gs.lag_seconds.map_or("unknown".to_string(), seconds),
+        gs.pending,
+        known(poison),
+        known(ghosts),
+        known(t.consumers.get(&key).map(|c| c.orphaned)),
+        known(gs.lost.map(|l| l.total())),
+        known(st.dead_letter.map(|d| d.length)),
+        st.settings
+            .read_every
+            .map_or(String::new(), |d| seconds(d.as_secs_f64())),
+    );
+    let culprits = t.culprits(&key);
+    if culprits.is_empty() {
+        return;
+    }
+    let _ = write!(
+        page,
+        "<tr class=\"culprit {class}\"><td></td><td colspan=\"12\">"
+    );
+    for (i, c) in culprits.iter().enumerate() {
+        let _ = write!(
+            page,
+            "{}{}: {}. Claim: <code>{}</code>",
+            if i > 0 { "<br>" } else { "" },
+            c.kind.label(),
+            html(&c.describe()),
+            html(&c.claim_line(stream, group))
+        );
+    }
+    page.push_str("</td></tr>");
+}
+
+/// Seconds as a duration a person reads (`3m17s`).
+fn seconds(s: f64) -> String {
+    crate::snapshot::duration_words(s.max(0.0) as u64)
+}
+
+/// The status and why (the rule that decided it); `warming_up` with the
+/// time until the group is judged, where known; for `data_loss` how long
+/// ago the last loss was and how long the status holds: for
+/// `data_loss_hold` after it, or for as long as entries after the group's
+/// position are gone.
+fn status_cell(gs: &crate::snapshot::GroupState, config: &Config) -> String {
+    let word = GroupStatus::word(gs.status);
+    let why = gs.status_reason.map(|r| r.label().replace('_', " "));
+    if gs.status == Some(GroupStatus::WarmingUp) || gs.status.is_none() {
+        let when = gs
+            .judged_in
+            .map(|d| format!("judged in {}", seconds(d.as_secs_f64())));
+        let said: Vec<String> = why.into_iter().chain(when).collect();
+        return if said.is_empty() {
+            word.to_string()
+        } else {
+            format!("{word} ({})", said.join(", "))
+        };
+    }
+    if gs.status != Some(GroupStatus::DataLoss) {
+        return match why {
+            Some(why) => format!("{word} ({why})"),
+            None => word.to_string(),
         };
     }
     let last = gs.lost_at.latest();
-    let at = |ms: u64| {
-        humantime::format_rfc3339_seconds(
-            std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms),
-        )
-        .to_string()
-    };
     match last {
-        Some(ms) => format!(
-            "data_loss ({}: last loss {}, held until {})",
-            gs.status_reason
-                .map_or("loss", |r| r.label())
-                .replace('_', " "),
-            at(ms),
-            at(ms.saturating_add(config.data_loss_hold.as_millis() as u64))
-        ),
+        Some(ms) => {
+            let now_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(ms, |d| d.as_millis() as u64);
+            let ago = now_ms.saturating_sub(ms);
+            let hold = config.data_loss_hold.as_millis() as u64;
+            format!(
+                "data_loss ({}: last loss {} ago, holds {} more)",
+                why.as_deref().unwrap_or("loss"),
+                seconds(ago as f64 / 1000.0),
+                seconds(hold.saturating_sub(ago) as f64 / 1000.0)
+            )
+        }
         None => {
             "data_loss (entries after its position are gone; until it is set past them)".to_string()
         }
@@ -300,18 +373,27 @@ fn legend(page: &mut String, config: &Config) {
         html(&humantime::format_duration(window).to_string())
     );
     for (status, meaning) in STATUS_LEGEND {
-        let _ = write!(page, "<dt>{status}</dt><dd>{}.</dd>", html(meaning));
+        let _ = write!(
+            page,
+            "<dt class=\"{}\">{}</dt><dd>{}.</dd>",
+            severity_class(Some(status)),
+            status.label(),
+            html(meaning)
+        );
     }
     let _ = write!(
         page,
         "</dl><p>Columns: <b>lag</b> entries not yet delivered to the group; <b>~</b> before it: \
          Redis gave no usable lag and the figure is the exporter's own (counted, or estimated \
          within the bounds Redis's counters prove; {} is 1). \
-         <b>lag seconds</b> the age of the oldest undelivered entry. <b>pending</b> entries \
+         <b>lag age</b> the age of the oldest undelivered entry. <b>pending</b> entries \
          delivered and not acknowledged. <b>poison</b> pending entries delivered at least \
-         poison_delivery_count times and <b>ghosts</b> pending entries whose bodies are gone, \
-         both from the last complete PEL scan. <b>orphaned</b> pending entries held by consumers \
-         inactive past consumer_inactive_after. <b>lost</b> entries trimmed or deleted before the \
+         poison_delivery_count times and <b>ghosts</b> pending entries whose bodies are gone \
+         (both from the last complete PEL scan, or the 10 oldest pending entries). <b>orphaned</b> pending entries held by consumers inactive past \
+         consumer_inactive_after (or the group's learned limit); under such a group, who holds \
+         orphaned and poison entries, the oldest of them, and a line to paste into redis-cli that \
+         claims them (the group's orphan limit, or the poison entry's idle time, as its minimum \
+         idle time). <b>lost</b> entries trimmed or deleted before the \
          group read them, since the exporter started. <b>dead letters</b> entries in the \
          stream's dead-letter stream. <b>-</b>: not known yet (or no dead-letter stream \
          configured). <b>read every</b> the stream's read_every, when set: a batch consumer \

@@ -18,7 +18,7 @@ use super::state::TargetState;
 use crate::backend::reply::{self, ConsumerInfo};
 use crate::backend::{Command, ROWS_KEPT};
 use crate::config::StreamSettings;
-use crate::snapshot::{Consumers, ExportedConsumer, Name};
+use crate::snapshot::{CULPRITS_NAMED, Consumers, ExportedConsumer, Name, OrphanHolder};
 use crate::vocab::ProbeKind;
 use crate::vocab::SkipKind;
 
@@ -66,11 +66,13 @@ pub struct Tally<'a> {
 /// live worker behind stale ones.
 pub fn summarise(all: Vec<ConsumerInfo>, tally: &Tally<'_>, unlisted_pending: u64) -> Consumers {
     let limit = tally.inactive_after.as_millis() as u64;
+    let orphaned_by = |c: &ConsumerInfo| since_last_read_ms(c).is_none_or(|ms| ms >= limit);
     let orphaned = all
         .iter()
-        .filter(|c| since_last_read_ms(c).is_none_or(|ms| ms >= limit))
+        .filter(|c| orphaned_by(c))
         .map(|c| c.pending)
         .sum();
+    let orphan_holders = orphan_holders(all.iter().filter(|c| c.pending > 0 && orphaned_by(c)));
     let live_ms = tally.live_within.as_millis() as u64;
     let live = all.iter().filter(|c| c.idle_ms < live_ms).count() as u64;
     let stale_ms = STALE_AFTER.as_millis() as u64;
@@ -119,8 +121,32 @@ pub fn summarise(all: Vec<ConsumerInfo>, tally: &Tally<'_>, unlisted_pending: u6
         live,
         stale,
         orphaned,
+        orphan_holders,
         inactive_after: tally.inactive_after,
     }
+}
+
+/// The consumers holding orphaned entries that a culprit names, under
+/// their real names: the most entries first, the longest silent among
+/// equals, at most [`CULPRITS_NAMED`].
+fn orphan_holders<'a>(holders: impl Iterator<Item = &'a ConsumerInfo>) -> Vec<OrphanHolder> {
+    let mut named: Vec<&ConsumerInfo> = holders.collect();
+    named.sort_by(|a, b| {
+        let silence = |c: &ConsumerInfo| since_last_read_ms(c).unwrap_or(u64::MAX);
+        b.pending
+            .cmp(&a.pending)
+            .then_with(|| silence(b).cmp(&silence(a)))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    named
+        .into_iter()
+        .take(CULPRITS_NAMED)
+        .map(|c| OrphanHolder {
+            name: Name::from(c.name.as_slice()),
+            pending: c.pending,
+            silent_ms: since_last_read_ms(c),
+        })
+        .collect()
 }
 
 /// How long `c` has not read successfully; never is the longest.
@@ -236,6 +262,13 @@ fn name_hash(name: &[u8]) -> u64 {
 /// reading: a consumer that held entries at the last run and has read since
 /// held them at least as long as it had not read then. Gives this run's
 /// holders to compare the next run with.
+///
+/// "Read since" means a read after the last run looked, not merely a last
+/// read that looks later than it did then: the server's time is read a few
+/// milliseconds before each reply, by a delay that varies from run to run,
+/// so a crashed consumer's last read seems to move by that much. Taken for
+/// a read, its silence became a hold, the orphan limit grew with it, and
+/// the crashed consumer's entries stopped being orphaned.
 pub fn learn_holds(
     holds: &mut crate::cadence::Holds,
     before: &[Holder],
@@ -250,7 +283,8 @@ pub fn learn_holds(
         let name = name_hash(&c.name);
         let read_at_ms = now_ms.saturating_sub(silent_ms);
         if let Ok(i) = before.binary_search_by_key(&name, |h| h.name) {
-            if read_at_ms > before[i].read_at_ms {
+            let looked_at_ms = before[i].read_at_ms + before[i].silent_ms;
+            if read_at_ms > looked_at_ms {
                 holds.record(now_ms, before[i].silent_ms);
             }
         }
@@ -553,6 +587,10 @@ mod tests {
         assert_eq!(s.other_pending, Some(0));
         assert_eq!(s.orphaned, 2);
         assert_eq!((s.live, s.stale), (3, 300));
+        // The culprit: the crashed worker, whatever its name among 300.
+        let culprits: Vec<&[u8]> = s.orphan_holders.iter().map(|h| &*h.name).collect();
+        assert_eq!(culprits, [b"m-crashed".as_slice()]);
+        assert_eq!(s.orphan_holders[0].silent_ms, Some(600_000));
         // Lean series name the crashed worker only: the busy one holds
         // what it is processing.
         let lean: Vec<bool> = s.top.iter().map(ExportedConsumer::in_lean).collect();
@@ -598,6 +636,8 @@ mod tests {
         );
         assert!(!worker.info.never_active);
         assert_eq!(s.orphaned, 3, "the crashed worker's entries");
+        // Named as Redis knows it, for a claim to take its entries.
+        assert_eq!(&*s.orphan_holders[0].name, b"worker-0badf00d");
         let lean: Vec<bool> = s.top.iter().map(ExportedConsumer::in_lean).collect();
         assert_eq!(lean, [true, true, false]);
         assert_eq!((s.live, s.stale), (5, 0), "all but the crashed worker");
@@ -649,6 +689,22 @@ mod tests {
             busy.value(2 * hour + 90_000),
             Some(Duration::from_millis(700))
         );
+    }
+
+    /// A crashed consumer whose idle time is read a few milliseconds more or
+    /// less after the server's time at each run never seems to read again:
+    /// its silence is no hold, and the orphan limit does not grow with it.
+    #[test]
+    fn a_crashed_consumer_seen_with_jitter_teaches_nothing() {
+        let mut holds = crate::cadence::Holds::default();
+        let hour = 3_600_000;
+        let mut before = Vec::new();
+        for run in 0..10u64 {
+            let silent = 30_000 * run + 7 * (run % 2);
+            let list = vec![c("crashed", 20, silent, Some(silent), false)];
+            before = learn_holds(&mut holds, &before, &list, hour + run * 30_000);
+        }
+        assert_eq!(holds.value(hour + 300_000), None);
     }
 
     #[test]

@@ -581,6 +581,7 @@ mod tests {
         PendingEntry {
             id: StreamId::new(ms, 0),
             released: false,
+            holder: None,
             idle_ms,
             deliveries,
         }

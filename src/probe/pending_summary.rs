@@ -12,7 +12,13 @@
 //! ([`GROUP_PENDING_POISON`](crate::metrics::catalog::GROUP_PENDING_POISON))
 //! shows the larger of that and the last full PEL scan's count, so a poison
 //! entry shows at the first run after its last delivery that reached the
-//! count, not at the next scan.
+//! count, not at the next scan. The look also names who holds those entries
+//! ([`PendingHead`]): the poison entries' holders, and each holder's oldest
+//! entry, which dates what an orphaned consumer holds; and the ghosts among
+//! them, entries older than the stream's first one (trimmed while pending)
+//! or, for the oldest that an `XDEL` may have removed, gone from the stream
+//! (`XRANGE id id COUNT 1`, sent only for such a group), seen at once
+//! rather than at the next PEL scan.
 //!
 //! On servers with `XNACK` (Redis 8.8+) it also reads how many pending
 //! entries `XNACK` released per group (see [`nacks`]).
@@ -23,9 +29,12 @@ use crate::vocab::ProbeKind;
 use std::sync::Arc;
 
 use crate::backend::{Command, RangeEnd, RangeStart, reply};
-use crate::snapshot::{Name, OldestPending};
+use crate::snapshot::{Name, OldestPending, PendingHead};
+use crate::vocab::StreamId;
 
-/// Oldest pending entries read for the poison check.
+/// Oldest pending entries read for the poison check. The connection keeps
+/// the holders' names of a page this short (see `backend::client::bounded`),
+/// which name the consumers holding poison and orphaned entries.
 const HEAD: u32 = 10;
 
 /// Runs the pending-summary probe.
@@ -96,9 +105,12 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         },
     )
     .await?;
-    // The poison check of every group with entries pending; the others'
-    // head counts go.
-    let mut heads: Vec<((Name, Name), u64)> = Vec::new();
+    // The poison check of every group with entries pending, and who holds
+    // its oldest entries; the others' heads go.
+    let mut heads: Vec<((Name, Name), PendingHead)> = Vec::new();
+    // The oldest head entry of each group that an XDEL may have removed.
+    let mut maybe_deleted: std::collections::BTreeMap<(Name, Name), StreamId> =
+        std::collections::BTreeMap::new();
     per_group(
         ctx,
         &pel_heads,
@@ -114,24 +126,91 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         |_, decoded| {
             for (s, g, entries) in decoded {
                 let threshold = ctx.config.streams.for_stream(s).poison_delivery_count;
-                let poison = entries.iter().filter(|e| e.deliveries >= threshold).count();
-                heads.push(((s.clone(), g.clone()), poison as u64));
+                let (retained_from, deleted_upto) = edges(&ctx.state().snapshot, s);
+                let head = PendingHead::of(&entries, threshold, retained_from);
+                let key = (s.clone(), g.clone());
+                let deleted = entries.iter().map(|e| e.id).find(|id| {
+                    retained_from.is_some_and(|first| *id >= first)
+                        && deleted_upto.is_some_and(|last| *id <= last)
+                });
+                if let (Some(id), 0) = (deleted, head.ghost) {
+                    maybe_deleted.insert(key.clone(), id);
+                }
+                heads.push((key, head));
             }
         },
     )
     .await?;
+    // Whether that entry's body is still there (XRANGE id id COUNT 1): a
+    // worker that deletes what it read instead of acknowledging it leaves
+    // ghosts the PEL scan would find only at its next pass.
+    let checks: Vec<(Name, Name)> = maybe_deleted.keys().cloned().collect();
+    let mut gone = std::collections::BTreeSet::new();
+    per_group(
+        ctx,
+        &checks,
+        |s, g| {
+            let id = maybe_deleted
+                .get(&(s.clone(), g.clone()))
+                .copied()
+                .unwrap_or_default();
+            Command::Xrange {
+                key: s.to_vec(),
+                start: RangeStart::From(id),
+                end: RangeEnd::To(id),
+                count: 1,
+            }
+        },
+        reply::range_ids,
+        &mut problems,
+        |_, decoded| {
+            for (s, g, ids) in decoded {
+                if ids.is_empty() {
+                    gone.insert((s.clone(), g.clone()));
+                }
+            }
+        },
+    )
+    .await?;
+    for (key, head) in &mut heads {
+        if gone.contains(key) {
+            head.ghost += 1;
+        }
+    }
     {
         let mut state = ctx.state();
-        let fresh: std::collections::BTreeMap<(Name, Name), u64> = heads
+        let fresh: std::collections::BTreeMap<(Name, Name), PendingHead> = heads
             .into_iter()
             .filter(|(k, _)| state.snapshot.has_group(&k.0, &k.1))
             .collect();
-        if *state.snapshot.head_poison != fresh {
-            state.snapshot.head_poison = Arc::new(fresh);
+        if *state.snapshot.pending_heads != fresh {
+            state.snapshot.pending_heads = Arc::new(fresh);
         }
     }
     nacks(ctx, &pairs, &mut problems).await?;
     problems.finish(ProbeKind::PendingSummary)
+}
+
+/// The stream's first entry as its last poll saw it, below which a pending
+/// entry's body is gone, and its largest deleted ID, at or below which an
+/// entry may have been deleted; `None` when the poll did not see the stream
+/// or the server does not say. An empty stream's edge is just past its last
+/// ID then: every entry up to it is gone, and an entry added and read since
+/// that poll has a larger ID, so it is never taken for a ghost.
+fn edges(
+    snapshot: &crate::snapshot::TargetSnapshot,
+    stream: &Name,
+) -> (Option<StreamId>, Option<StreamId>) {
+    let Some(st) = snapshot.streams.get(stream) else {
+        return (None, None);
+    };
+    let info = &st.info;
+    let first = match info.first_entry_id {
+        Some(first) => Some(first),
+        None if info.length == 0 => info.last_generated_id.successor(),
+        None => None,
+    };
+    (first, info.max_deleted_entry_id)
 }
 
 /// On servers with `XNACK`, the entries it released of each group: one

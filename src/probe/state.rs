@@ -11,7 +11,7 @@ use super::memory::{DiscoveryReport, Holder, LastRead, LastWalk, Pass, QuietRead
 use super::status_log;
 use crate::backend::NodeAddr;
 use crate::config::{Config, Target};
-use crate::snapshot::{Name, TargetSnapshot};
+use crate::snapshot::{Name, PendingHead, TargetSnapshot};
 use crate::status;
 use crate::vocab::{ProbeKind, StreamId};
 use crate::{cadence, lag, loss, trend};
@@ -273,7 +273,7 @@ impl TargetState {
                     run_id,
                     scans: self.snapshot.scans.clone(),
                     consumers: self.snapshot.consumers.clone(),
-                    head_poison: self.snapshot.head_poison.clone(),
+                    pending_heads: self.snapshot.pending_heads.clone(),
                 });
             }
         }
@@ -455,7 +455,7 @@ impl TargetState {
             |(s, g): &(Name, Name)| streams.get(s).is_some_and(|st| st.groups.contains_key(g));
         restore(&mut snapshot.scans, &parked.scans, known);
         restore(&mut snapshot.consumers, &parked.consumers, known);
-        restore(&mut snapshot.head_poison, &parked.head_poison, known);
+        restore(&mut snapshot.pending_heads, &parked.pending_heads, known);
     }
 
     /// Drops the streams discovery no longer watches from the stream
@@ -556,7 +556,7 @@ pub struct Parked {
     /// Consumers.
     pub consumers: Arc<BTreeMap<(Name, Name), Arc<crate::snapshot::Consumers>>>,
     /// Poison among the oldest entries.
-    pub head_poison: Arc<BTreeMap<(Name, Name), u64>>,
+    pub pending_heads: Arc<BTreeMap<(Name, Name), PendingHead>>,
 }
 
 /// Puts back into `map` the entries of `parked` whose key passes `keep` and

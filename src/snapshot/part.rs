@@ -20,8 +20,8 @@ pub enum Part {
     Streams,
     /// `oldest_pending`: each group's smallest pending ID.
     OldestPending,
-    /// `head_poison`: poison among stuck groups' oldest entries.
-    HeadPoison,
+    /// `pending_heads`: poison and holders among groups' oldest entries.
+    PendingHeads,
     /// `consumers`: each group's consumers.
     Consumers,
     /// `scans`: each group's PEL scan.
@@ -35,7 +35,7 @@ impl Part {
         Part::Watched,
         Part::Streams,
         Part::OldestPending,
-        Part::HeadPoison,
+        Part::PendingHeads,
         Part::Consumers,
         Part::Scans,
     ];
@@ -46,7 +46,7 @@ impl Part {
             Part::Server => ProbeKind::Info,
             Part::Watched => ProbeKind::Discovery,
             Part::Streams => ProbeKind::Stream,
-            Part::OldestPending | Part::HeadPoison => ProbeKind::PendingSummary,
+            Part::OldestPending | Part::PendingHeads => ProbeKind::PendingSummary,
             Part::Consumers => ProbeKind::Consumers,
             Part::Scans => ProbeKind::PendingScan,
         }
@@ -61,7 +61,7 @@ impl Part {
             Part::Watched => &["streams_watched", "streams_dropped"],
             Part::Streams => &["streams"],
             Part::OldestPending => &["oldest_pending"],
-            Part::HeadPoison => &["head_poison"],
+            Part::PendingHeads => &["pending_heads"],
             Part::Consumers => &["consumers"],
             Part::Scans => &["scans"],
         }

@@ -96,6 +96,10 @@ pub struct Consumers {
     pub stale: u64,
     /// PEL entries held by consumers inactive longer than `inactive_after`.
     pub orphaned: u64,
+    /// The consumers holding them, under their real names: those holding
+    /// the most first (the longest silent among equals), at most
+    /// [`CULPRITS_NAMED`](super::culprit::CULPRITS_NAMED).
+    pub orphan_holders: Vec<super::culprit::OrphanHolder>,
     /// The inactivity after which entries are orphaned: the stream's
     /// `consumer_inactive_after`, or learned (see
     /// [`crate::cadence::inactive_after`]).
@@ -204,6 +208,9 @@ pub struct GroupState {
     pub status_basis: Option<crate::status::Basis>,
     /// Why the group has its status (see [`crate::status::Reason`]).
     pub status_reason: Option<crate::status::Reason>,
+    /// `warming_up`: how long until the group is judged, from this poll,
+    /// when known.
+    pub judged_in: Option<std::time::Duration>,
 }
 
 /// Everything known about one stream.

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use super::culprit::{Culprit, PendingHead, culprits};
 use super::name::{GroupKey, Name};
 use super::streams::{Consumers, OldestPending, ScanState, StreamState};
 use crate::vocab::{ProbeKind, StatsSnapshot};
@@ -36,9 +37,10 @@ pub struct TargetSnapshot {
     /// Each group's smallest pending ID (the pending summary), for groups
     /// of streams with time-based IDs; see [`Self::oldest_pending_age`].
     pub oldest_pending: Arc<BTreeMap<GroupKey, OldestPending>>,
-    /// Poison entries among each stuck group's oldest pending entries (the
-    /// pending summary; see `probe::pending_summary`).
-    pub head_poison: Arc<BTreeMap<GroupKey, u64>>,
+    /// What the look at each group's oldest pending entries found: poison
+    /// entries and who holds what (the pending summary; see
+    /// `probe::pending_summary`).
+    pub pending_heads: Arc<BTreeMap<GroupKey, PendingHead>>,
     /// Pending entries released by `XNACK` of each group, on servers that
     /// have it (the pending summary).
     pub nacked: Arc<BTreeMap<GroupKey, u64>>,
@@ -95,12 +97,21 @@ impl TargetSnapshot {
         Some(now_ms.saturating_sub(oldest.id.ms) as f64 / 1000.0)
     }
 
+    /// Who holds group `key`'s orphaned and poison entries (see
+    /// [`culprits`]).
+    pub fn culprits(&self, key: &GroupKey) -> Vec<Culprit> {
+        culprits(
+            self.consumers.get(key).map(|c| &**c),
+            self.pending_heads.get(key),
+        )
+    }
+
     /// Drops the per-group results of groups the stream poll no longer knows.
     pub fn prune_groups(&mut self) {
         let streams = &self.streams;
         let known = |(s, g): &GroupKey| streams.get(s).is_some_and(|st| st.groups.contains_key(g));
         retain_keys(&mut self.oldest_pending, known);
-        retain_keys(&mut self.head_poison, known);
+        retain_keys(&mut self.pending_heads, known);
         retain_keys(&mut self.nacked, known);
         retain_keys(&mut self.consumers, known);
         retain_keys(&mut self.scans, known);

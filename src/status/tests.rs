@@ -194,7 +194,10 @@ fn stalled_needs_a_full_window() {
             ..sample(0)
         })
         .collect();
-    assert_eq!(status_of(&samples, &settings(Some(300))), GroupStatus::Ok);
+    assert_eq!(
+        status_of(&samples, &settings(Some(300))),
+        GroupStatus::WarmingUp
+    );
 }
 
 #[test]
@@ -317,7 +320,7 @@ fn what_each_status_rests_on() {
     // The same group seen twice: nothing proven either way.
     assert_eq!(
         judge_all(&stuck, 2, None),
-        (GroupStatus::Ok, Basis::Undecided)
+        (GroupStatus::WarmingUp, Basis::Undecided)
     );
     let busy = |i: u64, s: &mut Sample| {
         s.pending = 3;
@@ -604,7 +607,7 @@ fn what_the_lag_and_overtake_alerts_see_is_lagging() {
         window.push(&s);
         judge(&window, &s, &settings(max_delay)).0
     };
-    assert_eq!(with(&|_| {}, None), GroupStatus::Ok);
+    assert_eq!(with(&|_| {}, None), GroupStatus::WarmingUp);
     // Lag seconds over 300 s without a max_delay (RedisStreamsLagSecondsHigh).
     assert_eq!(
         with(&|s| s.lag_seconds = Some(301.0), None),
@@ -612,7 +615,7 @@ fn what_the_lag_and_overtake_alerts_see_is_lagging() {
     );
     assert_eq!(
         with(&|s| s.lag_seconds = Some(299.0), None),
-        GroupStatus::Ok
+        GroupStatus::WarmingUp
     );
     // An overtake ETA under 30 minutes, or under a longer max_delay.
     assert_eq!(
@@ -621,7 +624,7 @@ fn what_the_lag_and_overtake_alerts_see_is_lagging() {
     );
     assert_eq!(
         with(&|s| s.overtake_eta = Some(1_900.0), None),
-        GroupStatus::Ok
+        GroupStatus::WarmingUp
     );
     assert_eq!(
         with(&|s| s.overtake_eta = Some(3_000.0), Some(3_600)),
@@ -634,7 +637,7 @@ fn what_the_lag_and_overtake_alerts_see_is_lagging() {
     );
     assert_eq!(
         with(&|s| s.retention_margin = Some(70.0), Some(60)),
-        GroupStatus::Ok
+        GroupStatus::WarmingUp
     );
     // A stream nobody trimmed within the hour: its first entry is no edge.
     assert_eq!(
@@ -645,12 +648,12 @@ fn what_the_lag_and_overtake_alerts_see_is_lagging() {
             },
             Some(60)
         ),
-        GroupStatus::Ok
+        GroupStatus::WarmingUp
     );
     // Without a max_delay, a margin alone threatens nothing.
     assert_eq!(
         with(&|s| s.retention_margin = Some(5.0), None),
-        GroupStatus::Ok
+        GroupStatus::WarmingUp
     );
 }
 
@@ -764,6 +767,71 @@ fn each_status_says_why() {
         ),
         ("idle", "no_work")
     );
+}
+
+/// Not judged yet has one word, `warming_up`, with how long until the
+/// group is judged: while its window fills, or while nobody has read
+/// since it was first polled, so that a group stopped before the exporter
+/// started goes from `warming_up` straight to `stopped`, never through
+/// `stalled`.
+#[test]
+fn not_judged_yet_is_warming_up_until_judged() {
+    let settings = settings(None);
+    let mut window = Window::default();
+    let mut s = sample(0);
+    s.lag = Some(3);
+    s.lag_seconds = Some(2.0);
+    s.last_generated_id = StreamId::new(110, 0);
+    window.push(&s);
+    let v = verdict(&window, &s, &settings);
+    assert_eq!(
+        (v.status, v.reason),
+        (GroupStatus::WarmingUp, Reason::WindowFilling)
+    );
+    assert_eq!(v.status.label(), "warming_up");
+    assert_eq!(v.reason.label(), "window_filling");
+    // Five polls of 15 s: four to come.
+    assert_eq!(v.judged_in, Some(Duration::from_secs(60)));
+    assert_eq!(GroupStatus::word(None), "warming_up");
+
+    // Stopped 40 s before the first poll, holding entries its consumers
+    // no longer read (orphaned), its position still: warming up until its
+    // patience (75 s) has passed since the last read, then stopped.
+    let start = 1_800_000_000_000;
+    let mut window = Window::default();
+    let mut seen = Vec::new();
+    for i in 0..6 {
+        let mut s = sample(i);
+        s.lag = Some(20);
+        s.lag_seconds = Some(10.0);
+        s.pending = 4;
+        s.oldest_pending_id = Some(StreamId::new(42, 0));
+        s.last_delivered_id = StreamId::new(100, 0);
+        s.last_read_at_ms = Some(start - 40_000);
+        s.stuck = (i > 0).then_some(Stuck::Orphaned);
+        window.push(&s);
+        let v = verdict(&window, &s, &settings);
+        seen.push((v.status.label(), v.judged_in.map(|d| d.as_secs())));
+    }
+    assert_eq!(
+        seen,
+        [
+            ("warming_up", Some(60)),
+            ("warming_up", Some(20)),
+            ("warming_up", Some(5)),
+            ("stopped", None),
+            ("stopped", None),
+            ("stopped", None),
+        ]
+    );
+    // A crashed worker beside a live one: stalled at once.
+    let mut s = sample(1);
+    s.pending = 4;
+    s.stuck = Some(Stuck::Orphaned);
+    let mut window = Window::default();
+    window.push(&sample(0));
+    window.push(&s);
+    assert_eq!(verdict(&window, &s, &settings).status, GroupStatus::Stalled);
 }
 
 /// Work waiting under the thresholds, once the window is full.

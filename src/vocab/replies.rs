@@ -157,9 +157,13 @@ pub struct PendingEntry {
     /// Entry ID.
     pub id: StreamId,
     /// Released by XNACK (Redis 8.8+): no consumer holds it, and its idle
-    /// time means nothing. (The holder's name is not kept: nothing reads
-    /// it.)
+    /// time means nothing.
     pub released: bool,
+    /// The consumer holding it, where the connection kept its name: in the
+    /// look at a group's oldest entries only (a page of at most 10 rows),
+    /// to name who holds a poison or orphaned entry; `None` elsewhere, for
+    /// a name too long to keep, and when released.
+    pub holder: Option<Vec<u8>>,
     /// Milliseconds since last delivery.
     pub idle_ms: u64,
     /// Times delivered.

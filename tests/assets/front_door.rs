@@ -387,14 +387,24 @@ fn readme_configuration_passes_check_config() {
             .arg("--config")
             .arg(&file)
             .arg("--check-config")
-            .env("REDIS_PASSWORD", "from-the-environment")
+            .env_remove("REDIS_PASSWORD")
             .output()
             .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
-            "{config}\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
+            "{config}\n{stdout}{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        // A secret whose variable is not set where the file is checked is
+        // named for the run, not refused.
+        if config.contains("password_env = \"REDIS_PASSWORD\"") {
+            assert!(
+                stdout.contains(
+                    "the run needs these environment variables, not set now: targets[0].password_env: REDIS_PASSWORD"
+                ),
+                "{stdout}"
+            );
+        }
     }
 }

@@ -110,6 +110,45 @@ fn run_binary(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// `--check-config` validates a file whose secrets come from environment
+/// variables that are not set where it runs, and names them; the daemon
+/// refuses to start without them.
+#[test]
+fn check_config_names_the_secrets_the_run_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.toml");
+    std::fs::write(
+        &file,
+        "[[targets]]\nurl = \"redis://127.0.0.1:1\"\npassword_env = \"RSE_TEST_UNSET_PASSWORD\"\n",
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_redis-streams-exporter"))
+        .args(["--config", path, "--check-config"])
+        .env_remove("RSE_TEST_UNSET_PASSWORD")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(
+        stdout,
+        "configuration is valid: 1 target\nthe run needs these environment variables, not set now: targets[0].password_env: RSE_TEST_UNSET_PASSWORD\n"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_redis-streams-exporter"))
+        .args(["--config", path, "--web.listen-address=127.0.0.1:0"])
+        .env_remove("RSE_TEST_UNSET_PASSWORD")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "targets[0].password_env: environment variable RSE_TEST_UNSET_PASSWORD is not set"
+        ),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn check_config_accepts_the_example() {
     let (code, stdout, _) =

@@ -1,7 +1,9 @@
 //! The demo without cargo, and the simulator's `--cleanup`.
 //!
 //! `scripts/demo.sh --bin-dir` runs the binaries it is given, with no cargo
-//! on `PATH`, and its exporter serves the simulator's streams. `--cleanup`:
+//! on `PATH`, its exporter serves the simulator's streams, its Alertmanager
+//! loads the example's routes with a receiver of the demo's own, and when it
+//! stops it prints the notifications per scenario. `--cleanup`:
 //! when the simulator stops, after `--duration` or on SIGINT, every key its
 //! scenarios created is gone and nothing else is touched; without it the
 //! streams stay. Against a real redis-server 7.0.
@@ -170,6 +172,150 @@ fn demo_runs_installed_binaries_without_cargo() {
     };
     assert_eq!(status.code(), Some(143), "{status:?}");
     assert!(http_get(&metrics).is_none(), "the exporter still answers");
+    // What it printed as it stopped: the notifications per scenario, none
+    // for a healthy group.
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let table = rest
+        .iter()
+        .position(|l| l.starts_with("Notifications per scenario ("))
+        .unwrap_or_else(|| panic!("no notification table: {rest:#?}"));
+    assert!(
+        rest[table + 1].starts_with("scenario  announced  resolved"),
+        "{rest:#?}"
+    );
+    let healthy: Vec<&str> = rest[table + 2].split_whitespace().collect();
+    assert_eq!(healthy, ["healthy", "0", "0", "-"], "{rest:#?}");
+}
+
+/// `--fast` for a minute with a fault of each receiver, and the groups that
+/// must stay silent: the webhook the demo runs receives exactly one
+/// notification for each fault (the crashed worker's ticket, the stopped
+/// group's page) and none for the healthy group, the batch job between its
+/// runs (with `read_every`), the idle queue and the NOACK reader, as the
+/// table printed at the end says.
+#[test]
+fn demo_fast_notifies_each_fault_once_and_the_quiet_groups_never() {
+    let bin_dir = Path::new(SIMULATOR).parent().unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut demo = Command::new("bash")
+        .arg(format!("{root}/scripts/demo.sh"))
+        .args(["--bin-dir", bin_dir.to_str().unwrap(), "--fast"])
+        .args(["--duration", "60s", "--scenarios"])
+        .arg("healthy crashed-consumer stopped batch idle noack-reader")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = demo.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        BufReader::new(out)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<String>>()
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = demo.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(150) {
+            let _ = Command::new("kill").arg(demo.id().to_string()).status();
+            panic!("the demo did not stop after its --duration of 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let printed = reader.join().unwrap();
+    assert!(status.success(), "{status:?}: {printed:#?}");
+    let table = printed
+        .iter()
+        .position(|l| l.starts_with("Notifications per scenario ("))
+        .unwrap_or_else(|| panic!("no notification table: {printed:#?}"));
+    // A row: scenario, announced, resolved, the alerts announced (then,
+    // after `;`, alerts firing that the routes send nowhere, info).
+    let row = |scenario: &str| -> String {
+        let line = printed[table + 2..]
+            .iter()
+            .find(|l| l.split_whitespace().next() == Some(scenario))
+            .unwrap_or_else(|| panic!("no row for {scenario}: {printed:#?}"));
+        let announced = line.split(';').next().unwrap_or_default();
+        announced
+            .split_whitespace()
+            .collect::<Vec<&str>>()
+            .join(" ")
+    };
+    assert_eq!(
+        row("crashed-consumer"),
+        "crashed-consumer 1 0 OrphanedPending (ticket)",
+        "{printed:#?}"
+    );
+    assert_eq!(
+        row("stopped"),
+        "stopped 1 0 GroupStopped (pager)",
+        "{printed:#?}"
+    );
+    for quiet in ["healthy", "batch", "idle", "noack-reader"] {
+        assert_eq!(row(quiet), format!("{quiet} 0 0 -"), "{printed:#?}");
+    }
+    assert!(
+        printed[table].starts_with("Notifications per scenario (2 received"),
+        "nothing else notified: {printed:#?}"
+    );
+}
+
+/// The demo's Alertmanager configuration is the example's, its receivers
+/// with an integration sent to the demo's webhook, and with `--fast` its
+/// grouping delays divided by 20 like the rules' `for:` and range windows.
+#[test]
+fn the_demo_loads_the_example_alertmanager_scaled_alike() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("am.yml");
+    let ran = Command::new("python3")
+        .arg(format!("{root}/scripts/demo-chain.py"))
+        .args([
+            "alertmanager",
+            &format!("{root}/alerts/alertmanager.example.yml"),
+        ])
+        .arg(&out)
+        .args(["4321", "20"])
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{ran:?}");
+    let am = std::fs::read_to_string(&out).unwrap();
+    let example =
+        std::fs::read_to_string(format!("{root}/alerts/alertmanager.example.yml")).unwrap();
+    let inhibit =
+        |t: &str| t[t.find("inhibit_rules:").unwrap()..t.find("\nreceivers:").unwrap()].to_string();
+    assert_eq!(
+        inhibit(&am),
+        inhibit(&example),
+        "the example's inhibitions, unchanged"
+    );
+    for want in [
+        "  group_wait: 1500ms\n",
+        "  group_interval: 15s\n",
+        "      group_wait: 500ms\n",
+        "      - url: http://127.0.0.1:4321/pager\n",
+        "      - url: http://127.0.0.1:4321/ticket\n",
+        "  - name: observe\n",
+    ] {
+        assert!(am.contains(want), "{want}: {am}");
+    }
+    assert!(!am.contains("pagerduty"), "{am}");
+    let rules = dir.path().join("rules.yml");
+    let ran = Command::new("python3")
+        .arg(format!("{root}/scripts/demo-chain.py"))
+        .args(["rules", &format!("{root}/alerts/redis-streams.rules.yml")])
+        .arg(&rules)
+        .arg("20")
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{ran:?}");
+    let rules = std::fs::read_to_string(&rules).unwrap();
+    assert!(
+        rules.contains("for: 90s") && rules.contains("[45s]"),
+        "30m and [15m] scaled"
+    );
 }
 
 /// The body of `GET url` (`http://host:port/path`), or `None` when nothing

@@ -172,6 +172,11 @@ max_delay = "60s"
 [[streams]]
 match = "e2e:deadletter"
 dead_letter = "{stream}:dlq"
+
+# The batch job runs every 12 s (the simulator's --batch-every below): read_every above it.
+[[streams]]
+match = "e2e:batch"
+read_every = "15s"
 "#;
 
 fn prometheus_config(rules: &Path, alertmanager: u16, jobs: &[(&str, &[u16])]) -> String {
@@ -905,7 +910,7 @@ fn start_scenarios(
             sim(
                 &format!("simulator-{}", expect::target_name(*kind)),
                 &server.url(),
-                &["--prefix", "e2e:", "all"],
+                &["--prefix", "e2e:", "--batch-every", "12s", "all"],
             )
         })
         .collect();

@@ -113,6 +113,8 @@ fn stream(scenario: &str) -> String {
         "trim-catchup" => "trimcatchup",
         "delete-unread" => "deleteunread",
         "trim-overtake" => "trimovertake",
+        "never-acks" => "neveracks",
+        "noack-reader" => "noackreader",
         other => other,
     };
     format!("e2e:{suffix}")
@@ -166,7 +168,12 @@ pub fn matrix(kind: Server, main_instance: &str) -> Vec<Fault> {
     };
     let w = want;
     let mut faults = vec![
+        // The groups that must raise nothing: keeping up, a batch job between runs (read_every
+        // above its period), nothing to do, a NOACK reader (nothing ever pending).
         fault("healthy", None, vec![], &[], vec![], 0),
+        fault("batch", None, vec![], &[], vec![], 0),
+        fault("idle", None, vec![], &[], vec![], 0),
+        fault("noack-reader", None, vec![], &[], vec![], 0),
         fault(
             "crashed-consumer",
             None,
@@ -247,7 +254,7 @@ pub fn matrix(kind: Server, main_instance: &str) -> Vec<Fault> {
             1,
         ),
         fault(
-            "noack",
+            "never-acks",
             None,
             vec![
                 w("RedisStreamsGroupStalled"),

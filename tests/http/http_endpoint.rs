@@ -660,6 +660,36 @@ async fn landing_page_shows_the_checks_a_legend_and_refreshes(kind: Server) {
     };
     let header = "<th>pending</th><th>poison</th><th>ghosts</th><th>orphaned</th><th>lost</th><th>dead letters</th><th>read every</th></tr>";
     assert!(page.contains(header), "{page}");
+    // Under the stalled group: who holds its orphaned and poison entries,
+    // the oldest of them, and the lines that claim them (the orphan limit
+    // is 1 s).
+    let first = &ids[0];
+    for said in [
+        "orphaned: c1 holds 3 entries, silent for ".to_string(),
+        format!(
+            ", the oldest {first}. Claim: <code>XAUTOCLAIM jobs workers &lt;live-consumer&gt; 1000 {first} COUNT 100</code>"
+        ),
+        format!(
+            "poison: c1 holds poison, the oldest {first} (delivered 6 times). Claim: <code>XCLAIM jobs workers &lt;dead-letter-handler&gt; "
+        ),
+    ] {
+        assert!(page.contains(&said), "{said}: {page}");
+    }
+    // Coloured by severity: the stalled group, the group that lost entries.
+    assert!(
+        page.contains("<tr class=\"stalled\"><td>t</td><td>jobs</td>"),
+        "{page}"
+    );
+    if kind.has_lag() {
+        assert!(
+            page.contains("<tr class=\"data_loss\"><td>t</td><td>lossy</td>"),
+            "{page}"
+        );
+        assert!(
+            page.contains(" ago, holds 59m"),
+            "a loss's time as durations: {page}"
+        );
+    }
     // Reloads itself every stream poll (200ms here: at least a second).
     assert!(
         page.contains("<meta http-equiv=\"refresh\" content=\"1\">"),
@@ -674,18 +704,100 @@ async fn landing_page_shows_the_checks_a_legend_and_refreshes(kind: Server) {
         "stalled",
         "stopped",
         "data_loss",
-        "unknown",
+        "warming_up",
     ] {
         assert!(
-            legend.contains(&format!("<dt>{status}</dt><dd>")),
+            legend.contains(&format!("\">{status}</dt><dd>")),
             "{status}: {legend}"
         );
     }
+    assert!(
+        !page.contains("unknown</dt>"),
+        "one word for not judged yet"
+    );
     assert!(legend.contains("<b>~</b> before it"), "{legend}");
     d.stop().await;
 }
 
 per_server!(landing_page_shows_the_checks_a_legend_and_refreshes);
+
+/// A task queue whose workers take a random name at each start: 300 idle
+/// consumers left by restarts, a live worker, and a worker that crashed
+/// holding 5 entries, its name sorting after all the others. The landing
+/// page and the culprit series name the crashed worker and its oldest
+/// entry, with the claim line at the group's orphan limit.
+async fn the_crashed_worker_among_300_idle_consumers_is_named(kind: Server) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg("tasks")
+        .arg("workers")
+        .arg("$")
+        .arg("MKSTREAM")
+        .query(&mut c)
+        .unwrap();
+    let mut pipe = redis::pipe();
+    for i in 0..300u64 {
+        let name = format!("w-{:08x}", i.wrapping_mul(0x9E37_79B9) % 0xFFFF_FFFF);
+        pipe.cmd("XGROUP")
+            .arg("CREATECONSUMER")
+            .arg("tasks")
+            .arg("workers")
+            .arg(name)
+            .ignore();
+    }
+    let _: () = pipe.query(&mut c).unwrap();
+    let held = xadd_n(&mut c, "tasks", 5);
+    let crashed = "w-zz7f3a91";
+    read_group(&mut c, "tasks", "workers", crashed, 5);
+    let config = format!(
+        "{}[[streams]]\nmatch = \"tasks\"\nconsumer_inactive_after = \"2s\"\n",
+        fast_config(&server.url())
+    );
+    let d = Daemon::start(&config).await;
+    let want = format!("orphaned: {crashed} holds 5 entries, silent for ");
+    let claim = format!(
+        "<code>XAUTOCLAIM tasks workers &lt;live-consumer&gt; 2000 {} COUNT 100</code>",
+        held[0]
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let page = loop {
+        // The live worker keeps up with a producer.
+        xadd_n(&mut c, "tasks", 1);
+        let got = read_group(&mut c, "tasks", "workers", "w-live0001", 10);
+        if !got.is_empty() {
+            let mut ack = redis::cmd("XACK");
+            ack.arg("tasks").arg("workers").arg(&got);
+            let _: i64 = ack.query(&mut c).unwrap();
+        }
+        let page = d.get("/").await.text().await.unwrap();
+        if page.contains(&want) && page.contains(&claim) {
+            break page;
+        }
+        assert!(Instant::now() < deadline, "{want} {claim}:\n{page}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        page.contains(&format!(", the oldest {}", held[0])),
+        "{page}"
+    );
+    let text = d.get("/metrics").await.text().await.unwrap();
+    let series = format!(
+        "redis_streams_group_pending_culprit_min_idle_seconds{{target=\"t\",stream=\"tasks\",group=\"workers\",kind=\"orphaned\",id=\"{}\",consumer=\"{crashed}\"}} 2",
+        held[0]
+    );
+    assert!(text.contains(&series), "{series}:\n{text}");
+    assert_eq!(
+        text.matches("redis_streams_group_pending_culprit_min_idle_seconds{")
+            .count(),
+        1,
+        "only the crashed worker: {text}"
+    );
+    d.stop().await;
+}
+
+per_server!(the_crashed_worker_among_300_idle_consumers_is_named);
 
 /// `Accept: application/openmetrics-text` gets OpenMetrics 1.0 (judged by a strict parser), with
 /// the same series as the text format; `name[]` keeps only the families named, in either format.

@@ -251,6 +251,7 @@ fn pending_entries_and_ranges() {
         PendingEntry {
             id: StreamId::new(5, 1),
             released: false,
+            holder: Some(b"c1".to_vec()),
             idle_ms: 1200,
             deliveries: 25
         }
@@ -259,6 +260,8 @@ fn pending_entries_and_ranges() {
         p.iter().map(|e| e.released).collect::<Vec<_>>(),
         [false, false, true]
     );
+    assert_eq!(p[1].holder, None, "a name not kept");
+    assert_eq!(p[2].holder, None, "released");
     let r = arr(vec![entry("1-0"), entry("2-0")]);
     assert_eq!(
         range_ids(&r).unwrap(),

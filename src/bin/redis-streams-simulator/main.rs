@@ -41,7 +41,7 @@
 //! | `outpace` | producer 6/s, consumer 3/s | production outpacing consumption (the `…Estimated` info variant on 6.2) |
 //! | `outpace-xdel` | as `outpace`, and every 5 s the producer cancels (`XDEL`) its newest, still undelivered entry: with a deletion ahead of the group Redis 7.0+ reports `lag` and `entries-read` as nil until the group reads the last entry, which it never does | lag estimated, production outpacing consumption (`…Estimated`), deleted undelivered (7.0+, while the lag can still be counted) |
 //! | `stopped` | consumers read for 5 s, then all stop; production goes on | group stopped (lag and outpacing follow from it) |
-//! | `noack` | the consumer reads 3/s and never acknowledges | stalled (pending growing follows) |
+//! | `never-acks` | the consumer reads 3/s and never acknowledges what it read | stalled (pending growing follows) |
 //! | `trim-catchup` | after 5 s, a burst of 60 entries is trimmed to `MAXLEN 20` before the group reads it: 40 unread entries are gone; the group catches up one poll later, so the loss shows in the gauges for about one poll | trimmed undelivered (7.0+) |
 //! | `delete-unread` | the group reads every 2 s; after 5 s, 3 entries it has not read yet are deleted (`XDEL`) | deleted undelivered (7.0+) |
 //! | `trim-overtake` | `MAXLEN 300` at 5/s (one minute retained, the group at its end); for 45 s the group reads a third of that, so trimming gains on its first undelivered entry; then it reads twice the production rate, drains and keeps up; nothing is lost | trim overtaking group (by the trim-overtake ETA), then the drain ETA |
@@ -49,9 +49,12 @@
 //! | `many-streams` | `--streams N` small streams, each with `--groups G` groups (default none) whose consumers keep up (`XREADGROUP … NOACK` every 10 s) | streams dropped, probe stale (with a tight exporter); with groups, a large healthy keyspace for `check` |
 //! | `big-pel` | a prefetching consumer keeps `--pel-entries N` entries in flight | PEL scan stale (with a small scan budget) |
 //! | `evictable` | a queue whose consumer always has 5 entries in flight; with `--set-eviction-policy` also `CONFIG SET maxmemory 256mb` and `maxmemory-policy allkeys-lru` | evictable pending entries |
-//! | `batch` | producer 2/s; a healthy batch job reads and acknowledges everything every `--batch-every` (4 m), and is idle in between | nothing (a `check --watch` longer than the period says ok, a single look says unknown, never stopped) |
+//! | `batch` | producer 2/s; a healthy batch job reads and acknowledges everything every `--batch-every` (4 m), and is idle in between | nothing with `read_every` set above the period (a `check --watch` longer than the period says ok, a single look says warming_up, never stopped) |
+//! | `idle` | 10 entries read and acknowledged, nothing produced since; the consumer keeps waiting (`BLOCK`) | nothing (`idle`) |
+//! | `noack-reader` | producer 2/s, a consumer reading with `XREADGROUP … NOACK` every 200 ms: nothing is ever pending | nothing |
 //!
-//! `all` runs every scenario from `healthy` to `rewind`. The scenarios are
+//! `all` runs every scenario from `healthy` to `rewind`, and `batch`, `idle`
+//! and `noack-reader`, which must raise nothing. The scenarios are
 //! in `scenarios/`, a file per family; the Redis commands they share are in
 //! `ops.rs`.
 

@@ -30,8 +30,8 @@ pub(crate) enum Scenario {
     OutpaceXdel,
     /// Consumers stop after 5 s while production goes on.
     Stopped,
-    /// The consumer never acknowledges.
-    Noack,
+    /// The consumer reads and never acknowledges what it read.
+    NeverAcks,
     /// A trim takes 40 unread entries; the group catches up one poll later.
     TrimCatchup,
     /// 3 entries the group has not read yet are deleted (XDEL), once.
@@ -48,13 +48,18 @@ pub(crate) enum Scenario {
     Evictable,
     /// A healthy batch consumer that drains the stream every --batch-every.
     Batch,
-    /// Every scenario from healthy to rewind.
+    /// A stream nothing is produced to, its consumer waiting: nothing should alert.
+    Idle,
+    /// A consumer that reads with NOACK and keeps up (nothing is ever pending): nothing should alert.
+    NoackReader,
+    /// Every scenario from healthy to rewind, and the quiet ones: batch, idle, noack-reader.
     All,
 }
 
 impl Scenario {
-    /// The scenarios `all` stands for.
-    pub(crate) const ALL_SINGLE_REDIS: [Scenario; 16] = [
+    /// The scenarios `all` stands for: every fault on one Redis, and the
+    /// groups that must raise nothing (healthy, batch, idle, noack-reader).
+    pub(crate) const ALL_SINGLE_REDIS: [Scenario; 19] = [
         Scenario::Healthy,
         Scenario::CrashedConsumer,
         Scenario::Poison,
@@ -66,11 +71,14 @@ impl Scenario {
         Scenario::Outpace,
         Scenario::OutpaceXdel,
         Scenario::Stopped,
-        Scenario::Noack,
+        Scenario::NeverAcks,
         Scenario::TrimCatchup,
         Scenario::DeleteUnread,
         Scenario::TrimOvertake,
         Scenario::Rewind,
+        Scenario::Batch,
+        Scenario::Idle,
+        Scenario::NoackReader,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -86,7 +94,7 @@ impl Scenario {
             Scenario::Outpace => "outpace",
             Scenario::OutpaceXdel => "outpace-xdel",
             Scenario::Stopped => "stopped",
-            Scenario::Noack => "noack",
+            Scenario::NeverAcks => "never-acks",
             Scenario::TrimCatchup => "trim-catchup",
             Scenario::DeleteUnread => "delete-unread",
             Scenario::TrimOvertake => "trim-overtake",
@@ -95,6 +103,8 @@ impl Scenario {
             Scenario::BigPel => "big-pel",
             Scenario::Evictable => "evictable",
             Scenario::Batch => "batch",
+            Scenario::Idle => "idle",
+            Scenario::NoackReader => "noack-reader",
             Scenario::All => "all",
         }
     }
@@ -110,6 +120,8 @@ impl Scenario {
             Scenario::TrimCatchup => "trimcatchup",
             Scenario::DeleteUnread => "deleteunread",
             Scenario::TrimOvertake => "trimovertake",
+            Scenario::NeverAcks => "neveracks",
+            Scenario::NoackReader => "noackreader",
             Scenario::ManyStreams => "",
             Scenario::BigPel => "big",
             Scenario::Evictable => "orders",

@@ -29,7 +29,7 @@ pub(crate) async fn run(scenario: Scenario, ctx: &Ctx) -> Result<()> {
         Scenario::Outpace => consumers::outpace(ctx).await,
         Scenario::OutpaceXdel => deleting::outpace_xdel(ctx).await,
         Scenario::Stopped => consumers::stopped(ctx).await,
-        Scenario::Noack => consumers::noack(ctx).await,
+        Scenario::NeverAcks => consumers::never_acks(ctx).await,
         Scenario::TrimCatchup => trimming::trim_catchup(ctx).await,
         Scenario::DeleteUnread => deleting::delete_unread(ctx).await,
         Scenario::TrimOvertake => trimming::trim_overtake(ctx).await,
@@ -38,6 +38,8 @@ pub(crate) async fn run(scenario: Scenario, ctx: &Ctx) -> Result<()> {
         Scenario::BigPel => consumers::big_pel(ctx).await,
         Scenario::Evictable => keyspace::evictable(ctx).await,
         Scenario::Batch => consumers::batch(ctx).await,
+        Scenario::Idle => consumers::idle(ctx).await,
+        Scenario::NoackReader => consumers::noack_reader(ctx).await,
         Scenario::All => Ok(()),
     }
 }

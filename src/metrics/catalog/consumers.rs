@@ -35,6 +35,14 @@ family! {
         lean: Lean::Holders
     );
     metric!(
+        GROUP_PENDING_CULPRIT,
+        "redis_streams_group_pending_culprit_min_idle_seconds",
+        Gauge,
+        TSGKIC,
+        "One series per consumer holding orphaned (kind=\"orphaned\") or poison (kind=\"poison\") entries of the group, while any does: at most 3 per kind, the holders of the most orphaned entries (under their real names, before consumer_names rewrites) and of the oldest poison entries; nothing while nothing is wrong. id is the oldest such entry the consumer holds, when it is among the group's 10 oldest pending entries (read at every pending summary), else empty; consumer is empty when a poison entry's holder has a name too long to keep. The value is the minimum idle time of a claim that takes those entries and no live work, in whole seconds: the group's orphan limit for orphaned entries (XAUTOCLAIM stream group <live-consumer> <value x 1000> <id> COUNT 100), the poison entry's idle time when read (XCLAIM stream group <dead-letter-handler> <value x 1000> <id>). Cached by the poller.",
+        Source::Custom(Custom::Culprit)
+    );
+    metric!(
         CONSUMER_IDLE,
         "redis_streams_consumer_idle_seconds",
         Gauge,

@@ -123,6 +123,8 @@ pub enum Custom {
     OldestPendingAge,
     /// The larger of the PEL scan's and the pending summary's poison counts.
     Poison,
+    /// The larger of the PEL scan's and the pending summary's ghost counts.
+    Ghost,
     /// The pending summary's entries released by `XNACK`.
     Nacked,
     /// Idle-time buckets of the last PEL scan.
@@ -131,6 +133,8 @@ pub enum Custom {
     PendingByDeliveryCount,
     /// Pending entries by consumer, with those beyond the cap summed.
     ConsumerPending,
+    /// The consumers holding orphaned or poison entries, while any do.
+    Culprit,
     /// The server's description in labels.
     TargetInfo,
     /// Page sizes by command.
@@ -333,6 +337,7 @@ pub(super) const TSGSR: &[&str] = &["target", "stream", "group", "status", "reas
 pub(super) const TSGCAUSE: &[&str] = &["target", "stream", "group", "cause"];
 pub(super) const TSGREASON: &[&str] = &["target", "stream", "group", "reason"];
 pub(super) const TSGC: &[&str] = &["target", "stream", "group", "consumer"];
+pub(super) const TSGKIC: &[&str] = &["target", "stream", "group", "kind", "id", "consumer"];
 pub(super) const TP: &[&str] = &["target", "probe"];
 pub(super) const TCMD: &[&str] = &["target", "command"];
 

@@ -47,8 +47,8 @@ family! {
         "redis_streams_group_pending_ghost",
         Gauge,
         TSG,
-        "PEL entries whose body no longer exists in the stream (trimmed or deleted), from the last complete PEL scan. Cached by the poller.",
-        Source::Scan(|sc| last_scan(sc).map(|s| s.ghost as f64)),
+        "PEL entries whose body no longer exists in the stream (trimmed or deleted): the larger of the last complete PEL scan's count and the count among the 10 oldest pending entries read at every pending summary (those older than the stream's first entry, and the oldest one an XRANGE finds deleted), which sees them before the next scan. Cached by the poller.",
+        Source::Custom(Custom::Ghost),
         lean: Lean::Unless(0.0)
     );
     metric!(

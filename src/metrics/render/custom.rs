@@ -8,13 +8,13 @@ use std::io::Write;
 use std::sync::atomic::Ordering;
 
 use super::renderer::{
-    OTHER_CONSUMERS, Renderer, consumer_sample, full_series, group_labels, group_writes, groups_of,
-    writes,
+    OTHER_CONSUMERS, Renderer, consumer_labelled, consumer_sample, full_series, group_labels,
+    group_writes, groups_of, writes,
 };
 use super::section::SectionCounts;
 use crate::metrics::catalog::{Custom, Lean};
 use crate::metrics::text::{Family, write_value};
-use crate::snapshot::{PelScan, ScanState, TargetSnapshot};
+use crate::snapshot::{PelScan, PendingHead, ScanState, TargetSnapshot};
 use crate::vocab::{ErrorKind, ReconnectReason, SkipKind};
 
 fn last_scan(scan: &ScanState) -> Option<&PelScan> {
@@ -31,7 +31,8 @@ impl Renderer<'_> {
             Custom::LossUnproven => self.loss_unproven(f),
             Custom::Status => self.status(f),
             Custom::OldestPendingAge => self.oldest_pending_age(f),
-            Custom::Poison => self.poison(f),
+            Custom::Poison => self.larger_of_scan_and_head(f, |s| s.poison, |h| h.poison),
+            Custom::Ghost => self.larger_of_scan_and_head(f, |s| s.ghost, |h| h.ghost),
             Custom::Nacked => {
                 for t in &self.up {
                     for ((s, g), &n) in t.nacked.iter() {
@@ -44,6 +45,7 @@ impl Renderer<'_> {
             Custom::PendingByIdle => self.pending_by_idle(f),
             Custom::PendingByDeliveryCount => self.pending_by_delivery_count(f),
             Custom::ConsumerPending => self.consumer_pending(f),
+            Custom::Culprit => self.culprits(f),
             Custom::TargetInfo => self.target_info(f),
             Custom::PageSizes => self.by_command(f, |t| {
                 t.stats
@@ -172,12 +174,17 @@ impl Renderer<'_> {
     }
 
     /// The larger of the last scan's count and the pending summary's count
-    /// among a stuck group's oldest entries.
-    fn poison<W: Write>(&self, f: &mut Family<'_, W>) {
+    /// among a group's oldest entries (poison, ghosts).
+    fn larger_of_scan_and_head<W: Write>(
+        &self,
+        f: &mut Family<'_, W>,
+        scanned: fn(&PelScan) -> u64,
+        looked: fn(&PendingHead) -> u64,
+    ) {
         for t in &self.up {
-            for (key, scan, head) in outer_join(&t.scans, &t.head_poison) {
-                let scanned = scan.and_then(last_scan).map(|s| s.poison);
-                let Some(v) = scanned.into_iter().chain(head.copied()).max() else {
+            for (key, scan, head) in outer_join(&t.scans, &t.pending_heads) {
+                let scanned = scan.and_then(last_scan).map(scanned);
+                let Some(v) = scanned.into_iter().chain(head.map(looked)).max() else {
                     continue;
                 };
                 if group_writes(t, &key.0, &key.1, Lean::Unless(0.0), v as f64) {
@@ -255,6 +262,28 @@ impl Renderer<'_> {
                 if let Some(other) = cs.other_pending.filter(|&n| full || n > 0) {
                     let consumer = Some(("consumer", OTHER_CONSUMERS));
                     f.sample_with_literal(&labels, consumer, other as f64);
+                }
+            }
+        }
+    }
+
+    /// The consumers holding each group's orphaned and poison entries: one
+    /// series each, with the oldest such entry and the claim's minimum idle
+    /// time, written only while there are any.
+    fn culprits<W: Write>(&self, f: &mut Family<'_, W>) {
+        let mut id = Vec::with_capacity(48);
+        for t in &self.up {
+            for (key, cs, head) in outer_join(&t.consumers, &t.pending_heads) {
+                let found = crate::snapshot::culprits(cs.map(|c| &**c), head);
+                let [l1, l2, l3] = group_labels(t, &key.0, &key.1);
+                for c in &found {
+                    id.clear();
+                    if let Some(oldest) = c.oldest {
+                        let _ = write!(id, "{oldest}");
+                    }
+                    let labels = [l1, l2, l3, ("kind", c.kind.label().as_bytes()), ("id", &id)];
+                    let name = c.consumer.as_deref().unwrap_or_default();
+                    consumer_labelled(f, labels, name, c.min_idle.as_secs() as f64);
                 }
             }
         }

@@ -18,8 +18,9 @@ use crate::loss::ByCause;
 use crate::metrics::catalog::METRICS;
 use crate::process::ProcessStats;
 use crate::snapshot::{
-    Consumers, DeadLetter, ExportedConsumer, ExporterState, GroupState, Groups, Name,
-    OldestPending, PelScan, ProbeStatus, ScanState, ServerInfo, StreamState, TargetSnapshot,
+    Consumers, DeadLetter, ExportedConsumer, ExporterState, GroupState, Groups, HeadEntry, Name,
+    OldestPending, OrphanHolder, PelScan, PendingHead, ProbeStatus, ScanState, ServerInfo,
+    StreamState, TargetSnapshot,
 };
 use crate::status::{Basis, GroupStatus};
 use crate::vocab::{ClientTrackingStats, ExtraPollStats, KeyspaceEventsStats, StatsSnapshot};
@@ -83,6 +84,7 @@ pub(super) fn group(pending: u64, lag: Option<u64>) -> GroupState {
         status: Some(GroupStatus::Lagging),
         status_basis: Some(Basis::Window),
         status_reason: Some(crate::status::Reason::KeepingUp),
+        judged_in: None,
         pending_aged_at_ms: (pending > 0).then_some(NOW_S * 1000),
     }
 }
@@ -156,7 +158,31 @@ fn consumers() -> Consumers {
         live: 3,
         stale: 1,
         orphaned: 1,
+        // The 100-byte name: its oldest entry is among the group's oldest.
+        orphan_holders: vec![OrphanHolder {
+            name: Name::from(&[b'w'; 100][..]),
+            pending: 1,
+            silent_ms: None,
+        }],
         inactive_after: std::time::Duration::from_secs(300),
+    }
+}
+
+/// The look at a group's oldest entries: two poison entries held by
+/// `worker-1`, the orphaned consumer's entry after them.
+fn pending_head() -> PendingHead {
+    let entry = |ms, holder: &[u8], deliveries| HeadEntry {
+        id: id(ms),
+        holder: Some(Name::from(holder)),
+        idle_ms: 42_500,
+        deliveries,
+    };
+    let poison = entry(NOW_S * 1000 - 42_000, b"worker-1", 12);
+    PendingHead {
+        poison: 2,
+        ghost: 1,
+        poisoned: vec![poison.clone()],
+        oldest_by_holder: vec![poison, entry(NOW_S * 1000 - 40_000, &[b'w'; 100], 1)],
     }
 }
 
@@ -295,7 +321,11 @@ pub(super) fn targets() -> Vec<Arc<TargetSnapshot>> {
                 })
                 .into(),
         ),
-        head_poison: Arc::new([&orders, &payments].map(|s| (key(s, &billing), 2)).into()),
+        pending_heads: Arc::new(
+            [&orders, &payments]
+                .map(|s| (key(s, &billing), pending_head()))
+                .into(),
+        ),
         // A server with XNACK: two entries released in one group, none in
         // the other.
         nacked: Arc::new(
@@ -495,7 +525,7 @@ fn the_fixture_holds_only_states_the_stream_poll_produces() {
 fn golden_exposition_and_probe_answer() {
     let targets = targets();
     let (out, counts) = render(&targets, &exporter(), BUILD, Vec::new()).unwrap();
-    assert_eq!((counts.duplicates, counts.shortened), (0, 4));
+    assert_eq!((counts.duplicates, counts.shortened), (0, 6));
     let metrics = String::from_utf8(out).unwrap();
     compare("exposition.prom", &metrics);
     promtool_check("exposition.prom");

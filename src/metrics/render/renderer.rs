@@ -106,11 +106,17 @@ impl<'a> Renderer<'a> {
             Section::PelScans => |t| {
                 vec![
                     Input::PelScans(t.scans.clone()),
-                    Input::HeadPoison(t.head_poison.clone()),
+                    Input::PendingHeads(t.pending_heads.clone()),
                     Input::Nacked(t.nacked.clone()),
                 ]
             },
-            Section::Consumers => |t| vec![Input::Consumers(t.consumers.clone())],
+            // The culprits join the consumers with the pending heads.
+            Section::Consumers => |t| {
+                vec![
+                    Input::Consumers(t.consumers.clone()),
+                    Input::PendingHeads(t.pending_heads.clone()),
+                ]
+            },
             Section::Targets => return None,
         };
         Some(SectionInputs {
@@ -371,5 +377,21 @@ pub(super) fn consumer_sample<W: Write>(
         );
     } else {
         f.sample(&[l1, l2, l3, ("consumer", name)], value);
+    }
+}
+
+/// One sample whose last label, after `labels`, is a consumer's name, as
+/// [`consumer_sample`] writes it.
+pub(super) fn consumer_labelled<W: Write>(
+    f: &mut Family<'_, W>,
+    labels: [Label<'_>; 5],
+    name: &[u8],
+    value: f64,
+) {
+    if name == OTHER_CONSUMERS.as_bytes() {
+        f.sample_with_literal(&labels, Some(("consumer", REAL_OTHER_CONSUMER)), value);
+    } else {
+        let [l1, l2, l3, l4, l5] = labels;
+        f.sample(&[l1, l2, l3, l4, l5, ("consumer", name)], value);
     }
 }

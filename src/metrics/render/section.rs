@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use crate::metrics::catalog::{Custom, MetricDef, Source};
 use crate::metrics::text::{Family, Sink};
-use crate::snapshot::{Consumers, GroupKey, Name, OldestPending, ScanState, StreamState};
+use crate::snapshot::{
+    Consumers, GroupKey, Name, OldestPending, PendingHead, ScanState, StreamState,
+};
 
 /// The parts of the exposition, in output order. Each reads one or two maps
 /// of the target snapshots (the last reads only small per-target state and
@@ -53,13 +55,14 @@ impl Section {
             Source::Scan(_)
             | Source::Custom(
                 Custom::Poison
+                | Custom::Ghost
                 | Custom::Nacked
                 | Custom::PendingByIdle
                 | Custom::PendingByDeliveryCount,
             ) => Section::PelScans,
             Source::GroupConsumers(_)
             | Source::Consumer(_)
-            | Source::Custom(Custom::ConsumerPending) => Section::Consumers,
+            | Source::Custom(Custom::ConsumerPending | Custom::Culprit) => Section::Consumers,
             Source::Target(_)
             | Source::TargetHealth(_)
             | Source::Probe(_)
@@ -98,7 +101,7 @@ pub(super) enum Input {
     Streams(Arc<BTreeMap<Name, Arc<StreamState>>>),
     OldestPending(Arc<BTreeMap<GroupKey, OldestPending>>),
     PelScans(Arc<BTreeMap<GroupKey, ScanState>>),
-    HeadPoison(Arc<BTreeMap<GroupKey, u64>>),
+    PendingHeads(Arc<BTreeMap<GroupKey, PendingHead>>),
     Nacked(Arc<BTreeMap<GroupKey, u64>>),
     Consumers(Arc<BTreeMap<GroupKey, Arc<Consumers>>>),
 }
@@ -109,9 +112,8 @@ impl PartialEq for Input {
             (Input::Streams(a), Input::Streams(b)) => Arc::ptr_eq(a, b),
             (Input::OldestPending(a), Input::OldestPending(b)) => Arc::ptr_eq(a, b),
             (Input::PelScans(a), Input::PelScans(b)) => Arc::ptr_eq(a, b),
-            (Input::HeadPoison(a), Input::HeadPoison(b)) | (Input::Nacked(a), Input::Nacked(b)) => {
-                Arc::ptr_eq(a, b)
-            }
+            (Input::PendingHeads(a), Input::PendingHeads(b)) => Arc::ptr_eq(a, b),
+            (Input::Nacked(a), Input::Nacked(b)) => Arc::ptr_eq(a, b),
             (Input::Consumers(a), Input::Consumers(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }

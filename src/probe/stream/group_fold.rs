@@ -125,6 +125,10 @@ impl GroupFold<'_> {
             status_reason: verdict
                 .map(|v| v.reason)
                 .or_else(|| before.and_then(|b| b.status_reason)),
+            judged_in: match verdict {
+                Some(v) => v.judged_in,
+                None => before.and_then(|b| b.judged_in),
+            },
             // The pending summary's oldest ID is aged by this poll's clock
             // while entries are pending (see
             // `TargetSnapshot::oldest_pending_age`).

@@ -148,8 +148,12 @@ pub(super) fn build_stream(
 fn stuck_evidence(snapshot: &TargetSnapshot, key: &(Name, Name)) -> Option<status::Stuck> {
     let scan = snapshot.scans.get(key).and_then(|s| s.last.as_deref());
     let poison = scan.is_some_and(|scan| scan.poison > 0)
-        || snapshot.head_poison.get(key).is_some_and(|&n| n > 0);
-    let ghost = scan.is_some_and(|scan| scan.ghost > 0);
+        || snapshot
+            .pending_heads
+            .get(key)
+            .is_some_and(|h| h.poison > 0);
+    let ghost = scan.is_some_and(|scan| scan.ghost > 0)
+        || snapshot.pending_heads.get(key).is_some_and(|h| h.ghost > 0);
     let orphaned = snapshot.consumers.get(key).is_some_and(|c| c.orphaned > 0);
     [
         (poison, status::Stuck::Poison),

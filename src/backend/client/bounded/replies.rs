@@ -16,6 +16,16 @@ pub(super) const BULK_BOUND: usize = 64 * 1024;
 /// [`BULK_BOUND`] (longer ones are never asked about).
 pub(super) const LINE_BOUND: usize = 4 * BULK_BOUND;
 
+/// The extended `XPENDING` replies of at most this many rows (the pending
+/// summary's look at a group's oldest entries) hand their holders' names on:
+/// they name the consumer holding a poison or orphaned entry. Longer pages
+/// (the PEL scan's) hand them on as nulls.
+const NAMED_ROWS: u64 = 10;
+
+/// The longest holder's name handed on (the longest label value the
+/// exporter writes by default); a longer one becomes a null.
+const NAME_BOUND: u64 = 1024;
+
 /// The deepest nesting of aggregates a reply may have: the exporter's
 /// deepest (`CLUSTER SHARDS`, `CLUSTER SLOTS`) nest four deep.
 pub(super) const DEPTH_BOUND: usize = 8;
@@ -82,7 +92,8 @@ enum Role {
     /// One of them: a field list.
     Group,
     /// The consumer holding a pending entry: an empty name (an entry
-    /// released by `XNACK`) is handed on, any other as a null.
+    /// released by `XNACK`) is handed on, any other as a null but in a
+    /// reply of at most [`NAMED_ROWS`] rows.
     Owner,
     /// A row of the extended `XPENDING`: `[id, consumer, idle, count]`.
     Row,
@@ -569,8 +580,11 @@ impl Replies {
             return;
         }
         let n = n as u64;
-        // An owner's name is read by no one: only whether there is one.
-        let keep = !skip && n <= BULK_BOUND as u64 && (role != Role::Owner || n == 0);
+        // An owner's name is read only in a short page of rows (whose
+        // holders a culprit is named from); elsewhere only whether there is
+        // one.
+        let named = role == Role::Owner && n <= NAME_BOUND && self.names_holders();
+        let keep = !skip && n <= BULK_BOUND as u64 && (role != Role::Owner || n == 0 || named);
         if keep {
             header(out, ty, n);
         } else if !skip {
@@ -583,6 +597,17 @@ impl Replies {
             keep,
             key: keep && role == Role::Key,
         };
+    }
+
+    /// Whether the row being read belongs to a reply of at most
+    /// [`NAMED_ROWS`] rows of the extended `XPENDING`.
+    fn names_holders(&self) -> bool {
+        let in_row = self.stack.last().is_some_and(|f| f.kind == Kind::Row);
+        let short = self
+            .plan
+            .as_ref()
+            .is_some_and(|p| p.shape == Shape::Rows && p.limit.is_some_and(|l| l <= NAMED_ROWS));
+        in_row && short
     }
 
     /// The current element is complete: the aggregates it completes are

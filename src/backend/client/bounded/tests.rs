@@ -220,6 +220,37 @@ fn pending_entries_keep_whether_they_have_an_owner_not_its_name() {
     assert_eq!(filtered(&[sum], empty, 3).unwrap(), empty.to_vec());
 }
 
+/// The look at a group's oldest entries (at most 10 rows) names their
+/// holders, up to 1024 bytes each, so a poison or orphaned entry's holder
+/// can be named; a longer name is a null, and so is every name of a longer
+/// page.
+#[test]
+fn a_short_page_names_its_holders() {
+    let long = vec![b'c'; 1025];
+    let mut rows = b"*3\r\n*4\r\n".to_vec();
+    rows.extend(bulk(b"1-0"));
+    rows.extend(bulk(b"worker-7f3a"));
+    rows.extend_from_slice(b":5\r\n:1\r\n*4\r\n");
+    rows.extend(bulk(b"2-0"));
+    rows.extend(bulk(&long));
+    rows.extend_from_slice(b":5\r\n:1\r\n*4\r\n");
+    rows.extend(bulk(b"3-0"));
+    rows.extend(bulk(b""));
+    rows.extend_from_slice(b":0\r\n:2\r\n");
+    let head: &[&str] = &["XPENDING", "s", "g", "-", "+", "10"];
+    for step in [1, 7, rows.len()] {
+        assert_eq!(
+            filtered(&[head], &rows, step).unwrap(),
+            b"*3\r\n*4\r\n$3\r\n1-0\r\n$11\r\nworker-7f3a\r\n:5\r\n:1\r\n*4\r\n$3\r\n2-0\r\n$-1\r\n:5\r\n:1\r\n*4\r\n$3\r\n3-0\r\n$0\r\n\r\n:0\r\n:2\r\n"
+                .to_vec(),
+            "step {step}"
+        );
+    }
+    let page: &[&str] = &["XPENDING", "s", "g", "-", "+", "11"];
+    let text = filtered(&[page], &rows, 9).unwrap();
+    assert!(!text.windows(6).any(|w| w == b"worker"), "{text:?}");
+}
+
 #[test]
 fn stream_info_hands_on_the_ids_of_its_first_and_last_entries() {
     let body = vec![b'q'; 3 * BULK_BOUND];

@@ -1,7 +1,8 @@
 //! What consumers do: keep up (`healthy`), crash holding entries
-//! (`crashed-consumer`), never acknowledge (`noack`), stop (`stopped`), fall
-//! behind (`outpace`), drain the stream in batches (`batch`) or keep a big PEL
-//! in flight (`big-pel`).
+//! (`crashed-consumer`), never acknowledge what they read (`never-acks`), stop
+//! (`stopped`), fall behind (`outpace`), drain the stream in batches (`batch`),
+//! wait on a stream nothing is produced to (`idle`), read with `NOACK`
+//! (`noack-reader`) or keep a big PEL in flight (`big-pel`).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -77,9 +78,9 @@ pub(crate) async fn crashed_consumer(ctx: &Ctx) -> Result<()> {
     all_of(tasks).await
 }
 
-/// `noack`: the consumer reads 3/s and never acknowledges.
-pub(crate) async fn noack(ctx: &Ctx) -> Result<()> {
-    let stream = Scenario::Noack.stream(&ctx.prefix);
+/// `never-acks`: the consumer reads 3/s and never acknowledges what it read.
+pub(crate) async fn never_acks(ctx: &Ctx) -> Result<()> {
+    let stream = Scenario::NeverAcks.stream(&ctx.prefix);
     let mut con = ctx.conn().await?;
     fresh_stream(&mut con, &stream, &["workers"], &[]).await?;
     let producer = spawn_producer(ctx, &stream, 3.0);
@@ -195,6 +196,76 @@ pub(crate) async fn batch(ctx: &Ctx) -> Result<()> {
         }
     });
     all_of(vec![producer, job]).await
+}
+
+/// `idle`: a stream whose 10 entries its consumer read and acknowledged;
+/// nothing is produced since, and the consumer keeps waiting for more
+/// (`XREADGROUP … BLOCK 1000`). Nothing should alert.
+pub(crate) async fn idle(ctx: &Ctx) -> Result<()> {
+    let scenario = Scenario::Idle;
+    let stream = scenario.stream(&ctx.prefix);
+    let mut con = ctx.conn().await?;
+    fresh_stream(&mut con, &stream, &["workers"], &[]).await?;
+    for n in 1..=10 {
+        xadd_capped(&mut con, &stream, &body(n)).await?;
+    }
+    let got = read_new(&mut con, &stream, "workers", "worker-1", 10).await?;
+    let ids: Vec<String> = got.into_iter().map(|e| e.id).collect();
+    ack(&mut con, &stream, "workers", &ids).await?;
+    say(
+        scenario,
+        format_args!("10 entries read and acknowledged; nothing is produced from now on"),
+    );
+    loop {
+        // Waits for work that never comes, as a worker blocked on the stream.
+        let _: redis::Value = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg("workers")
+            .arg("worker-1")
+            .arg("COUNT")
+            .arg(10)
+            .arg("BLOCK")
+            .arg(1000)
+            .arg("STREAMS")
+            .arg(&stream)
+            .arg(">")
+            .query_async(&mut con)
+            .await?;
+    }
+}
+
+/// `noack-reader`: a producer at 2/s and a consumer that reads with
+/// `XREADGROUP … NOACK` every 200 ms (fire-and-forget delivery: nothing is
+/// ever pending) and keeps up. Nothing should alert.
+pub(crate) async fn noack_reader(ctx: &Ctx) -> Result<()> {
+    let scenario = Scenario::NoackReader;
+    let stream = scenario.stream(&ctx.prefix);
+    let mut con = ctx.conn().await?;
+    fresh_stream(&mut con, &stream, &["workers"], &[]).await?;
+    let producer = spawn_producer(ctx, &stream, 2.0);
+    let reader = tokio::spawn({
+        let (c, s) = (ctx.clone(), stream.clone());
+        async move {
+            let mut con = c.conn().await?;
+            let mut tick = ticker(Duration::from_millis(200));
+            loop {
+                tick.tick().await;
+                let _: redis::Value = redis::cmd("XREADGROUP")
+                    .arg("GROUP")
+                    .arg("workers")
+                    .arg("reader-1")
+                    .arg("COUNT")
+                    .arg(100)
+                    .arg("NOACK")
+                    .arg("STREAMS")
+                    .arg(&s)
+                    .arg(">")
+                    .query_async(&mut con)
+                    .await?;
+            }
+        }
+    });
+    all_of(vec![producer, reader]).await
 }
 
 /// `big-pel`: a prefetching consumer keeps `--pel-entries N` entries in flight.
