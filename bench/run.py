@@ -1732,6 +1732,7 @@ class Bench:
             own_info = stats_diff(commandstats(self.r), s0).get("info", {"calls": 0, "usec": 0})
             c1 = commandstats(self.r)
             e1 = exporter_view(h)
+            self.note_build(e1.pop("text"))
             w1 = json.loads(wl_stats.read_text())
             cpu0 = cpu_seconds(p.pid)
             t1 = time.monotonic()
@@ -1894,12 +1895,12 @@ def exporter_view(h: Http) -> dict:
     """Ours' own families (name[] filtered, so that a scrape at 100,000
     streams stays small): commands by label, tracking, extra polls, streams,
     errors (summed over labels), and each probe's figures."""
-    names = list(T_FAMILIES) + list(PROBE_FAMILIES.values())
+    names = list(T_FAMILIES) + list(PROBE_FAMILIES.values()) + ["redis_streams_exporter_build_info"]
     status, body, _, enc = h.get("/metrics?" + "&".join(f"name[]={n}" for n in names))
     if status != 200:
         raise BenchError(f"ours /metrics returned {status}")
     text = (gzip.decompress(body) if enc == "gzip" else body).decode()
-    out: dict = {"commands": {}, "probes": probe_view(text)}
+    out: dict = {"commands": {}, "probes": probe_view(text), "text": text}
     for family, key in T_FAMILIES.items():
         got = samples(text, family)
         if key == "commands":
