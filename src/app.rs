@@ -1,5 +1,5 @@
-//! Wiring: pollers for every target, the renderer, the HTTP server, reloads
-//! and shutdown. Every task the daemon starts is spawned on one
+//! Wiring: pollers for every target, the renderer, the HTTP server, reloads,
+//! the state file and shutdown. Every task the daemon starts is spawned on one
 //! [`TaskTracker`] and stopped by one [`CancellationToken`], both made in
 //! [`run`]: shutdown drains HTTP, cancels the token and waits (within
 //! [`TASKS_GRACE`]) for every task to end. No logic worth unit-testing lives
@@ -22,6 +22,7 @@ use crate::http::{self, HttpState, ReloadRequest};
 use crate::multitarget::MultiTargets;
 use crate::poller::Poller;
 use crate::snapshot::SnapshotStore;
+use crate::state_file::{SAVE_EVERY, StateFile};
 
 /// Why the daemon stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +62,8 @@ struct Supervisor {
     /// Where pollers run (the daemon waits for them at shutdown).
     tasks: TaskTracker,
     multi_targets: Arc<MultiTargets>,
+    /// Where what the pollers learned is kept across restarts, if anywhere.
+    state_file: Option<Arc<StateFile>>,
 }
 
 impl Supervisor {
@@ -141,11 +144,30 @@ impl Supervisor {
         }
         let names: Vec<&str> = wanted.keys().copied().collect();
         self.store.retain(&names);
+        if let (Some(file), None) = (&self.state_file, previous) {
+            // The first pollers start from what the file kept.
+            for poller in &starting {
+                let ctx = poller.context();
+                file.restore(&ctx.target, &ctx.state);
+            }
+            file.forget_unclaimed();
+        }
         for poller in starting {
             let name = poller.context().target.name.clone();
             let stop = self.shutdown.child_token();
             let task = self.tasks.spawn(poller.clone().run(stop.clone()));
             self.running.insert(name, Running { poller, stop, task });
+        }
+        if let Some(file) = &self.state_file {
+            file.track(
+                self.running
+                    .values()
+                    .map(|r| {
+                        let ctx = r.poller.context();
+                        (ctx.target.clone(), ctx.state.clone())
+                    })
+                    .collect(),
+            );
         }
         self.store
             .exporter
@@ -178,6 +200,11 @@ impl Supervisor {
                 if web_changed(&next.web, &current.web) {
                     tracing::warn!(
                         "web settings other than telemetry_path take effect after a restart (the web config file's content is reloaded on its own)"
+                    );
+                }
+                if next.state_file != current.state_file {
+                    tracing::warn!(
+                        "status.state_file takes effect after a restart; the state goes on being written where it was"
                     );
                 }
                 let next = Arc::new(next);
@@ -260,6 +287,14 @@ pub async fn run(
         tasks.clone(),
     );
     let exposition = Exposition::start(store.clone(), &tasks, stop_all.clone());
+    // Read before the first pollers start, so that they start from it.
+    let state_file = config.state_file.clone().map(|path| {
+        Arc::new(StateFile::open(
+            path,
+            &config.targets,
+            std::time::SystemTime::now(),
+        ))
+    });
     let mut supervisor = Supervisor {
         store: store.clone(),
         config: shared.clone(),
@@ -267,10 +302,14 @@ pub async fn run(
         shutdown: stop_all.clone(),
         tasks: tasks.clone(),
         multi_targets: multi_targets.clone(),
+        state_file: state_file.clone(),
     };
     if let Err(e) = supervisor.apply(config, None).await {
         wind_down(&stop_all, &tasks).await;
         return Err(e);
+    }
+    if let Some(file) = &state_file {
+        tasks.spawn(file.clone().keep_saving(SAVE_EVERY, stop_all.clone()));
     }
 
     let (reload_tx, mut reload_rx) = mpsc::channel::<ReloadRequest>(4);
@@ -324,6 +363,10 @@ pub async fn run(
     );
     crate::http::server::serve(listener, app, tls, &limits, stop_http).await;
     wind_down(&stop_all, &tasks).await;
+    if let Some(file) = state_file {
+        // The pollers have stopped: their state is final.
+        file.save_at_shutdown(TASKS_GRACE).await;
+    }
     tracing::info!("stopped");
     Ok(())
 }

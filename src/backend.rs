@@ -32,7 +32,7 @@ mod tls;
 /// The rows of a list without a `COUNT` that a reply keeps (see
 /// `client::bounded`).
 pub use crate::vocab::ROWS_KEPT;
-pub use client::{ClientSetupError, TargetClient};
+pub use client::{ClientSetupError, KEEPALIVE_IDLE, TargetClient};
 pub(crate) use client::{KeyEvent, Listen, NodeAddr, Notice, Reply};
 pub use command::CLIENT_NAME;
 pub(crate) use command::{Command, RangeEnd, RangeStart};

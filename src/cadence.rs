@@ -53,7 +53,7 @@ pub const FLOOR_POLLS: u32 = 4;
 const HOUR_MS: u64 = 3_600_000;
 
 /// The longest intervals of one hour of server time.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct Hour {
     /// Hours since the epoch.
     index: u32,
@@ -89,11 +89,36 @@ impl<const N: usize> Default for Rhythm<N> {
     }
 }
 
+/// Written as the hours that hold durations (the exporter's state file);
+/// read back keeping the `N` most recent of them.
+impl<const N: usize> serde::Serialize for Rhythm<N> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.hours.iter().filter(|h| h.count > 0))
+    }
+}
+
+impl<'de, const N: usize> serde::Deserialize<'de> for Rhythm<N> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut read = Vec::<Hour>::deserialize(deserializer)?;
+        read.retain(|h| h.count > 0);
+        // In the order written; the most recent `N` when there are more.
+        let mut kept: Vec<usize> = (0..read.len()).collect();
+        kept.sort_unstable_by_key(|&i| std::cmp::Reverse(read[i].index));
+        kept.truncate(N);
+        kept.sort_unstable();
+        let mut rhythm = Rhythm::default();
+        for (slot, i) in rhythm.hours.iter_mut().zip(kept) {
+            *slot = read[i];
+        }
+        Ok(rhythm)
+    }
+}
+
 /// How long consumers hold entries before reading again.
 pub type Holds = Rhythm<HOLD_HOURS>;
 
 /// What the cadence of one group has learned so far: about 240 bytes.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Cadence {
     waits: Rhythm<WAIT_HOURS>,
     /// The latest read seen (server ms).
@@ -165,6 +190,17 @@ impl Cadence {
     /// The learned cadence at `at_ms` (see [`Rhythm::value`]).
     pub fn interval(&self, at_ms: u64) -> Option<Duration> {
         self.waits.value(at_ms)
+    }
+
+    /// Goes on after a gap in the polls that nobody watched (the exporter
+    /// restarted, and this cadence came back from its state file): the
+    /// wait in progress and the last read stay, as they were seen, but work
+    /// produced in the gap is known to wait from the next poll only, not
+    /// from the last poll before the gap (a wait would be counted from
+    /// before the restart).
+    pub fn after_gap(&mut self) {
+        self.prev_poll_ms = None;
+        self.prev_generated = None;
     }
 
     /// Forgets the waits in progress (the group's position was set from
@@ -445,6 +481,58 @@ mod tests {
         assert_eq!(pel_patience(d(60), Some(d(120)), d(150)), d(240));
         assert_eq!(pel_patience(d(60), Some(d(1)), d(150)), d(60));
         assert_eq!(pel_patience(d(60), None, d(150)), d(150));
+    }
+
+    #[test]
+    fn a_cadence_goes_on_after_a_gap_nobody_watched() {
+        let start = 40 * HOUR_MS;
+        let every = 4 * MIN;
+        let mut c = Cadence::default();
+        run(&mut c, start, start + HOUR_MS, batch(start, every));
+        let learned = c.interval(start + HOUR_MS).expect("known");
+        // Written and read back (the state file), then a restart of 10
+        // minutes: work produced in the gap and read right after it is not
+        // counted as waiting from the last poll before the gap.
+        let text = serde_json::to_string(&c).expect("written");
+        let mut back: Cadence = serde_json::from_str(&text).expect("read");
+        assert_eq!(back, c);
+        back.after_gap();
+        let after = start + HOUR_MS + 10 * MIN;
+        back.observe(Seen {
+            at_ms: after,
+            last_read_ms: Some(after - 1000),
+            last_generated_id: StreamId::new(after, 0),
+            waiting: false,
+        });
+        assert_eq!(back.interval(after), Some(learned));
+        let mut unwatched = c.clone();
+        unwatched.observe(Seen {
+            at_ms: after,
+            last_read_ms: Some(after - 1000),
+            last_generated_id: StreamId::new(after, 0),
+            waiting: false,
+        });
+        assert_eq!(
+            unwatched.waits.hours.iter().map(|h| h.longest).max(),
+            Some(10 * 60_000 - 1000),
+            "without it, the gap would be one long wait"
+        );
+    }
+
+    #[test]
+    fn a_rhythm_is_written_as_its_hours_and_read_back_to_its_size() {
+        let mut long: Rhythm<4> = Rhythm::default();
+        for hour in 0..4u64 {
+            long.record(hour * HOUR_MS, 1000 * (hour + 1));
+        }
+        let text = serde_json::to_string(&long).expect("written");
+        let short: Rhythm<2> = serde_json::from_str(&text).expect("read");
+        let mut kept: Vec<u32> = short.hours.iter().map(|h| h.index).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, [2, 3], "the most recent hours");
+        let empty: Rhythm<3> = serde_json::from_str("[]").expect("read");
+        assert_eq!(empty, Rhythm::default());
+        assert_eq!(serde_json::to_string(&empty).expect("written"), "[]");
     }
 
     #[test]

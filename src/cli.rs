@@ -53,6 +53,12 @@ pub struct Cli {
     /// logs at warn unless this is given).
     #[arg(long = "log.level", global = true)]
     pub log_level: Option<String>,
+    /// Where to keep what the exporter learned (read cadences, hold times,
+    /// loss ledgers, status windows) across its restarts: written every
+    /// minute and at shutdown, read at start (daemon only; overrides
+    /// status.state_file).
+    #[arg(long = "state.file")]
+    pub state_file: Option<PathBuf>,
     /// Redis URL of the single target used when the file configures none.
     /// The password may come from the REDIS_PASSWORD environment variable.
     #[arg(long = "redis.url", global = true)]
@@ -141,6 +147,7 @@ impl Cli {
             redis_url: self.redis_url.clone(),
             enable_lifecycle: self.enable_lifecycle,
             max_connections: self.max_connections,
+            state_file: self.state_file.clone(),
         }
     }
 }

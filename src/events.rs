@@ -40,7 +40,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::{KeyEvent, Listen, NodeAddr, Notice, PRIORITY, TargetClient};
+use crate::backend::{KeyEvent, Listen, NodeAddr, Notice, PRIORITY, TargetClient, TargetError};
 use crate::config::{ClientTracking, KeyspaceEvents};
 use crate::probe::{ProbeContext, stream};
 use crate::snapshot::Name;
@@ -430,6 +430,8 @@ async fn subscription(
                 if !failing_logged {
                     if refused {
                         tracing::warn!(redis_target = %name, %node, error = %e, retry = ?RETRY_REFUSED, "subscriptions: the ACL user may not subscribe; keyspace events and client tracking are off for this node and polls keep their schedule (the user needs +subscribe, the keyevent channels, +client|id, +client|tracking and &__redis__:invalidate, see docs/keyspace-events.md)");
+                    } else if matches!(e, TargetError::ServerFull { .. }) {
+                        tracing::warn!(redis_target = %name, %node, error = %e, ?retry, "subscriptions: the server is at its maxclients and refused the subscription's connection; polls keep their schedule (keyspace events and client tracking need one more connection per primary: raise maxclients, or set keyspace_events and client_tracking = \"off\")");
                     } else {
                         tracing::warn!(redis_target = %name, %node, error = %e, ?retry, "subscriptions: cannot subscribe; polls keep their schedule");
                     }

@@ -22,6 +22,7 @@
 //! - [`snapshot`]: the immutable picture `/metrics` renders.
 //! - [`metrics`]: the only module that knows metric names (the catalog) and
 //!   the text exposition; [`exposition`] keeps it rendered in the background.
+//! - [`state_file`]: what the exporter learned, kept across its restarts.
 //! - [`http`]: everything HTTP: the endpoints and the landing page, bounded
 //!   connections (caps, timeouts, size limits, shutdown), and TLS, basic
 //!   auth, rate limit and headers from an exporter-toolkit web config, kept
@@ -56,6 +57,7 @@ pub(crate) mod process;
 pub(crate) mod safe_names;
 pub(crate) mod schedule;
 pub mod snapshot;
+pub(crate) mod state_file;
 pub(crate) mod status;
 pub mod telemetry;
 pub(crate) mod tls_signatures;

@@ -40,7 +40,10 @@
 //! anchor, the count never exceeds the truth.
 //!
 //! The first figures after the exporter starts are the baseline, so a loss
-//! older than the exporter is not counted again at every restart. A target
+//! older than the exporter is not counted again at every restart; with a
+//! state file the ledgers come back from it (they are plain data, written
+//! with serde), and the first figures are compared with the last poll
+//! before the restart, under the same rules as after an outage. A target
 //! that comes back as the same server keeps its ledgers; another server
 //! (a new `run_id`) is compared with the last poll when its stream's
 //! figures continue the last poll's (the same data restarted from disk, or
@@ -49,10 +52,12 @@
 //! or entries-read moves backwards was rewound (XGROUP SETID, or recreated
 //! under the same name): counted, and a new baseline.
 
+use serde::{Deserialize, Serialize};
+
 use crate::vocab::{GroupInfo, StreamId, StreamInfo};
 
 /// How a server's entries-read counts entries a group never received.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ReadCounter {
     /// Redis 7.0–7.4 and Valkey before 8.1.1: a read adds one per entry it
     /// delivers, so a gap the group skipped stays out of entries-read.
@@ -93,7 +98,7 @@ impl ReadCounter {
 }
 
 /// Entries by the cause of their removal, as far as the figures prove it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ByCause {
     /// Removed by trimming (`XTRIM`, `XADD … MAXLEN|MINID`) while the group
     /// had not read them (a trim that empties the stream is a trim): no
@@ -132,7 +137,7 @@ impl ByCause {
 }
 
 /// Server time (ms) of the last poll that counted a loss, by cause.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LossTimes {
     /// The last counted trim of unread entries.
     pub trimmed: Option<u64>,
@@ -204,7 +209,7 @@ fn head_deleted(stream: &StreamInfo, groups: &[GroupInfo]) -> bool {
 
 /// Poll intervals in which entries may have been lost beyond what was
 /// proven, by reason.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unproven {
     /// The group read past entries removed in the same interval, and its
     /// server's figures are the same whether it read them first.
@@ -251,7 +256,7 @@ pub enum RangeCount {
 }
 
 /// A closed interval of entry counts; `hi` is `u64::MAX` when unbounded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bounds {
     /// At least this many.
     pub lo: u64,
@@ -321,8 +326,9 @@ trait StreamHistory {
     /// first entry when it takes the first one.
     fn deleted_past_since(&self, id: StreamId, before: &StreamInfo) -> bool;
     /// True when something visibly removed entries since `before`: the
-    /// first entry moved (or the stream, empty, generated more), or
-    /// max-deleted-entry-id moved. Without either, entries-added rising
+    /// first entry moved (or the stream, empty, generated more),
+    /// max-deleted-entry-id moved, or the stream got shorter with nothing
+    /// added. Without any of these, entries-added rising
     /// faster than the length is `XSETID … ENTRIESADDED` or a deletion
     /// below an older max-deleted-entry-id, which the figures cannot tell
     /// apart: never a proven loss.
@@ -365,6 +371,12 @@ impl StreamHistory for StreamInfo {
         self.first_entry_id != before.first_entry_id
             || (self.length == 0 && self.last_generated_id != before.last_generated_id)
             || self.max_deleted_entry_id != before.max_deleted_entry_id
+            // Nothing added (no XADD: the last ID stands; no XSETID: the
+            // count stands) and fewer entries: only a removal shortens it.
+            || (self.entries_added.is_some()
+                && self.entries_added == before.entries_added
+                && self.last_generated_id == before.last_generated_id
+                && self.length < before.length)
     }
 
     fn reset_since(&self, before: &StreamInfo) -> bool {
@@ -533,7 +545,7 @@ impl<'a> Observation<'a> {
 }
 
 /// What the ledger keeps of the last poll.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Seen {
     stream: StreamInfo,
     last_delivered: StreamId,
@@ -570,7 +582,7 @@ impl Seen {
 
 /// The counters' figure at the last poll that had it, and what the ledger
 /// had counted then.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct CountersAnchor {
     figure: u64,
     counted: u64,
@@ -589,7 +601,7 @@ struct Interval {
 }
 
 /// The loss and rewind record of one group.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ledger {
     /// The last poll of the current baseline.
     last: Option<Seen>,

@@ -6,6 +6,14 @@
 //! joined, its series gone). At most `[probe] max_targets` are polled at
 //! once.
 //!
+//! A probed target is keyed by what makes it differ ([`ProbedKey`]): its
+//! canonical URL (scheme, so TLS or not, address and database) and the auth
+//! module it was probed with (credentials, TLS settings, keyspace events).
+//! The same server probed with two modules is two targets, each with its
+//! own poller and memory (status windows, loss ledgers), each taking a
+//! `max_targets` slot: two Prometheus jobs that probe one server with
+//! different modules never restart each other's poller.
+//!
 //! Probed targets live in snapshot stores of their own, one per target: they
 //! never appear in `/metrics` (Prometheus would store every series twice,
 //! under the exporter's `instance` and under the probed one), and their
@@ -68,10 +76,16 @@ pub struct ProbeAnswer {
     pub waited_in_vain: Option<Duration>,
 }
 
+/// What tells probed targets apart: the canonical URL (scheme, address,
+/// database) and the auth module named (none for a probe without one).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct ProbedKey {
+    url: String,
+    auth_module: Option<String>,
+}
+
 /// One probed target.
 struct Entry {
-    /// The auth module it was probed with.
-    auth_module: Option<String>,
     target: Arc<Target>,
     /// The configuration its poller runs with.
     config: Arc<Config>,
@@ -85,13 +99,13 @@ struct Entry {
     last_probe: Instant,
 }
 
-/// Every probed target, by canonical URL.
+/// Every probed target, by canonical URL and auth module.
 #[derive(Debug)]
 pub struct MultiTargets {
     config: Arc<RwLock<Arc<Config>>>,
     /// The daemon's store: only its exporter-wide counters are touched.
     exporter: Arc<SnapshotStore>,
-    entries: Mutex<BTreeMap<String, Entry>>,
+    entries: Mutex<BTreeMap<ProbedKey, Entry>>,
     shutdown: CancellationToken,
     /// Where its tasks run.
     tasks: TaskTracker,
@@ -103,7 +117,6 @@ impl std::fmt::Debug for Entry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Entry")
             .field("target", &self.target.name)
-            .field("auth_module", &self.auth_module)
             .finish_non_exhaustive()
     }
 }
@@ -139,7 +152,7 @@ impl MultiTargets {
             .clone()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<ProbedKey, Entry>> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -201,7 +214,8 @@ impl MultiTargets {
     }
 
     /// Finds or starts the target and renews its lease; returns its store
-    /// and the entry it replaced (another auth module), to stop.
+    /// and the entry it replaced (the same URL and module, whose settings a
+    /// reload changed since), to stop.
     fn lease(
         &self,
         url: Option<&str>,
@@ -211,10 +225,14 @@ impl MultiTargets {
         let (canonical, target) = config
             .probe_target(url, auth_module)
             .map_err(MultiTargetError::Refused)?;
-        let auth_module = auth_module.filter(|m| !m.is_empty()).map(str::to_string);
+        let key = ProbedKey {
+            url: canonical,
+            auth_module: auth_module.filter(|m| !m.is_empty()).map(str::to_string),
+        };
+        let module = key.auth_module.as_deref().unwrap_or("");
         let mut entries = self.lock();
-        if let Some(entry) = entries.get_mut(&canonical) {
-            if entry.auth_module == auth_module && *entry.target == target {
+        if let Some(entry) = entries.get_mut(&key) {
+            if *entry.target == target {
                 entry.last_probe = Instant::now();
                 return Ok((entry.store.clone(), None));
             }
@@ -222,31 +240,31 @@ impl MultiTargets {
             if !self.cap_logged.swap(true, Ordering::Relaxed) {
                 tracing::warn!(
                     max_targets = config.multi_target.max_targets,
-                    refused = %canonical,
+                    refused = %key.url,
+                    auth_module = module,
                     "probe refused: [probe] max_targets targets are probed already; further refusals are counted in {}{{result=\"over_cap\"}}",
                     EXPORTER_PROBE_REQUESTS.name
                 );
             }
             return Err(MultiTargetError::OverCap {
                 max: config.multi_target.max_targets,
-                url: canonical,
+                url: key.url,
             });
         }
-        let entry = self.start_entry(&config, Arc::new(target), auth_module.clone())?;
+        let entry = self.start_entry(&config, Arc::new(target))?;
         let store = entry.store.clone();
-        let replaced = entries.insert(canonical.clone(), entry);
+        let replaced = entries.insert(key.clone(), entry);
         match &replaced {
-            Some(old) => tracing::info!(
-                redis_target = %canonical,
-                auth_module = auth_module.as_deref().unwrap_or(""),
-                previous_auth_module = old.auth_module.as_deref().unwrap_or(""),
-                "probed target restarted with other settings"
+            Some(_) => tracing::info!(
+                redis_target = %key.url,
+                auth_module = module,
+                "probed target restarted with the settings its auth module has now"
             ),
             None => tracing::info!(
-                redis_target = %canonical,
-                auth_module = auth_module.as_deref().unwrap_or(""),
+                redis_target = %key.url,
+                auth_module = module,
                 probed = entries.len(),
-                "probed target added; polled until target_ttl passes without a probe"
+                "probed target added; polled until target_ttl passes without a probe of this URL with this auth module"
             ),
         }
         let count = entries.len();
@@ -259,7 +277,6 @@ impl MultiTargets {
         &self,
         config: &Arc<Config>,
         target: Arc<Target>,
-        auth_module: Option<String>,
     ) -> Result<Entry, MultiTargetError> {
         let store = Arc::new(SnapshotStore::default());
         let poller = Poller::new(config.clone(), target.clone(), store.clone())?;
@@ -268,7 +285,6 @@ impl MultiTargets {
         let stop = self.shutdown.child_token();
         let task = self.tasks.spawn(poller.clone().run(stop.clone()));
         Ok(Entry {
-            auth_module,
             target,
             config: config.clone(),
             store,
@@ -297,7 +313,6 @@ impl MultiTargets {
             }
         });
         Entry {
-            auth_module: old.auth_module,
             target: old.target,
             config: config.clone(),
             store: old.store,
@@ -338,15 +353,17 @@ impl MultiTargets {
         let mut stopping = Vec::new();
         {
             let mut entries = self.lock();
-            let urls: Vec<String> = entries.keys().cloned().collect();
-            for url in urls {
-                let Some(entry) = entries.get(&url) else {
+            let keys: Vec<ProbedKey> = entries.keys().cloned().collect();
+            for key in keys {
+                let Some(entry) = entries.get(&key) else {
                     continue;
                 };
-                match config.probe_target(Some(&url), entry.auth_module.as_deref()) {
+                let url = &key.url;
+                let module = key.auth_module.as_deref().unwrap_or("");
+                match config.probe_target(Some(url), key.auth_module.as_deref()) {
                     Err(why) => {
-                        tracing::info!(redis_target = %url, reason = %why, "probed target dropped by the reload");
-                        stopping.extend(entries.remove(&url));
+                        tracing::info!(redis_target = %url, auth_module = module, reason = %why, "probed target dropped by the reload");
+                        stopping.extend(entries.remove(&key));
                     }
                     Ok((_, target))
                         if target == *entry.target
@@ -355,30 +372,29 @@ impl MultiTargets {
                     {
                         match entry.poller.successor(config.clone()) {
                             Ok(poller) => {
-                                if let Some(old) = entries.remove(&url) {
+                                if let Some(old) = entries.remove(&key) {
                                     let next = self.successor(old, poller, config);
-                                    entries.insert(url, next);
+                                    entries.insert(key, next);
                                 }
                             }
                             Err(e) => {
-                                tracing::warn!(redis_target = %url, error = %e, "probed target dropped by the reload");
-                                stopping.extend(entries.remove(&url));
+                                tracing::warn!(redis_target = %url, auth_module = module, error = %e, "probed target dropped by the reload");
+                                stopping.extend(entries.remove(&key));
                             }
                         }
                     }
                     Ok((_, target))
                         if target != *entry.target || entry.config.polling_changed(config) =>
                     {
-                        let auth = entry.auth_module.clone();
                         let last_probe = entry.last_probe;
-                        match self.start_entry(config, Arc::new(target), auth) {
+                        match self.start_entry(config, Arc::new(target)) {
                             Ok(mut fresh) => {
                                 fresh.last_probe = last_probe;
-                                stopping.extend(entries.insert(url, fresh));
+                                stopping.extend(entries.insert(key, fresh));
                             }
                             Err(e) => {
-                                tracing::warn!(redis_target = %url, error = %e, "probed target dropped by the reload");
-                                stopping.extend(entries.remove(&url));
+                                tracing::warn!(redis_target = %url, auth_module = module, error = %e, "probed target dropped by the reload");
+                                stopping.extend(entries.remove(&key));
                             }
                         }
                     }
@@ -395,22 +411,22 @@ impl MultiTargets {
     /// Drops the targets whose lease ran out; returns how many.
     async fn expire_now(&self) -> usize {
         let ttl = self.current().multi_target.target_ttl;
-        let expired: Vec<(String, Entry)> = {
+        let expired: Vec<(ProbedKey, Entry)> = {
             let mut entries = self.lock();
             let now = Instant::now();
-            let urls: Vec<String> = entries
+            let keys: Vec<ProbedKey> = entries
                 .iter()
                 .filter(|(_, e)| now.duration_since(e.last_probe) >= ttl)
-                .map(|(url, _)| url.clone())
+                .map(|(key, _)| key.clone())
                 .collect();
-            urls.into_iter()
-                .filter_map(|url| entries.remove(&url).map(|e| (url, e)))
+            keys.into_iter()
+                .filter_map(|key| entries.remove(&key).map(|e| (key, e)))
                 .collect()
         };
         let n = expired.len();
-        for (url, entry) in expired {
+        for (key, entry) in expired {
             stop(entry).await;
-            tracing::info!(redis_target = %url, ttl = ?ttl, "probed target dropped: not probed within target_ttl");
+            tracing::info!(redis_target = %key.url, auth_module = key.auth_module.as_deref().unwrap_or(""), ttl = ?ttl, "probed target dropped: not probed within target_ttl");
         }
         // Counted once the pollers are joined: a target counted as expired
         // sends nothing more.

@@ -4,9 +4,13 @@
 //! and different targets run concurrently, sharing only the target's rate
 //! limit. After every run the target's snapshot is published.
 //!
-//! When a run cannot reach the target, everything read from it is dropped
-//! and `target_up` becomes 0 until a run succeeds again: stale values are
-//! never served as fresh.
+//! When a run cannot reach the target, `target_up` becomes 0 until a run
+//! succeeds again; what the last good polls read stays served for a grace
+//! of a few stream intervals ([`down_grace`]), so that a blip does not
+//! erase the target's series, then is dropped: stale values are never
+//! served for longer. Beside the probes, a keepalive sends a `PING` on
+//! connections idle for a while, so that a server's or a proxy's idle
+//! timeout does not close them between polls.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -147,6 +151,7 @@ impl Poller {
     /// running. Returns once every loop has ended.
     pub async fn run(self, shutdown: CancellationToken) {
         self.publish();
+        let keepalive = tokio::spawn(keep_warm(self.ctx.client.clone(), shutdown.clone()));
         // Keyspace events and invalidations only make stream polls timelier
         // and cheaper; their task ends with the probes' loops, on the same
         // token.
@@ -165,6 +170,7 @@ impl Poller {
         if let Some(task) = events {
             let _ = task.await;
         }
+        let _ = keepalive.await;
     }
 
     /// Publishes the target's state as it is, with the client's counters
@@ -303,6 +309,14 @@ impl Poller {
     pub async fn run_probe(&self, kind: ProbeKind) -> Next {
         #[cfg(test)]
         test_hook::before_run(&self.ctx.target.name, kind);
+        // While what is served was read before a fall, a per-group probe
+        // waits for the stream poll that reads the server again (and wakes
+        // it): its figures would join a picture of another moment, perhaps
+        // of another server, and add series a target that is down never
+        // had while up.
+        if kind.per_group() && self.ctx.state().snapshot.held {
+            return Next::Grid;
+        }
         let run = self.timed_run(kind).await;
         let (snapshot, next) = {
             let mut state = self.ctx.state();
@@ -457,36 +471,59 @@ impl Poller {
     }
 
     /// Up or down follows the last round trip, whatever probe made it (a
-    /// probe with nothing to ask proves nothing either way). Data read
-    /// before a fall is dropped with it, so after a recovery the stream
-    /// series come back with the next stream poll, never stale.
+    /// probe with nothing to ask proves nothing either way). What was read
+    /// before a fall stays served, with `target_up 0`, for the grace
+    /// ([`down_grace`]), then is dropped, so after a longer outage the
+    /// stream series come back with the next stream poll, never stale.
+    /// While what is served was read before the fall, only a stream poll
+    /// brings `target_up` back to 1.
     fn follow_reachability(&self, state: &mut TargetState, run: &Run) {
         let name = &self.ctx.target.name;
         let down = matches!(&run.result, Err(e) if e.target_down())
             || self.ctx.client.reachable() == Some(false);
         if down {
+            let grace = down_grace(&self.ctx.config);
             if state.snapshot.up || state.last_down_reason.is_none() {
                 let reason = match &run.result {
                     Err(e) => e.to_string(),
                     Ok(()) => "unreachable".to_string(),
                 };
-                tracing::warn!(redis_target = %name, %reason, "target down; its data series are withdrawn");
+                tracing::warn!(redis_target = %name, %reason, ?grace, "target down; its data series stay served for the grace (target_up 0), then are withdrawn");
                 state.last_down_reason = Some(reason);
             }
-            state.forget_data();
+            if state.fell(Instant::now(), grace) {
+                tracing::warn!(redis_target = %name, ?grace, "target still down after the grace; its data series are withdrawn");
+            }
         } else if self.ctx.client.reachable() == Some(true) {
-            if !state.snapshot.up {
-                tracing::info!(redis_target = %name, "target up");
-                if state.last_down_reason.take().is_some() {
-                    // Back after an outage: refresh what the slow probes
-                    // show now rather than one interval later (the PEL scan
-                    // starts with the groups that had findings).
-                    for k in ProbeKind::ALL.into_iter().filter(|k| *k != run.kind) {
-                        self.wake(k);
-                    }
+            if state.last_down_reason.take().is_some() {
+                // Back after an outage: refresh what the slow probes show
+                // now rather than one interval later (the PEL scan starts
+                // with the groups that had findings).
+                for k in ProbeKind::ALL.into_iter().filter(|k| *k != run.kind) {
+                    self.wake(k);
                 }
             }
-            state.snapshot.up = true;
+            // What is held was read before the fall, perhaps of another
+            // server (a restart, a failover): it is not served as fresh.
+            // `target_up` stays 0 until a stream poll (woken above) has read
+            // the server again, or the grace is over and it is dropped.
+            if state.snapshot.held && run.kind != ProbeKind::Stream {
+                if !state.held_past(Instant::now(), down_grace(&self.ctx.config)) {
+                    return;
+                }
+                tracing::info!(redis_target = %name, "target answers again after the grace; what it held is withdrawn until the next stream poll");
+                state.forget_data();
+            }
+            if !state.snapshot.up {
+                tracing::info!(redis_target = %name, "target up");
+            }
+            if state.snapshot.held {
+                // The per-group probes waited for this stream poll.
+                for k in ProbeKind::ALL.into_iter().filter(|k| k.per_group()) {
+                    self.wake(k);
+                }
+            }
+            state.rose();
         }
     }
 
@@ -538,6 +575,18 @@ struct Run {
     commands: u64,
 }
 
+/// Stream intervals during which a target that went down keeps its last
+/// good data served (see [`down_grace`]).
+pub const DOWN_GRACE_POLLS: u32 = 3;
+
+/// How long a target that went down keeps what its last good polls read
+/// served, with `target_up 0`: [`DOWN_GRACE_POLLS`] stream intervals (45 s
+/// with the default schedule). The data is dropped by the first run after
+/// it, within one more stream interval.
+pub fn down_grace(config: &Config) -> Duration {
+    ProbeKind::Stream.interval(config) * DOWN_GRACE_POLLS
+}
+
 /// How long after a run the next one comes, as its probe's status shows it.
 fn wait_after(next: Next, period: Duration) -> Duration {
     match next {
@@ -554,6 +603,25 @@ pub fn memory_survives(before: &Config, after: &Config) -> bool {
     before.metrics == after.metrics
         && before.status_window == after.status_window
         && before.streams == after.streams
+}
+
+/// How often the keepalive looks for idle connections (see
+/// [`crate::backend::KEEPALIVE_IDLE`]).
+const KEEPALIVE_CHECK: Duration = Duration::from_millis(500);
+
+/// Keeps the target's pooled connections open between polls
+/// ([`TargetClient::keep_warm`]), until `shutdown`.
+async fn keep_warm(client: Arc<TargetClient>, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(KEEPALIVE_CHECK) => {}
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = client.keep_warm(Instant::now()) => {}
+        }
+    }
 }
 
 /// One wake-up per probe.

@@ -33,7 +33,7 @@ mod tests;
 
 pub(crate) use context::ProbeError;
 pub use context::{ProbeContext, Problems};
-pub use groups::{GroupCost, GroupLine, IDLE_EVERY, group_lines};
+pub use groups::{GroupCost, GroupLine, IDLE_EVERY, group_lines, idle_every};
 pub use state::{BudgetNotice, GroupMemory, Parked, TargetState};
 
 pub use crate::vocab::ProbeKind;

@@ -12,7 +12,8 @@
 //! 2. With `read_every` (batch consumers; configured, or twice the learned
 //!    cadence of a group that reads in runs, see
 //!    [`crate::cadence::reads_in_runs`]): until `read_every` plus the window
-//!    has passed since the last read, work waiting is not `stopped`, nor
+//!    has passed since the last read (or, with no read known, since the
+//!    exporter began watching the group), work waiting is not `stopped`, nor
 //!    `stalled` unless on evidence (rule 4); it is `lagging` when lag seconds
 //!    exceed `max_delay`, `ok` otherwise.
 //! 3. `stopped`: there is work (undelivered or pending entries) and nobody
@@ -335,7 +336,7 @@ impl Settings {
 /// how many of the latest polls in a row satisfied it. "Every poll of the
 /// window did X" is then "the run of X is at least the window", so memory
 /// per group stays a few dozen bytes whatever the window's length.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Window {
     seen: u16,
     prev: Option<Previous>,
@@ -356,7 +357,7 @@ pub struct Window {
 /// What the next poll is compared with. IDs are only compared for
 /// equality, so they are kept as 64-bit fingerprints (a collision would at
 /// worst extend a run by one poll).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct Previous {
     /// Lag, `u64::MAX` when unknown.
     lag: u64,
@@ -516,20 +517,17 @@ fn evaluate_now(
             // one, and only a delay beyond what the business tolerates says
             // anything before the run is overdue. With no read known (a job
             // that died before the exporter started, or deletes its consumer
-            // after each run), the run is overdue once the oldest entry
-            // waiting, or the exporter's watch without a read, is older than
-            // the grace.
+            // after each run), the run is overdue once the exporter has
+            // watched the group for longer than the grace without a read. Not
+            // by the age of the oldest entry waiting: a job that ran just
+            // before the exporter started and left a backlog older than the
+            // grace looks the same at the first poll.
             let grace_ms = grace.as_millis() as u64;
             let overdue = match latest.last_read_at_ms {
                 Some(read_at) => latest.at_ms.saturating_sub(read_at) >= grace_ms,
-                None => {
-                    latest
-                        .lag_seconds
-                        .is_some_and(|age| age >= grace.as_secs_f64())
-                        || latest
-                            .watched_since_ms
-                            .is_some_and(|since| latest.at_ms.saturating_sub(since) >= grace_ms)
-                }
+                None => latest
+                    .watched_since_ms
+                    .is_some_and(|since| latest.at_ms.saturating_sub(since) >= grace_ms),
             };
             if overdue && latest.last_read_at_ms.is_none() {
                 // Nobody is known to have read for longer than the run

@@ -15,8 +15,8 @@ mod replies;
 
 pub use id::StreamId;
 pub use kinds::{
-    ClientTrackingStats, ErrorKind, ExtraPollStats, KeyspaceEventsStats, ProbeKind, SkipKind,
-    StatsSnapshot,
+    ClientTrackingStats, ErrorKind, ExtraPollStats, KeyspaceEventsStats, ProbeKind,
+    ReconnectReason, SkipKind, StatsSnapshot,
 };
 pub use replies::{
     ConsumerInfo, GroupInfo, GroupNacks, Idempotence, PendingEntry, PendingSummary, ROWS_KEPT,

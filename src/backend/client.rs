@@ -38,7 +38,7 @@ mod tracking;
 pub(crate) use self::connection::NodeAddr;
 pub(crate) use self::subscriber::{KeyEvent, Listen, Notice};
 pub(crate) use self::target_client::Reply;
-pub use self::target_client::{ClientSetupError, TargetClient};
+pub use self::target_client::{ClientSetupError, KEEPALIVE_IDLE, TargetClient};
 
 #[cfg(test)]
 mod tests;

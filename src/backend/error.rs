@@ -86,6 +86,33 @@ pub(crate) enum TargetError {
         /// Authentication failure rather than a network one.
         auth: bool,
     },
+    /// The server refused one more connection: it has `maxclients`
+    /// clients already (it says so to the new connection, then closes it).
+    #[error(
+        "{}: the server refused a new connection: max number of clients reached (its maxclients); raise maxclients or close other clients",
+        at(target, node)
+    )]
+    ServerFull {
+        /// Target name.
+        target: String,
+        /// `host:port`.
+        node: String,
+    },
+    /// A node's connection was opened again and the server behind it is
+    /// another one (its `run_id` changed: a restart, a failover to another
+    /// process at the address): whatever a run read before may be of the
+    /// server that went, so the run fails as if the server had been
+    /// unreachable (the new connection is kept for the next one).
+    #[error(
+        "{}: the server restarted (its run_id changed) while the connection was down; what was read before is of the server that went",
+        at(target, node)
+    )]
+    Restarted {
+        /// Target name.
+        target: String,
+        /// `host:port`.
+        node: String,
+    },
     /// A reply broke the protocol (a bound of `client::bounded`, bytes that
     /// are not RESP) or cannot be the answer to its command: the connection
     /// is dropped, so that no later reply is taken for the answer to
@@ -150,7 +177,9 @@ impl TargetError {
                 ErrorKind::Timeout
             }
             TargetError::Connection { auth: true, .. } => ErrorKind::Auth,
-            TargetError::Connection { .. } => ErrorKind::Connection,
+            TargetError::Connection { .. }
+            | TargetError::ServerFull { .. }
+            | TargetError::Restarted { .. } => ErrorKind::Connection,
             TargetError::Protocol { .. } => ErrorKind::Protocol,
             TargetError::Topology { .. } => ErrorKind::Cluster,
         }

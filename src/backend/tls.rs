@@ -128,14 +128,14 @@ impl TlsSetup {
         })
     }
 
-    /// Connects to `host:port` and completes the handshake.
+    /// Completes the TLS handshake over `tcp`, a connection to `host`.
     ///
     /// # Errors
     /// An I/O error; a refused handshake carries the rustls error.
-    pub(crate) async fn connect(
+    pub(crate) async fn handshake(
         &self,
         host: &str,
-        port: u16,
+        tcp: TcpStream,
     ) -> std::io::Result<TlsStream<TcpStream>> {
         let name = match &self.server_name {
             Some(name) => name.clone(),
@@ -146,9 +146,6 @@ impl TlsSetup {
                 )
             })?,
         };
-        let tcp = TcpStream::connect((host, port)).await?;
-        // Pipelines are written whole; there is nothing to gain from Nagle.
-        let _ = tcp.set_nodelay(true);
         self.connector.connect(name, tcp).await
     }
 }
@@ -238,11 +235,34 @@ fn describe(e: &rustls::Error) -> String {
         E::InvalidCertificate(C::Expired | C::ExpiredContext { .. }) => {
             "the server's certificate has expired"
         }
+        // What a server without TLS answers a handshake with (an error line,
+        // `-ERR …`), read as a TLS record.
+        E::InvalidMessage(rustls::InvalidMessage::InvalidContentType) => {
+            "the server answered the handshake in plain text: it has no TLS on this port; if so, use a redis:// URL"
+        }
         _ => "",
     };
     if hint.is_empty() {
         format!("TLS: {e}")
     } else {
         format!("TLS: {e}: {hint}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server without TLS answers a handshake with a plain-text error
+    /// line, which rustls reads as a record of no known type: the message
+    /// says so, and what to use.
+    #[test]
+    fn a_plain_text_answer_to_the_handshake_says_the_server_has_no_tls() {
+        let e = rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType);
+        let said = describe(&e);
+        assert!(said.contains("plain text"), "{said}");
+        assert!(said.contains("use a redis:// URL"), "{said}");
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+        assert_eq!(explain(&io).as_deref(), Some(said.as_str()));
     }
 }

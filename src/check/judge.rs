@@ -415,7 +415,7 @@ fn per_group_cost(config: &Config, poller: &Poller) -> String {
         cost.every_group_per_second,
         plural_groups(cost.with_work),
         cost.idle_with_consumers,
-        crate::probe::IDLE_EVERY,
+        cost.idle_every,
         cost.nothing_to_ask,
     )
 }

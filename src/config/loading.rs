@@ -1,12 +1,16 @@
 //! Loading a configuration: [`load`] reads a file, [`from_str`] its text in
 //! two stages (the ripgrep/postgres_exporter pattern): serde reads the TOML
-//! into the raw structs, which reject unknown keys, and the validator checks
-//! every value. How that fails is a [`ConfigError`]: the file, and every
-//! problem with its key path (a syntax error with its line, a misspelt key
-//! with the nearest valid one).
+//! into the raw structs, which reject unknown keys (each is left out and
+//! the file read again, so all are found), and the validator checks every
+//! value. How that fails is a [`ConfigError`]: the file, and every problem
+//! with its key path (a syntax error with its line, a misspelt key with the
+//! nearest valid one), unknown keys and bad values together.
 
 use std::fmt;
 use std::path::Path;
+
+use serde_path_to_error::Segment;
+use toml::de::{DeTable, DeValue};
 
 use super::problems::Problem;
 use super::raw::RawConfig;
@@ -19,7 +23,9 @@ use super::whole::Config;
 pub struct ConfigError {
     /// The file, or `<flags>` when there was none.
     pub file: String,
-    /// Every problem, in file order.
+    /// Every problem: those of the file as written (unknown keys, values
+    /// of the wrong type) in file order, then the values the validator
+    /// refuses, section by section.
     pub problems: Vec<Problem>,
 }
 
@@ -73,30 +79,100 @@ pub fn load(path: Option<&Path>, overrides: &CliOverrides) -> Result<Config, Con
 /// messages.
 ///
 /// # Errors
-/// Every problem found, with its key path.
+/// Every problem found, with its key path: the keys the file may not have
+/// and the values of the wrong type first, then every value the validator
+/// refuses, all in one error.
 pub fn from_str(file: &str, text: &str, overrides: &CliOverrides) -> Result<Config, ConfigError> {
     let fail = |problems| ConfigError {
         file: file.to_string(),
         problems,
     };
-    let raw = parse(text).map_err(|problem| fail(vec![problem]))?;
-    validate(raw, overrides).map_err(fail)
+    let (raw, mut problems) = parse(text).map_err(fail)?;
+    match validate(raw, overrides) {
+        Ok(config) if problems.is_empty() => Ok(config),
+        Ok(_) => Err(fail(problems)),
+        Err(refused) => {
+            // A key left out for its type reads as unset: what the
+            // validator says of an unset key is no news.
+            let left_out: Vec<String> = problems.iter().map(|p| p.key.clone()).collect();
+            problems.extend(refused.into_iter().filter(|p| !left_out.contains(&p.key)));
+            Err(fail(problems))
+        }
+    }
 }
 
+/// The most problems the raw structs report before reading stops (each
+/// costs a read of the file's tree).
+const MAX_PARSE_PROBLEMS: usize = 100;
+
 /// The TOML text into the raw structs, with an error a reader can act on:
-/// the key path, the line, and the nearest valid name for a typo.
-fn parse(text: &str) -> Result<RawConfig, Problem> {
-    let de = toml::Deserializer::parse(text).map_err(|e| Problem {
-        key: String::new(),
-        message: describe_toml_error(text, &e),
+/// the key path, the line, and the nearest valid name for a typo. A key the
+/// structs do not know, or a value of the wrong type, is a problem, and the
+/// key is then left out and the tree read again, so that every such
+/// problem is found in one pass and the validator still sees the rest of
+/// the file.
+///
+/// # Errors
+/// A syntax error (the tree cannot be read), or a problem at a place of the
+/// tree that cannot be left out, with those found before it.
+fn parse(text: &str) -> Result<(RawConfig, Vec<Problem>), Vec<Problem>> {
+    let mut root = DeTable::parse(text).map_err(|e| {
+        vec![Problem {
+            key: String::new(),
+            message: describe_toml_error(text, &e),
+        }]
     })?;
-    serde_path_to_error::deserialize(de).map_err(|e| {
+    // Each with where it is in the file: serde reads keys in their order,
+    // not the file's.
+    let mut found: Vec<(usize, Problem)> = Vec::new();
+    let in_file_order = |mut found: Vec<(usize, Problem)>| {
+        found.sort_by_key(|(at, _)| *at);
+        found.into_iter().map(|(_, p)| p).collect::<Vec<Problem>>()
+    };
+    loop {
+        let de = toml::Deserializer::from(root.clone());
+        let e = match serde_path_to_error::deserialize::<_, RawConfig>(de) {
+            Ok(raw) => return Ok((raw, in_file_order(found))),
+            Err(e) => e,
+        };
         let key = e.path().to_string();
-        Problem {
-            key: if key == "." { String::new() } else { key },
-            message: describe_toml_error(text, e.inner()),
+        let at = e.inner().span().map_or(usize::MAX, |span| span.start);
+        found.push((
+            at,
+            Problem {
+                key: if key == "." { String::new() } else { key },
+                message: describe_toml_error(text, e.inner()),
+            },
+        ));
+        let segments: Vec<&Segment> = e.path().iter().collect();
+        if found.len() >= MAX_PARSE_PROBLEMS || !leave_out(root.get_mut(), &segments) {
+            return Err(in_file_order(found));
         }
-    })
+    }
+}
+
+/// Removes the key at `path` from `table` (for an item of an array, the
+/// whole array: removing one item would renumber the others); false when
+/// there is no such key.
+fn leave_out(table: &mut DeTable<'_>, path: &[&Segment]) -> bool {
+    let Some((Segment::Map { key }, rest)) = path.split_first() else {
+        return false;
+    };
+    let key = key.as_str();
+    if matches!(rest, [] | [Segment::Seq { .. }]) {
+        return table.remove(key).is_some();
+    }
+    let inner = match (table.get_mut(key).map(|v| v.get_mut()), rest) {
+        (Some(DeValue::Table(t)), rest) => Some((t, rest)),
+        (Some(DeValue::Array(items)), [Segment::Seq { index }, rest @ ..]) => {
+            match items.get_mut(*index).map(|v| v.get_mut()) {
+                Some(DeValue::Table(t)) => Some((t, rest)),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    inner.is_some_and(|(t, rest)| leave_out(t, rest))
 }
 
 /// The toml error's message with the line it points at on its first line,

@@ -141,6 +141,7 @@ pub struct RawMetrics {
 pub struct RawStatus {
     pub window: Option<i64>,
     pub data_loss_hold: Option<String>,
+    pub state_file: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

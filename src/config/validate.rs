@@ -53,6 +53,9 @@ pub struct CliOverrides {
     pub enable_lifecycle: bool,
     /// `--web.max-connections`.
     pub max_connections: Option<i64>,
+    /// `--state.file`: where what the exporter learned is kept across its
+    /// restarts (`status.state_file`).
+    pub state_file: Option<PathBuf>,
 }
 
 /// Checks `raw` with the flags applied first: the configuration, or every
@@ -82,7 +85,7 @@ impl Validator {
         let schedule = self.schedule(raw.schedule);
         let limits = self.limits(raw.limits);
         let metrics = self.metrics(raw.metrics);
-        let (status_window, data_loss_hold) = self.status(raw.status);
+        let (status_window, data_loss_hold, state_file) = self.status(raw.status, cli);
         let streams = self.stream_rules(raw.stream_defaults, raw.streams);
         let multi_target = self.multi_target(raw.probe);
         let auth_modules = self.auth_modules(raw.auth_modules);
@@ -96,6 +99,7 @@ impl Validator {
             metrics,
             status_window,
             data_loss_hold,
+            state_file,
             streams,
             multi_target,
             auth_modules,
@@ -679,8 +683,9 @@ impl Validator {
     }
 
     /// `[status]`: the window of polls a status rests on (at least two, to
-    /// see a change) and how long `data_loss` holds after a loss.
-    fn status(&mut self, raw: RawStatus) -> (usize, Duration) {
+    /// see a change), how long `data_loss` holds after a loss, and the
+    /// state file (`--state.file` first).
+    fn status(&mut self, raw: RawStatus, cli: &CliOverrides) -> (usize, Duration, Option<PathBuf>) {
         let status_window = self.problems.positive(
             "status.window",
             raw.window,
@@ -696,7 +701,18 @@ impl Validator {
             raw.data_loss_hold,
             DEFAULT_DATA_LOSS_HOLD,
         );
-        (status_window, data_loss_hold)
+        let state_file = cli.state_file.clone().or(raw.state_file.map(PathBuf::from));
+        if let Some(path) = &state_file {
+            if path.as_os_str().is_empty() {
+                self.problems.add("status.state_file", "must not be empty");
+            } else if path.is_dir() {
+                self.problems.add(
+                    "status.state_file",
+                    "is a directory: name a file in it, such as state.json",
+                );
+            }
+        }
+        (status_window, data_loss_hold, state_file)
     }
 
     /// `[stream_defaults]` and the `[[streams]]` rules, each rule's settings

@@ -43,6 +43,9 @@ pub struct Config {
     pub status_window: usize,
     /// How long `data_loss` holds after the last loss was counted.
     pub data_loss_hold: Duration,
+    /// Where the exporter keeps what it learned across its restarts
+    /// (`crate::state_file`); read at start only.
+    pub state_file: Option<PathBuf>,
     /// Per-stream settings.
     pub streams: StreamRules,
     /// `/probe`: which targets it may poll, for how long, how many.
@@ -64,6 +67,9 @@ impl Config {
             targets: _,
             multi_target: _,
             auth_modules: _,
+            // Read and written by the daemon around its pollers; a change
+            // takes effect at the next start.
+            state_file: _,
             schedule,
             limits,
             metrics,

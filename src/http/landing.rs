@@ -145,10 +145,11 @@ pub(super) fn landing(state: &HttpState, config: &Config, query: Option<&str>) -
     );
     targets_table(&mut page, config, &targets);
 
-    // Groups of the targets that are up, problems first, a page at a time.
+    // Groups of the targets whose data is served (up, or down and still
+    // held), problems first, a page at a time.
     let mut groups: Vec<LandingRow<'_>> = targets
         .iter()
-        .filter(|t| t.up)
+        .filter(|t| t.serves_data())
         .flat_map(|t| {
             t.streams.iter().flat_map(move |(s, st)| {
                 st.groups.iter().map(move |(g, gs)| {

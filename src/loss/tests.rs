@@ -990,3 +990,38 @@ fn entries_added_set_beside_a_producer_is_no_loss() {
         expect(&rows, counter, 0, 0);
     }
 }
+
+// Every entry of the stream deleted while the group had read none: all of
+// them were lost to it, by deletion (the stream is empty, max-deleted-entry-id
+// moved to its last entry).
+#[test]
+fn every_unread_entry_deleted() {
+    let rows = run(
+        |m| {
+            m.add(4);
+        },
+        |m| {
+            m.delete(&[1, 2, 3, 4]);
+        },
+    );
+    expect(&rows, ReadCounter::KeepsGaps, 4, 0);
+    expect(&rows, ReadCounter::Reestimates, 4, 0);
+}
+
+// A deletion below an older max-deleted-entry-id in an interval with nothing
+// added (`XACKDEL` of a faster group's entries after an `XDEL` of a later
+// one): the stream is shorter with entries-added and the last ID unmoved,
+// which only a removal does, so the unread entry it took is lost.
+#[test]
+fn a_deletion_below_max_deleted_with_nothing_added() {
+    let rows = run(
+        |m| {
+            m.add(12).delete(&[12]);
+        },
+        |m| {
+            m.delete(&[11]);
+        },
+    );
+    expect(&rows, ReadCounter::KeepsGaps, 1, 0);
+    expect(&rows, ReadCounter::Reestimates, 1, 0);
+}

@@ -5,8 +5,9 @@
 //!
 //! Names from Redis become label values one to one (names need not be UTF-8,
 //! label values must be): a `\` of the name is written `\\`, a byte that is
-//! not UTF-8 `\xNN`, so a binary key and an ASCII key spelled with the escape
-//! never merge. A name longer than the configured limit
+//! not UTF-8 or an ASCII control character other than the newline (NUL, tab,
+//! escape, DEL) `\xNN`, so a binary key and an ASCII key spelled with the
+//! escape never merge, and no raw control byte reaches the text. A name longer than the configured limit
 //! (`metrics.max_label_value_bytes`) is shortened and marked with `\…` and a
 //! hash of the whole name; only such names could (through a hash collision)
 //! share a series, and then the duplicate is dropped instead of making the
@@ -19,7 +20,8 @@ use super::catalog::MetricDef;
 
 /// Writes a name from Redis as a label value (see the module doc): UTF-8
 /// kept, and a one-to-one mapping for the rest (a `\` in the name becomes
-/// `\\`, a byte that is not UTF-8 `\xNN`), so that no two names, valid
+/// `\\`, a byte that is not UTF-8 or an ASCII control character other than
+/// the newline `\xNN`), so that no two names, valid
 /// UTF-8 or not, share a label value. A name longer than `limit` bytes keeps
 /// its first bytes and ends with `\…` and 16 hex digits of a hash of the
 /// whole name (a marker no name can spell, since its backslashes are
@@ -28,7 +30,9 @@ use super::catalog::MetricDef;
 pub fn escape_label(out: &mut Vec<u8>, value: &[u8], limit: usize) -> bool {
     let plain = value.len() <= limit
         && value.is_ascii()
-        && !value.iter().any(|b| matches!(b, b'\\' | b'"' | b'\n'));
+        && !value
+            .iter()
+            .any(|&b| matches!(b, b'\\' | b'"' | b'\n') || is_control(b));
     if plain {
         out.extend_from_slice(value);
         return false;
@@ -54,6 +58,15 @@ pub fn escape_label(out: &mut Vec<u8>, value: &[u8], limit: usize) -> bool {
                 b'\\' => out.extend_from_slice(b"\\\\\\\\"),
                 b'"' => out.extend_from_slice(b"\\\""),
                 b'\n' => out.extend_from_slice(b"\\n"),
+                // A control character (NUL, tab, escape, DEL, …) as `\xNN`,
+                // like a byte that is not UTF-8: no name can spell that
+                // (its backslash would be doubled), so the mapping stays
+                // one to one.
+                control if is_control(control) => {
+                    out.extend_from_slice(b"\\\\x");
+                    out.push(HEX[usize::from(control >> 4)]);
+                    out.push(HEX[usize::from(control & 0xf)]);
+                }
                 other => out.push(other),
             }
         }
@@ -72,6 +85,13 @@ pub fn escape_label(out: &mut Vec<u8>, value: &[u8], limit: usize) -> bool {
         }
     }
     shortened
+}
+
+/// An ASCII control character other than the newline (which the
+/// exposition format escapes as `\n`): written `\xNN` in label values, so
+/// that no raw NUL, tab, escape or DEL reaches a reader of the text.
+fn is_control(b: u8) -> bool {
+    b.is_ascii_control() && b != b'\n'
 }
 
 /// FNV-1a, 64 bits: enough to tell shortened names apart.
@@ -326,6 +346,23 @@ mod tests {
         assert!(!escape_label(&mut out, b"a\"b\\c\nd\xffe", 1024));
         assert_eq!(out, b"a\\\"b\\\\\\\\c\\nd\\\\xffe");
         assert_eq!(label(b"a\"b\\c\nd\xffe", 1024), b"a\"b\\\\c\nd\\xffe");
+    }
+
+    /// NUL, tab, escape and DEL from a key name never reach the text raw:
+    /// each is written `\xNN`, distinct from a name that spells it.
+    #[test]
+    fn control_characters_are_written_as_escapes() {
+        let mut out = Vec::new();
+        assert!(!escape_label(&mut out, b"a\0b\tc\x1bd\x7fe", 1024));
+        assert_eq!(out, b"a\\\\x00b\\\\x09c\\\\x1bd\\\\x7fe");
+        assert!(!out.iter().any(|&b| is_control(b)), "{out:?}");
+        assert_eq!(label(b"q\tr", 1024), b"q\\x09r");
+        assert_ne!(label(b"q\tr", 1024), label(b"q\\x09r", 1024));
+        // Shortened names too.
+        let long = [b'\t'; 100];
+        let mut out = Vec::new();
+        assert!(escape_label(&mut out, &long, 10));
+        assert!(!out.iter().any(|&b| is_control(b)));
     }
 
     /// A binary key and an ASCII key spelled with the escape no longer

@@ -1,6 +1,7 @@
 //! The consumers probe, every minute by default: `XINFO CONSUMERS key group`
 //! for the groups whose stream-poll line shows something to learn (see
-//! [`ask`]): every run for groups with work, every [`IDLE_EVERY`]th run for
+//! [`ask`]): every run for groups with work, one run in [`idle_every`] (5,
+//! more where their reads would take over a twentieth of the budget) for
 //! idle groups with consumers, never for groups without consumers (their
 //! empty list is known). It exports the top consumers by pending count (the rest
 //! summed under `__other__`), counts the entries held by consumers inactive
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::context::{ProbeContext, ProbeError, Problems};
-use super::groups::{GroupLine, IDLE_EVERY, group_lines, per_group};
+use super::groups::{GroupLine, group_lines, idle_every, per_group};
 use super::memory::{Holder, LastRead};
 use super::state::TargetState;
 use crate::backend::reply::{self, ConsumerInfo};
@@ -191,16 +192,17 @@ pub enum Ask {
 }
 
 /// Whether to read a group's consumers on run `run`, from its stream-poll
-/// `line`, the `last` read, and its `turn` among idle groups (spread so that
-/// each run reads about a fifth of them, not all of them every fifth run).
+/// `line`, the `last` read, and its `turn` among idle groups, which are read
+/// one run in `every` (spread so that each run reads about one in `every`
+/// of them, not all of them every `every`th run).
 /// An idle group is read at once when the last read no longer matches the
 /// line: none yet, another number of consumers, or entries held then (the
 /// PEL has emptied since, and orphaned entries must not linger).
-pub fn ask(line: GroupLine, last: Option<LastRead>, run: u64, turn: u64) -> Ask {
+pub fn ask(line: GroupLine, last: Option<LastRead>, run: u64, (turn, every): (u64, u64)) -> Ask {
     if line.consumers == 0 {
         return Ask::KnownEmpty;
     }
-    if line.work || (run + turn) % IDLE_EVERY == 0 {
+    if line.work || (run + turn) % every.max(1) == 0 {
         Ask::Read
     } else if last.is_none_or(|l| l.consumers != line.consumers || l.held) {
         Ask::CatchUp
@@ -209,12 +211,13 @@ pub fn ask(line: GroupLine, last: Option<LastRead>, run: u64, turn: u64) -> Ask 
     }
 }
 
-/// A group's turn among idle groups: a stable hash of its names.
-fn turn(key: &(Name, Name)) -> u64 {
+/// A group's turn among idle groups read one run in `every`: a stable hash
+/// of its names.
+fn turn(key: &(Name, Name), every: u64) -> (u64, u64) {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     key.hash(&mut h);
-    h.finish() % IDLE_EVERY
+    (h.finish() % every.max(1), every)
 }
 
 /// Consumers holding entries remembered per group between runs, to learn
@@ -370,9 +373,15 @@ pub async fn run(ctx: &ProbeContext) -> Result<(), ProbeError> {
         state.consumers_runs += 1;
         let mut pairs = Vec::new();
         let mut catch_up = 0;
-        for (key, line) in group_lines(&state) {
+        let lines = group_lines(&state);
+        let idle = lines
+            .iter()
+            .filter(|(_, l)| l.consumers > 0 && !l.work)
+            .count();
+        let every = idle_every(idle, &ctx.config);
+        for (key, line) in lines {
             let last = state.groups.get(&key).and_then(|m| m.consumers_read);
-            match ask(line, last, run, turn(&key)) {
+            match ask(line, last, run, turn(&key, every)) {
                 Ask::Read => pairs.push(key),
                 Ask::CatchUp => {
                     catch_up += 1;
@@ -446,7 +455,7 @@ mod tests {
     /// Which runs read a group of each kind, over ten runs.
     fn reads(line: GroupLine, last: Option<LastRead>, turn: u64) -> Vec<u64> {
         (0..10)
-            .filter(|&run| ask(line, last, run, turn) != Ask::Keep)
+            .filter(|&run| ask(line, last, run, (turn, 5)) != Ask::Keep)
             .collect()
     }
 
@@ -462,8 +471,8 @@ mod tests {
             held: false,
         });
         // No consumers: never read, known empty.
-        assert!((0..10).all(|run| ask(line(0, 0, false), quiet, run, 0) == Ask::KnownEmpty));
-        assert_eq!(ask(line(0, 0, true), None, 0, 3), Ask::KnownEmpty);
+        assert!((0..10).all(|run| ask(line(0, 0, false), quiet, run, (0, 5)) == Ask::KnownEmpty));
+        assert_eq!(ask(line(0, 0, true), None, 0, (3, 5)), Ask::KnownEmpty);
         // Work (pending or undelivered): every run.
         assert_eq!(
             reads(line(2, 3, true), quiet, 1),
@@ -478,18 +487,18 @@ mod tests {
         assert_eq!(reads(line(2, 0, false), quiet, 2), vec![3, 8]);
         // Idle, but the last read no longer matches the line: at once, a
         // read the next runs will not repeat.
-        assert_eq!(ask(line(2, 0, false), None, 1, 0), Ask::CatchUp);
-        assert_eq!(ask(line(2, 0, false), None, 0, 0), Ask::Read);
+        assert_eq!(ask(line(2, 0, false), None, 1, (0, 5)), Ask::CatchUp);
+        assert_eq!(ask(line(2, 0, false), None, 0, (0, 5)), Ask::Read);
         let fewer = Some(LastRead {
             consumers: 3,
             held: false,
         });
-        assert_eq!(ask(line(2, 0, false), fewer, 1, 0), Ask::CatchUp);
+        assert_eq!(ask(line(2, 0, false), fewer, 1, (0, 5)), Ask::CatchUp);
         let held = Some(LastRead {
             consumers: 2,
             held: true,
         });
-        assert_eq!(ask(line(2, 0, false), held, 1, 0), Ask::CatchUp);
+        assert_eq!(ask(line(2, 0, false), held, 1, (0, 5)), Ask::CatchUp);
     }
 
     /// A tally of `cap` consumers, orphaned after `inactive_s` seconds,

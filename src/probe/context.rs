@@ -111,6 +111,8 @@ impl ProbeError {
                 TargetError::ConnectTimeout { .. }
                     | TargetError::CommandTimeout { .. }
                     | TargetError::Connection { .. }
+                    | TargetError::ServerFull { .. }
+                    | TargetError::Restarted { .. }
                     | TargetError::Topology { .. }
             )
         )

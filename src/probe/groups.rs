@@ -8,10 +8,27 @@ use crate::snapshot::Name;
 use crate::vocab::ProbeKind;
 
 /// An idle group (consumers, nothing pending, nothing undelivered) is read
-/// on one run in this many: its consumers' idle times grow, but nothing an
-/// alert or the status needs can change without the stream poll's line
-/// showing it (work, a consumer added or removed).
+/// on one run in this many at most: its consumers' idle times grow, but
+/// nothing an alert or the status needs can change without the stream
+/// poll's line showing it (work, a consumer added or removed).
 pub const IDLE_EVERY: u64 = 5;
+
+/// The share of `commands_per_second` the reads of idle groups' consumers
+/// may take: beyond it they are read more rarely than one run in
+/// [`IDLE_EVERY`] (see [`idle_every`]), so that what the consumers probe
+/// costs follows the groups with work, not the groups Redis holds.
+pub const IDLE_SHARE: f64 = 0.05;
+
+/// One run in how many an idle group's consumers are read, with `idle` idle
+/// groups with consumers: [`IDLE_EVERY`], or more runs where
+/// [`IDLE_SHARE`] of the budget over one consumers interval cannot read a
+/// fifth of them (at 500 commands/s and 1 m, 1,500 groups a run: 100,000
+/// idle groups are each read about once an hour).
+pub fn idle_every(idle: usize, config: &Config) -> u64 {
+    let interval = ProbeKind::interval(ProbeKind::Consumers, config).as_secs_f64();
+    let per_run = (IDLE_SHARE * f64::from(config.limits.commands_per_second) * interval).max(1.0);
+    ((idle as f64 / per_run).ceil() as u64).max(IDLE_EVERY)
+}
 
 /// What the stream poll's `XINFO GROUPS` line said about a group: the per-
 /// group probes ask Redis only where it shows something to learn, and
@@ -30,7 +47,7 @@ pub struct GroupLine {
 /// What the per-group probes ask of a target's groups in steady state, at
 /// the configured intervals: groups with work are asked every run, idle
 /// groups with consumers have their consumers read one run in
-/// [`IDLE_EVERY`], and the rest cost nothing.
+/// [`idle_every`], and the rest cost nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GroupCost {
     /// Groups asked every run: pending entries, or consumers and undelivered
@@ -38,6 +55,8 @@ pub struct GroupCost {
     pub with_work: usize,
     /// Groups with consumers and nothing to do.
     pub idle_with_consumers: usize,
+    /// One run in how many their consumers are read ([`idle_every`]).
+    pub idle_every: u64,
     /// Groups that need no per-group command: nothing pending and no
     /// consumers (undelivered entries or not).
     pub nothing_to_ask: usize,
@@ -67,6 +86,8 @@ impl GroupCost {
         let mut cost = GroupCost::default();
         let (mut summaries, mut consumer_reads, mut pages) = (0.0, 0.0, 0.0);
         let (mut all_pages, groups) = (0.0, lines.len() as f64);
+        let idle = lines.iter().filter(|l| l.consumers > 0 && !l.work).count();
+        cost.idle_every = idle_every(idle, config);
         for line in lines {
             let scan_pages = (line.pending as f64 / page).ceil().max(1.0);
             all_pages += scan_pages;
@@ -81,7 +102,7 @@ impl GroupCost {
                 }
                 (true, false) => {
                     cost.idle_with_consumers += 1;
-                    consumer_reads += 1.0 / IDLE_EVERY as f64;
+                    consumer_reads += 1.0 / cost.idle_every as f64;
                 }
                 // A PEL without consumers (they were deleted): its pages.
                 (false, _) if line.pending > 0 => cost.with_work += 1,

@@ -78,6 +78,12 @@ pub struct TargetState {
     watched_index: std::collections::HashSet<Name>,
     /// Per-group memory, by (stream, group).
     pub groups: BTreeMap<(Name, Name), GroupMemory>,
+    /// Memories the state file gave back at start ([`Self::restore`]), of
+    /// groups not polled since: each becomes its group's memory at the
+    /// group's first poll. Unlike `groups` they outlive the target going
+    /// down (the exporter may start while Redis is down); a completed stream
+    /// poll drops those of groups it did not see ([`Self::prune_ledgers`]).
+    restored: BTreeMap<(Name, Name), GroupMemory>,
     /// Per-group loss and rewind records. Unlike the rest of the memory they
     /// survive the target going down: counters must not restart at every
     /// blip, and `data_loss` holds for `data_loss_hold`.
@@ -99,7 +105,7 @@ pub struct TargetState {
     /// Failed runs in a row, per probe (discovery's backoff).
     pub failures_in_a_row: BTreeMap<ProbeKind, u32>,
     /// Runs of the consumers probe so far: idle groups are read on every
-    /// [`super::groups::IDLE_EVERY`]th, each on its own turn.
+    /// [`super::groups::idle_every`]th, each on its own turn.
     pub consumers_runs: u64,
     /// Commands of a probe's last run that its next runs will not repeat,
     /// for the poller's figure of what the probe needs.
@@ -108,6 +114,8 @@ pub struct TargetState {
     pub budget_notice: Option<BudgetNotice>,
     /// Why the target went down, while it is down (logged once).
     pub last_down_reason: Option<String>,
+    /// When the target went down, while it is down (see [`Self::fell`]).
+    pub down_since: Option<tokio::time::Instant>,
     /// Streams already reported as having non-time IDs (logged once).
     pub non_time_logged: std::collections::BTreeSet<Name>,
     /// Evidence kept through an outage (see [`Parked`]).
@@ -201,6 +209,53 @@ impl TargetState {
         self.watched = streams;
     }
 
+    /// The target is down at `now` (a run could not reach it): `target_up`
+    /// is 0, and what the last good polls read stays served for `grace`
+    /// after the fall ([`TargetSnapshot::held`](crate::snapshot::TargetSnapshot::held)),
+    /// so that a blip does not erase every series of the target (nor reset
+    /// the `for:` of the alerts on them); past it, everything read is
+    /// dropped ([`Self::forget_data`]). At the fall, runs already under way
+    /// may no longer apply what they read (it may mix a server that died
+    /// with the one that answers next), and the ledgers wait until `INFO`
+    /// shows which server answers. Returns true when this call dropped the
+    /// data.
+    pub fn fell(&mut self, now: tokio::time::Instant, grace: std::time::Duration) -> bool {
+        let since = match self.down_since {
+            Some(since) => since,
+            None => {
+                self.down_since = Some(now);
+                self.generation += 1;
+                self.ledgers_unverified = !self.ledgers.is_empty();
+                // Only what a target that was up read is worth holding.
+                self.snapshot.held = self.snapshot.up;
+                now
+            }
+        };
+        self.snapshot.up = false;
+        if self.snapshot.held && now.saturating_duration_since(since) < grace {
+            return false;
+        }
+        let dropped_now = self.snapshot.held;
+        self.forget_data();
+        dropped_now
+    }
+
+    /// Whether what the target holds has been held for `grace` at `now`
+    /// (then it is to be dropped, down or not).
+    pub fn held_past(&self, now: tokio::time::Instant, grace: std::time::Duration) -> bool {
+        self.snapshot.held
+            && self
+                .down_since
+                .is_some_and(|since| now.saturating_duration_since(since) >= grace)
+    }
+
+    /// The target answers again: nothing is held any more.
+    pub fn rose(&mut self) {
+        self.down_since = None;
+        self.snapshot.held = false;
+        self.snapshot.up = true;
+    }
+
     /// Drops everything read from Redis, after the target went down: no
     /// stale value may be served as fresh.
     pub fn forget_data(&mut self) {
@@ -224,6 +279,7 @@ impl TargetState {
         }
         self.generation += 1;
         self.snapshot.up = false;
+        self.snapshot.held = false;
         self.snapshot.server = None;
         self.snapshot.streams = Arc::default();
         self.snapshot.prune_groups();
@@ -279,6 +335,33 @@ impl TargetState {
         self.ledgers = before.ledgers.clone();
         self.run_ids = before.run_ids.clone();
         self.ledgers_unverified = !self.ledgers.is_empty();
+    }
+
+    /// What the state file kept of this target from before the exporter
+    /// restarted: each group's memory, taken up at its first poll, and the
+    /// loss ledgers, which wait (as after an outage) until `INFO` says
+    /// which server each node is, then compare the first poll with the
+    /// last one before the restart ([`loss::Ledger::follow_server`]).
+    pub fn restore(
+        &mut self,
+        memories: BTreeMap<(Name, Name), GroupMemory>,
+        ledgers: BTreeMap<(Name, Name), loss::Ledger>,
+    ) {
+        self.restored = memories;
+        self.ledgers = ledgers;
+        self.ledgers_unverified = !self.ledgers.is_empty();
+    }
+
+    /// Every group's memory worth keeping across a restart of the exporter:
+    /// those of the groups polled since the start, and those restored and
+    /// not polled yet.
+    pub fn memories(&self) -> impl Iterator<Item = (&(Name, Name), &GroupMemory)> {
+        let polled = &self.groups;
+        polled.iter().chain(
+            self.restored
+                .iter()
+                .filter(move |(key, _)| !polled.contains_key(*key)),
+        )
     }
 
     /// Records an event that set `stream` or one of its groups from outside.
@@ -395,6 +478,12 @@ impl TargetState {
     /// poll.
     pub fn group_entries(&mut self, key: &(Name, Name)) -> (&mut GroupMemory, &mut loss::Ledger) {
         let mut added = false;
+        if !self.groups.contains_key(key)
+            && let Some(memory) = self.restored.remove(key)
+        {
+            self.groups.insert(key.clone(), memory);
+            added = true;
+        }
         let memory = get_or_make(&mut self.groups, key, &mut added);
         let ledger = get_or_make(&mut self.ledgers, key, &mut added);
         self.groups_added_since_packed += usize::from(added);
@@ -417,15 +506,18 @@ impl TargetState {
         self.groups_added_since_packed = 0;
     }
 
-    /// Drops the loss records of groups the last stream poll did not see.
-    /// Only a completed stream poll may do this: after an outage the stream
-    /// map is empty until the next one, and the records must outlive it.
+    /// Drops the loss records, and the memories restored from the state
+    /// file, of groups the last stream poll did not see. Only a completed
+    /// stream poll may do this: after an outage the stream map is empty
+    /// until the next one, and the records must outlive it.
     pub fn prune_ledgers(&mut self) {
         let streams = &self.snapshot.streams;
         let unread = &self.unread_streams;
-        self.ledgers.retain(|(s, g), _| {
+        let seen = |(s, g): &(Name, Name)| {
             unread.contains(s) || streams.get(s).is_some_and(|st| st.groups.contains_key(g))
-        });
+        };
+        self.ledgers.retain(|key, _| seen(key));
+        self.restored.retain(|key, _| seen(key));
     }
 }
 

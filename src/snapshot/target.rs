@@ -19,6 +19,10 @@ pub struct TargetSnapshot {
     pub name: Arc<str>,
     /// The last connection attempt succeeded.
     pub up: bool,
+    /// Down, and still within the grace after it fell: what the last good
+    /// polls read stays served (with `target_up 0`), so one failed poll
+    /// does not erase the target's series.
+    pub held: bool,
     /// Discovery and the stream poll have each succeeded at least once.
     pub ready: bool,
     /// From INFO.
@@ -58,6 +62,12 @@ impl TargetSnapshot {
             || [ProbeKind::Discovery, ProbeKind::Stream]
                 .iter()
                 .any(|k| self.probes.get(k).is_some_and(|p| !p.success))
+    }
+
+    /// True when its data series are served: it is up, or down and still
+    /// held (see [`Self::held`]).
+    pub fn serves_data(&self) -> bool {
+        self.up || self.held
     }
 
     /// True when the stream poll knows the group.

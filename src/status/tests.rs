@@ -397,8 +397,10 @@ fn a_batch_consumer_is_ok_between_runs_and_stopped_once_overdue() {
 
 /// A batch job that died before the exporter started (or deletes its
 /// consumer after each run): no read is known. It is `ok` between runs
-/// while its oldest waiting entry and the exporter's watch are younger
-/// than `read_every` plus the window, and `stopped` once either is older.
+/// while the exporter's watch is younger than `read_every` plus the
+/// window, however old the oldest waiting entry (a job that ran just before
+/// the exporter started may leave an old backlog), and `stopped` once the
+/// watch is older.
 #[test]
 fn a_batch_job_with_no_known_read_is_stopped_once_overdue() {
     let judge = |oldest_s: f64, watched_ms: u64, consumers: u64| {
@@ -430,16 +432,22 @@ fn a_batch_job_with_no_known_read_is_stopped_once_overdue() {
         judge(120.0, 60_000, 1),
         (GroupStatus::Ok, Reason::BetweenRuns)
     );
-    // The oldest entry waited longer than the grace: the run is overdue.
+    // The oldest entry waited longer than the grace, but the watch is
+    // young: a run may have just left it.
     assert_eq!(
         judge(400.0, 60_000, 1),
+        (GroupStatus::Ok, Reason::BetweenRuns)
+    );
+    // Watched longer than the grace without a read: the run is overdue.
+    assert_eq!(
+        judge(400.0, 6 * MIN, 1),
         (GroupStatus::Stopped, Reason::RunOverdue)
     );
     assert_eq!(
-        judge(400.0, 60_000, 0),
+        judge(400.0, 6 * MIN, 0),
         (GroupStatus::Stopped, Reason::NoConsumers)
     );
-    // Watched longer than the grace without a read (IDs not time: no age).
+    // IDs not time: no age, the watch alone.
     assert_eq!(
         judge(f64::NAN, 6 * MIN, 1),
         (GroupStatus::Stopped, Reason::RunOverdue)

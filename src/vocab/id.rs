@@ -85,9 +85,34 @@ impl fmt::Display for StreamId {
     }
 }
 
+/// Written as Redis prints it, `ms-seq` (the exporter's state file).
+impl serde::Serialize for StreamId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for StreamId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        StreamId::parse(text.as_bytes()).ok_or_else(|| {
+            serde::de::Error::invalid_value(serde::de::Unexpected::Str(&text), &"an ID ms-seq")
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn serde_writes_and_reads_ms_seq() {
+        let id = StreamId::new(1_700_000_000_000, 7);
+        let text = serde_json::to_string(&id).unwrap();
+        assert_eq!(text, "\"1700000000000-7\"");
+        assert_eq!(serde_json::from_str::<StreamId>(&text).unwrap(), id);
+        assert!(serde_json::from_str::<StreamId>("\"x-1\"").is_err());
+    }
 
     #[test]
     fn parses_and_orders() {

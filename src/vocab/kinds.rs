@@ -1,11 +1,11 @@
 //! The bounded kinds the exporter names in labels and configuration keys,
 //! each with its one list and its label: the probes (the `probe` label, and
 //! the keys of `[schedule]`, `[limits] priority` and `min_share`), the kinds
-//! of failure a command met (the client classifies server errors into them)
-//! and the kinds of item a reply left out because its name was longer than
-//! the connection keeps; and what a target's client counted by them
-//! (commands, errors, skipped items, waits, page sizes, keyspace events),
-//! copied into every snapshot.
+//! of failure a command met (the client classifies server errors into them),
+//! why a pooled connection was opened again, and the kinds of item a reply
+//! left out because its name was longer than the connection keeps; and what
+//! a target's client counted by them (commands, errors, reconnects, skipped
+//! items, waits, page sizes, keyspace events), copied into every snapshot.
 
 use std::collections::BTreeMap;
 
@@ -168,6 +168,40 @@ impl SkipKind {
     }
 }
 
+/// Why a pooled connection to a node was dropped, as the bounded `reason`
+/// label of the exporter's reconnect counter: counted when the connection
+/// that replaces it opens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ReconnectReason {
+    /// The server or something between closed it (end of stream, reset,
+    /// broken pipe): an idle `timeout`, a proxy's or load balancer's idle
+    /// limit, `CLIENT KILL`, a restart.
+    Closed,
+    /// It did not answer within `command_timeout`.
+    Timeout,
+    /// A reply broke the protocol or did not decode: no later reply on it
+    /// could be trusted.
+    Protocol,
+}
+
+impl ReconnectReason {
+    /// Every reason, so counters can start at 0 for each.
+    pub const ALL: [ReconnectReason; 3] = [
+        ReconnectReason::Closed,
+        ReconnectReason::Timeout,
+        ReconnectReason::Protocol,
+    ];
+
+    /// The label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            ReconnectReason::Closed => "closed",
+            ReconnectReason::Timeout => "timeout",
+            ReconnectReason::Protocol => "protocol",
+        }
+    }
+}
+
 /// A copy of the client's counters at one moment.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct StatsSnapshot {
@@ -175,6 +209,9 @@ pub struct StatsSnapshot {
     pub commands: BTreeMap<&'static str, u64>,
     /// Errors, by kind label.
     pub errors: BTreeMap<&'static str, u64>,
+    /// Pooled connections opened again after one was dropped, by the
+    /// reason it was dropped ([`ReconnectReason`]'s label).
+    pub reconnects: BTreeMap<&'static str, u64>,
     /// Items replies left out (their names too long to keep), by kind
     /// label.
     pub skipped: BTreeMap<&'static str, u64>,

@@ -16,7 +16,7 @@ use super::id::StreamId;
 pub const ROWS_KEPT: u64 = 10_000;
 
 /// `XINFO STREAM key` (summary form).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StreamInfo {
     /// XLEN.
     pub length: u64,
@@ -81,7 +81,7 @@ impl StreamInfo {
 
 /// The idempotent-producer fields of `XINFO STREAM` (Redis 8.6+); each is
 /// `None` on servers that do not report it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Idempotence {
     /// `pids-tracked`: producers whose IDs are remembered.
     pub producers: Option<u64>,

@@ -1116,6 +1116,7 @@ const ALL_ON: &[&str] = &[
     "dashboards.enabled=true",
     "networkPolicy.enabled=true",
     "multiTarget.enabled=true",
+    "stateFile.persistentVolumeClaim.enabled=true",
 ];
 /// Every toggle off.
 const ALL_OFF: &[&str] = &[
@@ -1125,6 +1126,7 @@ const ALL_OFF: &[&str] = &[
     "dashboards.enabled=false",
     "networkPolicy.enabled=false",
     "multiTarget.enabled=false",
+    "stateFile.enabled=false",
 ];
 
 fn set_args(sets: &[&str]) -> Vec<String> {
@@ -1253,6 +1255,7 @@ fn helm_chart_lints_and_every_toggle_renders_valid_objects() {
         ("NetworkPolicy", 1),
         ("ScrapeConfig", 1),
         ("ConfigMap", 1 + dashboards),
+        ("PersistentVolumeClaim", 1),
     ] {
         assert_eq!(on.get(kind), Some(&n), "all on: {kind} in {on:?}");
     }
@@ -1298,6 +1301,8 @@ fn helm_chart_lints_and_every_toggle_renders_valid_objects() {
             "redisPassword.existingSecretKy=password",
             "existingSecretKy",
         ),
+        ("stateFile.persistentVolumeClaim.size=lots", "size"),
+        ("stateFile.emptyDir.sizeLimit=1Gi", "emptyDir"),
     ] {
         let out = output(
             Command::new(helm())
@@ -1746,6 +1751,7 @@ podMonitor:
         strings(&c["args"]),
         [
             "--config=/etc/redis-streams-exporter/config.toml",
+            "--state.file=/var/lib/redis-streams-exporter/state.json",
             "--log.level=debug"
         ]
     );
@@ -1771,23 +1777,25 @@ podMonitor:
     );
     assert_eq!(env_from[1]["prefix"].as_str(), Some("RSE_"));
 
-    // The extra volume beside the configuration's, mounted where the configuration reads it.
+    // The extra volume beside the configuration's and the state file's, mounted where the
+    // configuration reads it.
     let volumes = pod["volumes"].as_sequence().unwrap();
-    assert_eq!(volumes.len(), 2);
+    assert_eq!(volumes.len(), 3);
     assert_eq!(volumes[0]["name"].as_str(), Some("config"));
+    assert_eq!(volumes[1]["name"].as_str(), Some("state"));
     assert_eq!(
-        volumes[1]["secret"]["secretName"].as_str(),
+        volumes[2]["secret"]["secretName"].as_str(),
         Some("redis-tls")
     );
-    assert_eq!(volumes[1]["secret"]["defaultMode"].as_u64(), Some(0o440));
+    assert_eq!(volumes[2]["secret"]["defaultMode"].as_u64(), Some(0o440));
     let mounts = c["volumeMounts"].as_sequence().unwrap();
-    assert_eq!(mounts.len(), 2);
+    assert_eq!(mounts.len(), 3);
     assert_eq!(
         mounts[0]["mountPath"].as_str(),
         Some("/etc/redis-streams-exporter")
     );
-    assert_eq!(mounts[1]["name"], volumes[1]["name"]);
-    let tls_dir = mounts[1]["mountPath"].as_str().unwrap();
+    assert_eq!(mounts[2]["name"], volumes[2]["name"]);
+    let tls_dir = mounts[2]["mountPath"].as_str().unwrap();
     let config_text = find(&objects, "ConfigMap")
         .into_iter()
         .find_map(|cm| cm["data"]["config.toml"].as_str())
@@ -1861,6 +1869,103 @@ podMonitor:
             "{kind}"
         );
     }
+}
+
+/// The state file: by default in an emptyDir (the container's restarts keep it, as the kustomize
+/// base does); with `stateFile.persistentVolumeClaim` in a claim the chart makes or one named,
+/// with the Recreate strategy and a group that writes the volume; off, nowhere.
+#[test]
+fn helm_chart_gives_the_state_file_a_place() {
+    const FLAG: &str = "--state.file=/var/lib/redis-streams-exporter/state.json";
+    let pod_of = |objects: &[Yaml]| one(objects, "Deployment")["spec"]["template"]["spec"].clone();
+    let state_volume = |pod: &Yaml| {
+        pod["volumes"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"].as_str() == Some("state"))
+            .cloned()
+    };
+    let mounted = |pod: &Yaml| {
+        let c = &pod["containers"][0];
+        let args: Vec<&str> = c["args"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .filter_map(Yaml::as_str)
+            .collect();
+        let mount = c["volumeMounts"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"].as_str() == Some("state"))
+            .map(|m| m["mountPath"].as_str().unwrap().to_string());
+        (args.contains(&FLAG), mount)
+    };
+
+    let default = helm_template(&[]);
+    let pod = pod_of(&default);
+    assert_eq!(
+        mounted(&pod),
+        (true, Some("/var/lib/redis-streams-exporter".to_string()))
+    );
+    assert!(state_volume(&pod).unwrap()["emptyDir"].is_mapping());
+    assert!(find(&default, "PersistentVolumeClaim").is_empty());
+    assert!(one(&default, "Deployment")["spec"]["strategy"].is_null());
+    assert!(pod["securityContext"]["fsGroup"].is_null());
+
+    let claimed = helm_template(&[
+        "stateFile.persistentVolumeClaim.enabled=true",
+        "stateFile.persistentVolumeClaim.storageClassName=fast",
+        "stateFile.persistentVolumeClaim.size=64Mi",
+    ]);
+    if let Err(said) = validate(&claimed) {
+        panic!("invalid objects:\n{said}");
+    }
+    let claim = one(&claimed, "PersistentVolumeClaim");
+    assert_eq!(claim["metadata"]["namespace"].as_str(), Some("monitoring"));
+    assert_eq!(claim["spec"]["storageClassName"].as_str(), Some("fast"));
+    assert_eq!(
+        claim["spec"]["resources"]["requests"]["storage"].as_str(),
+        Some("64Mi")
+    );
+    let pod = pod_of(&claimed);
+    assert_eq!(
+        state_volume(&pod).unwrap()["persistentVolumeClaim"]["claimName"],
+        claim["metadata"]["name"]
+    );
+    assert!(mounted(&pod).0);
+    assert_eq!(
+        one(&claimed, "Deployment")["spec"]["strategy"]["type"].as_str(),
+        Some("Recreate")
+    );
+    assert_eq!(pod["securityContext"]["fsGroup"].as_u64(), Some(65532));
+    assert_eq!(pod["securityContext"]["runAsUser"].as_u64(), Some(65532));
+    // Without a class, the cluster's default; an fsGroup of the values wins.
+    let defaults = helm_template(&[
+        "stateFile.persistentVolumeClaim.enabled=true",
+        "podSecurityContext.fsGroup=2000",
+    ]);
+    assert!(one(&defaults, "PersistentVolumeClaim")["spec"]["storageClassName"].is_null());
+    assert_eq!(
+        pod_of(&defaults)["securityContext"]["fsGroup"].as_u64(),
+        Some(2000)
+    );
+
+    let existing = helm_template(&[
+        "stateFile.persistentVolumeClaim.enabled=true",
+        "stateFile.persistentVolumeClaim.existingClaim=exporter-state",
+    ]);
+    assert!(find(&existing, "PersistentVolumeClaim").is_empty());
+    assert_eq!(
+        state_volume(&pod_of(&existing)).unwrap()["persistentVolumeClaim"]["claimName"].as_str(),
+        Some("exporter-state")
+    );
+
+    let off = helm_template(&["stateFile.enabled=false"]);
+    let pod = pod_of(&off);
+    assert_eq!(mounted(&pod), (false, None));
+    assert!(state_volume(&pod).is_none());
 }
 
 /// `redisPassword.existingSecret` names a Secret the chart cannot read (no `lookup`: `helm

@@ -175,6 +175,33 @@ fn bad_files_exit_2_with_file_key_and_problem() {
     );
 }
 
+/// `--check-config` lists every problem of a file at once: an unknown key does not hide the
+/// bad values beside it (fixing one never reveals the next).
+#[test]
+fn check_config_lists_unknown_keys_and_bad_values_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("many.toml");
+    std::fs::write(
+        &path,
+        "[schedule]\nstrem = \"5s\"\nstream = \"often\"\n\
+         [limits]\npending_page = -5\n[[targets]]\nurl = \"http://x\"\ncolour = \"red\"\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = run_binary(&["--config", path.to_str().unwrap(), "--check-config"]);
+    assert_eq!(code, 2, "{stderr}");
+    let file = path.display().to_string();
+    for expected in [
+        "schedule.strem: unknown key `strem`: did you mean `stream`? (line 2)",
+        "targets[0].colour: unknown key `colour` (line 8)",
+        "schedule.stream: \"often\" is not a duration",
+        "limits.pending_page: must be between 1",
+        "targets[0].url: must start with redis:// or rediss://",
+    ] {
+        let want = format!("{file}: {expected}");
+        assert!(stderr.contains(&want), "expected {want:?} in:\n{stderr}");
+    }
+}
+
 #[test]
 fn passwords_never_appear_in_errors() {
     let dir = tempfile::tempdir().unwrap();

@@ -386,3 +386,69 @@ fn status_changes_at_info_and_idle_discovery_at_debug(kind: Server) {
 }
 
 per_server!(sync: status_changes_at_info_and_idle_discovery_at_debug);
+
+/// A keyspace-event subscription that a server at its `maxclients` refuses is logged with its
+/// own hint (raise maxclients, or turn keyspace events off), not the ACL's. The exporter first
+/// subscribes and reads its streams; then the server's `maxclients` is set to the clients it
+/// has (the exporter's data connection and the test's) and the subscription is killed, so the
+/// one that replaces it is refused.
+fn a_subscription_refused_at_maxclients_gets_its_own_hint(kind: Server) {
+    let server = RedisServer::start(kind);
+    let mut c = server.conn();
+    xadd_n(&mut c, "orders", 3);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[web]\nlisten_address = \"127.0.0.1:{}\"\n\
+             [[targets]]\nname = \"main\"\nurl = \"{}\"\n",
+            free_port(),
+            server.url(),
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(EXE);
+    cmd.arg("--config").arg(&path);
+    let full = std::cell::Cell::new(false);
+    let c = std::cell::RefCell::new(c);
+    let lines = daemon_lines(cmd, |lines| {
+        let said = |text: &str| lines.iter().any(|l| l.contains(text));
+        if !full.get() && said("subscribed (keyevents") && said("discovery") {
+            full.set(true);
+            let mut c = c.borrow_mut();
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("maxclients")
+                .arg(2)
+                .query(&mut *c)
+                .unwrap();
+            let killed: u64 = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg("pubsub")
+                .query(&mut *c)
+                .unwrap();
+            assert_eq!(killed, 1, "{kind:?}: the subscription");
+        }
+        said("at its maxclients")
+    });
+    let hint = lines
+        .iter()
+        .find(|l| l.contains("at its maxclients"))
+        .unwrap_or_else(|| panic!("{kind:?}: no maxclients hint:\n{lines:#?}"));
+    assert!(
+        hint.contains("max number of clients reached")
+            && hint.contains("raise maxclients")
+            && hint.contains("keyspace_events"),
+        "{hint}"
+    );
+    assert!(!hint.contains("ACL"), "{hint}");
+    assert!(
+        !lines.iter().any(|l| l.contains("target down")),
+        "the data connection kept its slot:\n{lines:#?}"
+    );
+    eprintln!("{kind:?}: {hint}");
+}
+
+per_server!(sync: a_subscription_refused_at_maxclients_gets_its_own_hint);

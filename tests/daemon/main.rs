@@ -1,5 +1,5 @@
 //! The daemon and its commands as an operator runs them: configuration checks, `check`, logs,
-//! reload, signals, build metadata, bad input, and the demo.
+//! reload, signals, the state file across restarts, build metadata, bad input, and the demo.
 //!
 //! One test binary of the suite (docs/development.md).
 
@@ -23,3 +23,4 @@ mod demo;
 mod logs;
 mod reload;
 mod signals;
+mod state_file;

@@ -99,8 +99,10 @@ async fn target_down_withdraws_data_and_recovers() {
 
     server.kill();
     let killed = Instant::now();
-    // Within one poll (200 ms) plus the timeout, the target is down and its
-    // data series are gone; /metrics keeps answering quickly throughout.
+    // Within one poll (200 ms) plus the timeout, the target is down; its data
+    // series stay as last read for the grace (3 polls), then are gone;
+    // /metrics keeps answering quickly throughout.
+    let mut down_at = None;
     loop {
         let (m, took) = d.scrape().await;
         assert!(
@@ -108,29 +110,37 @@ async fn target_down_withdraws_data_and_recovers() {
             "/metrics was slow: {took:?}"
         );
         if m.get("redis_streams_exporter_target_up", &[("target", "t")]) == Some(0.0) {
-            assert_eq!(
-                m.get("redis_streams_stream_length", &ts("orders")),
-                None,
-                "stale data served while down"
-            );
-            // The exporter still serves: ready, saying the target is down.
-            let r = d.get("/readyz").await;
-            assert_eq!(r.status(), 200);
-            let body = r.text().await.unwrap();
-            assert!(body.starts_with("ready\nt: down: "), "{body}");
-            assert!(m.family("redis_streams_group_lag").is_empty());
-            assert!(m.family("redis_streams_target_info").is_empty());
+            let length = m.get("redis_streams_stream_length", &ts("orders"));
+            if down_at.is_none() {
+                down_at = Some(Instant::now());
+                // The exporter still serves: ready, saying the target is down.
+                let r = d.get("/readyz").await;
+                assert_eq!(r.status(), 200);
+                let body = r.text().await.unwrap();
+                assert!(body.starts_with("ready\nt: down: "), "{body}");
+                assert!(
+                    m.value(
+                        "redis_streams_exporter_errors_total",
+                        &[("target", "t"), ("kind", "connection")]
+                    ) >= 1.0
+                );
+            }
+            if length.is_none() {
+                assert!(m.family("redis_streams_group_lag").is_empty());
+                assert!(m.family("redis_streams_target_info").is_empty());
+                break;
+            }
+            assert_eq!(length, Some(5.0), "only what was last read is held");
             assert!(
-                m.value(
-                    "redis_streams_exporter_errors_total",
-                    &[("target", "t"), ("kind", "connection")]
-                ) >= 1.0
+                down_at.is_some_and(|at| stall::awake_since(at) < Duration::from_secs(3)),
+                "data still served 3 s after target_up 0 (grace 600 ms)"
             );
-            break;
+        } else {
+            assert!(down_at.is_none(), "up again while killed");
         }
         assert!(
-            stall::awake_since(killed) < Duration::from_secs(3),
-            "target_up did not drop"
+            stall::awake_since(killed) < Duration::from_secs(6),
+            "target_up did not drop, or its data were not withdrawn"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

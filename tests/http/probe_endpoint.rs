@@ -12,7 +12,9 @@
 //! - the first probe waits for the first collection up to a bound (the configured one, and
 //!   Prometheus's scrape timeout) and says so when it could not; an unreachable target answers
 //!   at once with `target_up 0`;
-//! - a reload that no longer allows a target drops it.
+//! - a reload that no longer allows a target drops it;
+//! - one server probed with two auth modules is two targets, each with its own poller and loss
+//!   ledger.
 
 use crate::common;
 
@@ -258,18 +260,17 @@ async fn a_probe_answers_with_its_target_only_and_polling_goes_on_between_probes
     );
     assert!(target_labels(&metrics).contains("configured"));
 
-    // Polled in the background: the server keeps answering XINFO STREAM with no probe, and a
-    // new entry shows in the next probe's answer at once.
+    // Polled in the background: a write between probes is read with no probe (client
+    // tracking leaves the quiet stream unread until then, so XINFO STREAM calls rise only
+    // after it), and shows in the next probe's answer.
     assert_eq!(exporter_connections(&probed), 1);
     let before = xinfo_calls(&probed);
+    xadd_n(&mut probed.conn(), "probed:stream", 1);
     assert!(
-        common::eventually(Duration::from_secs(10), || xinfo_calls(&probed)
-            >= before + 3)
-        .await,
+        common::eventually(Duration::from_secs(10), || xinfo_calls(&probed) > before).await,
         "no polling between probes: {before} XINFO STREAM calls, then {}",
         xinfo_calls(&probed)
     );
-    xadd_n(&mut probed.conn(), "probed:stream", 1);
     eventually_async(Duration::from_secs(10), "the new entry", || async {
         let (_, body) = probe(&d, &format!("target={}", url(&probed))).await;
         let m = Metrics::parse(&body);
@@ -505,6 +506,106 @@ async fn a_reload_that_no_longer_allows_a_target_drops_it() {
         .unwrap();
     assert_eq!(r.status(), 400);
     daemon.stop().await;
+}
+
+/// One server probed with two auth modules (two Prometheus jobs, say) is two targets: however
+/// the probes alternate, each module keeps its own poller (its counters only grow, one connection
+/// each) and its own loss ledger (a trim of 40 unread entries is counted 40 by both), and each
+/// takes a `max_targets` slot (a third module is over the cap, nothing dialled).
+#[tokio::test]
+async fn two_auth_modules_for_one_address_keep_two_pollers_and_their_ledgers() {
+    let server = RedisServer::start(Server::Redis70);
+    let mut c = server.conn();
+    xadd_n(&mut c, "s", 50);
+    server.cmd(&["XGROUP", "CREATE", "s", "g", "0"]);
+    assert_eq!(common::read_group(&mut c, "s", "g", "c", 10).len(), 10);
+    let d = Daemon::start(&format!(
+        "[probe]\nallowed_targets = [\"{}\"]\nmax_targets = 2\n\
+         [auth_modules.a]\nkeyspace_events = \"off\"\n\
+         [auth_modules.b]\nkeyspace_events = \"off\"\n\
+         [auth_modules.c]\nkeyspace_events = \"off\"\n{FAST}",
+        url(&server)
+    ))
+    .await;
+    let target = name(&server);
+    let xinfo = |m: &Metrics| {
+        m.value(
+            "redis_streams_exporter_redis_commands_total",
+            &[("target", &*target), ("command", "xinfo_stream")],
+        )
+    };
+    let lost = |m: &Metrics| {
+        m.get(
+            "redis_streams_group_lost_entries_total",
+            &[
+                ("target", &*target),
+                ("stream", "s"),
+                ("group", "g"),
+                ("cause", "trimmed"),
+            ],
+        )
+    };
+    let answer = |module: &'static str| {
+        let query = format!("target={}&auth_module={module}", url(&server));
+        let d = &d;
+        async move {
+            let (status, body) = probe(d, &query).await;
+            assert_eq!(status, 200, "{module}: {body}");
+            Metrics::parse(&body)
+        }
+    };
+    // Alternating probes: each module's poller keeps counting (a restart would start at 0).
+    let mut last = [0.0, 0.0];
+    for round in 0..6 {
+        for (i, module) in ["a", "b"].into_iter().enumerate() {
+            let m = answer(module).await;
+            assert_eq!(
+                m.value("redis_streams_exporter_target_up", &[("target", &target)]),
+                1.0,
+                "{module}"
+            );
+            let calls = xinfo(&m);
+            assert!(
+                calls >= last[i],
+                "round {round}: {module}'s poller restarted ({calls} calls after {})",
+                last[i]
+            );
+            last[i] = calls;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(last.iter().all(|&n| n >= 3.0), "{last:?}");
+    assert_eq!(exporter_connections(&server), 2, "one poller per module");
+    let metrics = d.metrics().await;
+    assert_eq!(
+        metrics.get("redis_streams_exporter_probed_targets", &[]),
+        Some(2.0)
+    );
+    // A third module is a third target: over max_targets, refused, nothing dialled.
+    let (status, body) = probe(&d, &format!("target={}&auth_module=c", url(&server))).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(exporter_connections(&server), 2);
+
+    // Both ledgers count the trim of the 40 entries g had not read.
+    for module in ["a", "b"] {
+        assert_eq!(lost(&answer(module).await), Some(0.0), "{module}");
+    }
+    server.cmd(&["XTRIM", "s", "MAXLEN", "0"]);
+    eventually_async(
+        Duration::from_secs(10),
+        "40 lost, counted by both",
+        || async {
+            let (a, b) = (lost(&answer("a").await), lost(&answer("b").await));
+            if a == Some(40.0) && b == Some(40.0) {
+                Ok(())
+            } else {
+                Err(format!("a {a:?}, b {b:?}"))
+            }
+        },
+    )
+    .await;
+    assert_eq!(exporter_connections(&server), 2);
+    d.stop().await;
 }
 
 /// A reload that changes only intervals keeps a probed target's

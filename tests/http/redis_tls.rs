@@ -9,7 +9,9 @@
 //!   certificate is required and which keys to set;
 //! - a certificate for another name fails, naming `tls_server_name`, which fixes it;
 //! - `tls_insecure_skip_verify` connects without a CA and is logged as a warning;
-//! - `/probe` takes the same settings from an auth module.
+//! - `/probe` takes the same settings from an auth module (and another module for the same server
+//!   is another target);
+//! - a `rediss://` URL to a server without TLS says so, not only that connecting timed out.
 
 use crate::common;
 
@@ -342,8 +344,8 @@ async fn probe_takes_tls_from_the_auth_module() {
         m.value("redis_streams_exporter_target_ready", &[("target", &name)]),
         1.0
     );
-    // The same server through a module without a client certificate: the probe restarts
-    // the target with it, and its answer says it is down.
+    // The same server through a module without a client certificate: another target (the
+    // first keeps polling), and its answer says it is down.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let (status, body) = get(
@@ -361,4 +363,40 @@ async fn probe_takes_tls_from_the_auth_module() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     wait_log(&e, &["client certificate"]).await;
+    let (status, body) = get(e.port, &format!("/probe?target={target}&auth_module=mtls")).await;
+    assert_eq!(status, 200, "{body}");
+    let m = Metrics::parse(&body);
+    assert_eq!(
+        m.get("redis_streams_exporter_target_up", &[("target", &name)]),
+        Some(1.0),
+        "the mtls target was not restarted by the other module: {body}"
+    );
+}
+
+/// A `rediss://` URL to a server without TLS: the server reads the handshake as the start of a
+/// command line and waits for its end (or answers an error line in plain text when the hello
+/// happens to hold a newline). Either way the error says the server may have no TLS and to use
+/// a `redis://` URL, not only that connecting timed out.
+#[tokio::test]
+async fn tls_to_a_plain_server_says_the_server_has_no_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = common::RedisServer::start(common::Server::Redis70);
+    plain.cmd(&["XADD", "orders", "*", "n", "1"]);
+    let config = format!(
+        "[[targets]]\nname = \"tls\"\nurl = \"rediss://127.0.0.1:{}\"\n\
+         tls_insecure_skip_verify = true\n\
+         [schedule]\nstream = \"1s\"\ndiscovery = \"1s\"\n[limits]\ncommand_timeout = \"1s\"\n",
+        plain.port
+    );
+    let e = Exporter::start(dir.path(), &config, None, &[]);
+    let body = wait_readyz(&e, "use a redis:// URL").await;
+    let m = wait_metrics(&e, "target_up 0", |m| up(m) == Some(0.0)).await;
+    assert!(m.family("redis_streams_stream_length").is_empty());
+    let log = wait_log(&e, &["use a redis:// URL"]).await;
+    println!(
+        "rediss:// to a plain server, as logged:\n{}\n/readyz:\n{body}",
+        log.lines()
+            .find(|l| l.contains("use a redis:// URL"))
+            .unwrap()
+    );
 }

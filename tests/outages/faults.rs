@@ -7,8 +7,9 @@
 //!
 //! Each time: `/metrics` keeps answering fast (it never waits on Redis),
 //! `target_up` drops within one poll plus the command timeout, no data
-//! series of the target is served while it is down, collection recovers by
-//! itself with fresh values, and connections, tasks and memory stay flat.
+//! series of the target is served while it is down but those its last good
+//! polls read, and those only for the grace (3 polls), collection recovers
+//! by itself with fresh values, and connections, tasks and memory stay flat.
 //!
 //! The daemon runs in-process (`common::Daemon`, `app::run`) on the test's
 //! multi-thread runtime, so the runtime's task count and the process's RSS
@@ -17,6 +18,7 @@
 
 use crate::common;
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::proxy::{Mode, Proxy};
@@ -123,23 +125,78 @@ fn length(m: &Metrics, target: &str, stream: &str) -> Option<f64> {
 }
 
 /// Every data series of `target` (everything but the exporter's own
-/// `redis_streams_exporter_*` self-metrics).
-fn data_series<'a>(m: &'a Metrics, target: &str) -> Vec<&'a str> {
+/// `redis_streams_exporter_*` self-metrics), without the labels whose value is
+/// the figure itself (a group's `status` and `reason`).
+fn data_series(m: &Metrics, target: &str) -> BTreeSet<String> {
     let label = format!("target=\"{target}\"");
     m.samples
         .keys()
         .filter(|k| !k.starts_with("redis_streams_exporter_") && k.contains(&label))
-        .map(String::as_str)
+        .map(|k| {
+            let Some((name, labels)) = k.split_once('{') else {
+                return k.clone();
+            };
+            let kept: Vec<&str> = labels
+                .trim_end_matches('}')
+                .split(',')
+                .filter(|l| !l.starts_with("status=") && !l.starts_with("reason="))
+                .collect();
+            format!("{name}{{{}}}", kept.join(","))
+        })
         .collect()
 }
 
-/// Fails when `target` is down and any of its data series is served.
-fn no_data_while_down(m: &Metrics, target: &str) {
-    if up(m, target) == Some(0.0) {
+/// Stream intervals a target that went down keeps its last good data
+/// served (`poller::DOWN_GRACE_POLLS`).
+const GRACE_POLLS: u32 = 3;
+
+/// What a target that is down may serve: while up, every data series it
+/// serves is noted; while down, it serves none it did not serve while up
+/// (what its last good polls read, held for the grace), and none at all once
+/// it has been down for the grace, the run that ends it and the slack.
+struct DownWatch {
+    target: &'static str,
+    gone_within: Duration,
+    seen_up: BTreeSet<String>,
+    down_since: Option<Instant>,
+}
+
+impl DownWatch {
+    /// For a target polled every `poll` whose failing runs take up to
+    /// `timeout`.
+    fn new(target: &'static str, poll: Duration, timeout: Duration) -> DownWatch {
+        DownWatch {
+            target,
+            gone_within: poll * (GRACE_POLLS + 1) + timeout + SLACK,
+            seen_up: BTreeSet::new(),
+            down_since: None,
+        }
+    }
+
+    fn check(&mut self, m: &Metrics) {
+        let target = self.target;
         let served = data_series(m, target);
+        if up(m, target) == Some(1.0) {
+            self.seen_up.extend(served);
+            self.down_since = None;
+            return;
+        }
+        let since = *self.down_since.get_or_insert_with(Instant::now);
+        let fresh: Vec<&String> = served.difference(&self.seen_up).collect();
         assert!(
-            served.is_empty(),
-            "target {target} is down but these series are served: {served:?}"
+            fresh.is_empty(),
+            "target {target} is down but serves {} series it never served while up, e.g. {:?}",
+            fresh.len(),
+            fresh.iter().take(3).collect::<Vec<_>>()
+        );
+        assert!(
+            served.is_empty() || stall::awake_since(since) < self.gone_within,
+            "target {target} has been down for {:?} (grace and slack {:?}) and still serves {} \
+             series, e.g. {:?}",
+            since.elapsed(),
+            self.gone_within,
+            served.len(),
+            served.iter().take(3).collect::<Vec<_>>()
         );
     }
 }
@@ -207,11 +264,12 @@ async fn each_fault_drops_the_target_within_one_poll_and_recovers() {
     ))
     .await;
     let mut expected = 5.0;
+    let mut watch = DownWatch::new("t", FAST_POLL, FAST_TIMEOUT);
     d.scrape_until(
         "first collection",
         Duration::from_secs(10),
         Duration::from_millis(50),
-        |_| {},
+        |m| watch.check(m),
         |m| up(m, "t") == Some(1.0) && length(m, "t", "orders") == Some(expected),
     )
     .await;
@@ -228,6 +286,7 @@ async fn each_fault_drops_the_target_within_one_poll_and_recovers() {
     let drop_limit = FAST_POLL + FAST_TIMEOUT + SLACK;
     for (name, mode) in faults {
         let before = d.scrape().await.0;
+        watch.check(&before);
         proxy.set_mode(mode);
         let faulted = Instant::now();
         // Written while the target is unreachable: only a fresh poll after
@@ -239,15 +298,16 @@ async fn each_fault_drops_the_target_within_one_poll_and_recovers() {
                 name,
                 drop_limit,
                 Duration::from_millis(20),
-                |m| no_data_while_down(m, "t"),
+                |m| watch.check(m),
                 |m| up(m, "t") == Some(0.0),
             )
             .await;
-        // It stays down, with no data, as long as the fault lasts.
+        // It stays down as long as the fault lasts, serving at most what it
+        // last read, and that only for the grace.
         let slowest = d
             .scrape_for(Duration::from_secs(1), Duration::from_millis(50), |m| {
                 assert_eq!(up(m, "t"), Some(0.0), "{name}: up again during the fault");
-                no_data_while_down(m, "t");
+                watch.check(m);
             })
             .await;
         let during = d.scrape().await.0;
@@ -271,7 +331,7 @@ async fn each_fault_drops_the_target_within_one_poll_and_recovers() {
                 name,
                 Duration::from_secs(5),
                 Duration::from_millis(20),
-                |m| no_data_while_down(m, "t"),
+                |m| watch.check(m),
                 |m| up(m, "t") == Some(1.0) && length(m, "t", "orders") == Some(expected),
             )
             .await;
@@ -401,6 +461,7 @@ async fn a_dead_target_never_delays_a_healthy_one() {
     let proxy = Proxy::start(sa.port);
     proxy.set_mode(Mode::Blackhole);
     let timeout = Duration::from_secs(2);
+    let mut watch = DownWatch::new("a", FAST_POLL, timeout);
     let started = Instant::now();
     let d = Daemon::start(&format!(
         "{}{}[schedule]\ndiscovery = \"1s\"\ninfo = \"1s\"\nstream = \"200ms\"\n\
@@ -415,7 +476,7 @@ async fn a_dead_target_never_delays_a_healthy_one() {
             "b's first collection next to a black hole",
             Duration::from_secs(3),
             Duration::from_millis(50),
-            |m| no_data_while_down(m, "a"),
+            |m| watch.check(m),
             |m| length(m, "b", "orders") == Some(4.0) && stream_last_success(m, "b").is_some(),
         )
         .await;
@@ -437,7 +498,7 @@ async fn a_dead_target_never_delays_a_healthy_one() {
         .scrape_for(Duration::from_secs(4), Duration::from_millis(50), |m| {
             b.check(m);
             assert_ne!(up(m, "a"), Some(1.0), "a is up behind a black hole");
-            no_data_while_down(m, "a");
+            watch.check(m);
         })
         .await;
 
@@ -450,7 +511,7 @@ async fn a_dead_target_never_delays_a_healthy_one() {
             Duration::from_millis(50),
             |m| {
                 b.check(m);
-                no_data_while_down(m, "a");
+                watch.check(m);
             },
             |m| up(m, "a") == Some(1.0) && length(m, "a", "orders") == Some(3.0),
         )
@@ -470,7 +531,7 @@ async fn a_dead_target_never_delays_a_healthy_one() {
             Duration::from_millis(50),
             |m| {
                 b.check(m);
-                no_data_while_down(m, "a");
+                watch.check(m);
             },
             |m| up(m, "a") == Some(0.0),
         )
@@ -480,7 +541,7 @@ async fn a_dead_target_never_delays_a_healthy_one() {
         d.scrape_for(Duration::from_secs(3), Duration::from_millis(50), |m| {
             b.check(m);
             assert_eq!(up(m, "a"), Some(0.0));
-            no_data_while_down(m, "a");
+            watch.check(m);
         })
         .await,
     );
@@ -584,11 +645,15 @@ async fn redis_killed_and_restarted_mid_scan() {
             assert!((0.0..=1.0).contains(&p), "scan progress {p}");
         }
     };
+    let mut watch = DownWatch::new("t", FAST_POLL, FAST_TIMEOUT);
     d.scrape_until(
         "scan in progress",
         Duration::from_secs(20),
         Duration::from_millis(100),
-        progress_ok,
+        |m| {
+            progress_ok(m);
+            watch.check(m);
+        },
         |m| {
             up(m, "t") == Some(1.0)
                 && length(m, "t", "big") == Some(200_000.0)
@@ -614,11 +679,22 @@ async fn redis_killed_and_restarted_mid_scan() {
             "down after the kill",
             FAST_POLL + FAST_TIMEOUT + SLACK,
             Duration::from_millis(20),
-            |m| no_data_while_down(m, "t"),
+            |m| watch.check(m),
             |m| up(m, "t") == Some(0.0),
         )
         .await;
-    assert_eq!(scan_progress(&down.last), None);
+    // What the last polls read is held for the grace, then withdrawn: the
+    // scan's progress with it.
+    let gone = d
+        .scrape_until(
+            "the series withdrawn after the grace",
+            watch.gone_within,
+            Duration::from_millis(20),
+            |m| watch.check(m),
+            |m| data_series(m, "t").is_empty(),
+        )
+        .await;
+    assert_eq!(scan_progress(&gone.last), None);
     let restarted = tokio::task::spawn_blocking(move || {
         let s = RedisServer::start_on(Server::Redis70, port);
         big_pel(&s, 100);
@@ -633,7 +709,7 @@ async fn redis_killed_and_restarted_mid_scan() {
             Duration::from_secs(5),
             Duration::from_millis(20),
             |m| {
-                no_data_while_down(m, "t");
+                watch.check(m);
                 progress_ok(m);
             },
             |m| up(m, "t") == Some(1.0) && length(m, "t", "big") == Some(100.0),
@@ -754,6 +830,7 @@ async fn hundreds_of_fault_cycles_leak_nothing() {
     .await;
     let poll = Duration::from_millis(50);
     let timeout = Duration::from_millis(100);
+    let mut watch = DownWatch::new("t", poll, timeout);
     // Resets close every connection the proxy holds, leaked ones included,
     // so they come first; the modes that keep connections open (a leaked
     // one stays open to the end) come last.
@@ -791,7 +868,7 @@ async fn hundreds_of_fault_cycles_leak_nothing() {
                 &format!("cycle {cycle} ({mode:?}): down"),
                 poll + timeout + SLACK,
                 Duration::from_millis(10),
-                |m| no_data_while_down(m, "t"),
+                |m| watch.check(m),
                 |m| up(m, "t") == Some(0.0),
             )
             .await;
@@ -802,7 +879,7 @@ async fn hundreds_of_fault_cycles_leak_nothing() {
                 &format!("cycle {cycle} ({mode:?}): recovery"),
                 Duration::from_secs(5),
                 Duration::from_millis(10),
-                |m| no_data_while_down(m, "t"),
+                |m| watch.check(m),
                 |m| up(m, "t") == Some(1.0) && length(m, "t", "orders") == Some(20.0),
             )
             .await;
@@ -873,8 +950,9 @@ const RSS_BOUND_KIB: u64 = 4 * 1024;
 /// info probe (every 20 ms, queued right behind the first pipeline) notices
 /// the outage and the second pipeline then runs on a fresh connection to
 /// the new server. Once the exporter has noticed the outage, nothing the
-/// first pipeline read from the server that died may be served: the new
-/// server has no streams at all.
+/// first pipeline read from the server that died may be served (what the
+/// last good poll read is held, with `target_up 0`, until a stream poll has
+/// read the new server): the new server has no streams at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_probe_run_spanning_a_restart_publishes_nothing_from_the_dead_server() {
     let _shared = EXCLUSIVE.read().await;
@@ -893,8 +971,10 @@ async fn a_probe_run_spanning_a_restart_publishes_nothing_from_the_dead_server()
         }
         pipe.query::<()>(&mut c).unwrap();
     }
+    // Client tracking off: every stream poll reads all 150 streams, so a
+    // kill can land in the middle of a run.
     let d = Daemon::start(&format!(
-        "[[targets]]\nname = \"t\"\nurl = \"{}\"\npatterns = [\"s*\"]\n\
+        "[[targets]]\nname = \"t\"\nurl = \"{}\"\npatterns = [\"s*\"]\nclient_tracking = \"off\"\n\
          [schedule]\ndiscovery = \"1h\"\ninfo = \"20ms\"\nstream = \"200ms\"\n\
          pending_summary = \"1h\"\nconsumers = \"1h\"\npending_scan = \"1h\"\n\
          [limits]\ncommand_timeout = \"300ms\"\ncommands_per_second = 101\npipeline_size = 101\n",
@@ -911,6 +991,8 @@ async fn a_probe_run_spanning_a_restart_publishes_nothing_from_the_dead_server()
         )
         .await
         .last;
+    let mut watch = DownWatch::new("t", Duration::from_millis(200), Duration::from_millis(300));
+    watch.check(&before);
     let failures = |m: &Metrics| errors(m, "t", "connection") + errors(m, "t", "timeout");
     let failures_before = failures(&before);
     // XINFO STREAM calls come 50 per pipeline, 150 per run: kill right after
@@ -943,13 +1025,14 @@ async fn a_probe_run_spanning_a_restart_publishes_nothing_from_the_dead_server()
             .unwrap();
     let restarted_in = killed.elapsed();
     // The outage is noticed: a failed round trip is counted, and every
-    // probe that fails drops the target's data...
+    // probe that fails marks the target down (what its last good polls read
+    // held, with target_up 0)...
     let noticed = d
         .scrape_until(
             "the outage noticed",
             Duration::from_secs(3),
             Duration::from_millis(10),
-            |m| no_data_while_down(m, "t"),
+            |m| watch.check(m),
             |m| failures(m) > failures_before,
         )
         .await;
@@ -959,10 +1042,11 @@ async fn a_probe_run_spanning_a_restart_publishes_nothing_from_the_dead_server()
         noticed.at - killed
     );
     // ...so from then on, until well after the next full run, nothing of the
-    // server that died may be served.
+    // server that died may be served as fresh: up again only once a stream
+    // poll has read the new server.
     let mut was_up = false;
     d.scrape_for(Duration::from_secs(5), Duration::from_millis(50), |m| {
-        no_data_while_down(m, "t");
+        watch.check(m);
         was_up |= up(m, "t") == Some(1.0);
         let served = m.family("redis_streams_stream_length");
         assert!(

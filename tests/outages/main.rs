@@ -15,6 +15,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod blips;
 mod faults;
 mod many_targets;
 mod outage;

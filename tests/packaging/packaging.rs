@@ -577,6 +577,12 @@ fn systemd_unit_runs_the_exporter_unprivileged() {
         exec.starts_with("/usr/bin/redis-streams-exporter ") && exec.contains("--config /"),
         "ExecStart: {exec}"
     );
+    // The state file lives in the directory systemd makes writable for it.
+    let state = one("Service", "StateDirectory");
+    assert!(
+        exec.contains(&format!("--state.file /var/lib/{state}/")),
+        "ExecStart: {exec}, StateDirectory={state}"
+    );
     let user = one("Service", "User");
     assert!(user != "root" && user != "0", "User={user}");
     assert_eq!(one("Service", "NoNewPrivileges"), "yes");

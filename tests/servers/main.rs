@@ -17,6 +17,7 @@ mod common;
 
 mod between_polls;
 mod cardinality;
+mod client_tracking;
 mod cluster;
 mod core_values;
 mod cost;

@@ -13,12 +13,14 @@ use redis::RedisConnectionInfo;
 use redis::aio::MultiplexedConnection;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 use super::bounded::{BoundedReplies, Violation};
 use super::stats::ClientStats;
 use crate::backend::error::TargetError;
 use crate::backend::tls::TlsSetup;
 use crate::config::{Mode, Secret, Target};
+use crate::vocab::{ErrorKind, ReconnectReason};
 
 /// `host:port` of one server.
 pub(crate) type NodeAddr = Arc<str>;
@@ -37,24 +39,6 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin> Transport for T {}
 
 /// The byte stream to one node: TCP, or TLS over it.
 pub(super) type NodeStream = Box<dyn Transport>;
-
-/// Connects to `host:port`, over TLS when `tls` is set (`rediss://`).
-async fn connect_stream(
-    host: &str,
-    port: u16,
-    tls: Option<&TlsSetup>,
-) -> std::io::Result<NodeStream> {
-    match tls {
-        Some(tls) => Ok(Box::new(tls.connect(host, port).await?)),
-        None => {
-            let stream = TcpStream::connect((host, port)).await?;
-            // Pipelines are written whole; there is nothing to gain from
-            // Nagle.
-            let _ = stream.set_nodelay(true);
-            Ok(Box::new(stream))
-        }
-    }
-}
 
 /// The settings of a data connection to `target`: its credentials, and its
 /// database except in a cluster (which has only database 0). `CLIENT
@@ -90,6 +74,32 @@ pub(super) fn sentinel_settings(
     settings
 }
 
+/// What a connection waits for until its stream is open (TCP, and TLS
+/// over it), as a connect timeout names it.
+pub(super) const STEP_OPENING: &str = "opening the connection";
+
+/// A TLS handshake that got no answer, as a connect timeout names it: a
+/// server without TLS reads the handshake as the start of a command line
+/// and waits for its end.
+const STEP_TLS_HANDSHAKE: &str = "the TLS handshake; a server without TLS never answers one: if the server has no TLS, use a redis:// URL";
+
+/// Whether `e` says the connection was closed under the client before an
+/// answer came (end of stream, reset, broken pipe, aborted): an idle
+/// `timeout` of the server, a proxy's or load balancer's idle limit,
+/// `CLIENT KILL`, a restart. Not a refused connection (nothing listens),
+/// nor an error the server sent.
+pub(super) fn closed_under_us(e: &redis::RedisError) -> bool {
+    e.code().is_none() && e.is_connection_dropped() && !e.is_connection_refusal()
+}
+
+/// Whether a connection error is the server refusing one more client
+/// (`-ERR max number of clients reached`, its `maxclients`), which it says
+/// to a new connection and then closes it.
+pub(super) fn is_server_full(e: &redis::RedisError) -> bool {
+    e.detail()
+        .is_some_and(|d| d.starts_with("max number of clients reached"))
+}
+
 /// Whether a connection error is the server refusing the credentials.
 fn is_auth_failure(e: &redis::RedisError) -> bool {
     matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
@@ -120,15 +130,19 @@ impl Dialer<'_> {
     /// [`BoundedReplies::subscribed`] for messages); then `handshake`, where
     /// the redis crate sends `AUTH` and `SELECT` as `settings` say (counted
     /// here) and the caller has its first exchange, and says what its
-    /// failures mean. The caller bounds it all in time.
+    /// failures mean. The stream is opened by `deadline` (a timeout says
+    /// whether TCP or the TLS handshake did not finish); the caller bounds
+    /// the whole by the same deadline.
     ///
     /// # Errors
     /// A [`TargetError::Connection`] (counted) when the node cannot be
-    /// reached; `handshake`'s own.
+    /// reached, a [`TargetError::ConnectTimeout`] (counted) when the stream
+    /// did not open by `deadline`; `handshake`'s own.
     pub(super) async fn open<C, F>(
         self,
         addr: &NodeAddr,
         settings: RedisConnectionInfo,
+        deadline: Instant,
         reading: fn(NodeStream) -> BoundedReplies<NodeStream>,
         handshake: impl FnOnce(RedisConnectionInfo, BoundedReplies<NodeStream>) -> F,
     ) -> Result<C, TargetError>
@@ -149,10 +163,39 @@ impl Dialer<'_> {
         if settings.db() != 0 {
             self.stats.command("select");
         }
-        let stream = connect_stream(&host, port, self.tls)
-            .await
-            .map_err(|e| self.connection_failure(addr, &redis::RedisError::from(e)))?;
+        let stream = self.connect_stream(addr, &host, port, deadline).await?;
         handshake(settings, reading(stream)).await
+    }
+
+    /// The byte stream to `host:port` by `deadline`: TCP without Nagle
+    /// (pipelines are written whole), and a TLS handshake over it for
+    /// `rediss://`. A timeout says which of the two did not finish: a
+    /// server without TLS never answers a handshake (it waits for a
+    /// command line), so a `rediss://` URL to a plain server is told so.
+    async fn connect_stream(
+        &self,
+        addr: &NodeAddr,
+        host: &str,
+        port: u16,
+        deadline: Instant,
+    ) -> Result<NodeStream, TargetError> {
+        let failed = |e: std::io::Error| self.connection_failure(addr, &redis::RedisError::from(e));
+        let timed_out = |step| {
+            self.stats.error(ErrorKind::Timeout);
+            self.connect_timeout(addr, step)
+        };
+        let tcp = match tokio::time::timeout_at(deadline, TcpStream::connect((host, port))).await {
+            Err(_) => return Err(timed_out(STEP_OPENING)),
+            Ok(tcp) => tcp.map_err(failed)?,
+        };
+        let _ = tcp.set_nodelay(true);
+        let Some(tls) = self.tls else {
+            return Ok(Box::new(tcp));
+        };
+        match tokio::time::timeout_at(deadline, tls.handshake(host, tcp)).await {
+            Err(_) => Err(timed_out(STEP_TLS_HANDSHAKE)),
+            Ok(stream) => Ok(Box::new(stream.map_err(failed)?)),
+        }
     }
 
     /// What a connection error from `addr` means: a TLS problem explained,
@@ -168,7 +211,13 @@ impl Dialer<'_> {
             };
         }
         if e.is_timeout() {
-            return self.connect_timeout(addr, "opening the connection");
+            return self.connect_timeout(addr, STEP_OPENING);
+        }
+        if is_server_full(e) {
+            return TargetError::ServerFull {
+                target: self.target.to_string(),
+                node: addr.to_string(),
+            };
         }
         TargetError::Connection {
             target: self.target.to_string(),
@@ -227,6 +276,12 @@ impl RedisConnection {
             _driver: Arc::new(AbortOnDrop(driver)),
         }
     }
+
+    /// Whether the connection has closed: its driver ends when the socket
+    /// does (the server closed it, or killed the client).
+    pub(super) fn is_closed(&self) -> bool {
+        self._driver.0.is_finished()
+    }
 }
 
 #[derive(Debug)]
@@ -238,12 +293,28 @@ impl Drop for AbortOnDrop {
     }
 }
 
+impl RedisConnection {
+    /// Whether `other` is a clone of this connection (not another one to
+    /// the same node).
+    pub(super) fn same(&self, other: &RedisConnection) -> bool {
+        Arc::ptr_eq(&self._driver, &other._driver)
+    }
+}
+
 /// A connection slot for one node. The async mutex serialises connecting, so
 /// concurrent probes do not open several connections to a node at once.
+/// Beside it, when its connection last answered (what the keepalive
+/// reads) and why the last one was dropped, until another replaces it
+/// (what the reconnect counter reads).
 #[derive(Debug)]
 pub(super) struct Node {
     pub(super) addr: NodeAddr,
     pub(super) conn: tokio::sync::Mutex<Option<RedisConnection>>,
+    answered_at: std::sync::Mutex<Option<Instant>>,
+    dropped: std::sync::Mutex<Option<ReconnectReason>>,
+    /// The `run_id` of the server its connections last reached, once one
+    /// said (see [`Node::server_is`]).
+    run_id: std::sync::Mutex<Option<String>>,
 }
 
 impl Node {
@@ -251,7 +322,54 @@ impl Node {
         Arc::new(Node {
             addr,
             conn: tokio::sync::Mutex::new(None),
+            answered_at: std::sync::Mutex::new(None),
+            dropped: std::sync::Mutex::new(None),
+            run_id: std::sync::Mutex::new(None),
         })
+    }
+
+    /// A new connection reached the server whose `run_id` is `now` (`None`
+    /// when it did not say): false when it is another server than the one
+    /// the node's connections reached before, so what was read before may
+    /// be of the server that went. An unknown `run_id` proves nothing, and
+    /// keeps the last one known.
+    pub(super) fn server_is(&self, now: Option<String>) -> bool {
+        let Some(now) = now else {
+            return true;
+        };
+        let mut known = self.run_id.lock().unwrap_or_else(|p| p.into_inner());
+        let same = known.as_ref().is_none_or(|before| *before == now);
+        *known = Some(now);
+        same
+    }
+
+    /// Its connection answered at `now`.
+    pub(super) fn answered(&self, now: Instant) {
+        *self.answered_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+    }
+
+    /// When its connection last answered (`None` before any).
+    pub(super) fn answered_at(&self) -> Option<Instant> {
+        *self.answered_at.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Its connection was dropped for `reason` (the first reason is kept
+    /// until a connection replaces it).
+    pub(super) fn dropped(&self, reason: ReconnectReason) {
+        self.dropped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(reason);
+    }
+
+    /// A connection was opened at `now`: why the one it replaces went,
+    /// `None` for a first connection.
+    pub(super) fn opened(&self, now: Instant) -> Option<ReconnectReason> {
+        self.answered(now);
+        self.dropped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 }
 

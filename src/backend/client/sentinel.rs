@@ -68,6 +68,11 @@ impl SentinelState {
         Some(node)
     }
 
+    /// The primary's connection slot, once one is known.
+    pub(super) fn primary(&self) -> Option<Arc<Node>> {
+        self.primary.clone()
+    }
+
     /// The connection slot for `addr`: the primary's when it is the
     /// primary, else a throwaway one, so a primary the sentinels moved away
     /// from is not kept open.

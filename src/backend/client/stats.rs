@@ -1,5 +1,6 @@
-//! What a client counted: commands sent by label, errors by kind, items
-//! left out of replies by kind and PEL entries read, copied into every snapshot with the time spent waiting on
+//! What a client counted: commands sent by label, errors by kind,
+//! connections opened again by the reason the last one went, items left
+//! out of replies by kind and PEL entries read, copied into every snapshot with the time spent waiting on
 //! rate limits and the current page sizes.
 
 use std::collections::BTreeMap;
@@ -7,7 +8,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::vocab::{
-    ClientTrackingStats, ErrorKind, ExtraPollStats, KeyspaceEventsStats, SkipKind, StatsSnapshot,
+    ClientTrackingStats, ErrorKind, ExtraPollStats, KeyspaceEventsStats, ReconnectReason, SkipKind,
+    StatsSnapshot,
 };
 
 /// Counters of what the client did, read into every snapshot.
@@ -15,6 +17,7 @@ use crate::vocab::{
 pub(crate) struct ClientStats {
     commands: Mutex<BTreeMap<&'static str, u64>>,
     errors: Mutex<BTreeMap<&'static str, u64>>,
+    reconnects: Mutex<BTreeMap<&'static str, u64>>,
     skipped: Mutex<BTreeMap<&'static str, u64>>,
     pending_scanned: AtomicU64,
     keyspace_events: Mutex<Option<KeyspaceEventsStats>>,
@@ -44,6 +47,12 @@ impl ClientStats {
     /// Counts one error of `kind`.
     pub(crate) fn error(&self, kind: ErrorKind) {
         bump(&self.errors, kind.label(), 1);
+    }
+
+    /// Counts one pooled connection opened again after one dropped for
+    /// `reason`.
+    pub(super) fn reconnect(&self, reason: ReconnectReason) {
+        bump(&self.reconnects, reason.label(), 1);
     }
 
     /// Counts `n` items of `kind` left out of a reply.
@@ -141,6 +150,7 @@ impl ClientStats {
         StatsSnapshot {
             commands: copy(&self.commands),
             errors: copy(&self.errors),
+            reconnects: copy(&self.reconnects),
             skipped: copy(&self.skipped),
             rate_limited_seconds,
             pending_scanned: self.pending_scanned.load(Ordering::Relaxed),
@@ -172,6 +182,8 @@ mod tests {
         stats.error(ErrorKind::Timeout);
         stats.error(ErrorKind::Cluster);
         stats.error(ErrorKind::Cluster);
+        stats.reconnect(ReconnectReason::Closed);
+        stats.reconnect(ReconnectReason::Closed);
         stats.pending_scanned(40);
         stats.pending_scanned(2);
         stats.skipped(SkipKind::Group, 2);
@@ -189,6 +201,7 @@ mod tests {
                 (ErrorKind::Cluster.label(), 2)
             ])
         );
+        assert_eq!(snap.reconnects, BTreeMap::from([("closed", 2)]));
         assert_eq!(snap.pending_scanned, 42);
         assert_eq!(snap.skipped, BTreeMap::from([("group", 3)]));
         assert_eq!(snap.rate_limited_seconds, 1.5);

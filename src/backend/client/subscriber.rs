@@ -19,7 +19,7 @@ use redis::{RedisConnectionInfo, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::bounded::{BoundedReplies, Violation};
-use super::connection::{NodeAddr, data_settings};
+use super::connection::{NodeAddr, data_settings, is_server_full};
 use super::target_client::TargetClient;
 use crate::backend::command::Command;
 use crate::backend::error::TargetError;
@@ -251,8 +251,9 @@ impl TargetClient {
     ///
     /// # Errors
     /// When the node cannot be reached, refuses the credentials or
-    /// everything asked (`NOPERM` for a user without those channels), or
-    /// does not answer within the command timeout.
+    /// everything asked (`NOPERM` for a user without those channels; a
+    /// [`TargetError::ServerFull`] at its `maxclients`), or does not answer
+    /// within the command timeout.
     ///
     /// [`Dialer::open`]: super::connection::Dialer::open
     pub(crate) async fn subscribe(
@@ -264,7 +265,17 @@ impl TargetClient {
             Mode::Cluster { .. } => 0,
             _ => self.target.endpoint.db,
         };
+        // A server at its maxclients answers the first command with an
+        // error and closes: its own hint, not the ACL's.
+        let server_full = || {
+            self.stats.error(ErrorKind::Connection);
+            TargetError::ServerFull {
+                target: self.target.name.clone(),
+                node: addr.to_string(),
+            }
+        };
         let refused = |what: &str, e: redis::RedisError| match e.code() {
+            Some(_) if is_server_full(&e) => server_full(),
             Some(code) => {
                 let kind = ErrorKind::from_server(code, e.detail().unwrap_or_default());
                 // A user without the permissions: a setting, not a failed
@@ -282,13 +293,21 @@ impl TargetClient {
             }
             None => self.dialer().connection_failure(addr, &e),
         };
+        let deadline = tokio::time::Instant::now() + self.timeout;
         let opened = self.dialer().open(
             addr,
             data_settings(&self.target),
+            deadline,
             BoundedReplies::subscribed,
             |settings, mut stream| async move {
                 let violation = stream.violation();
-                let failed = |e: redis::RedisError| self.dialer().connection_failure(addr, &e);
+                let failed = |e: redis::RedisError| {
+                    if is_server_full(&e) {
+                        server_full()
+                    } else {
+                        self.dialer().connection_failure(addr, &e)
+                    }
+                };
                 if let Some(password) = settings.password() {
                     let mut auth = redis::cmd("AUTH");
                     if let Some(user) = settings.username() {
@@ -308,6 +327,7 @@ impl TargetClient {
                     match exchange(&mut stream, &Command::ClientId.to_cmd()).await {
                         Ok(Value::Int(id)) => redirect = u64::try_from(id).ok(),
                         Ok(_) => {}
+                        Err(e) if is_server_full(&e) => return Err(server_full()),
                         Err(e) if e.code().is_some() => refusals.push(refused("CLIENT ID", e)),
                         Err(e) => return Err(failed(e)),
                     }
@@ -332,6 +352,7 @@ impl TargetClient {
                     self.stats.command(cmd.label());
                     match sink.subscribe(&kind).await {
                         Ok(()) => channels.extend(kind),
+                        Err(e) if is_server_full(&e) => return Err(server_full()),
                         Err(e) if e.code().is_some() => refusals.push(refused("SUBSCRIBE", e)),
                         Err(e) => return Err(failed(e)),
                     }
@@ -360,7 +381,7 @@ impl TargetClient {
                 })
             },
         );
-        match tokio::time::timeout(self.timeout, opened).await {
+        match tokio::time::timeout_at(deadline, opened).await {
             Err(_) => {
                 self.stats.error(ErrorKind::Timeout);
                 Err(self.dialer().connect_timeout(addr, "SUBSCRIBE"))

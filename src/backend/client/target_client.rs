@@ -18,7 +18,8 @@ use tokio::time::Instant;
 
 use super::bounded::BoundedReplies;
 use super::connection::{
-    Dialer, Node, NodeAddr, RedisConnection, data_settings, sentinel_settings, split_addr,
+    Dialer, Node, NodeAddr, RedisConnection, STEP_OPENING, closed_under_us, data_settings,
+    sentinel_settings, split_addr,
 };
 use super::redirect::{Decision, MAX_REDIRECTS, decide};
 use super::sentinel::primary_addr;
@@ -33,7 +34,7 @@ use crate::backend::reply;
 use crate::backend::slot::SlotMap;
 use crate::backend::tls::TlsSetup;
 use crate::config::{ClientTracking, Limits, Mode, Target};
-use crate::vocab::{ErrorKind, StatsSnapshot};
+use crate::vocab::{ErrorKind, ReconnectReason, StatsSnapshot};
 
 /// One reply of a pipeline.
 pub(crate) type Reply = Result<Value, CommandError>;
@@ -221,6 +222,16 @@ impl TargetClient {
         }
         reply
     }
+}
+
+/// The tokens `cmds` take, sent again (with `ASKING` before each when
+/// `asking`): `MULTI` and `EXEC` take none, as when first sent.
+fn tokens(cmds: &[Command], asking: bool) -> usize {
+    let n = cmds
+        .iter()
+        .filter(|c| !matches!(c, Command::Multi | Command::Exec))
+        .count();
+    if asking { 2 * n } else { n }
 }
 
 /// The most entries or rows the replies of one pipeline may hold between
@@ -487,6 +498,13 @@ impl TargetClient {
 impl TargetClient {
     /// One pipeline to one node, with the timeout. With `asking`, each
     /// command is preceded by `ASKING` and only its own reply is returned.
+    ///
+    /// A pipeline whose connection was closed under it before any reply
+    /// (an idle `timeout` of the server, a proxy's idle limit, `CLIENT
+    /// KILL`: see [`closed_under_us`]) is sent once more on a fresh
+    /// connection, its tokens taken again: every command of the allowlist
+    /// is a read, safe to repeat. Only a failure of that second send is a
+    /// failure of the round trip (counted, the target unreachable).
     async fn round_trip(
         &self,
         addr: &NodeAddr,
@@ -494,65 +512,88 @@ impl TargetClient {
         asking: bool,
     ) -> Result<Vec<Value>, TargetError> {
         let node = self.node(addr);
-        let mut conn = match self.connection(&node).await {
-            Ok(c) => c,
-            Err(e) => {
-                self.set_reachable(false);
-                self.invalidate_topology();
-                return Err(e);
-            }
-        };
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         for cmd in cmds {
             if asking {
                 pipe.add_command(Command::Asking.to_cmd()).ignore();
-                self.stats.command(Command::Asking.label());
             }
             pipe.add_command(cmd.to_cmd());
-            self.stats.command(cmd.label());
         }
-        let sent = Instant::now();
-        let result = tokio::time::timeout(
-            self.timeout,
-            pipe.query_async::<Vec<Value>>(&mut conn.inner),
-        )
-        .await;
-        if matches!(result, Ok(Ok(_))) && !asking {
-            self.pages().observe(cmds, sent.elapsed(), Instant::now());
-        }
-        // A reply that broke the protocol still came from a server that
-        // answers: the probes fail, the target stays up.
-        let violation = conn.violation.get().map(str::to_string);
-        self.set_reachable(matches!(result, Ok(Ok(_))) || violation.is_some());
-        if !matches!(result, Ok(Ok(_))) {
-            self.invalidate_topology();
-        }
-        let err = match result {
-            Ok(Ok(values)) if values.len() == cmds.len() => {
-                match reply::pipeline_misfit(cmds, &values) {
-                    None => return Ok(values),
-                    Some(detail) => self.protocol_error(addr, detail),
+        let mut resent = false;
+        loop {
+            let mut conn = match self.connection(&node).await {
+                Ok(c) => c,
+                Err(e) => {
+                    self.set_reachable(false);
+                    self.invalidate_topology();
+                    return Err(e);
+                }
+            };
+            for cmd in cmds {
+                if asking {
+                    self.stats.command(Command::Asking.label());
+                }
+                self.stats.command(cmd.label());
+            }
+            let sent = Instant::now();
+            let result = tokio::time::timeout(
+                self.timeout,
+                pipe.query_async::<Vec<Value>>(&mut conn.inner),
+            )
+            .await;
+            // A reply that broke the protocol still came from a server that
+            // answers: the probes fail, the target stays up.
+            let violation = conn.violation.get().map(str::to_string);
+            if !resent && violation.is_none() && matches!(&result, Ok(Err(e)) if closed_under_us(e))
+            {
+                resent = true;
+                self.drop_connection(&node, &conn, ReconnectReason::Closed)
+                    .await;
+                self.commands.acquire(tokens(cmds, asking)).await;
+                continue;
+            }
+            if matches!(result, Ok(Ok(_))) {
+                node.answered(Instant::now());
+                if !asking {
+                    self.pages().observe(cmds, sent.elapsed(), Instant::now());
                 }
             }
-            Ok(Ok(values)) => self.protocol_error(
-                addr,
-                format!(
-                    "a pipeline of {} commands got {} replies",
-                    cmds.len(),
-                    values.len()
-                ),
-            ),
-            Ok(Err(_)) if violation.is_some() => {
-                self.protocol_error(addr, violation.unwrap_or_default())
+            self.set_reachable(matches!(result, Ok(Ok(_))) || violation.is_some());
+            if !matches!(result, Ok(Ok(_))) {
+                self.invalidate_topology();
             }
-            Ok(Err(e)) if e.is_timeout() => self.command_timeout(addr, cmds),
-            Err(_) => self.command_timeout(addr, cmds),
-            Ok(Err(e)) => self.dialer().connection_error(addr, &e),
-        };
-        self.drop_connection(&node).await;
-        self.stats.error(err.kind());
-        Err(err)
+            let err = match result {
+                Ok(Ok(values)) if values.len() == cmds.len() => {
+                    match reply::pipeline_misfit(cmds, &values) {
+                        None => return Ok(values),
+                        Some(detail) => self.protocol_error(addr, detail),
+                    }
+                }
+                Ok(Ok(values)) => self.protocol_error(
+                    addr,
+                    format!(
+                        "a pipeline of {} commands got {} replies",
+                        cmds.len(),
+                        values.len()
+                    ),
+                ),
+                Ok(Err(_)) if violation.is_some() => {
+                    self.protocol_error(addr, violation.unwrap_or_default())
+                }
+                Ok(Err(e)) if e.is_timeout() => self.command_timeout(addr, cmds),
+                Err(_) => self.command_timeout(addr, cmds),
+                Ok(Err(e)) => self.dialer().connection_error(addr, &e),
+            };
+            let reason = match err.kind() {
+                ErrorKind::Timeout => ReconnectReason::Timeout,
+                ErrorKind::Protocol => ReconnectReason::Protocol,
+                _ => ReconnectReason::Closed,
+            };
+            self.drop_connection(&node, &conn, reason).await;
+            self.stats.error(err.kind());
+            return Err(err);
+        }
     }
 
     /// No answer to `cmds` on an open connection to `addr`.
@@ -812,30 +853,122 @@ fn unreachable_topology<T>() -> Result<T, TargetError> {
 impl TargetClient {
     /// The pooled connection to `node`, opened with the target's
     /// credentials and database when there is none, or only one from before
-    /// the last [`Self::distrust_connections`].
+    /// the last [`Self::distrust_connections`]. A connection that replaces
+    /// a dropped one is counted as a reconnect, by why that one went.
     /// Tracking is turned on (again) towards the node's subscriber when it
     /// is not yet (see [`Self::track`]).
     async fn connection(&self, node: &Node) -> Result<RedisConnection, TargetError> {
         let mut slot = node.conn.lock().await;
         let epoch = self.epoch.load(Ordering::Relaxed);
-        if let Some(conn) = slot.as_ref().filter(|c| c.epoch == epoch) {
-            let mut conn = conn.clone();
-            self.track(&node.addr, &mut conn).await;
-            return Ok(conn);
+        if let Some(conn) = slot.as_ref() {
+            if conn.epoch == epoch {
+                let mut conn = conn.clone();
+                self.track(&node.addr, &mut conn).await;
+                return Ok(conn);
+            }
+            *slot = None;
+            node.dropped(ReconnectReason::Protocol);
         }
-        *slot = None;
         let mut conn = self
             .connect(&node.addr, data_settings(&self.target))
             .await?;
-        self.tracking.connection_opened(&node.addr);
+        self.tracking.connection_reset(&node.addr);
+        let run_id = self.run_id(&node.addr, &mut conn).await;
+        if let Some(reason) = node.opened(Instant::now()) {
+            self.stats.reconnect(reason);
+        }
         self.track(&node.addr, &mut conn).await;
         *slot = Some(conn.clone());
+        if !node.server_is(run_id) {
+            // Kept for the next command; this one's run must not go on.
+            let restarted = TargetError::Restarted {
+                target: self.target.name.clone(),
+                node: node.addr.to_string(),
+            };
+            self.stats.error(restarted.kind());
+            return Err(restarted);
+        }
         Ok(conn)
     }
 
-    async fn drop_connection(&self, node: &Node) {
-        *node.conn.lock().await = None;
-        self.tracking.connection_opened(&node.addr);
+    /// The `run_id` of the server `conn` reached (`INFO server`, within
+    /// the command timeout, no token: once per connection); `None` when it
+    /// does not say (refused, not answered). A connection opened again
+    /// after one was closed under a command may reach another server (a
+    /// restart, a failover at the same address): comparing run ids tells
+    /// it from the same server, which a command may simply be sent to again.
+    async fn run_id(&self, addr: &NodeAddr, conn: &mut RedisConnection) -> Option<String> {
+        let cmd = Command::InfoServer;
+        self.stats.command(cmd.label());
+        let answer = tokio::time::timeout(
+            self.timeout,
+            cmd.to_cmd().query_async::<Value>(&mut conn.inner),
+        )
+        .await;
+        let Ok(Ok(value)) = answer else {
+            tracing::debug!(redis_target = %self.target.name, node = %addr, "INFO server got no answer on a new connection");
+            return None;
+        };
+        let fields = reply::info_fields(&value).ok()?;
+        fields
+            .into_iter()
+            .find(|(k, _)| k == "run_id")
+            .map(|(_, v)| v)
+            .filter(|v| !v.is_empty())
+    }
+
+    /// Drops `conn`, `node`'s connection, for `reason`; a connection that
+    /// already replaced it (another probe found it closed too) stays.
+    async fn drop_connection(&self, node: &Node, conn: &RedisConnection, reason: ReconnectReason) {
+        let mut slot = node.conn.lock().await;
+        if slot.as_ref().is_some_and(|c| c.same(conn)) {
+            *slot = None;
+            node.dropped(reason);
+            self.tracking.connection_reset(&node.addr);
+        }
+    }
+
+    /// Sends a `PING` on each pooled connection that has not answered for
+    /// [`KEEPALIVE_IDLE`] at `now`, so that a server's idle `timeout`, a
+    /// proxy's or a load balancer's idle limit does not close it between
+    /// polls (`CONFIG` is not on the allowlist and `INFO` does not show the
+    /// server's `timeout`: the interval is fixed). Like `MULTI` and `EXEC`
+    /// it takes no token: at most one `PING` every 2 s per connection, and
+    /// only on connections nothing else uses. A connection that does not
+    /// answer is dropped (the next command opens another, counted as a
+    /// reconnect); that is no failure of the target. A connection being
+    /// opened is left alone.
+    pub(crate) async fn keep_warm(&self, now: Instant) {
+        let nodes = self.topo().nodes();
+        let epoch = self.epoch.load(Ordering::Relaxed);
+        for node in nodes {
+            if !keepalive_due(node.answered_at(), now) {
+                continue;
+            }
+            let Some(mut conn) = node.conn.try_lock().ok().and_then(|slot| slot.clone()) else {
+                continue;
+            };
+            if conn.epoch != epoch {
+                continue;
+            }
+            self.stats.command(Command::Ping.label());
+            let answered = tokio::time::timeout(
+                self.timeout,
+                Command::Ping.to_cmd().query_async::<Value>(&mut conn.inner),
+            )
+            .await;
+            match answered {
+                Ok(Ok(_)) => node.answered(Instant::now()),
+                Ok(Err(e)) if !e.is_timeout() => {
+                    self.drop_connection(&node, &conn, ReconnectReason::Closed)
+                        .await;
+                }
+                Ok(Err(_)) | Err(_) => {
+                    self.drop_connection(&node, &conn, ReconnectReason::Timeout)
+                        .await;
+                }
+            }
+        }
     }
 
     /// Turns client tracking on for the node's poll connection `conn`,
@@ -872,9 +1005,20 @@ impl TargetClient {
 
     /// While the node announces every change to what its poll connection
     /// read, a mark that stays the same as long as none can have been
-    /// missed (see `tracking`); `None` otherwise.
-    pub(crate) fn tracking_mark(&self, node: &NodeAddr) -> Option<u64> {
-        self.tracking.mark(node)
+    /// missed (see `tracking`); `None` otherwise. A poll connection the
+    /// server closed is dropped first: the keys it read are no longer
+    /// tracked, though no command has failed on it yet (a poll of quiet
+    /// streams may send none).
+    pub(crate) async fn tracking_mark(&self, addr: &NodeAddr) -> Option<u64> {
+        let node = self.node(addr);
+        let mut slot = node.conn.lock().await;
+        if slot.as_ref().is_some_and(RedisConnection::is_closed) {
+            *slot = None;
+            node.dropped(ReconnectReason::Closed);
+            self.tracking.connection_reset(addr);
+        }
+        drop(slot);
+        self.tracking.mark(addr)
     }
 
     /// Every open connection of the target is dropped before its next use: a
@@ -901,39 +1045,67 @@ impl TargetClient {
     /// sentinel), opened ([`Dialer::open`]) and named (`CLIENT SETNAME`)
     /// within one deadline, so a server that accepts but never
     /// answers costs one timeout, not two. `CLIENT SETINFO` is suppressed in
-    /// `settings` (see [`data_settings`]).
+    /// `settings` (see [`data_settings`]). A connection closed under it
+    /// before it answered (`CLIENT KILL`, a proxy; see [`closed_under_us`])
+    /// is opened once more within the same deadline; only the second
+    /// failure counts.
     async fn connect(
         &self,
         addr: &NodeAddr,
         settings: RedisConnectionInfo,
     ) -> Result<RedisConnection, TargetError> {
+        let deadline = Instant::now() + self.timeout;
+        if let ConnectAttempt::Open(conn) =
+            self.connect_by(addr, settings.clone(), deadline).await?
+        {
+            return Ok(conn);
+        }
+        match self.connect_by(addr, settings, deadline).await? {
+            ConnectAttempt::Open(conn) => Ok(conn),
+            ConnectAttempt::Closed(e) => Err(self.dialer().connection_failure(addr, &e)),
+        }
+    }
+
+    /// One attempt of [`Self::connect`], by `deadline`.
+    ///
+    /// # Errors
+    /// Every failure but a connection closed under it (counted).
+    async fn connect_by(
+        &self,
+        addr: &NodeAddr,
+        settings: RedisConnectionInfo,
+        deadline: Instant,
+    ) -> Result<ConnectAttempt, TargetError> {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.timeout))
             .set_response_timeout(Some(self.timeout));
-        let deadline = Instant::now() + self.timeout;
         let epoch = self.epoch.load(Ordering::Relaxed);
         let opened = self.dialer().open(
             addr,
             settings,
+            deadline,
             BoundedReplies::new,
             |settings, stream| async move {
                 let violation = stream.violation();
                 let (inner, driver) =
-                    MultiplexedConnection::new_with_config(&settings, stream, config)
-                        .await
-                        .map_err(|e| self.dialer().connection_failure(addr, &e))?;
+                    match MultiplexedConnection::new_with_config(&settings, stream, config).await {
+                        Ok(opened) => opened,
+                        Err(e) if closed_under_us(&e) => return Ok(ConnectAttempt::Closed(e)),
+                        Err(e) => return Err(self.dialer().connection_failure(addr, &e)),
+                    };
                 let driver = tokio::spawn(driver).abort_handle();
-                Ok(RedisConnection::new(inner, violation, epoch, driver))
+                Ok(ConnectAttempt::Open(RedisConnection::new(
+                    inner, violation, epoch, driver,
+                )))
             },
         );
         let mut conn = match tokio::time::timeout_at(deadline, opened).await {
             Err(_) => {
                 self.stats.error(ErrorKind::Timeout);
-                return Err(self
-                    .dialer()
-                    .connect_timeout(addr, "opening the connection"));
+                return Err(self.dialer().connect_timeout(addr, STEP_OPENING));
             }
-            Ok(opened) => opened?,
+            Ok(Ok(ConnectAttempt::Open(conn))) => conn,
+            Ok(closed_or_failed) => return closed_or_failed,
         };
         // Naming the connection is a courtesy to operators; a user without
         // CLIENT SETNAME still gets metrics.
@@ -951,11 +1123,25 @@ impl TargetClient {
             self.pages().observe_network(sent.elapsed(), Instant::now());
         }
         match named {
+            // A full server answers the first command it reads so, then
+            // closes the connection.
+            Ok(Ok(Value::ServerError(e)))
+                if e.details()
+                    .is_some_and(|d| d.starts_with("max number of clients reached")) =>
+            {
+                let full = TargetError::ServerFull {
+                    target: self.target.name.clone(),
+                    node: addr.to_string(),
+                };
+                self.stats.error(full.kind());
+                return Err(full);
+            }
             Ok(Ok(Value::ServerError(e))) => self.stats.error(ErrorKind::from_server(
                 e.code(),
                 e.details().unwrap_or_default(),
             )),
             Ok(Err(e)) if e.code() == Some("NOPERM") => self.stats.error(ErrorKind::NoPerm),
+            Ok(Err(e)) if closed_under_us(&e) => return Ok(ConnectAttempt::Closed(e)),
             Ok(Err(e)) if !e.is_timeout() => {
                 return Err(self.dialer().connection_failure(addr, &e));
             }
@@ -965,14 +1151,66 @@ impl TargetClient {
             }
             Ok(Ok(_)) => {}
         }
-        Ok(conn)
+        Ok(ConnectAttempt::Open(conn))
     }
+}
+
+/// How long a pooled connection may go without an answer before the
+/// keepalive sends it a `PING` ([`TargetClient::keep_warm`]). A server
+/// closes a connection idle for more than its `timeout` seconds, counted
+/// in whole seconds: a `PING` at 2 s (2.5 s at most, checked every half
+/// second) keeps connections open under a `timeout` of 3 s or more, and
+/// under any proxy's or load balancer's idle limit above 2.5 s.
+pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(2);
+
+/// Whether a connection that last answered at `answered_at` is due a
+/// keepalive `PING` at `now`.
+fn keepalive_due(answered_at: Option<Instant>, now: Instant) -> bool {
+    answered_at.is_some_and(|at| now.saturating_duration_since(at) >= KEEPALIVE_IDLE)
+}
+
+/// One attempt at opening a connection: open, or closed under it before it
+/// answered (the error not yet counted: [`TargetClient::connect`] tries
+/// once more).
+enum ConnectAttempt {
+    Open(RedisConnection),
+    Closed(redis::RedisError),
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::backend::command::{RangeEnd, RangeStart};
+
+    #[test]
+    fn a_connection_is_pinged_once_idle_for_the_keepalive_interval() {
+        let at = Instant::now();
+        assert!(!keepalive_due(None, at), "no connection has answered yet");
+        assert!(!keepalive_due(Some(at), at));
+        assert!(!keepalive_due(
+            Some(at),
+            at + KEEPALIVE_IDLE - Duration::from_millis(1)
+        ));
+        assert!(keepalive_due(Some(at), at + KEEPALIVE_IDLE));
+        assert!(keepalive_due(Some(at), at + Duration::from_secs(60)));
+        // An answer after the check's own clock (a round trip that ended
+        // while the keepalive ran) is not due.
+        assert!(!keepalive_due(Some(at + Duration::from_secs(1)), at));
+    }
+
+    #[test]
+    fn a_pipeline_sent_again_takes_its_tokens_again() {
+        assert_eq!(tokens(&[Command::Ping, Command::Time], false), 2);
+        assert_eq!(tokens(&[Command::Ping], true), 2, "ASKING before each");
+        let atomic = [
+            Command::Time,
+            Command::Multi,
+            Command::Ping,
+            Command::Ping,
+            Command::Exec,
+        ];
+        assert_eq!(tokens(&atomic, false), 3, "MULTI and EXEC take none");
+    }
 
     #[test]
     fn pipelines_hold_at_most_a_bounded_number_of_entries() {

@@ -93,6 +93,16 @@ impl Topology {
         }
     }
 
+    /// Every node slot kept (the one server, the sentinels' primary, the
+    /// cluster's nodes), for the keepalive.
+    pub(super) fn nodes(&self) -> Vec<Arc<Node>> {
+        match self {
+            Topology::Standalone(node) => vec![node.clone()],
+            Topology::Sentinel(state) => state.primary().into_iter().collect(),
+            Topology::Cluster { nodes, .. } => nodes.values().cloned().collect(),
+        }
+    }
+
     /// Groups keys by the node that serves them, as positions in `keys`.
     /// Outside a cluster, and for a slot no primary serves (a cluster being
     /// reconfigured), the node is `fallback`, whose `MOVED` then says where

@@ -132,9 +132,9 @@ impl Tracking {
         first
     }
 
-    /// The node's poll connection was opened again: nothing it read before
-    /// is tracked any more.
-    pub(crate) fn connection_opened(&self, node: &NodeAddr) {
+    /// The node's poll connection was dropped or opened again: nothing it
+    /// read before is tracked any more.
+    pub(crate) fn connection_reset(&self, node: &NodeAddr) {
         if let Some(n) = self.nodes().get_mut(node) {
             n.on = None;
         }
@@ -210,7 +210,7 @@ mod tests {
         t.lost(true);
         let m2 = t.mark(&a);
         assert!(m2.is_some() && m2 != m, "a dropped one is");
-        t.connection_opened(&a);
+        t.connection_reset(&a);
         assert_eq!(t.mark(&a), None, "a new poll connection tracks nothing");
         assert_eq!(t.wanted(&a, t0), Some(7));
         t.turned_on(&a, 7);

@@ -44,6 +44,58 @@ fn unknown_keys_name_the_path() {
     assert!(p[0].contains("line 2"), "{}", p[0]);
 }
 
+/// Unknown keys, values of the wrong type and values the validator
+/// refuses, all in one error: fixing one never reveals another.
+#[test]
+fn unknown_keys_and_bad_values_are_reported_together() {
+    let p = problems(
+        "[schedule]\nstrem = \"5s\"\nstream = \"soon\"\n\
+         [limits]\ncommands_per_second = \"many\"\ncommand_timeout = \"0s\"\n\
+         [[targets]]\nurl = \"http://x\"\ncolor = \"blue\"\npatterns = [\"a\", 5]\n",
+    );
+    let has = |start: &str| p.iter().any(|l| l.starts_with(start));
+    assert!(
+        has("test.toml: schedule.strem: unknown key `strem`"),
+        "{p:?}"
+    );
+    assert!(
+        has("test.toml: targets[0].color: unknown key `color`"),
+        "{p:?}"
+    );
+    assert!(
+        has("test.toml: limits.commands_per_second: invalid type: string"),
+        "{p:?}"
+    );
+    assert!(
+        has("test.toml: targets[0].patterns[1]: invalid type"),
+        "{p:?}"
+    );
+    // The file's own problems in the order of its lines, then the values.
+    let lines: Vec<&String> = p.iter().filter(|l| l.contains("(line ")).collect();
+    assert_eq!(lines.len(), 4, "{p:?}");
+    assert!(
+        lines[0].contains("(line 2)") && lines[3].contains("(line 10)"),
+        "{p:?}"
+    );
+    assert!(
+        has("test.toml: schedule.stream: \"soon\" is not a duration"),
+        "{p:?}"
+    );
+    assert!(
+        has("test.toml: limits.command_timeout: must be greater than zero"),
+        "{p:?}"
+    );
+    assert!(has("test.toml: targets[0].url: "), "{p:?}");
+    // A key left out for its type is not also reported as missing.
+    assert_eq!(
+        p.iter()
+            .filter(|l| l.starts_with("test.toml: limits.commands_per_second:"))
+            .count(),
+        1,
+        "{p:?}"
+    );
+}
+
 #[test]
 fn an_unknown_key_far_from_any_lists_the_keys_on_a_second_line() {
     let p = problems("[[targets]]\nurl = \"redis://x\"\ncolour = \"blue\"\n");

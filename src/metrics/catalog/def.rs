@@ -139,6 +139,9 @@ pub enum Custom {
     Commands,
     /// Errors by kind, every kind written.
     Errors,
+    /// Connections opened again by the reason the last one went, every
+    /// reason written.
+    Reconnects,
     /// Items left out of replies by kind, every kind written.
     ItemsSkipped,
     /// In `/probe` answers only: the probed target is ready.

@@ -48,7 +48,7 @@ family! {
         "redis_streams_exporter_target_up",
         Gauge,
         T,
-        "1 when the last connection attempt to the target succeeded, else 0 (and no data series of the target are served).",
+        "1 when the last connection attempt to the target succeeded, else 0. For 3 stream intervals after the target went down (45 s by default) its data series stay served as its last good polls read them (their age: redis_streams_exporter_probe_last_success_timestamp_seconds{probe=\"stream\"}), so that a blip does not reset the for: of alerts; then they are withdrawn until it answers again.",
         Source::TargetHealth(|t| flag(t.up))
     );
     metric!(
@@ -234,6 +234,14 @@ family! {
         &["target", "kind"],
         "Errors while polling the target, by kind (timeout, connection, auth, noperm, wrongtype, nogroup, nosuchkey, protocol, cluster: MOVED redirections and topology failures, ...). ASK during resharding is not an error; it shows as command=\"asking\".",
         Source::Custom(Custom::Errors)
+    );
+    metric!(
+        EXPORTER_RECONNECTS,
+        "redis_streams_exporter_reconnects_total",
+        Counter,
+        &["target", "reason"],
+        "Connections to the target's servers opened again after one was dropped, by why it went: closed (the server or something between closed it: an idle timeout, a proxy's idle limit, CLIENT KILL, a restart), timeout (no answer within command_timeout), protocol (a reply that could not be trusted). A connection found closed by a read-only command is opened again and the command sent once more within the same poll; only a failure on the fresh connection fails the poll. Connections idle for 2 s get a PING, which keeps them open under a server timeout of 3 s or more.",
+        Source::Custom(Custom::Reconnects)
     );
     metric!(
         EXPORTER_ITEMS_SKIPPED,

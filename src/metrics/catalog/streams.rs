@@ -224,7 +224,7 @@ family! {
         "redis_streams_group_rewinds_total",
         Counter,
         TSG,
-        "Times the group's last-delivered-id or entries-read moved backwards (XGROUP SETID to an earlier ID, or the group recreated under the same name), as observed since the exporter started. Cached by the poller.",
+        "Times the group's last-delivered-id or entries-read moved backwards (XGROUP SETID to an earlier ID, or the group recreated under the same name), as observed since the exporter started (a state file carries the count across its restarts). Cached by the poller.",
         Source::Group(|_, g| Some(g.rewinds as f64)),
         lean: Lean::Unless(0.0)
     );
@@ -299,7 +299,7 @@ family! {
         "redis_streams_group_lost_entries_total",
         Counter,
         TSGCAUSE,
-        "Entries removed from the stream before this group read them, as observed since the exporter started (never decreases), counted only where the server's figures exclude every order in which the group read them first: entries gone after its position at a poll (behind the trimming edge, or before a deleted entry), and on Redis 7.x every rise of entries-added - entries-read - lag. cause=trimmed: XTRIM or XADD MAXLEN/MINID (no deletion can explain it); cause=deleted: XDEL, XDELEX or XACKDEL (a deletion reached past the group's position, and no trim is needed to explain it: a worker of another group deleting the head entries it read, shown by that group standing at max-deleted-entry-id); cause=trimmed_or_deleted: a deletion reached the first entries and a trim may have too, the figures cannot tell (the alerts page it as a trim). What may have been lost beyond this is in redis_streams_group_possibly_lost_entries_total. Absent before Redis 7.0. Cached by the poller.",
+        "Entries removed from the stream before this group read them, as observed since the exporter started (a state file carries the count across its restarts) (never decreases), counted only where the server's figures exclude every order in which the group read them first: entries gone after its position at a poll (behind the trimming edge, or before a deleted entry), and on Redis 7.x every rise of entries-added - entries-read - lag. cause=trimmed: XTRIM or XADD MAXLEN/MINID (no deletion can explain it); cause=deleted: XDEL, XDELEX or XACKDEL (a deletion reached past the group's position, and no trim is needed to explain it: a worker of another group deleting the head entries it read, shown by that group standing at max-deleted-entry-id); cause=trimmed_or_deleted: a deletion reached the first entries and a trim may have too, the figures cannot tell (the alerts page it as a trim). What may have been lost beyond this is in redis_streams_group_possibly_lost_entries_total. Absent before Redis 7.0. Cached by the poller.",
         Source::Custom(Custom::LostEntries),
         servers: EntriesRead,
         lean: Lean::Unless(0.0)
@@ -318,7 +318,7 @@ family! {
         "redis_streams_group_possibly_lost_entries_total",
         Counter,
         TSGCAUSE,
-        "Entries that may have been removed before this group read them beyond those counted in redis_streams_group_lost_entries_total, as observed since the exporter started (never decreases): an upper bound, for intervals in which the group read past entries removed meanwhile and the server's figures cannot tell the order (Redis 8 and Valkey after a trim; every server after a deletion the group read past). Information, not a page. Absent before Redis 7.0. Cached by the poller.",
+        "Entries that may have been removed before this group read them beyond those counted in redis_streams_group_lost_entries_total, as observed since the exporter started (a state file carries the count across its restarts) (never decreases): an upper bound, for intervals in which the group read past entries removed meanwhile and the server's figures cannot tell the order (Redis 8 and Valkey after a trim; every server after a deletion the group read past). Information, not a page. Absent before Redis 7.0. Cached by the poller.",
         Source::Custom(Custom::PossiblyLost),
         servers: EntriesRead,
         lean: Lean::Unless(0.0)
@@ -328,7 +328,7 @@ family! {
         "redis_streams_group_loss_unproven_total",
         Counter,
         TSGREASON,
-        "Stream polls after which entries may have been lost beyond those proven, as observed since the exporter started. reason=order_unknown: the group read past entries removed in the same interval and the server's figures are the same whether it read them first; reason=no_entries_read: entries-read was unknown at one of the two polls; reason=no_counters: a trim passed the group's position on a server without entries-added (before Redis 7.0), where nothing can be counted. A series appears with its first interval. Cached by the poller.",
+        "Stream polls after which entries may have been lost beyond those proven, as observed since the exporter started (a state file carries the count across its restarts). reason=order_unknown: the group read past entries removed in the same interval and the server's figures are the same whether it read them first; reason=no_entries_read: entries-read was unknown at one of the two polls; reason=no_counters: a trim passed the group's position on a server without entries-added (before Redis 7.0), where nothing can be counted. A series appears with its first interval. Cached by the poller.",
         Source::Custom(Custom::LossUnproven)
     );
     metric!(

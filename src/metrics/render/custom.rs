@@ -15,7 +15,7 @@ use super::section::SectionCounts;
 use crate::metrics::catalog::{Custom, Lean};
 use crate::metrics::text::{Family, write_value};
 use crate::snapshot::{PelScan, ScanState, TargetSnapshot};
-use crate::vocab::{ErrorKind, SkipKind};
+use crate::vocab::{ErrorKind, ReconnectReason, SkipKind};
 
 fn last_scan(scan: &ScanState) -> Option<&PelScan> {
     scan.last.as_deref()
@@ -60,6 +60,7 @@ impl Renderer<'_> {
                     .collect()
             }),
             Custom::Errors => self.errors(f),
+            Custom::Reconnects => self.reconnects(f),
             Custom::ItemsSkipped => self.items_skipped(f),
             Custom::TargetReady => {
                 for t in self.targets {
@@ -309,6 +310,20 @@ impl Renderer<'_> {
                 let labels = [
                     ("target", t.name.as_bytes()),
                     ("kind", kind.label().as_bytes()),
+                ];
+                f.sample(&labels, n as f64);
+            }
+        }
+    }
+
+    /// Every reason for every target, 0 included.
+    fn reconnects<W: Write>(&self, f: &mut Family<'_, W>) {
+        for t in self.targets {
+            for reason in ReconnectReason::ALL {
+                let n = t.stats.reconnects.get(reason.label()).copied().unwrap_or(0);
+                let labels = [
+                    ("target", t.name.as_bytes()),
+                    ("reason", reason.label().as_bytes()),
                 ];
                 f.sample(&labels, n as f64);
             }

@@ -186,6 +186,7 @@ fn stats() -> StatsSnapshot {
     StatsSnapshot {
         commands: BTreeMap::from([("xinfo_stream", 40), ("xpending", 12), ("asking", 1)]),
         errors: BTreeMap::from([("timeout", 2)]),
+        reconnects: BTreeMap::from([("closed", 5), ("timeout", 1)]),
         skipped: BTreeMap::from([("group", 1), ("key", 3)]),
         rate_limited_seconds: 0.75,
         pending_scanned: 5_000,
@@ -268,6 +269,7 @@ pub(super) fn targets() -> Vec<Arc<TargetSnapshot>> {
     let main = TargetSnapshot {
         name: "main".into(),
         up: true,
+        held: false,
         ready: true,
         server: Some(ServerInfo {
             server: "redis".into(),

@@ -43,6 +43,8 @@ impl BuildInfo {
 #[derive(Debug)]
 pub struct Renderer<'a> {
     pub(super) targets: &'a [Arc<TargetSnapshot>],
+    /// The targets whose data series are written: up, or down and still
+    /// held ([`TargetSnapshot::serves_data`]).
     pub(super) up: Vec<&'a TargetSnapshot>,
     pub(super) exporter: &'a ExporterState,
     pub(super) build: BuildInfo,
@@ -57,13 +59,18 @@ pub struct Renderer<'a> {
 }
 
 impl<'a> Renderer<'a> {
-    /// A renderer of `targets` (data series only for those that are up).
+    /// A renderer of `targets` (data series only for those that are up,
+    /// or down and still held).
     pub fn new(
         targets: &'a [Arc<TargetSnapshot>],
         exporter: &'a ExporterState,
         build: BuildInfo,
     ) -> Self {
-        let up: Vec<&TargetSnapshot> = targets.iter().map(|t| &**t).filter(|t| t.up).collect();
+        let up: Vec<&TargetSnapshot> = targets
+            .iter()
+            .map(|t| &**t)
+            .filter(|t| t.serves_data())
+            .collect();
         let limit = exporter.label_limit.load(Ordering::Relaxed).max(1);
         let dedupe = any_name_escapes_alike(&up, limit);
         Renderer {

@@ -70,6 +70,7 @@ impl Section {
                 | Custom::PageSizes
                 | Custom::Commands
                 | Custom::Errors
+                | Custom::Reconnects
                 | Custom::ItemsSkipped
                 | Custom::TargetReady
                 | Custom::Series

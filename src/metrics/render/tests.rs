@@ -154,6 +154,29 @@ fn a_target_that_is_down_keeps_only_its_self_metrics() {
     );
 }
 
+#[test]
+fn a_target_down_within_its_grace_keeps_its_data_with_target_up_0() {
+    let mut t = one_target(&[("s", vec![("g", group(1, Some(1)))])]);
+    let up = text(&[Arc::new(t.clone())]);
+    t.up = false;
+    t.held = true;
+    let held = text(&[Arc::new(t)]);
+    assert_eq!(
+        samples(&held, "redis_streams_exporter_target_up"),
+        ["redis_streams_exporter_target_up{target=\"t\"} 0"]
+    );
+    let data = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| {
+                l.starts_with("redis_streams_stream_") || l.starts_with("redis_streams_group_")
+            })
+            .map(String::from)
+            .collect()
+    };
+    assert!(!data(&up).is_empty());
+    assert_eq!(data(&held), data(&up), "the same data series, as last read");
+}
+
 /// `/metrics` has every family but readiness; a `/probe` answer has the
 /// target's families and readiness, and nothing about the exporter.
 #[test]

@@ -69,7 +69,7 @@ pub(super) async fn poll_streams(
         // stand for nothing.
         let coverage = Coverage {
             events: ctx.client.stats().keyspace_coverage(),
-            tracking: ctx.client.tracking_mark(&node),
+            tracking: ctx.client.tracking_mark(&node).await,
         };
         let since = ctx.state().quiet.begin();
         let (stand, to_read) = quiet::check(ctx, &node, coverage, &names).await?;

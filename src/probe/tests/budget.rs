@@ -66,7 +66,7 @@ fn the_walks_never_spend_more_than_the_rate_limit_allows_in_one_interval() {
 
 mod group_cost {
     use crate::config::{CliOverrides, from_str};
-    use crate::probe::groups::{GroupCost, GroupLine};
+    use crate::probe::groups::{GroupCost, GroupLine, idle_every};
 
     fn line(pending: u64, consumers: u64, work: bool) -> GroupLine {
         GroupLine {
@@ -99,6 +99,19 @@ mod group_cost {
         assert_eq!(cost.idle_with_consumers, 100);
         // 20 lists a run, with their TIME.
         assert!((cost.per_second - 21.0 / 30.0).abs() < 1e-9, "{cost:?}");
+
+        // Many idle groups with consumers: their reads take a twentieth of
+        // the budget (25 lists a second at 500/s), each group read more
+        // rarely than one run in five.
+        assert_eq!(idle_every(3_750, &config), 5);
+        assert_eq!(idle_every(3_751, &config), 6);
+        let many: Vec<GroupLine> = (0..100_000).map(|_| line(0, 1, false)).collect();
+        let cost = GroupCost::of(&many, &config);
+        assert_eq!(cost.idle_every, 134);
+        assert!(
+            cost.per_second <= 25.5 && cost.per_second > 24.0,
+            "{cost:?}"
+        );
 
         let busy = [line(250, 1, true), line(0, 1, true), line(0, 0, true)];
         let cost = GroupCost::of(&busy, &config);

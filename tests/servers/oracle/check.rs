@@ -126,7 +126,8 @@ pub struct Raw {
     pub groups: BTreeMap<(String, String), RawGroup>,
 }
 
-/// A group's total by cause of a `{cause}` counter; absent as absent.
+/// A group's total over the causes of a `{cause}` counter (trimmed,
+/// deleted, trimmed_or_deleted); absent when every cause is.
 fn by_cause(m: &Metrics, name: &str, s: &str, g: &str) -> Option<f64> {
     let at = |cause| {
         m.get(
@@ -139,7 +140,11 @@ fn by_cause(m: &Metrics, name: &str, s: &str, g: &str) -> Option<f64> {
             ],
         )
     };
-    Some(at("trimmed")? + at("deleted")?)
+    let causes = ["trimmed", "deleted", "trimmed_or_deleted"].map(at);
+    causes
+        .iter()
+        .any(Option::is_some)
+        .then(|| causes.iter().flatten().sum())
 }
 
 /// The exporter's (lost, possibly lost, unproven intervals) of a group.
