@@ -23,6 +23,17 @@ the target and PASS/FAIL per row.
            at default limits, then again with fixed pages.
   Phase D  3,000 streams x 2 groups: every probe's duration and achieved
            interval at defaults (the stream poll must keep its 15 s).
+  Phase E  phase A's data with keyspace notifications on (Etg) and one queue
+           trimmed every second: ours' Redis time between walks, per minute.
+  Phase T  tracking at scale, ours alone: 20,000 and 100,000 streams of one
+           caught-up group, 1 % of them written once a second and read by
+           XREADGROUP ... BLOCK consumers that acknowledge at once; after the
+           first full poll (and, with client tracking, once the quiet
+           streams' safety checks come at their steady rate), a steady
+           window: commands/s by command, the written streams' freshness,
+           RSS, Redis used_memory and tracking table, Redis time; the same at
+           20,000 with client_tracking = "off". Hours at full sizes: run
+           only when named (--phases T).
   All      SLOWLOG at slowlog-log-slower-than 1000, per exporter and run.
 
 Python 3.11 standard library only. See bench/README.md for the method.
@@ -72,7 +83,9 @@ STREAM_COMMANDS = ("scan", "select", "type", "time", "xinfo", "xpending", "xrang
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 CONTROL_CLIENT_NAME = "bench-o1-control"
 # Phases in the order they run: A, E, W and S share one dataset.
-ALL_PHASES = "AEWSBCD"
+ALL_PHASES = "AEWSBCDT"
+# Phase T takes hours at its full sizes: run only when named.
+DEFAULT_PHASES = "AEWSBCD"
 # Phase E's workload: one queue trimmed at every write, so that the server
 # publishes a stream event (xtrim) a second.
 EVENTS_STREAM = "bench:stream:events"
@@ -502,6 +515,15 @@ class Sizes:
     watch_max: float
     pel_passes: int
     pel_every: float
+    streams_t: int
+    streams_t_large: int
+    write_every_t: int
+    entries_t: int
+    window_t: float
+    window_t_large: float
+    safety_wait_t: float
+    off_t: int
+    fresh_every_t: float
 
 
 FULL = Sizes(
@@ -531,6 +553,15 @@ FULL = Sizes(
     watch_max=1800.0,
     pel_passes=2,
     pel_every=60.0,
+    streams_t=20_000,
+    streams_t_large=100_000,
+    write_every_t=100,
+    entries_t=3,
+    window_t=180.0,
+    window_t_large=300.0,
+    safety_wait_t=7200.0,
+    off_t=1,
+    fresh_every_t=10.0,
 )
 QUICK = Sizes(
     keys=100_000,
@@ -559,6 +590,15 @@ QUICK = Sizes(
     watch_max=120.0,
     pel_passes=2,
     pel_every=20.0,
+    streams_t=2_000,
+    streams_t_large=0,
+    write_every_t=100,
+    entries_t=3,
+    window_t=60.0,
+    window_t_large=60.0,
+    safety_wait_t=0.0,
+    off_t=1,
+    fresh_every_t=10.0,
 )
 
 SIZE_HELP = {
@@ -589,6 +629,16 @@ SIZE_HELP = {
     "watch_max": "B, D: at most this many seconds watching the probes' cadence",
     "pel_passes": "C: PEL scan passes measured per page mode (adaptive, fixed)",
     "pel_every": "C: schedule.pending_scan of those runs, seconds",
+    "streams_t": "T: streams (one group each) of the tracking-on run and of the tracking-off comparison",
+    "streams_t_large": "T: streams of the second tracking-on run (0: skip it)",
+    "write_every_t": "T: one stream in N gets an XADD a second, read and acknowledged by a consumer",
+    "entries_t": "T: entries per stream before its group is created at $",
+    "window_t": "T: seconds of the steady window at streams_t",
+    "window_t_large": "T: seconds of the steady window at streams_t_large",
+    "safety_wait_t": "T: at most this many seconds, after the first full poll, waiting for the "
+    "safety checks of quiet streams to come at their steady rate (1.5 x their mean interval)",
+    "off_t": "T: also run streams_t with client_tracking = \"off\" (0: skip it)",
+    "fresh_every_t": "T: seconds between the freshness samples of the window",
 }
 
 
@@ -756,9 +806,12 @@ class Bench:
         return key
 
     # ---------------- exporters
-    def start_ours(self, limits: dict | None = None, schedule: dict | None = None) -> tuple[subprocess.Popen, int, Path]:
+    def start_ours(
+        self, limits: dict | None = None, schedule: dict | None = None, target: dict | None = None
+    ) -> tuple[subprocess.Popen, int, Path]:
         """Ours at the defaults, but for the [limits] and [schedule] keys
-        given (values written as TOML: numbers, or duration strings)."""
+        and the target's keys given (values written as TOML: numbers, or
+        duration strings)."""
         self.run_id += 1
         port = free_port()
         cfg = self.tmp / f"ours-{self.run_id}.toml"
@@ -772,6 +825,7 @@ class Bench:
             f'url = "redis://127.0.0.1:{self.redis_port}"\n'
             f'patterns = ["{OUR_PATTERN}"]\n'
         )
+        text += "".join(f"{k} = {json.dumps(v)}\n" for k, v in (target or {}).items())
         for section, keys in (("limits", limits), ("schedule", schedule)):
             if keys:
                 text += f"[{section}]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items())
@@ -1500,6 +1554,458 @@ class Bench:
             log(f"phase D peer: scrapes {', '.join(f'{t:.2f}s' for t in times)}")
 
 
+    # ---------------- phase T
+    def phase_t(self) -> None:
+        """Client tracking at scale: streams_t streams (one group each, all
+        caught up), one in write_every_t written once a second and read by
+        a consumer; ours at defaults (but max_streams, and max_groups past
+        its default, raised to cover them), tracking on, then off for
+        comparison; then streams_t_large streams, tracking on."""
+        s = self.sizes
+        plan = [(s.streams_t, True, s.window_t)]
+        if s.off_t:
+            plan.append((s.streams_t, False, s.window_t))
+        if s.streams_t_large:
+            plan.append((s.streams_t_large, True, s.window_t_large))
+        for n, tracking, window in plan:
+            key = f"t_{'on' if tracking else 'off'}_{n}"
+            self.reset_slowlog()
+            try:
+                self.results[key] = self.tracking_run(n, tracking, window)
+            finally:
+                self.collect_slowlog("T", "ours" if tracking else "tracking_off")
+
+    def build_tracking_data(self, n: int) -> list[str]:
+        """n streams of entries_t entries, each with a group g created at $
+        (caught up: nothing undelivered, nothing pending); returns the
+        written ones (one in write_every_t, spread over the keyspace)."""
+        s = self.sizes
+        t = time.monotonic()
+        for start in range(0, n, 1000):
+            cmds = []
+            for i in range(start, min(n, start + 1000)):
+                key = f"{STREAM_PREFIX}{i}"
+                for j in range(s.entries_t):
+                    cmds.append(("XADD", key, "*", "n", j, "payload", "x" * 32))
+                cmds.append(("XGROUP", "CREATE", key, "g", "$"))
+            self.r.pipeline(cmds)
+        log(f"built {n} streams x 1 group (at $) x {s.entries_t} entries in {time.monotonic() - t:.1f}s")
+        return [f"{STREAM_PREFIX}{i}" for i in range(0, n, max(1, s.write_every_t))]
+
+    def start_workload(self, written: list[str]) -> tuple[subprocess.Popen, Path, Path]:
+        """The queue workload (t_workload_main) in a process of its own, so
+        that this script's parsing never delays a write."""
+        self.run_id += 1
+        spec = self.tmp / f"workload-{self.run_id}.json"
+        stats = self.tmp / f"workload-{self.run_id}.stats.json"
+        logf = self.tmp / f"workload-{self.run_id}.log"
+        spec.write_text(json.dumps({"port": self.redis_port, "streams": written, "group": "g", "stats": str(stats)}))
+        p = self.procs.start([sys.executable, str(Path(__file__).resolve()), "--t-workload", str(spec)], logf)
+        deadline = time.monotonic() + 30
+        while not stats.exists():
+            if p.poll() is not None or time.monotonic() > deadline:
+                raise BenchError(f"workload did not start: {tail(logf)}")
+            time.sleep(0.2)
+        return p, stats, logf
+
+    def redis_side(self, written: list[str]) -> dict:
+        """used_memory and its parts, the tracking table's counters, the
+        process CPU and the written streams' own bytes (MEMORY USAGE): read
+        outside the commandstats window."""
+        mem = self.r.info("memory")
+        default = self.r.info("default")
+        cpu = self.r.info("cpu")
+        usage = self.r.pipeline([("MEMORY", "USAGE", k, "SAMPLES", "0") for k in written])
+        out = {
+            "time": time.time(),
+            "used_memory": int(mem["used_memory"]),
+            "mem_clients_normal": int(mem.get("mem_clients_normal", 0)),
+            "written_streams_bytes": sum(u for u in usage if isinstance(u, int)),
+            "cpu_s": float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]),
+        }
+        out.update({k: int(v) for k, v in default.items() if "tracking" in k and v.isdigit()})
+        return out
+
+    def tracking_run(self, n: int, tracking: bool, window: float) -> dict:
+        s = self.sizes
+        mode = "auto" if tracking else "off"
+        log(f"phase T: {n:,} streams, client_tracking = {mode}, window {window:.0f}s")
+        self.flush()
+        written = self.build_tracking_data(n)
+        self.dataset = "T"
+        wset = set(written)
+        empty = self.redis_side(written)
+        wl, wl_stats, wl_log = self.start_workload(written)
+        time.sleep(5)
+        before = self.redis_side(written)
+        target = {"max_streams": max(n, int(_EXAMPLE["targets"][0]["max_streams"])), "client_tracking": mode}
+        if n > int(_EXAMPLE["targets"][0]["max_groups"]):
+            target["max_groups"] = n
+        started = time.monotonic()
+        p, port, logf = self.start_ours(target=target)
+        out: dict = {
+            "streams": n,
+            "written": len(written),
+            "tracking": mode,
+            "target_keys": target,
+            "window_nominal_s": window,
+            "fresh_every_s": s.fresh_every_t,
+        }
+        try:
+            wait_http(port, "/healthz", 30, p, logf)
+            h = Http(port)
+
+            def alive():
+                if p.poll() is not None:
+                    raise BenchError(f"ours exited: {tail(logf)}")
+                if wl.poll() is not None:
+                    raise BenchError(f"workload exited: {tail(wl_log)}")
+
+            def fresh_sample() -> tuple[list[float], int]:
+                """Each written stream's age in ours' view: now minus the
+                time of the last entry ours exports (an upper bound: the
+                view was taken at most one write interval after it)."""
+                status, body, _, enc = h.get(FRESH_PATH)
+                now = time.time()
+                if status != 200:
+                    raise BenchError(f"ours /metrics returned {status}")
+                text = (gzip.decompress(body) if enc == "gzip" else body).decode()
+                seen = {}
+                for m in FRESH_RE.finditer(text):
+                    if m.group(1) in wset:
+                        seen[m.group(1)] = float(m.group(2))
+                return [now - ts for ts in seen.values()], len(wset) - len(seen)
+
+            # Warm-up: the first stream poll reads every stream in full.
+            first_done = None
+            deadline = started + n * 8 / DEFAULT_CPS + 900
+            while True:
+                alive()
+                fam = exporter_view(h)
+                pv = fam["probes"].get("stream", {})
+                if first_done is None and pv.get("last_success") is not None and (fam.get("streams") or 0) >= n:
+                    first_done = time.monotonic()
+                    log(f"phase T: first full stream poll done {first_done - started:.0f}s after start ({pv.get('duration', 0):.0f}s)")
+                active = fam.get("tracking_active")
+                ready = h.get("/readyz", timeout=10)[0] == 200
+                if first_done is not None and ready and (not tracking or active == 1.0):
+                    break
+                if time.monotonic() > deadline:
+                    raise BenchError(
+                        f"warm-up not done after {time.monotonic() - started:.0f}s: first poll done={first_done is not None}, "
+                        f"ready={ready}, client_tracking_active={active}; log tail:\n{tail(logf)}"
+                    )
+                time.sleep(5.0)
+            out["first_poll_s"] = first_done - started
+            out["first_poll_duration_s"] = pv.get("duration")
+            out["warmup_s"] = time.monotonic() - started
+            log(f"phase T: warm-up done after {out['warmup_s']:.0f}s (tracking active={active})")
+            # Quiet streams' safety checks start half a mean interval after
+            # their first read and come at their steady rate from 1.5 x it.
+            quiet = n - len(written)
+            safety = max(120.0, quiet / (0.05 * DEFAULT_CPS))
+            out["safety_interval_s"] = safety
+            wait_until = time.monotonic() + 2 * DEFAULT_STREAM_INTERVAL
+            if tracking and s.safety_wait_t > 0:
+                wait_until = max(wait_until, first_done + min(1.5 * safety, s.safety_wait_t))
+            out["safety_steady"] = tracking and wait_until >= first_done + 1.5 * safety
+            log(f"phase T: waiting {max(0, wait_until - time.monotonic()):.0f}s (safety interval {safety:.0f}s)")
+            run_ages, run_missing, hwm_wait = [], 0, 0
+            last_log = time.monotonic()
+            while time.monotonic() < wait_until:
+                alive()
+                ages, missing = fresh_sample()
+                run_ages += ages
+                run_missing += missing
+                if time.monotonic() - last_log > 300:
+                    last_log = time.monotonic()
+                    fam = exporter_view(h)
+                    log(
+                        f"phase T: {wait_until - time.monotonic():.0f}s to wait; freshness max so far {max(run_ages or [0]):.1f}s; "
+                        f"commands {sum(fam['commands'].values()):,.0f}; tracking active {fam.get('tracking_active')}"
+                    )
+                time.sleep(min(60.0, max(0.0, wait_until - time.monotonic())))
+            out["waited_s"] = time.monotonic() - started
+            # The window.
+            pre = self.redis_side(written)
+            s0 = commandstats(self.r)
+            own_info = stats_diff(commandstats(self.r), s0).get("info", {"calls": 0, "usec": 0})
+            c1 = commandstats(self.r)
+            e1 = exporter_view(h)
+            self.note_build(e1.pop("text"))
+            w1 = json.loads(wl_stats.read_text())
+            cpu0 = cpu_seconds(p.pid)
+            t1 = time.monotonic()
+            ages, missing, samples_n, rss = [], 0, 0, []
+            k = 0
+            while True:
+                at = t1 + k * s.fresh_every_t
+                if at > t1 + window - 1:
+                    break
+                sleep_until(at)
+                alive()
+                a, m = fresh_sample()
+                ages += a
+                missing += m
+                samples_n += 1
+                rss.append(memory_kib(p.pid).get("VmRSS", 0) / 1024)
+                k += 1
+            sleep_until(t1 + window)
+            c2 = commandstats(self.r)
+            t2 = time.monotonic()
+            e2 = exporter_view(h)
+            w2 = json.loads(wl_stats.read_text())
+            cpu1 = cpu_seconds(p.pid)
+            post = self.redis_side(written)
+            mem = memory_kib(p.pid)
+            elapsed = t2 - t1
+            status, _, _, _ = h.get("/readyz", timeout=10)
+            h.close()
+        finally:
+            self.procs.stop(p)
+            self.procs.stop(wl)
+        diff = stats_diff(c2, c1, {"info": own_info})
+        workload = {k: v for k, v in diff.items() if k in T_WORKLOAD_COMMANDS}
+        ours = {k: v for k, v in diff.items() if k not in T_WORKLOAD_COMMANDS}
+        calls, usec = totals(ours)
+        counted = {k: e2["commands"].get(k, 0) - e1["commands"].get(k, 0) for k in e2["commands"]}
+        counted = {k: v for k, v in counted.items() if v}
+        xadd = workload.get("xadd", {"calls": 0, "usec": 0})
+        hist = {int(k): v - w1["hist"].get(k, 0) for k, v in w2["hist"].items()}
+        delays = sorted((k, v) for k, v in hist.items() if v > 0)
+
+        def hist_pct(p_: float) -> float | None:
+            total = sum(v for _, v in delays)
+            if not total:
+                return None
+            need, acc = p_ / 100 * total, 0
+            for ms, v in delays:
+                acc += v
+                if acc >= need:
+                    return ms / 1000
+            return delays[-1][0] / 1000
+
+        wdt = w2["time"] - w1["time"]
+        sv = e2["probes"].get("stream", {})
+        xg = ours.get("xinfo|groups", {"calls": 0})["calls"]
+        xs = ours.get("xinfo|stream", {"calls": 0})["calls"]
+        problems = []
+        for line in tail(logf, 100000).splitlines():
+            line = re.sub(r"\x1b\[[0-9;]*m", "", line)
+            if " WARN " in line or " ERROR " in line or "panick" in line:
+                problems.append(line[:300])
+        out.update(
+            {
+                "server": self.results.get("redis_version"),
+                "window_s": elapsed,
+                "cmds_per_s": calls / elapsed,
+                "usec_per_min": usec * 60 / elapsed,
+                "commands": dict(sorted(ours.items(), key=lambda kv: -kv[1]["calls"])),
+                "workload_commands": workload,
+                "xadd_usec_per_call": xadd["usec"] / xadd["calls"] if xadd["calls"] else None,
+                "counted_per_s": sum(counted.values()) / elapsed,
+                "counted": dict(sorted(counted.items(), key=lambda kv: -kv[1])),
+                "safety_checks_per_s": max(0, xg - xs) / elapsed,
+                "safety_checks_expected_per_s": (quiet / safety) * math.log(3) if tracking else 0.0,
+                "full_reads_per_s": xs / elapsed,
+                "fresh": {
+                    "samples": samples_n,
+                    "n": len(ages),
+                    "missing": missing,
+                    "p50_s": pct(ages, 50) if ages else None,
+                    "p99_s": pct(ages, 99) if ages else None,
+                    "max_s": max(ages) if ages else None,
+                },
+                "fresh_before_window": {
+                    "n": len(run_ages),
+                    "missing": run_missing,
+                    "p99_s": pct(run_ages, 99) if run_ages else None,
+                    "max_s": max(run_ages) if run_ages else None,
+                },
+                "rss_mib_mean": sum(rss) / len(rss) if rss else None,
+                "rss_mib_end": mem.get("VmRSS", 0) / 1024,
+                "hwm_mib": mem.get("VmHWM", 0) / 1024,
+                "exporter_cpu_pct": 100.0 * (cpu1 - cpu0) / elapsed,
+                "redis_empty": empty,
+                "redis_before": before,
+                "redis_window_start": pre,
+                "redis_window_end": post,
+                "redis_cpu_ms_per_min_all": (post["cpu_s"] - pre["cpu_s"]) * 1000 * 60 / (post["time"] - pre["time"]),
+                "tracking_active": e2.get("tracking_active"),
+                "invalidations_per_s": ((e2.get("invalidations") or 0) - (e1.get("invalidations") or 0)) / elapsed,
+                "invalidations_dropped": e2.get("invalidations_dropped"),
+                "extra_polls": (e2.get("extra_polls") or 0) - (e1.get("extra_polls") or 0),
+                "extra_polls_skipped": (e2.get("extra_polls_skipped") or 0) - (e1.get("extra_polls_skipped") or 0),
+                "errors": e2.get("errors"),
+                "streams_watched": e2.get("streams"),
+                "streams_dropped": e2.get("streams_dropped"),
+                "groups_dropped": e2.get("groups_dropped"),
+                "stream_probe": {k: sv.get(k) for k in ("duration", "achieved", "needed", "interval", "success")},
+                "probes": e2["probes"],
+                "ready_at_end": status == 200,
+                "workload": {
+                    "xadd_per_s": (w2["xadd"] - w1["xadd"]) / wdt,
+                    "xadd_per_s_target": float(len(written)),
+                    "xadd_errors": w2["xadd_errors"] - w1["xadd_errors"],
+                    "consumed_per_s": (w2["consumed"] - w1["consumed"]) / wdt,
+                    "acked_per_s": (w2["acked"] - w1["acked"]) / wdt,
+                    "delay_p50_s": hist_pct(50),
+                    "delay_p99_s": hist_pct(99),
+                    "delay_max_s": delays[-1][0] / 1000 if delays else None,
+                    "writer_late_max_s": w2["writer_late_max_s"],
+                    "gap_max_s": w2["gap_max_s"],
+                    "errors": w2["errors"][-5:],
+                },
+                "log_problems": problems[:20],
+                "log_problems_n": len(problems),
+            }
+        )
+        f = out["fresh"]
+        log(
+            f"phase T {n:,} streams, tracking {mode}: {out['cmds_per_s']:.1f} commands/s (ours counts {out['counted_per_s']:.1f}/s), "
+            f"{out['usec_per_min']:,.0f} µs/min; freshness p99 {f['p99_s'] or 0:.1f}s max {f['max_s'] or 0:.1f}s "
+            f"({f['missing']} missing); RSS {out['rss_mib_end']:.1f} MiB (peak {out['hwm_mib']:.1f}); "
+            f"used_memory {before['used_memory'] / 2**20:.1f} → {post['used_memory'] / 2**20:.1f} MiB; "
+            f"XADD {out['workload']['xadd_per_s']:.1f}/s; {len(problems)} warnings/errors logged"
+        )
+        return out
+
+
+
+# Phase T's workload: the writes and reads of a queue, never the exporter's.
+T_WORKLOAD_COMMANDS = ("xadd", "xreadgroup", "xack", "client|setname", "memory|usage")
+T_FAMILIES = {
+    "redis_streams_exporter_redis_commands_total": "commands",
+    "redis_streams_exporter_client_tracking_active": "tracking_active",
+    "redis_streams_exporter_client_tracking_invalidations_total": "invalidations",
+    "redis_streams_exporter_client_tracking_invalidations_dropped_total": "invalidations_dropped",
+    "redis_streams_exporter_extra_polls_total": "extra_polls",
+    "redis_streams_exporter_extra_polls_skipped_total": "extra_polls_skipped",
+    "redis_streams_exporter_streams": "streams",
+    "redis_streams_exporter_streams_dropped": "streams_dropped",
+    "redis_streams_exporter_groups_dropped": "groups_dropped",
+    "redis_streams_exporter_errors_total": "errors",
+}
+FRESH_FAMILY = "redis_streams_stream_last_entry_timestamp_seconds"
+FRESH_PATH = f"/metrics?name[]={FRESH_FAMILY}"
+FRESH_RE = re.compile(r'^' + FRESH_FAMILY + r'\{[^}]*?stream="([^"]*)"[^}]*\} (\S+)', re.M)
+
+
+def exporter_view(h: Http) -> dict:
+    """Ours' own families (name[] filtered, so that a scrape at 100,000
+    streams stays small): commands by label, tracking, extra polls, streams,
+    errors (summed over labels), and each probe's figures."""
+    names = list(T_FAMILIES) + list(PROBE_FAMILIES.values()) + ["redis_streams_exporter_build_info"]
+    status, body, _, enc = h.get("/metrics?" + "&".join(f"name[]={n}" for n in names))
+    if status != 200:
+        raise BenchError(f"ours /metrics returned {status}")
+    text = (gzip.decompress(body) if enc == "gzip" else body).decode()
+    out: dict = {"commands": {}, "probes": probe_view(text), "text": text}
+    for family, key in T_FAMILIES.items():
+        got = samples(text, family)
+        if key == "commands":
+            for labels, v in got:
+                out["commands"][labels.get("command", "?")] = out["commands"].get(labels.get("command", "?"), 0) + v
+        elif got:
+            out[key] = sum(v for _, v in got)
+    return out
+
+
+def t_workload_main(spec_path: str) -> int:
+    """Phase T's queue workload, run as `run.py --t-workload SPEC`: one
+    pipelined connection adds an entry to each written stream once a second
+    (spread over the second in 50 ticks), and consumer connections (50
+    streams each) read with XREADGROUP ... BLOCK and acknowledge at once, as
+    queue workers do. Every 2 s it writes its counters to the stats file:
+    XADDs, reads, entries consumed and acknowledged, the consumers' delay
+    (time the entry was read minus its ID's time) as a histogram in ms, the
+    writer's worst lateness and the longest time between two writes of a
+    stream."""
+    spec = json.loads(Path(spec_path).read_text())
+    port, keys, group, out = spec["port"], spec["streams"], spec["group"], Path(spec["stats"])
+    per_conn, ticks = 50, 50
+    lock = threading.Lock()
+    stop = threading.Event()
+    st = {"xadd": 0, "xadd_errors": 0, "writer_late_max_s": 0.0, "gap_max_s": 0.0, "reads": 0, "consumed": 0, "acked": 0, "errors": []}
+    hist: dict[int, int] = {}
+
+    def writer() -> None:
+        r = Redis(port, timeout=60)
+        r.call("CLIENT", "SETNAME", "bench-t-writer")
+        slots = [keys[i::ticks] for i in range(ticks)]
+        wires = [b"".join(Redis.encode(("XADD", k, "*", "n", "1")) for k in slot) for slot in slots]
+        last: list[float | None] = [None] * ticks
+        dt = 1.0 / ticks
+        t0, k = time.monotonic(), 0
+        while not stop.is_set():
+            at = t0 + k * dt
+            d = at - time.monotonic()
+            if d > 0:
+                time.sleep(d)
+            now = time.monotonic()
+            i = k % ticks
+            k += 1
+            if not slots[i]:
+                continue
+            r.sock.sendall(wires[i])
+            errors = sum(1 for _ in slots[i] if isinstance(r.read(), RedisError))
+            with lock:
+                st["xadd"] += len(slots[i])
+                st["xadd_errors"] += errors
+                st["writer_late_max_s"] = max(st["writer_late_max_s"], now - at)
+                if last[i] is not None:
+                    st["gap_max_s"] = max(st["gap_max_s"], now - last[i])
+            last[i] = now
+
+    def consumer(idx: int, chunk: list[str]) -> None:
+        r = Redis(port, timeout=60)
+        r.call("CLIENT", "SETNAME", "bench-t-consumer")
+        wire = Redis.encode(
+            ("XREADGROUP", "GROUP", group, f"c{idx}", "COUNT", "100", "BLOCK", "2000", "STREAMS", *chunk, *([">"] * len(chunk)))
+        )
+        while not stop.is_set():
+            r.sock.sendall(wire)
+            rep = r.read()
+            if isinstance(rep, RedisError):
+                with lock:
+                    st["errors"].append(str(rep))
+                time.sleep(1.0)
+                continue
+            if not rep:
+                continue
+            now_ms = time.time() * 1000
+            acks, delays = [], []
+            for key, entries in rep:
+                ids = [e[0] for e in entries]
+                delays += [max(0, int(now_ms - int(i.split(b"-", 1)[0]))) for i in ids]
+                acks.append(Redis.encode(("XACK", key, group, *ids)))
+            r.sock.sendall(b"".join(acks))
+            acked = sum(x for x in (r.read() for _ in acks) if isinstance(x, int))
+            with lock:
+                st["reads"] += 1
+                st["consumed"] += len(delays)
+                st["acked"] += acked
+                for d in delays:
+                    hist[d] = hist.get(d, 0) + 1
+
+    threads = [threading.Thread(target=writer, daemon=True)]
+    for c, start in enumerate(range(0, len(keys), per_conn)):
+        threads.append(threading.Thread(target=consumer, args=(c + 1, keys[start : start + per_conn]), daemon=True))
+    for t in threads:
+        t.start()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    while not stop.is_set():
+        with lock:
+            snap = {**st, "errors": list(st["errors"][-20:]), "hist": {str(k): v for k, v in hist.items()}, "time": time.time()}
+        snap["threads_alive"] = sum(t.is_alive() for t in threads)
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(snap))
+        os.replace(tmp, out)
+        if snap["threads_alive"] < len(threads):
+            print(f"a workload thread died: {snap['threads_alive']} of {len(threads)} alive", file=sys.stderr, flush=True)
+            return 1
+        stop.wait(2.0)
+    return 0
 
 
 def fingerprint(body: bytes) -> str:
@@ -1708,6 +2214,7 @@ def table(b: Bench) -> str:
             "info",
             "",
         )
+    tracking_rows(row, R)
     ours_slow = b.slow.get("ours", [])
     peer_slow = b.slow.get("peer", [])
 
@@ -1780,6 +2287,99 @@ def table(b: Bench) -> str:
         "|---|---|---|---|---|",
     ]
     return "\n".join(head + rows)
+
+
+def tracking_rows(row, R: dict) -> None:
+    """Phase T's rows: one block per run (size, tracking on or off)."""
+    runs = sorted(
+        (v for k, v in R.items() if k.startswith("t_") and isinstance(v, dict) and "cmds_per_s" in v),
+        key=lambda v: (v["streams"], v["tracking"] != "auto"),
+    )
+    limit = 1.5 * DEFAULT_STREAM_INTERVAL
+    for t in runs:
+        n, m, on, w = t["streams"], t["written"], t["tracking"] == "auto", t["window_s"]
+        big = n >= 100_000
+        top = ", ".join(f"{k.upper()} {v['calls'] / w:.1f}" for k, v in t["commands"].items() if v["calls"] / w >= 0.05)
+        steady = ""
+        if on:
+            steady = (
+                "; safety checks at their steady rate"
+                if t.get("safety_steady")
+                else "; window before the safety checks reached their steady rate"
+            )
+        row(
+            f"Commands/s ours sends: {n:,} streams × 1 group, {m:,} written (an XADD a second each, consumers caught up), "
+            f"client_tracking = {t['tracking']} ({w:.0f} s window, {t['waited_s'] / 60:.0f} min after start{steady}; "
+            "INFO commandstats less the workload's and this script's commands)",
+            f"{t['cmds_per_s']:.1f}/s ({top}); ours counts {t['counted_per_s']:.1f}/s",
+            "not run",
+            "< 100/s at 100,000 streams" if big and on else "info",
+            verdict(t["cmds_per_s"] < 100) if big and on else "",
+        )
+        f, fb = t["fresh"], t.get("fresh_before_window") or {}
+        before = ""
+        if fb.get("n"):
+            before = f"; before the window (every 60 s): p99 {fmt_t(fb['p99_s'])}, max {fmt_t(fb['max_s'])}, {fb['missing']} absent"
+        row(
+            f"  freshness of the {m:,} written streams (now − the last-entry time ours exports, an upper bound by up to the 1 s "
+            f"between writes): p50 / p99 / max over {f['samples']} scrapes {t.get('fresh_every_s', 10):g} s apart "
+            f"({f['n']:,} ages, {f['missing']} absent)",
+            f"{fmt_t(f['p50_s'])} / {fmt_t(f['p99_s'])} / {fmt_t(f['max_s'])}{before}",
+            "",
+            f"≤ 1.5 × {DEFAULT_STREAM_INTERVAL:g} s = {limit:g} s" if on else "info (tracking off)",
+            verdict(f["max_s"] is not None and f["max_s"] <= limit and not f["missing"]) if on else "",
+        )
+        xadd = t.get("xadd_usec_per_call")
+        row(
+            "  Redis time on ours' commands, µs per minute (commandstats); redis-server CPU of all clients (workload "
+            "included), ms per minute; XADD µs per call",
+            f"{t['usec_per_min']:,.0f}; {t['redis_cpu_ms_per_min_all']:,.0f}; {'n/a' if xadd is None else f'{xadd:.1f}'}",
+            "",
+            "info",
+            "",
+        )
+        row(
+            "  ours: RSS in the window, mean / end, and peak (VmHWM); CPU, % of one core (freshness scrapes included)",
+            f"{t['rss_mib_mean'] or 0:.1f} / {t['rss_mib_end']:.1f} MiB, peak {t['hwm_mib']:.1f} MiB; {t['exporter_cpu_pct']:.2f} %",
+            "",
+            "info",
+            "",
+        )
+        b, e = t["redis_before"], t["redis_window_end"]
+        d = e["used_memory"] - b["used_memory"]
+        g = e["written_streams_bytes"] - b["written_streams_bytes"]
+        keys = ", ".join(f"{k} {e[k]:,}" for k in sorted(e) if "tracking" in k)
+        row(
+            "  Redis used_memory before ours started → end of the window: difference, the written streams' growth "
+            "(MEMORY USAGE), the rest; the tracking table (INFO)",
+            f"{b['used_memory'] / 2**20:,.1f} → {e['used_memory'] / 2**20:,.1f} MiB: {d / 2**20:+,.1f} MiB, streams "
+            f"{g / 2**20:+,.1f} MiB, rest {(d - g) / 2**20:+,.1f} MiB; {keys or 'no tracking fields'}",
+            "",
+            "info",
+            "",
+        )
+        sp = t["stream_probe"]
+        row(
+            "  tracking active; invalidations/s; extra polls (skipped); safety checks/s (XINFO GROUPS − XINFO STREAM "
+            "calls) vs expected; full reads/s; stream poll duration / achieved interval; first full poll",
+            f"{t.get('tracking_active')}; {t['invalidations_per_s']:.1f}/s; {t['extra_polls']:.0f} ({t['extra_polls_skipped']:.0f}); "
+            f"{t['safety_checks_per_s']:.1f}/s vs {t['safety_checks_expected_per_s']:.1f}/s; {t['full_reads_per_s']:.1f}/s; "
+            f"{fmt_t(sp.get('duration'))} / {fmt_t(sp.get('achieved'))}; {fmt_t(t['first_poll_s'])} after start",
+            "",
+            "info",
+            "",
+        )
+        wl = t["workload"]
+        row(
+            "  workload: XADD/s (target); entries consumed/s; consumer delay p50 / p99 / max; longest time between two "
+            "writes of a stream; warnings and errors ours logged",
+            f"{wl['xadd_per_s']:.1f}/s ({wl['xadd_per_s_target']:.0f}); {wl['consumed_per_s']:.1f}/s; "
+            f"{fmt_t(wl['delay_p50_s'])} / {fmt_t(wl['delay_p99_s'])} / {fmt_t(wl['delay_max_s'])}; {fmt_t(wl['gap_max_s'])}; "
+            f"{t['log_problems_n']}",
+            "",
+            "info",
+            "",
+        )
 
 
 # The probes that start only after the first collection (discovery, info and
@@ -1932,6 +2532,26 @@ def details(b: Bench) -> str:
                 f"{k} {len(v)}" for k, v in cad["runs"].items() if k != "stream"
             )
             out.append(f"{title}, other probe runs finished while watching {cad['watch_s']:.0f} s: {others}")
+    for key, t in sorted(b.results.items()):
+        if key.startswith("t_") and isinstance(t, dict) and "commands" in t:
+            w = t["window_s"]
+            out.append(
+                f"phase T, {t['streams']:,} streams, tracking {t['tracking']}, ours by command (calls/s, µs/min): "
+                + ", ".join(f"{k} {v['calls'] / w:.2f}/s {v['usec'] * 60 / w:,.0f}" for k, v in t["commands"].items())
+            )
+            out.append(
+                f"phase T, {t['streams']:,} streams, tracking {t['tracking']}, ours' own count (calls/s): "
+                + ", ".join(f"{k} {v / w:.2f}" for k, v in t["counted"].items())
+            )
+            out.append(
+                f"phase T, {t['streams']:,} streams, tracking {t['tracking']}, probes: "
+                + ", ".join(
+                    f"{k} {fmt_t(v.get('duration'))}/{fmt_t(v.get('achieved'))} needs {v.get('needed') or 0:.1f}/s"
+                    for k, v in sorted(t["probes"].items())
+                )
+            )
+            for line in t.get("log_problems", [])[:5]:
+                out.append(f"phase T, {t['streams']:,} streams, tracking {t['tracking']}, logged: {line}")
     for who, lst in sorted(b.slow.items()):
         for e in sorted(lst, key=lambda e: -e["usec"])[:5]:
             out.append(f"slowlog {who} phase {e['phase']}: {e['usec']} µs  {e['command']}")
@@ -1950,7 +2570,11 @@ def main() -> int:
     ap.add_argument("--peer", default="/usr/bin/prometheus-redis-exporter", help="redis_exporter binary")
     ap.add_argument("--redis-server", default="redis-server")
     ap.add_argument("--no-peer", action="store_true", help="skip the peer (no comparison rows)")
-    ap.add_argument("--phases", default=ALL_PHASES, help=f"subset of {', '.join(ALL_PHASES)} to run, always in that order (default {ALL_PHASES})")
+    ap.add_argument(
+        "--phases",
+        default=DEFAULT_PHASES,
+        help=f"subset of {', '.join(ALL_PHASES)} to run, always in that order (default {DEFAULT_PHASES}: T only when named)",
+    )
     ap.add_argument("--json", help="also write every raw figure to this file")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, configs)")
     for f in Sizes.__dataclass_fields__:
@@ -1962,7 +2586,10 @@ def main() -> int:
             help=f"{SIZE_HELP[f]} (full {getattr(FULL, f):g}, quick {getattr(QUICK, f):g})",
         )
     ap.add_argument("--report", metavar="JSON", help="only re-print the table of a run saved with --json")
+    ap.add_argument("--t-workload", metavar="SPEC", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.t_workload:
+        return t_workload_main(args.t_workload)
     if args.report:
         return report_from_json(args.report)
 
