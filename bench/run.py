@@ -1912,7 +1912,7 @@ def exporter_view(h: Http) -> dict:
 
 
 def t_workload_main(spec_path: str) -> int:
-    """Phase T's queue workload, run as `run.py --t-workload SPEC`: one
+    """Phase T's queue workload, run as `run.py --t-workload JOB_FILE`: one
     pipelined connection adds an entry to each written stream once a second
     (spread over the second in 50 ticks), and consumer connections (50
     streams each) read with XREADGROUP ... BLOCK and acknowledge at once, as
@@ -2586,7 +2586,7 @@ def main() -> int:
             help=f"{SIZE_HELP[f]} (full {getattr(FULL, f):g}, quick {getattr(QUICK, f):g})",
         )
     ap.add_argument("--report", metavar="JSON", help="only re-print the table of a run saved with --json")
-    ap.add_argument("--t-workload", metavar="SPEC", help=argparse.SUPPRESS)
+    ap.add_argument("--t-workload", metavar="JOB_FILE", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.t_workload:
         return t_workload_main(args.t_workload)

@@ -40,6 +40,15 @@ const DEBOUNCE: Duration = Duration::from_millis(50);
 /// poll).
 const RENDER_SPACING: u32 = 20;
 
+/// The longest wait between two renders, whatever a render takes: at
+/// 100,000 streams a render took over a second, and 20 times that held
+/// each stream poll's values back for up to half a minute (the written
+/// streams were served 51 s old against a 15 s poll). The cap is what
+/// 10,000 streams wait (0.25 s × 20), so smaller expositions keep their
+/// pace; past it a storm of changes may keep a larger share of a core
+/// rendering, which an exposition that size costs anyway.
+const RENDER_SPACING_CAP: Duration = Duration::from_secs(5);
+
 /// Size of the pieces the compressed exposition is kept in.
 const CHUNK: usize = 256 * 1024;
 
@@ -310,7 +319,8 @@ impl Exposition {
                     Err(e) => tracing::error!(error = %e, "rendering metrics panicked"),
                 }
                 shown = Some(generation);
-                tokio::time::sleep(started.elapsed() * RENDER_SPACING).await;
+                tokio::time::sleep((started.elapsed() * RENDER_SPACING).min(RENDER_SPACING_CAP))
+                    .await;
                 continue;
             }
             store.changed().await;

@@ -97,19 +97,7 @@ async fn follows_a_failover_to_the_promoted_replica() {
         ) >= 1.0
     );
     // Client tracking runs on the sentinel's current primary.
-    wait_metrics(
-        &d,
-        Duration::from_secs(10),
-        "tracking on the primary",
-        |m| {
-            m.get(
-                "redis_streams_exporter_client_tracking_active",
-                &[("target", "t")],
-            ) == Some(1.0)
-        },
-    )
-    .await;
-    assert_eq!(tracking_clients(&setup.primary), 1);
+    tracking_on(&d, &setup.primary).await;
 
     // The primary dies. Within one poll and one timeout the target is down
     // and only what was last read of it is served, for the grace; the
@@ -231,21 +219,22 @@ async fn follows_a_failover_to_the_promoted_replica() {
         ) >= 1.0
     );
     // Tracking follows the failover: on again, on the promoted replica.
-    wait_metrics(
-        &d,
-        Duration::from_secs(10),
-        "tracking on the new primary",
-        |m| {
-            m.get(
-                "redis_streams_exporter_client_tracking_active",
-                &[("target", "t")],
-            ) == Some(1.0)
-        },
-    )
-    .await;
-    assert_eq!(tracking_clients(&setup.replica), 1);
+    tracking_on(&d, &setup.replica).await;
     assert_eq!(old_port, setup.primary.port);
     d.stop().await;
+}
+
+/// Waits for the exporter to say client tracking is on, and checks that
+/// `primary` has the one tracking client.
+async fn tracking_on(d: &Daemon, primary: &RedisServer) {
+    wait_metrics(d, Duration::from_secs(10), "client tracking on", |m| {
+        m.get(
+            "redis_streams_exporter_client_tracking_active",
+            &[("target", "t")],
+        ) == Some(1.0)
+    })
+    .await;
+    assert_eq!(tracking_clients(primary), 1);
 }
 
 /// The server's count of clients with tracking on (`INFO clients`).
