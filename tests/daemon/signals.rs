@@ -321,7 +321,10 @@ async fn time_to_loss_and_drain(kind: Server) {
     );
     // Once the group is ahead of the edge again (a margin above 0), the
     // trend's window of polls renews and the ETA goes: counted in polls, not
-    // seconds, as a loaded machine stretches the polls.
+    // seconds, as a loaded machine stretches the polls. The test's consumer
+    // thread may fall behind for a moment (its lag 8, then 28 a poll later,
+    // on a busy machine), which shrinks the margin for real: one poll may
+    // show an ETA, never two in a row.
     let after: Vec<&Seen> = seen
         .iter()
         .filter(|s| s.at > sped_up_at)
@@ -329,7 +332,9 @@ async fn time_to_loss_and_drain(kind: Server) {
         .skip(TREND_WINDOW)
         .collect();
     assert!(
-        after.iter().all(|s| s.overtake_eta.is_none()),
+        after
+            .windows(2)
+            .all(|w| w[0].overtake_eta.is_none() || w[1].overtake_eta.is_none()),
         "the overtake ETA goes away once the group outruns the trimming: {after:#?}"
     );
 }
