@@ -802,6 +802,28 @@ pub fn openmetrics_check(text: &str) -> String {
     said
 }
 
+/// Runs a command on `c` and returns its reply.
+pub fn cmd(c: &mut redis::Connection, args: &[&str]) -> redis::Value {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query(c).unwrap()
+}
+
+/// Waits (up to 10 s, checking every 50 ms) until `until` holds of the
+/// harness's exposition; returns the last exposition either way.
+pub async fn wait_for(h: &Harness, until: impl Fn(&Metrics) -> bool) -> Metrics {
+    for _ in 0..200 {
+        let m = h.metrics();
+        if until(&m) {
+            return m;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    h.metrics()
+}
+
 /// Polls `check` every 50 ms until it returns true or `limit` passes.
 pub async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;

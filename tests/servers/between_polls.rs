@@ -126,14 +126,6 @@ fn judge(kind: Server, h: &Harness, scenario: &str, truth: u64, lost: u64) {
     }
 }
 
-fn cmd(c: &mut redis::Connection, args: &[&str]) -> redis::Value {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query(c).unwrap()
-}
-
 /// A stream of `n` entries and group `g` created at 0 (with `ENTRIESREAD 0`
 /// where the server has it, so entries-read is valid from the start).
 fn stream_with_group(c: &mut redis::Connection, kind: Server, n: usize) -> Vec<String> {

@@ -15,27 +15,6 @@ use std::time::Duration;
 use common::*;
 use tokio_util::sync::CancellationToken;
 
-fn cmd(c: &mut redis::Connection, args: &[&str]) -> redis::Value {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query(c).unwrap()
-}
-
-/// Waits (up to 10 s, checking every 50 ms) until `until` holds of the
-/// exposition; returns the last exposition either way.
-async fn wait_for(h: &Harness, until: impl Fn(&Metrics) -> bool) -> Metrics {
-    for _ in 0..200 {
-        let m = h.metrics();
-        if until(&m) {
-            return m;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    h.metrics()
-}
-
 fn target(m: &Metrics, family: &str) -> Option<f64> {
     m.get(family, &[("target", "t")])
 }

@@ -20,14 +20,6 @@ fn skipped(m: &Metrics, kind: &str) -> f64 {
     )
 }
 
-fn cmd(c: &mut redis::Connection, args: &[&str]) -> redis::Value {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query(c).unwrap()
-}
-
 async fn names_longer_than_kept(kind: Server) {
     let server = RedisServer::start(kind);
     let mut c = server.conn();
