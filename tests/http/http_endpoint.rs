@@ -782,12 +782,21 @@ async fn the_crashed_worker_among_300_idle_consumers_is_named(kind: Server) {
         page.contains(&format!(", the oldest {}", held[0])),
         "{page}"
     );
-    let text = d.get("/metrics").await.text().await.unwrap();
     let series = format!(
         "redis_streams_group_pending_culprit_min_idle_seconds{{target=\"t\",stream=\"tasks\",group=\"workers\",kind=\"orphaned\",id=\"{}\",consumer=\"{crashed}\"}} 2",
         held[0]
     );
-    assert!(text.contains(&series), "{series}:\n{text}");
+    // The page reads the snapshot; /metrics serves the last render, which
+    // may be one render behind it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let text = d.get("/metrics").await.text().await.unwrap();
+        if text.contains(&series) {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "{series}:\n{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert_eq!(
         text.matches("redis_streams_group_pending_culprit_min_idle_seconds{")
             .count(),
