@@ -34,8 +34,9 @@ const SCRAPE_LIMIT: Duration = Duration::from_millis(500);
 
 /// Scheduling slack on a loaded two-core machine, added to "one poll plus
 /// the command timeout" (700 ms was once 13 ms short with a build running
-/// beside the tests).
-const SLACK: Duration = Duration::from_millis(1000);
+/// beside the tests, and 1,000 ms once 5 ms short in one of 200 soak cycles
+/// beside the end-to-end lane; quiet, the worst of 200 is about 210 ms).
+const SLACK: Duration = Duration::from_millis(2000);
 
 /// What a run of [`Daemon::scrape_until`] saw.
 #[derive(Debug)]
