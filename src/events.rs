@@ -31,10 +31,15 @@
 //! to the fault (a stream born and faulted between two discoveries is seen
 //! before the fault instead of after).
 
+mod removals;
+
+pub use removals::RemovalLog;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -459,22 +464,54 @@ async fn subscription(
                 failing_logged = false;
                 retry = RETRY_FIRST;
                 tracking.register(&node, sub.redirect);
+                let removals = &ctx.removals;
+                let (connection, barrier_asked) = match sub.keyevents() {
+                    true => {
+                        let (connection, ask) = removals.connected(&node);
+                        (Some(connection), Some(ask))
+                    }
+                    false => (None, None),
+                };
+                let notices = Notices {
+                    client: &ctx.client,
+                    shared: &shared,
+                    removals,
+                    node: &node,
+                };
                 health(Some(true));
                 publish();
                 let mut check =
                     tokio::time::interval_at(Instant::now() + HEALTH_CHECK, HEALTH_CHECK);
                 let stopped = loop {
+                    let asked = async {
+                        match &barrier_asked {
+                            Some(ask) => ask.notified().await,
+                            None => std::future::pending().await,
+                        }
+                    };
                     tokio::select! {
                         _ = stop.cancelled() => break true,
                         notice = sub.next(&ctx.client) => match notice {
-                            Some(notice) => on_notice(&ctx.client, &shared, notice),
+                            Some(notice) => notices.on_notice(notice),
                             None => break false,
                         },
                         _ = check.tick() => if !sub.ping(&ctx.client).await {
                             break false;
                         },
+                        () = asked => {
+                            let asked = removals.asked(&node);
+                            if !sub.ping(&ctx.client).await || !notices.drain(&mut sub) {
+                                break false;
+                            }
+                            if let Some(connection) = connection {
+                                removals.answer(&node, connection, asked);
+                            }
+                        },
                     }
                 };
+                if let Some(connection) = connection {
+                    removals.disconnected(&node, connection);
+                }
                 tracking.register(&node, None);
                 health(Some(false));
                 publish();
@@ -497,28 +534,55 @@ async fn subscription(
     health(None);
 }
 
-/// Hands one message on: counted, and queued for [`on_event`] (a flush, or
-/// an invalidation whose key could not be kept, makes every quiet read
-/// stand for nothing at once).
-fn on_notice(client: &TargetClient, shared: &Shared, notice: Notice) {
-    match notice {
-        Notice::KeyEvent(event) => {
-            client.stats().keyspace_event(event.event.starts_with('x'));
-            shared.queue(client, event);
-        }
-        Notice::Invalidated(keys) => {
-            for key in keys {
+/// Where one node's subscription hands its messages.
+struct Notices<'a> {
+    client: &'a TargetClient,
+    shared: &'a Shared,
+    removals: &'a RemovalLog,
+    node: &'a NodeAddr,
+}
+
+impl Notices<'_> {
+    /// Hands one message on: counted, recorded in the removal log when it
+    /// is a removal (before the queue, which may drop it), and queued for
+    /// [`on_event`] (a flush, or an invalidation whose key could not be
+    /// kept, makes every quiet read stand for nothing at once).
+    fn on_notice(&self, notice: Notice) {
+        let client = self.client;
+        match notice {
+            Notice::KeyEvent(event) => {
+                client.stats().keyspace_event(event.event.starts_with('x'));
+                self.removals.record(self.node, &event);
+                self.shared.queue(client, event);
+            }
+            Notice::KeyEventUnreadable => self.removals.unreadable(self.node),
+            Notice::Invalidated(keys) => {
+                for key in keys {
+                    client.tracking().invalidated();
+                    let event = KeyEvent {
+                        event: INVALIDATE.to_string(),
+                        key,
+                    };
+                    self.shared.queue(client, event);
+                }
+            }
+            Notice::InvalidatedAll => {
                 client.tracking().invalidated();
-                let event = KeyEvent {
-                    event: INVALIDATE.to_string(),
-                    key,
-                };
-                shared.queue(client, event);
+                client.tracking().lost(false);
             }
         }
-        Notice::InvalidatedAll => {
-            client.tracking().invalidated();
-            client.tracking().lost(false);
+    }
+
+    /// Hands on every message already read from the connection (after a
+    /// `PING`'s answer: every message published before it); false when the
+    /// connection is gone.
+    fn drain(&self, sub: &mut crate::backend::Subscription) -> bool {
+        loop {
+            match sub.next(self.client).now_or_never() {
+                Some(Some(notice)) => self.on_notice(notice),
+                Some(None) => return false,
+                None => return true,
+            }
         }
     }
 }

@@ -355,6 +355,87 @@ impl StreamHistory for StreamInfo {
     }
 }
 
+/// A point in a node's keyevents (see `events::removals`): the subscribed
+/// connection delivering them and the removal events it had recorded.
+/// Marks live in memory only: a restored ledger has none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventMark {
+    /// The subscribed connection, numbered within the process.
+    pub connection: u64,
+    /// Removal events recorded on the node so far.
+    pub seq: u64,
+}
+
+/// Which removals keyevents announced in a window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removals {
+    /// `xtrim` only: no deletion happened.
+    Trims,
+    /// `xdel` only: no trim happened.
+    Deletions,
+    /// Both.
+    Both,
+}
+
+/// What a node's keyevents announced of one stream, as of a poll: the
+/// evidence that names the cause where the figures leave it open (a trim up
+/// to an entry and a deletion of that entry, or deletions of every entry
+/// before it). Read over the window from an earlier poll's mark with
+/// [`Announced::since`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Announced {
+    /// The mark taken before this poll read the stream.
+    pub read_at: EventMark,
+    /// A barrier after the read closed the window: every removal of a
+    /// command run before the read is recorded.
+    pub closed: bool,
+    /// Removals recorded before this are not all known.
+    pub complete_from: u64,
+    /// The number of the stream's last `xtrim`, when one is recorded.
+    pub last_trim: Option<u64>,
+    /// The number of its last `xdel` (`XDEL`, `XDELEX`, `XACKDEL`).
+    pub last_deletion: Option<u64>,
+}
+
+impl Announced {
+    /// The removals announced between the read marked `earlier` and this
+    /// one: `None` unless the window is closed, on one connection and
+    /// complete, and something was announced in it. Nothing announced
+    /// proves nothing: the server may not publish (its
+    /// `notify-keyspace-events`); an `xdel` or `xtrim` proves it does, and
+    /// so that the other kind, had it happened, would be here too.
+    pub fn since(&self, earlier: EventMark) -> Option<Removals> {
+        if !self.closed
+            || earlier.connection != self.read_at.connection
+            || earlier.seq < self.complete_from
+        {
+            return None;
+        }
+        let trims = self.last_trim.is_some_and(|n| n > earlier.seq);
+        let deletions = self.last_deletion.is_some_and(|n| n > earlier.seq);
+        match (trims, deletions) {
+            (true, true) => Some(Removals::Both),
+            (true, false) => Some(Removals::Trims),
+            (false, true) => Some(Removals::Deletions),
+            (false, false) => None,
+        }
+    }
+}
+
+/// True when removals since `before` may leave a loss's cause open to the
+/// figures: the first entry moved (or the stream, emptied, generated more)
+/// and a deletion lies at or after the old first entry, so a trim up to
+/// the new first entry and deletions read alike. Only then does a poll ask
+/// the keyevents to close their window (see [`Announced`]).
+pub fn cause_may_need_events(now: &StreamInfo, before: &StreamInfo) -> bool {
+    let head_moved = now.first_entry_id != before.first_entry_id
+        || (now.length == 0 && now.last_generated_id != before.last_generated_id);
+    head_moved
+        && now.max_deleted_entry_id.is_some_and(|md| {
+            !md.is_zero() && before.first_entry_id.is_none_or(|first| md >= first)
+        })
+}
+
 /// What one stream poll saw of a group, all of one moment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Observation<'a> {
@@ -374,6 +455,9 @@ pub struct Observation<'a> {
     /// the last poll (keyspace events `xgroup-setid`, `xgroup-create`,
     /// `xsetid`): a new baseline.
     pub set_from_outside: bool,
+    /// What keyevents announced of the stream's removals, when a
+    /// subscription delivers them.
+    pub announced: Option<Announced>,
 }
 
 impl<'a> Observation<'a> {
@@ -393,6 +477,7 @@ impl<'a> Observation<'a> {
             undelivered,
             counter,
             set_from_outside: false,
+            announced: None,
         }
     }
 
@@ -508,6 +593,10 @@ struct Seen {
     /// The counters' figure, when exact, and how entries-read counts.
     counters: Option<u64>,
     counter: ReadCounter,
+    /// The keyevents' mark before this read (not kept in a state file:
+    /// marks are of one process).
+    #[serde(skip)]
+    read_at: Option<EventMark>,
 }
 
 impl Seen {
@@ -658,6 +747,13 @@ impl Ledger {
             gone_ahead: o.gone_ahead(rank),
             counters: o.counters(),
             counter: o.counter,
+            // A read that stood for a quiet stream has no mark of its own:
+            // the earlier one starts a longer window, which can only hold
+            // more events (the more severe reading).
+            read_at: o
+                .announced
+                .map(|a| a.read_at)
+                .or(previous.and_then(|p| p.read_at)),
         };
         if o.stream.entries_added.is_some() {
             self.lost.get_or_insert_with(ByCause::default);
@@ -728,7 +824,10 @@ impl Ledger {
             }
             interval.at_most = Some(at_most(p, now, o, range).min(removed_since).max(ahead));
         }
-        let split = |n: u64| split_by_cause(n, trimmed, deleted || unseen, p, o);
+        let announced = p
+            .read_at
+            .and_then(|at| o.announced.and_then(|a| a.since(at)));
+        let split = |n: u64| split_by_cause(n, trimmed, deleted || unseen, announced, p, o);
         // The counters' rise since the last poll whose figure was exact
         // proves the losses since then, not only this interval's (a poll
         // between whose count was not of its moment left them possible),
@@ -1001,9 +1100,27 @@ fn at_most(p: &Seen, now: &Seen, o: &Observation, range: Option<RangeCount>) -> 
 /// when both did, trimmed or deleted up to the entries the trim can have
 /// taken. Deletions alone may explain a head that moved (a faster group's
 /// worker deleting what it read), but a trim up to there and a deletion of
-/// the last entry before the first one leave the same figures: no proof.
-fn split_by_cause(n: u64, trimmed: bool, deleted: bool, p: &Seen, o: &Observation) -> ByCause {
+/// the last entry before the first one leave the same figures: no proof
+/// from them, so keyevents decide (`announced` over the interval) where
+/// they say only one kind happened. Where they contradict the figures (a
+/// subscriber that missed events), the figures stand.
+fn split_by_cause(
+    n: u64,
+    trimmed: bool,
+    deleted: bool,
+    announced: Option<Removals>,
+    p: &Seen,
+    o: &Observation,
+) -> ByCause {
     match (trimmed, deleted) {
+        (true, true) if announced == Some(Removals::Deletions) => ByCause {
+            deleted: n,
+            ..ByCause::default()
+        },
+        (true, true) if announced == Some(Removals::Trims) => ByCause {
+            trimmed: n,
+            ..ByCause::default()
+        },
         // The first entry moved past the group's position, and deletions
         // since reached past it too.
         (true, true) => {

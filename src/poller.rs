@@ -66,6 +66,7 @@ impl Poller {
                 client,
                 state: Arc::new(Mutex::new(state)),
                 stream_polls: Arc::default(),
+                removals: Arc::default(),
             },
             store,
         })
@@ -94,6 +95,7 @@ impl Poller {
                 client,
                 state: self.ctx.state.clone(),
                 stream_polls: self.ctx.stream_polls.clone(),
+                removals: self.ctx.removals.clone(),
             },
             store: self.store.clone(),
         })

@@ -36,7 +36,7 @@ mod topology;
 mod tracking;
 
 pub(crate) use self::connection::NodeAddr;
-pub(crate) use self::subscriber::{KeyEvent, Listen, Notice};
+pub(crate) use self::subscriber::{KeyEvent, Listen, Notice, Subscription};
 pub(crate) use self::target_client::Reply;
 pub use self::target_client::{ClientSetupError, KEEPALIVE_IDLE, TargetClient};
 

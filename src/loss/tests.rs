@@ -890,6 +890,115 @@ fn the_cause_is_what_the_figures_prove() {
     }
 }
 
+/// What a subscription announced, as of a poll whose read was marked at
+/// `read_seq` on connection `connection`, with the window closed.
+fn announced(connection: u64, read_seq: u64, trim: Option<u64>, del: Option<u64>) -> Announced {
+    Announced {
+        read_at: EventMark {
+            connection,
+            seq: read_seq,
+        },
+        closed: true,
+        complete_from: 0,
+        last_trim: trim,
+        last_deletion: del,
+    }
+}
+
+/// Keyevents name the cause the figures leave open, over the interval
+/// from the last poll's read to this one's: `xdel` alone is a deletion
+/// (the faster group's worker), `xtrim` alone a trim; both, an unclosed
+/// window, another connection or a window with nothing announced leave it
+/// to the figures. A read that stood for a quiet stream in between keeps
+/// the earlier mark.
+#[test]
+fn keyevents_name_the_cause_the_figures_leave_open() {
+    let head_deleted = |m: &mut Model| {
+        m.delete(&[1, 2, 3, 4, 5, 6, 7, 8]);
+    };
+    // 1-5 trimmed (3-5 unread), then 6-8 deleted.
+    let trim_and_delete = |m: &mut Model| {
+        m.keep_last(14).delete(&[6, 7, 8]);
+    };
+    type Case<'a> = (&'a str, &'a dyn Fn(&mut Model), Option<Announced>, ByCause);
+    let cause = |trimmed, deleted, either| ByCause {
+        trimmed,
+        deleted,
+        either,
+    };
+    let cases: [Case; 7] = [
+        (
+            "xdel only",
+            &head_deleted,
+            Some(announced(1, 8, None, Some(8))),
+            cause(0, 6, 0),
+        ),
+        ("no subscription", &head_deleted, None, cause(0, 0, 6)),
+        (
+            "xdel before the last read only",
+            &head_deleted,
+            Some(announced(1, 8, None, Some(2))),
+            cause(0, 0, 6),
+        ),
+        (
+            "another connection",
+            &head_deleted,
+            Some(announced(2, 8, None, Some(8))),
+            cause(0, 0, 6),
+        ),
+        (
+            "not closed by a barrier",
+            &head_deleted,
+            Some(Announced {
+                closed: false,
+                ..announced(1, 8, None, Some(8))
+            }),
+            cause(0, 0, 6),
+        ),
+        (
+            "xtrim and xdel",
+            &trim_and_delete,
+            Some(announced(1, 8, Some(6), Some(8))),
+            cause(0, 0, 6),
+        ),
+        (
+            "xtrim only, an older deletion past the position",
+            &|m: &mut Model| {
+                m.keep_last(11);
+            },
+            Some(announced(1, 8, Some(8), None)),
+            cause(6, 0, 0),
+        ),
+    ];
+    for counter in BOTH {
+        for (what, between, now, want) in &cases {
+            let mut m = Model::new(counter);
+            let mut l = Ledger::default();
+            m.add(20).read(2);
+            // An older deletion past the group's position (entry 20).
+            m.delete(&[20]);
+            m.truth = 0;
+            let base = m.poll();
+            let o = Observation {
+                announced: Some(announced(1, 3, None, Some(3))),
+                ..base.observation()
+            };
+            l.observe(&o, None);
+            // The quiet read that stands for it: the same figures, no mark.
+            l.observe(&base.observation(), None);
+            between(&mut m);
+            let after = m.poll();
+            let o = Observation {
+                announced: *now,
+                ..after.observation()
+            };
+            l.observe(&o, None);
+            assert_eq!(m.truth, 6, "{counter:?} {what}");
+            assert_eq!(l.lost().unwrap_or_default(), *want, "{counter:?} {what}");
+        }
+    }
+}
+
 /// `XSETID … ENTRIESADDED` beside a producer in the same interval: the
 /// entries-added rise has no trim and no deletion behind it, so it is a
 /// new baseline, never a loss, on either read path.

@@ -102,6 +102,9 @@ pub(crate) enum Notice {
     /// Any key may have changed: the server flushed its keys (a null
     /// invalidation), or a key was too long to keep.
     InvalidatedAll,
+    /// A keyevent whose key was too long to keep: it may have been any
+    /// event of any key.
+    KeyEventUnreadable,
 }
 
 /// The keys of an invalidation message's payload: an array of keys, or a
@@ -149,9 +152,9 @@ impl std::fmt::Debug for Subscription {
 
 impl Subscription {
     /// The next message; `None` once the connection is gone. Messages on
-    /// other channels (none are subscribed) are skipped, and so are
-    /// keyevents whose key was too long to keep (counted in `client`'s
-    /// skipped events).
+    /// other channels (none are subscribed) are skipped; a keyevent whose
+    /// key was too long to keep is counted in `client`'s skipped events and
+    /// said ([`Notice::KeyEventUnreadable`]).
     pub(crate) async fn next(&mut self, client: &TargetClient) -> Option<Notice> {
         loop {
             let msg = self.messages.next().await?;
@@ -162,12 +165,17 @@ impl Subscription {
             }
             let Ok(Some(key)) = msg.get_payload::<Option<Vec<u8>>>() else {
                 client.stats.skipped(SkipKind::Event, 1);
-                continue;
+                return Some(Notice::KeyEventUnreadable);
             };
             if let Some(event) = decode_keyevent(channel, &key) {
                 return Some(Notice::KeyEvent(event));
             }
         }
+    }
+
+    /// True when the keyevent channels are subscribed.
+    pub(crate) fn keyevents(&self) -> bool {
+        self.channels.iter().any(|c| c.starts_with("__keyevent@"))
     }
 
     /// Why the connection was dropped, when a message broke the protocol.

@@ -60,6 +60,8 @@ pub(super) struct GroupFold<'p> {
     pub(super) run_id: Option<&'p Arc<str>>,
     /// An event said the stream was set from outside since its last poll.
     pub(super) set_from_outside: bool,
+    /// What keyevents announced of the stream's removals.
+    pub(super) announced: Option<loss::Announced>,
 }
 
 impl GroupFold<'_> {
@@ -79,6 +81,7 @@ impl GroupFold<'_> {
         if self.feed_ledger {
             let seen = loss::Observation {
                 set_from_outside: self.set_from_outside,
+                announced: self.announced,
                 ..loss::Observation::of(self.info, group, self.now_ms, undelivered, self.counter)
             };
             ledger.follow_server(self.run_id);

@@ -2,7 +2,7 @@
 //! batch, each batch's round trips and then the fold of its streams into
 //! snapshot entries, within the target's group allotment and walk budget.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::allotment::Allotment;
@@ -11,6 +11,7 @@ use super::group_fold::PollKind;
 use super::quiet;
 use super::stream_entry::{Poll, build_stream};
 use crate::lag::Arithmetic;
+use crate::loss;
 use crate::probe::context::{ProbeContext, ProbeError, Problems};
 use crate::probe::memory::Coverage;
 use crate::snapshot::{Name, StreamState};
@@ -84,6 +85,7 @@ pub(super) async fn poll_streams(
         for names in batches {
             let server = (arithmetic, counter);
             let events_seen = ctx.state().outside_events;
+            let read_at = ctx.removals.mark(&node);
             let to_read = ToRead {
                 names,
                 stand: stand.take().unwrap_or_default(),
@@ -96,6 +98,7 @@ pub(super) async fn poll_streams(
             batch.confirm(problems).await?;
             batch.walk(&mut walk_budget, problems).await?;
             let polled = batch.into_polled();
+            let mut announced = announced(ctx, &node, read_at, &polled, &standing).await;
             let mut state = ctx.state();
             ctx.ensure_current(&state, generation)?;
             let run_id = state.run_ids.get(&node).cloned();
@@ -111,6 +114,7 @@ pub(super) async fn poll_streams(
                     kind,
                     run_id: run_id.as_ref(),
                     set_from_outside: outside,
+                    announced: announced.remove(&name),
                 };
                 let stream = build_stream(ctx, &mut state, poll, &name, polled);
                 fresh.insert(name, stream);
@@ -118,6 +122,48 @@ pub(super) async fn poll_streams(
         }
     }
     Ok(fresh)
+}
+
+/// What the keyevents announced of each stream the batch read (not of the
+/// reads that stood for quiet streams: their figures are older), with the
+/// window closed by a barrier on the node's subscription when a stream's
+/// figures since its last poll leave a removal's cause open: one `PING`
+/// on the subscribed connection for the batch, and only then.
+async fn announced(
+    ctx: &ProbeContext,
+    node: &crate::backend::NodeAddr,
+    read_at: Option<loss::EventMark>,
+    polled: &[(Name, super::batch::Polled)],
+    standing: &HashSet<Name>,
+) -> HashMap<Name, loss::Announced> {
+    let Some(read_at) = read_at else {
+        return HashMap::new();
+    };
+    let read = || polled.iter().filter(|(name, _)| !standing.contains(name));
+    let unclear = {
+        let state = ctx.state();
+        read().any(|(name, p)| {
+            state
+                .snapshot
+                .streams
+                .get(name)
+                .is_some_and(|before| loss::cause_may_need_events(&p.read.info, &before.info))
+        })
+    };
+    let barrier = match unclear {
+        true => {
+            ctx.removals
+                .barrier(node, ctx.config.limits.command_timeout)
+                .await
+        }
+        false => None,
+    };
+    read()
+        .map(|(name, _)| {
+            let announced = ctx.removals.announced(node, name, read_at, barrier);
+            (name.clone(), announced)
+        })
+        .collect()
 }
 
 /// Commands the estimator's walks may spend in one stream poll: a tenth of

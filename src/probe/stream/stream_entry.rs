@@ -37,6 +37,8 @@ pub(super) struct Poll<'a> {
     pub(super) kind: PollKind,
     pub(super) run_id: Option<&'a Arc<str>>,
     pub(super) set_from_outside: bool,
+    /// What keyevents announced of the stream's removals.
+    pub(super) announced: Option<crate::loss::Announced>,
 }
 
 /// Folds one polled stream into its snapshot entry: each watched group's
@@ -53,6 +55,7 @@ pub(super) fn build_stream(
         kind,
         run_id,
         set_from_outside,
+        announced,
     } = poll;
     let Polled {
         read,
@@ -101,6 +104,7 @@ pub(super) fn build_stream(
         feed_ledger: !state.ledgers_unverified,
         run_id,
         set_from_outside,
+        announced,
     };
     let mut groups = Vec::with_capacity(read.groups.len());
     for (group, found) in read.groups.iter().zip(&found) {
