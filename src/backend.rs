@@ -33,7 +33,7 @@ mod tls;
 /// `client::bounded`).
 pub use crate::vocab::ROWS_KEPT;
 pub use client::{ClientSetupError, KEEPALIVE_IDLE, TargetClient};
-pub(crate) use client::{KeyEvent, Listen, NodeAddr, Notice, Reply, Subscription};
+pub(crate) use client::{KeyEvent, Listen, NodeAddr, Notice, RemovalLog, Reply, Subscription};
 pub use command::CLIENT_NAME;
 pub(crate) use command::{Command, RangeEnd, RangeStart};
 pub(crate) use error::{CommandError, TargetError};

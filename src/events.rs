@@ -31,10 +31,6 @@
 //! to the fault (a stream born and faulted between two discoveries is seen
 //! before the fault instead of after).
 
-mod removals;
-
-pub use removals::RemovalLog;
-
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -464,7 +460,7 @@ async fn subscription(
                 failing_logged = false;
                 retry = RETRY_FIRST;
                 tracking.register(&node, sub.redirect);
-                let removals = &ctx.removals;
+                let removals = ctx.client.removals();
                 let (connection, barrier_asked) = match sub.keyevents() {
                     true => {
                         let (connection, ask) = removals.connected(&node);
@@ -538,7 +534,7 @@ async fn subscription(
 struct Notices<'a> {
     client: &'a TargetClient,
     shared: &'a Shared,
-    removals: &'a RemovalLog,
+    removals: &'a crate::backend::RemovalLog,
     node: &'a NodeAddr,
 }
 

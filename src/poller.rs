@@ -66,7 +66,6 @@ impl Poller {
                 client,
                 state: Arc::new(Mutex::new(state)),
                 stream_polls: Arc::default(),
-                removals: Arc::default(),
             },
             store,
         })
@@ -95,7 +94,6 @@ impl Poller {
                 client,
                 state: self.ctx.state.clone(),
                 stream_polls: self.ctx.stream_polls.clone(),
-                removals: self.ctx.removals.clone(),
             },
             store: self.store.clone(),
         })

@@ -21,13 +21,15 @@
 //! IDs), [`topology`] (which node serves what: cluster slots and routing),
 //! [`sentinel`] (the sentinels' current primary), [`redirect`] (`MOVED` and
 //! `ASK` read) and [`stats`] (what the client counted). Above it,
-//! [`subscriber`]: keyspace events, on connections of their own.
+//! [`subscriber`]: keyspace events, on connections of their own, and
+//! [`removals`]: the removals they announced, for the stream polls.
 //!
 //! [`Command`]: super::command::Command
 
 mod bounded;
 mod connection;
 mod redirect;
+mod removals;
 mod sentinel;
 mod stats;
 mod subscriber;
@@ -36,6 +38,7 @@ mod topology;
 mod tracking;
 
 pub(crate) use self::connection::NodeAddr;
+pub(crate) use self::removals::RemovalLog;
 pub(crate) use self::subscriber::{KeyEvent, Listen, Notice, Subscription};
 pub(crate) use self::target_client::Reply;
 pub use self::target_client::{ClientSetupError, KEEPALIVE_IDLE, TargetClient};

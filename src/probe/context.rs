@@ -21,9 +21,6 @@ pub struct ProbeContext {
     pub state: Arc<Mutex<TargetState>>,
     /// Held through a stream poll, scheduled or extra: one at a time.
     pub stream_polls: Arc<tokio::sync::Mutex<()>>,
-    /// The removals the target's keyevents announced, which the stream
-    /// polls read to name a removal's cause.
-    pub(crate) removals: Arc<crate::events::RemovalLog>,
 }
 
 impl ProbeContext {

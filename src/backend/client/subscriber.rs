@@ -403,6 +403,12 @@ impl TargetClient {
     pub(crate) fn tracking(&self) -> &super::tracking::Tracking {
         &self.tracking
     }
+
+    /// The removals the target's keyevent subscriptions announced, which a
+    /// subscription records and the stream polls read (see `removals`).
+    pub(crate) fn removals(&self) -> &super::removals::RemovalLog {
+        &self.removals
+    }
 }
 
 #[cfg(test)]

@@ -74,6 +74,8 @@ pub struct TargetClient {
     epoch: AtomicU64,
     /// Client tracking of the poll connections (see `tracking`).
     pub(super) tracking: Tracking,
+    /// The removals the keyevent subscriptions announced.
+    pub(super) removals: super::removals::RemovalLog,
 }
 
 impl TargetClient {
@@ -120,6 +122,7 @@ impl TargetClient {
             pages: Mutex::new(Pages::new(limits, target.scan_count)),
             epoch: AtomicU64::new(0),
             tracking: Tracking::new(target.client_tracking == ClientTracking::Auto),
+            removals: super::removals::RemovalLog::default(),
             target,
         })
     }

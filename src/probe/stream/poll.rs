@@ -85,7 +85,7 @@ pub(super) async fn poll_streams(
         for names in batches {
             let server = (arithmetic, counter);
             let events_seen = ctx.state().outside_events;
-            let read_at = ctx.removals.mark(&node);
+            let read_at = ctx.client.removals().mark(&node);
             let to_read = ToRead {
                 names,
                 stand: stand.take().unwrap_or_default(),
@@ -152,7 +152,8 @@ async fn announced(
     };
     let barrier = match unclear {
         true => {
-            ctx.removals
+            ctx.client
+                .removals()
                 .barrier(node, ctx.config.limits.command_timeout)
                 .await
         }
@@ -160,7 +161,10 @@ async fn announced(
     };
     read()
         .map(|(name, _)| {
-            let announced = ctx.removals.announced(node, name, read_at, barrier);
+            let announced = ctx
+                .client
+                .removals()
+                .announced(node, name, read_at, barrier);
             (name.clone(), announced)
         })
         .collect()

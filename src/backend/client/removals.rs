@@ -2,7 +2,7 @@
 //! and the barrier that makes them complete up to a read: the evidence that
 //! tells a trim from deletions where a stream's figures cannot (a trim up
 //! to an entry and a deletion of that entry leave the same figures as
-//! deletions of every entry before it; see [`loss::Announced`]).
+//! deletions of every entry before it; see [`Announced`]).
 //!
 //! Events arrive on the subscription's connection and the figures on the
 //! poll connection, and nothing orders the two. Two facts of the server
@@ -32,9 +32,12 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 
-use crate::backend::{KeyEvent, NodeAddr};
+use super::connection::NodeAddr;
+use super::subscriber::KeyEvent;
 use crate::loss::{Announced, EventMark};
-use crate::snapshot::Name;
+
+/// A stream's name, as the log keeps it.
+type Name = Arc<[u8]>;
 
 /// The most streams a node's log remembers removals of; beyond it the log
 /// is cleared and every window open before is read as unknown (never as
@@ -43,7 +46,7 @@ const REMOVAL_LOG_STREAMS: usize = 100_000;
 
 /// The removal events of one target's subscriptions, per node.
 #[derive(Debug, Default)]
-pub struct RemovalLog {
+pub(crate) struct RemovalLog {
     nodes: Mutex<HashMap<NodeAddr, NodeLog>>,
     /// Connections numbered across nodes and resubscriptions.
     connections: std::sync::atomic::AtomicU64,
@@ -241,7 +244,7 @@ impl RemovalLog {
     pub(crate) fn announced(
         &self,
         node: &NodeAddr,
-        stream: &Name,
+        stream: &[u8],
         read_at: EventMark,
         barrier: Option<EventMark>,
     ) -> Announced {
