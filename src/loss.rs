@@ -355,7 +355,7 @@ impl StreamHistory for StreamInfo {
     }
 }
 
-/// A point in a node's keyevents (see `events::removals`): the subscribed
+/// A point in a node's keyevents (see the backend's `removals`): the subscribed
 /// connection delivering them and the removal events it had recorded.
 /// Marks live in memory only: a restored ledger has none.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
