@@ -461,13 +461,8 @@ async fn subscription(
                 retry = RETRY_FIRST;
                 tracking.register(&node, sub.redirect);
                 let removals = ctx.client.removals();
-                let (connection, barrier_asked) = match sub.keyevents() {
-                    true => {
-                        let (connection, ask) = removals.connected(&node);
-                        (Some(connection), Some(ask))
-                    }
-                    false => (None, None),
-                };
+                let (connection, barrier_asked) =
+                    sub.keyevents().then(|| removals.connected(&node)).unzip();
                 let notices = Notices {
                     client: &ctx.client,
                     shared: &shared,

@@ -118,6 +118,30 @@ impl ByCause {
     /// The `cause` label values, in the order they are written.
     pub const CAUSES: [&'static str; 3] = ["trimmed", "deleted", "trimmed_or_deleted"];
 
+    /// `n` trimmed.
+    fn trimmed(n: u64) -> ByCause {
+        ByCause {
+            trimmed: n,
+            ..ByCause::default()
+        }
+    }
+
+    /// `n` deleted.
+    fn deleted(n: u64) -> ByCause {
+        ByCause {
+            deleted: n,
+            ..ByCause::default()
+        }
+    }
+
+    /// `n` that may be either.
+    fn either(n: u64) -> ByCause {
+        ByCause {
+            either: n,
+            ..ByCause::default()
+        }
+    }
+
     /// Every cause together.
     pub fn total(&self) -> u64 {
         self.trimmed + self.deleted + self.either
@@ -846,18 +870,9 @@ impl Ledger {
                 };
                 match since(anchor.last_delivered) {
                     _ if since_last_poll => split(counters),
-                    (true, false) => ByCause {
-                        trimmed: counters,
-                        ..ByCause::default()
-                    },
-                    (false, true) => ByCause {
-                        deleted: counters,
-                        ..ByCause::default()
-                    },
-                    _ => ByCause {
-                        either: counters,
-                        ..ByCause::default()
-                    },
+                    (true, false) => ByCause::trimmed(counters),
+                    (false, true) => ByCause::deleted(counters),
+                    _ => ByCause::either(counters),
                 }
             }
             _ => {
@@ -1113,14 +1128,8 @@ fn split_by_cause(
     o: &Observation,
 ) -> ByCause {
     match (trimmed, deleted) {
-        (true, true) if announced == Some(Removals::Deletions) => ByCause {
-            deleted: n,
-            ..ByCause::default()
-        },
-        (true, true) if announced == Some(Removals::Trims) => ByCause {
-            trimmed: n,
-            ..ByCause::default()
-        },
+        (true, true) if announced == Some(Removals::Deletions) => ByCause::deleted(n),
+        (true, true) if announced == Some(Removals::Trims) => ByCause::trimmed(n),
         // The first entry moved past the group's position, and deletions
         // since reached past it too.
         (true, true) => {
@@ -1134,14 +1143,8 @@ fn split_by_cause(
                 ..ByCause::default()
             }
         }
-        (false, true) => ByCause {
-            deleted: n,
-            ..ByCause::default()
-        },
-        _ => ByCause {
-            trimmed: n,
-            ..ByCause::default()
-        },
+        (false, true) => ByCause::deleted(n),
+        _ => ByCause::trimmed(n),
     }
 }
 

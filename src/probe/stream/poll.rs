@@ -150,14 +150,11 @@ async fn announced(
                 .is_some_and(|before| loss::cause_may_need_events(&p.read.info, &before.info))
         })
     };
-    let barrier = match unclear {
-        true => {
-            ctx.client
-                .removals()
-                .barrier(node, ctx.config.limits.command_timeout)
-                .await
-        }
-        false => None,
+    let barrier = if unclear {
+        let timeout = ctx.config.limits.command_timeout;
+        ctx.client.removals().barrier(node, timeout).await
+    } else {
+        None
     };
     read()
         .map(|(name, _)| {
