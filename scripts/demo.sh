@@ -18,6 +18,7 @@
 #   --fast               every time divided by 20 alike: the exporter's schedule (its status
 #                        window, learned cadences and orphan limits follow; its command budgets
 #                        multiplied by 20), data_loss_hold, the batch job's period and read_every,
+#                        the consumer outage of `recovered`,
 #                        Prometheus's scrape and evaluation, every rule's for:, keep_firing_for:
 #                        and range window, Alertmanager's group_wait and group_interval; so the
 #                        notifications come in the order and number of the shipped timings
@@ -52,7 +53,7 @@ while [ $# -gt 0 ]; do
     --duration) duration=$2; shift 2 ;;
     --bin-dir) bin_dir=$2; shift 2 ;;
     --print-binaries) print_binaries=1; shift ;;
-    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown option: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -266,7 +267,7 @@ wait_for "http://127.0.0.1:$prometheus_port/-/ready" prometheus "${pids[-1]}"
 : >"$work/simulator.log"
 # shellcheck disable=SC2086 # the scenario list is split on purpose
 "$simulator" --url "redis://127.0.0.1:$redis_port" --prefix demo: \
-  --batch-every "$(scaled 4m)" $scenarios \
+  --batch-every "$(scaled 4m)" --outage "$(scaled 30s)" $scenarios \
   >"$work/simulator.log" 2>&1 &
 pids+=($!)
 

@@ -185,13 +185,6 @@ pub(crate) fn action(event: &str, watched: bool, matches: bool) -> Action {
     }
 }
 
-/// True for events that set a stream's counters or a group's position
-/// from outside: the loss ledgers start a new baseline across them rather
-/// than read them as losses (`XSETID … ENTRIESADDED`) or reads.
-pub(crate) fn sets_from_outside(event: &str) -> bool {
-    matches!(event, "xsetid" | "xgroup-setid" | "xgroup-create" | "del")
-}
-
 /// Extra polls asked for, at most one per stream per
 /// [`EXTRA_POLL_SPACING`]: the first event polls at once, later ones within
 /// the spacing are folded into one poll when it has passed (so the last
@@ -609,7 +602,7 @@ fn on_event(ctx: &ProbeContext, shared: &Shared, event: KeyEvent) {
         // Whatever it did, the stream's last read no longer stands for it.
         state.quiet.forget(&key);
         let watched = state.is_watched(&key);
-        if sets_from_outside(&event.event) {
+        if crate::loss::sets_from_outside(&event.event) {
             state.set_outside(key.clone());
         }
         // The patterns matter only for a key not watched yet.

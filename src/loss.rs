@@ -419,6 +419,9 @@ pub struct Announced {
     pub last_trim: Option<u64>,
     /// The number of its last `xdel` (`XDEL`, `XDELEX`, `XACKDEL`).
     pub last_deletion: Option<u64>,
+    /// The number of its last event that set it or one of its groups from
+    /// outside ([`sets_from_outside`]).
+    pub last_set: Option<u64>,
 }
 
 impl Announced {
@@ -429,10 +432,7 @@ impl Announced {
     /// `notify-keyspace-events`); an `xdel` or `xtrim` proves it does, and
     /// so that the other kind, had it happened, would be here too.
     pub fn since(&self, earlier: EventMark) -> Option<Removals> {
-        if !self.closed
-            || earlier.connection != self.read_at.connection
-            || earlier.seq < self.complete_from
-        {
+        if !self.vouches(earlier) {
             return None;
         }
         let trims = self.last_trim.is_some_and(|n| n > earlier.seq);
@@ -444,20 +444,55 @@ impl Announced {
             (false, false) => None,
         }
     }
+
+    /// True when the window from the read marked `earlier` vouches that
+    /// nothing set the stream or its groups from outside: closed, on one
+    /// connection, complete, with an `xdel` in it (the server publishes
+    /// stream events, so an `xgroup-setid` would be there too) and no such
+    /// event. Then a group's position did not go back and forth between
+    /// the two reads: an entry past its position now was never delivered.
+    pub fn positions_kept_since(&self, earlier: EventMark) -> bool {
+        self.vouches(earlier)
+            && self.last_deletion.is_some_and(|n| n > earlier.seq)
+            && self.last_set.is_none_or(|n| n <= earlier.seq)
+    }
+
+    /// Closed by a barrier, on the connection of `earlier`, and with every
+    /// event since `earlier` recorded.
+    fn vouches(&self, earlier: EventMark) -> bool {
+        self.closed
+            && earlier.connection == self.read_at.connection
+            && earlier.seq >= self.complete_from
+    }
 }
 
-/// True when removals since `before` may leave a loss's cause open to the
-/// figures: the first entry moved (or the stream, emptied, generated more)
-/// and a deletion lies at or after the old first entry, so a trim up to
-/// the new first entry and deletions read alike. Only then does a poll ask
-/// the keyevents to close their window (see [`Announced`]).
-pub fn cause_may_need_events(now: &StreamInfo, before: &StreamInfo) -> bool {
+/// True for keyevents that set a stream's counters or a group's position
+/// from outside (`XSETID`, `XGROUP SETID`, a group or the key made anew):
+/// the ledgers start a new baseline across them rather than read them as
+/// losses (`XSETID … ENTRIESADDED`) or reads.
+pub fn sets_from_outside(event: &str) -> bool {
+    matches!(event, "xsetid" | "xgroup-setid" | "xgroup-create" | "del")
+}
+
+/// True when removals since `before` leave to the keyevents what the
+/// figures cannot decide; only then does a poll ask them to close their
+/// window (see [`Announced`]):
+/// - the cause of a loss: the first entry moved (or the stream, emptied,
+///   generated more) and a deletion lies at or after the old first entry,
+///   so a trim up to the new first entry and deletions read alike;
+/// - a deletion past a group's position (`groups`, as read now):
+///   max-deleted-entry-id moved past it, which proves one entry lost to it
+///   once the window shows that nothing set the group back meanwhile.
+pub fn events_may_decide(now: &StreamInfo, before: &StreamInfo, groups: &[GroupInfo]) -> bool {
     let head_moved = now.first_entry_id != before.first_entry_id
         || (now.length == 0 && now.last_generated_id != before.last_generated_id);
-    head_moved
+    let cause_open = head_moved
         && now.max_deleted_entry_id.is_some_and(|md| {
             !md.is_zero() && before.first_entry_id.is_none_or(|first| md >= first)
-        })
+        });
+    let deleted_ahead = now.max_deleted_entry_id != before.max_deleted_entry_id
+        && groups.iter().any(|g| now.deleted_past(g.last_delivered_id));
+    cause_open || deleted_ahead
 }
 
 /// What one stream poll saw of a group, all of one moment.
@@ -1042,7 +1077,22 @@ fn gone_ahead_bound(p: &Seen, now: &Seen, o: &Observation) -> u64 {
     } else {
         0
     };
-    fresh.max(unmoved)
+    // Max-deleted-entry-id moves only when an entry is deleted, to that
+    // entry's ID: moved since the last poll and past the group's position
+    // now, it names an entry deleted in the interval that the group never
+    // read, whatever its rank (a group without entries-read included),
+    // unless the group was set back past it and forward again in between
+    // (`XGROUP SETID`), which only keyevents can exclude.
+    let positions_kept = p
+        .read_at
+        .zip(o.announced)
+        .is_some_and(|(at, a)| a.positions_kept_since(at));
+    let deleted_ahead = u64::from(
+        positions_kept
+            && o.stream.max_deleted_entry_id != p.stream.max_deleted_entry_id
+            && o.stream.deleted_past(o.group.last_delivered_id),
+    );
+    fresh.max(unmoved).max(deleted_ahead)
 }
 
 /// Entries removed after the position of a group that did not move:

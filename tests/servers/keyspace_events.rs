@@ -398,6 +398,86 @@ discovery = \"1h\"\nstream = \"1h\"\n",
 
 per_server!(events_name_the_cause);
 
+/// A producer cancels (`XDEL`) an entry it just added, ahead of a group that
+/// read past an earlier deletion: the server reports the group's
+/// entries-read and lag as nil, so no rank places the removal, but
+/// max-deleted-entry-id moved past the group's position and the window
+/// shows no `xgroup-setid`: 1 `deleted`, a ticket. A group that reads past
+/// an entry, has it deleted and is set back behind it in one `MULTI` lost
+/// nothing, and nothing more is counted.
+async fn a_deletion_ahead_is_counted_without_entries_read(kind: Server) {
+    if !kind.has_lag() {
+        return;
+    }
+    let server = RedisServer::start_with(kind, &["--notify-keyspace-events", "Etg"]);
+    let mut c = server.conn();
+    let ids = xadd_n(&mut c, "q", 30);
+    cmd(
+        &mut c,
+        &["XGROUP", "CREATE", "q", "g", "0", "ENTRIESREAD", "0"],
+    );
+    read_group(&mut c, "q", "g", "c1", 5);
+    cmd(&mut c, &["XDEL", "q", &ids[9]]);
+    read_group(&mut c, "q", "g", "c1", 10);
+    let mut config = config_for(&server, "[schedule]\ndiscovery = \"1h\"\nstream = \"1h\"\n");
+    std::sync::Arc::make_mut(&mut config.targets[0]).patterns =
+        vec![redis_streams_exporter::glob::Glob::new("q".to_string())];
+    let h = Harness::new(config);
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(h.poller.clone().run(stop.clone()));
+    wait_for(&h, |m| active(m) == Some(1.0) && length(m) == Some(29.0)).await;
+    h.probe(ProbeKind::Stream).await;
+    let entries_read = |m: &Metrics| {
+        m.get(
+            "redis_streams_group_entries_read",
+            &[("target", "t"), ("stream", "q"), ("group", "g")],
+        )
+    };
+    assert_eq!(entries_read(&h.metrics()), None, "entries-read is nil");
+    // The producer adds 6 and cancels the last; the group reads 2.
+    let more = xadd_n(&mut c, "q", 6);
+    cmd(&mut c, &["XDEL", "q", &more[5]]);
+    read_group(&mut c, "q", "g", "c1", 2);
+    let m = wait_for(&h, |m| lost(m, "deleted") == Some(1.0)).await;
+    let cancelled = [
+        lost(&m, "trimmed"),
+        lost(&m, "deleted"),
+        lost(&m, "trimmed_or_deleted"),
+    ];
+    // The group reads to the end; an entry it was delivered is deleted and
+    // the group set back behind it, past where the last poll saw it: no loss.
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("XREADGROUP")
+        .arg(&["GROUP", "g", "c1", "COUNT", "100", "STREAMS", "q", ">"])
+        .ignore()
+        .cmd("XDEL")
+        .arg("q")
+        .arg(&more[1])
+        .ignore()
+        .cmd("XGROUP")
+        .arg(&["SETID", "q", "g", &more[0]])
+        .ignore()
+        .query(&mut c)
+        .unwrap();
+    h.probe(ProbeKind::Stream).await;
+    let m = h.metrics();
+    let after = [
+        lost(&m, "trimmed"),
+        lost(&m, "deleted"),
+        lost(&m, "trimmed_or_deleted"),
+    ];
+    println!(
+        "EVENTS | {kind:?} | producer XDELs 1 entry ahead of a group without entries-read, then the group set back behind an entry deleted after delivery | notifications Etg | truth 1 deleted, then 0 | exported: {cancelled:?}, then {after:?} (trimmed, deleted, trimmed_or_deleted)"
+    );
+    assert_eq!(cancelled, [Some(0.0), Some(1.0), Some(0.0)], "{}", m.text);
+    assert_eq!(after, cancelled, "{}", m.text);
+    stop.cancel();
+    running.await.unwrap();
+}
+
+per_server!(a_deletion_ahead_is_counted_without_entries_read);
+
 /// `keyspace_events = "off"`: no subscription, and neither metric.
 async fn off_subscribes_to_nothing(kind: Server) {
     let server = RedisServer::start_with(kind, &["--notify-keyspace-events", "KEA"]);

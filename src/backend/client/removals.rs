@@ -1,8 +1,10 @@
-//! The removals keyevents announced (`xtrim`, `xdel`), per node and stream,
-//! and the barrier that makes them complete up to a read: the evidence that
-//! tells a trim from deletions where a stream's figures cannot (a trim up
-//! to an entry and a deletion of that entry leave the same figures as
-//! deletions of every entry before it; see [`Announced`]).
+//! The removals keyevents announced (`xtrim`, `xdel`), and the events that
+//! set a stream or its groups from outside (`xgroup-setid` and the like),
+//! per node and stream, and the barrier that makes them complete up to a
+//! read: the evidence that tells a trim from deletions where a stream's
+//! figures cannot (a trim up to an entry and a deletion of that entry leave
+//! the same figures as deletions of every entry before it), and that a
+//! group was not set back between two reads (see [`Announced`]).
 //!
 //! Events arrive on the subscription's connection and the figures on the
 //! poll connection, and nothing orders the two. Two facts of the server
@@ -34,7 +36,7 @@ use tokio::sync::{Notify, watch};
 
 use super::connection::NodeAddr;
 use super::subscriber::KeyEvent;
-use crate::loss::{Announced, EventMark};
+use crate::loss::{self, Announced, EventMark};
 
 /// A stream's name, as the log keeps it.
 type Name = Arc<[u8]>;
@@ -69,9 +71,11 @@ struct NodeLog {
     seq: u64,
     /// Events recorded before this are not all in the maps.
     complete_from: u64,
-    /// Per stream, the number of its last `xtrim` and of its last `xdel`.
+    /// Per stream, the number of its last `xtrim`, of its last `xdel` and
+    /// of its last event that set it from outside.
     trims: HashMap<Name, u64>,
     deletions: HashMap<Name, u64>,
+    sets: HashMap<Name, u64>,
     /// Barriers asked; the subscription wakes on `ask`.
     asked: u64,
     ask: Arc<Notify>,
@@ -86,6 +90,7 @@ impl Default for NodeLog {
             complete_from: 0,
             trims: HashMap::new(),
             deletions: HashMap::new(),
+            sets: HashMap::new(),
             asked: 0,
             ask: Arc::new(Notify::new()),
             answers: watch::Sender::new(Answer::default()),
@@ -100,6 +105,12 @@ impl NodeLog {
         self.complete_from = self.seq;
         self.trims.clear();
         self.deletions.clear();
+        self.sets.clear();
+    }
+
+    /// Streams with something recorded, counted once per map.
+    fn kept(&self) -> usize {
+        self.trims.len() + self.deletions.len() + self.sets.len()
     }
 }
 
@@ -143,29 +154,30 @@ impl RemovalLog {
         }
     }
 
-    /// Records a keyevent from `node`: `xtrim` and `xdel` are what the
-    /// windows read.
+    /// Records a keyevent from `node`: `xtrim`, `xdel` and the events that
+    /// set a stream from outside are what the windows read.
     pub(crate) fn record(&self, node: &NodeAddr, event: &KeyEvent) {
-        let trim = match event.event.as_str() {
-            "xtrim" => true,
-            "xdel" => false,
-            _ => return,
-        };
         let mut nodes = self.nodes();
         let Some(log) = nodes.get_mut(node) else {
             return;
         };
-        if log.trims.len() + log.deletions.len() >= REMOVAL_LOG_STREAMS {
+        if !matches!(event.event.as_str(), "xtrim" | "xdel")
+            && !loss::sets_from_outside(&event.event)
+        {
+            return;
+        }
+        if log.kept() >= REMOVAL_LOG_STREAMS {
             log.forget();
         }
         log.seq += 1;
         let seq = log.seq;
         let key: Name = Arc::from(event.key.as_slice());
-        if trim {
-            log.trims.insert(key, seq);
-        } else {
-            log.deletions.insert(key, seq);
-        }
+        let kind = match event.event.as_str() {
+            "xtrim" => &mut log.trims,
+            "xdel" => &mut log.deletions,
+            _ => &mut log.sets,
+        };
+        kind.insert(key, seq);
     }
 
     /// A keyevent from `node` could not be read (its key too long to keep):
@@ -260,6 +272,7 @@ impl RemovalLog {
             complete_from: log.map_or(u64::MAX, |l| l.complete_from),
             last_trim: log.and_then(|l| l.trims.get(stream).copied()),
             last_deletion: log.and_then(|l| l.deletions.get(stream).copied()),
+            last_set: log.and_then(|l| l.sets.get(stream).copied()),
         }
     }
 }
@@ -396,6 +409,39 @@ mod tests {
         assert_eq!(a.last_deletion, Some(now.seq));
         let nodes = log.nodes();
         let l = &nodes[&n];
-        assert_eq!(l.trims.len() + l.deletions.len(), 1);
+        assert_eq!(l.kept(), 1);
+    }
+
+    #[test]
+    fn a_window_tells_whether_a_group_was_set_from_outside() {
+        let log = RemovalLog::default();
+        let n = node();
+        log.connected(&n);
+        let first = log.mark(&n).unwrap();
+        log.record(&n, &event("xdel", "q"));
+        log.record(&n, &event("xgroup-createconsumer", "q"));
+        log.record(&n, &event("xgroup-setid", "other"));
+        let now = log.mark(&n).unwrap();
+        let q = log.announced(&n, &name("q"), now, Some(now));
+        assert!(q.positions_kept_since(first), "{q:?}");
+        assert!(
+            !log.announced(&n, &name("q"), now, None)
+                .positions_kept_since(first),
+            "an open window vouches for nothing"
+        );
+        let other = log.announced(&n, &name("other"), now, Some(now));
+        assert!(
+            !other.positions_kept_since(first),
+            "no xdel: the server may not publish stream events"
+        );
+        log.record(&n, &event("xgroup-setid", "q"));
+        let set = log.mark(&n).unwrap();
+        let q = log.announced(&n, &name("q"), set, Some(set));
+        assert!(!q.positions_kept_since(first), "set back in the window");
+        log.record(&n, &event("xdel", "q"));
+        let later = log.mark(&n).unwrap();
+        let q = log.announced(&n, &name("q"), later, Some(later));
+        assert!(q.positions_kept_since(set), "the set is before this window");
+        assert_eq!(q.since(set), Some(Removals::Deletions));
     }
 }

@@ -37,7 +37,7 @@
 //! | `trim` | `XADD … MAXLEN 50` at 10/s on a stream that starts full: `workers` leaves 1 in 5 entries unacknowledged (ghosts once trimmed); the `archive` group has no consumer (entries trimmed before delivery) | ghost entries; trimmed undelivered (7.0+; group stopped on 6.2) |
 //! | `xdel-ghosts` | the consumer deletes (`XDEL`) every 3rd entry it read instead of acknowledging it | ghost entries |
 //! | `trim-window` | steady backlog at 90 % of a `MAXLEN 100` stream | retention margin low (a ticket with a `max_delay`; no page: the margin holds) |
-//! | `recovered` | consumer outage while `MAXLEN 100` trimming overtakes the group; the consumer comes back, drains the backlog to 10 entries and stays 10 behind; `XGROUP SETID` to its own position (no `ENTRIESREAD`) makes every 7.0+ server report a nil lag | trimmed undelivered (7.0+; group stopped on 6.2), then lag estimated |
+//! | `recovered` | consumer outage (`--outage`, 30 s) while a burst of 600 entries trimmed to `MAXLEN 100` overtakes the group; the consumer comes back, drains the backlog to 10 entries and stays 10 behind; `XGROUP SETID` to its own position (no `ENTRIESREAD`) makes every 7.0+ server report a nil lag | trimmed undelivered (7.0+; group stopped on 6.2), then lag estimated |
 //! | `outpace` | producer 6/s, consumer 3/s | production outpacing consumption (the `…Estimated` info variant on 6.2) |
 //! | `outpace-xdel` | as `outpace`, and every 5 s the producer cancels (`XDEL`) its newest, still undelivered entry: with a deletion ahead of the group Redis 7.0+ reports `lag` and `entries-read` as nil until the group reads the last entry, which it never does | lag estimated, production outpacing consumption (`…Estimated`), deleted undelivered (7.0+, while the lag can still be counted) |
 //! | `stopped` | consumers read for 5 s, then all stop; production goes on | group stopped (lag and outpacing follow from it) |
@@ -112,6 +112,12 @@ struct Cli {
     /// `batch`: how often the batch job runs.
     #[arg(long, default_value = "4m")]
     batch_every: humantime::Duration,
+    /// `recovered`: how long the consumer is down while the burst of 600
+    /// entries is trimmed to `MAXLEN 100` (the demo's `--fast` divides it
+    /// by 20 like every window, so the outage stays shorter than the
+    /// status window and the loss is the one fault).
+    #[arg(long, default_value = "30s")]
+    outage: humantime::Duration,
     /// `big-pel`: entries kept pending.
     #[arg(long, default_value_t = 3000)]
     pel_entries: usize,
@@ -192,6 +198,7 @@ async fn run(cli: Cli) -> Result<()> {
         streams: cli.streams,
         groups: cli.groups,
         batch_every: cli.batch_every.into(),
+        outage: cli.outage.into(),
         pel_entries: cli.pel_entries,
         set_eviction_policy: cli.set_eviction_policy,
     };

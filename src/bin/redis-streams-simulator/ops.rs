@@ -19,6 +19,7 @@ pub(crate) struct Ctx {
     pub(crate) streams: usize,
     pub(crate) groups: usize,
     pub(crate) batch_every: Duration,
+    pub(crate) outage: Duration,
     pub(crate) pel_entries: usize,
     pub(crate) set_eviction_policy: bool,
 }

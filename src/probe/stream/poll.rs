@@ -127,7 +127,8 @@ pub(super) async fn poll_streams(
 /// What the keyevents announced of each stream the batch read (not of the
 /// reads that stood for quiet streams: their figures are older), with the
 /// window closed by a barrier on the node's subscription when a stream's
-/// figures since its last poll leave a removal's cause open: one `PING`
+/// figures since its last poll leave to them what they cannot decide
+/// ([`loss::events_may_decide`]): one `PING`
 /// on the subscribed connection for the batch, and only then.
 async fn announced(
     ctx: &ProbeContext,
@@ -143,11 +144,9 @@ async fn announced(
     let unclear = {
         let state = ctx.state();
         read().any(|(name, p)| {
-            state
-                .snapshot
-                .streams
-                .get(name)
-                .is_some_and(|before| loss::cause_may_need_events(&p.read.info, &before.info))
+            state.snapshot.streams.get(name).is_some_and(|before| {
+                loss::events_may_decide(&p.read.info, &before.info, &p.read.groups)
+            })
         })
     };
     let barrier = if unclear {
