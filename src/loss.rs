@@ -33,6 +33,11 @@
 //!   over within one interval leaves figures that cannot tell the order:
 //!   it is counted as possible, never as lost. Keyspace events make the
 //!   interval short enough that the next poll sees the group behind.
+//! - **A deletion past the group's position.** Max-deleted-entry-id moves
+//!   only to an entry being deleted: moved since the last poll and past the
+//!   group's position now, it is one entry the group never read, whatever
+//!   its entries-read, once keyevents vouch that no `XGROUP SETID` set the
+//!   group back in between ([`Announced::positions_kept_since`]).
 //!
 //! Each proof is a lower bound of the losses since an earlier poll (its
 //! anchor); the counter is raised to the largest bound minus what was

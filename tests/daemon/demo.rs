@@ -190,9 +190,11 @@ fn demo_runs_installed_binaries_without_cargo() {
 /// `--fast` for a minute with a fault of each receiver, and the groups that
 /// must stay silent: the webhook the demo runs receives exactly one
 /// notification for each fault (the crashed worker's ticket, the stopped
-/// group's page) and none for the healthy group, the batch job between its
-/// runs (with `read_every`), the idle queue and the NOACK reader, as the
-/// table printed at the end says.
+/// group's page, the trim page of the group whose consumer was down, not a
+/// stopped page beside it, and the ticket of the entries a producer cancels
+/// ahead of a group whose lag the server reports as nil) and none for the
+/// healthy group, the batch job between its runs (with `read_every`), the
+/// idle queue and the NOACK reader, as the table printed at the end says.
 #[test]
 fn demo_fast_notifies_each_fault_once_and_the_quiet_groups_never() {
     let bin_dir = Path::new(SIMULATOR).parent().unwrap();
@@ -201,7 +203,7 @@ fn demo_fast_notifies_each_fault_once_and_the_quiet_groups_never() {
         .arg(format!("{root}/scripts/demo.sh"))
         .args(["--bin-dir", bin_dir.to_str().unwrap(), "--fast"])
         .args(["--duration", "60s", "--scenarios"])
-        .arg("healthy crashed-consumer stopped batch idle noack-reader")
+        .arg("healthy crashed-consumer stopped recovered outpace-xdel batch idle noack-reader")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -253,11 +255,21 @@ fn demo_fast_notifies_each_fault_once_and_the_quiet_groups_never() {
         "stopped 1 0 GroupStopped (pager)",
         "{printed:#?}"
     );
+    assert_eq!(
+        row("recovered"),
+        "recovered 1 0 TrimmedUndelivered (pager)",
+        "{printed:#?}"
+    );
+    assert_eq!(
+        row("outpace-xdel"),
+        "outpace-xdel 1 0 DeletedUndelivered (ticket)",
+        "{printed:#?}"
+    );
     for quiet in ["healthy", "batch", "idle", "noack-reader"] {
         assert_eq!(row(quiet), format!("{quiet} 0 0 -"), "{printed:#?}");
     }
     assert!(
-        printed[table].starts_with("Notifications per scenario (2 received"),
+        printed[table].starts_with("Notifications per scenario (4 received"),
         "nothing else notified: {printed:#?}"
     );
 }
