@@ -1198,6 +1198,21 @@ fn judge(stack: &Stack, seen: &Seen, facts: &RuleFacts) -> Findings {
             }
         }
     }
+    // The crashed worker is named where the on-call reads first, among the
+    // simulator's 300 idle consumers with random names.
+    for n in &seen.inbox {
+        for a in n.firing().filter(|a| {
+            a.name() == "RedisStreamsOrphanedPending" && a.label("stream") == "e2e:crashed"
+        }) {
+            let description = a.annotations.get("description").map_or("", String::as_str);
+            if !description.contains("Held by worker-2 ") {
+                findings.notifications.push(format!(
+                    "the orphaned-pending notification of {} does not name worker-2: {description}",
+                    short(&a.labels)
+                ));
+            }
+        }
+    }
     if !wrong_severity.is_empty() {
         findings.notifications.push(format!(
             "alerts with a severity other than their rule's: {wrong_severity:?}"

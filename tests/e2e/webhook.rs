@@ -18,6 +18,8 @@ pub struct Received {
     /// `firing` or `resolved`.
     pub status: String,
     pub labels: BTreeMap<String, String>,
+    /// `summary`, `description`, `runbook_url`: what the on-call reads.
+    pub annotations: BTreeMap<String, String>,
 }
 
 impl Received {
@@ -89,6 +91,17 @@ async fn receive(
             .push(String::from_utf8_lossy(&body).into_owned());
         return "ok";
     };
+    let strings = |alert: &Value, field: &str| -> BTreeMap<String, String> {
+        alert
+            .get(field)
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     let alerts = alerts
         .iter()
         .map(|alert| Received {
@@ -97,15 +110,8 @@ async fn receive(
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string(),
-            labels: alert
-                .get("labels")
-                .and_then(Value::as_object)
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            labels: strings(alert, "labels"),
+            annotations: strings(alert, "annotations"),
         })
         .collect();
     shared.inbox.lock().unwrap().push(Notification {

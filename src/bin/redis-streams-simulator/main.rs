@@ -31,7 +31,7 @@
 //! | scenario | what happens | expected signal |
 //! |---|---|---|
 //! | `healthy` | producer 5/s, two consumers read and acknowledge at once | nothing |
-//! | `crashed-consumer` | `worker-2` reads 20 entries and dies holding them; `worker-1` keeps up | orphaned pending (oldest pending too old and stalled follow from it) |
+//! | `crashed-consumer` | `worker-2` reads 20 entries and dies holding them; `worker-1` keeps up; 300 idle consumers with random names (`--idle-consumers`) hold nothing | orphaned pending, naming `worker-2` (oldest pending too old and stalled follow from it) |
 //! | `poison` | one entry fails every time and is reclaimed (`XCLAIM`) forever | poison entries (stalled follows) |
 //! | `dead-letter` | every 4th entry fails 3 deliveries, then goes to `<stream>:dlq` | dead letters arriving |
 //! | `trim` | `XADD … MAXLEN 50` at 10/s on a stream that starts full: `workers` leaves 1 in 5 entries unacknowledged (ghosts once trimmed); the `archive` group has no consumer (entries trimmed before delivery) | ghost entries; trimmed undelivered (7.0+; group stopped on 6.2) |
@@ -112,6 +112,10 @@ struct Cli {
     /// `batch`: how often the batch job runs.
     #[arg(long, default_value = "4m")]
     batch_every: humantime::Duration,
+    /// `crashed-consumer`: idle consumers with random names beside the two
+    /// workers (XGROUP CREATECONSUMER), holding nothing.
+    #[arg(long, default_value_t = 300)]
+    idle_consumers: usize,
     /// `recovered`: how long the consumer is down while the burst of 600
     /// entries is trimmed to `MAXLEN 100` (the demo's `--fast` divides it
     /// by 20 like every window, so the outage stays shorter than the
@@ -199,6 +203,7 @@ async fn run(cli: Cli) -> Result<()> {
         groups: cli.groups,
         batch_every: cli.batch_every.into(),
         outage: cli.outage.into(),
+        idle_consumers: cli.idle_consumers,
         pel_entries: cli.pel_entries,
         set_eviction_policy: cli.set_eviction_policy,
     };

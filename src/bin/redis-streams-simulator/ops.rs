@@ -20,6 +20,7 @@ pub(crate) struct Ctx {
     pub(crate) groups: usize,
     pub(crate) batch_every: Duration,
     pub(crate) outage: Duration,
+    pub(crate) idle_consumers: usize,
     pub(crate) pel_entries: usize,
     pub(crate) set_eviction_policy: bool,
 }

@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use tokio::time::Instant;
 
 use crate::ops::{
@@ -45,12 +45,37 @@ pub(crate) async fn healthy(ctx: &Ctx) -> Result<()> {
 }
 
 /// `crashed-consumer`: `worker-2` reads 20 entries and dies holding them while
-/// `worker-1` keeps up with a 5/s producer.
+/// `worker-1` keeps up with a 5/s producer, among `--idle-consumers` idle
+/// consumers with random names (a fleet's earlier incarnations, each
+/// restart a new name), holding nothing: the one to act on is `worker-2`,
+/// wherever its name sorts.
 pub(crate) async fn crashed_consumer(ctx: &Ctx) -> Result<()> {
     let scenario = Scenario::CrashedConsumer;
     let stream = scenario.stream(&ctx.prefix);
     let mut con = ctx.conn().await?;
     fresh_stream(&mut con, &stream, &["workers"], &[]).await?;
+    // Names from a xorshift over the clock: random enough to sort anywhere.
+    let mut seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0x5eed, |d| d.as_nanos() as u64)
+        | 1;
+    let mut crowd = redis::pipe();
+    for _ in 0..ctx.idle_consumers {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        crowd
+            .cmd("XGROUP")
+            .arg("CREATECONSUMER")
+            .arg(&stream)
+            .arg("workers")
+            .arg(format!("worker-{:08x}", seed as u32))
+            .ignore();
+    }
+    let _: () = crowd
+        .query_async(&mut con)
+        .await
+        .with_context(|| format!("XGROUP CREATECONSUMER {stream} workers"))?;
     for n in 1..=20 {
         xadd_capped(&mut con, &stream, &body(n)).await?;
     }
@@ -59,9 +84,10 @@ pub(crate) async fn crashed_consumer(ctx: &Ctx) -> Result<()> {
     say(
         scenario,
         format_args!(
-            "worker-2 crashed holding {} entries (first {})",
+            "worker-2 crashed holding {} entries (first {}), among {} idle consumers",
             held.len(),
-            held.first().map_or("-", |e| e.id.as_str())
+            held.first().map_or("-", |e| e.id.as_str()),
+            ctx.idle_consumers
         ),
     );
     let tasks = vec![
