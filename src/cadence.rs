@@ -143,6 +143,11 @@ pub struct Seen {
     pub last_generated_id: StreamId,
     /// Entries wait for the group (undelivered) at this poll.
     pub waiting: bool,
+    /// The stream poll's scheduled interval (ms): work that arrived after
+    /// one poll and was read by the next waited at most that long for a
+    /// group that reads as polls go; a poll that ran late (the exporter or
+    /// the server busy) stretches the gap, not the group's rhythm.
+    pub interval_ms: u64,
 }
 
 impl Cadence {
@@ -166,9 +171,21 @@ impl Cadence {
                     .unwrap_or(seen.at_ms)
                     .max(self.last_read_ms.unwrap_or(0))
             });
+            // Work no poll saw waiting is known to have waited less than the
+            // gap between two polls, and a streaming group reads it in far
+            // less: the gap is the exporter's lateness when it exceeds the
+            // schedule, so the wait counts for one interval at most. Work a
+            // poll saw waiting waited, at least, from then on: all of it.
+            let unseen = self.waiting_since_ms.is_none();
             if let (Some(read), Some(since)) = (read, self.waiting_since_ms.or(arrived)) {
                 if read > since {
-                    self.waits.record(read, read - since);
+                    let wait = read - since;
+                    let wait = if unseen {
+                        wait.min(seen.interval_ms)
+                    } else {
+                        wait
+                    };
+                    self.waits.record(read, wait);
                 }
             }
             self.last_read_ms = read;
@@ -356,6 +373,7 @@ mod tests {
                 last_read_ms: read,
                 last_generated_id: StreamId::new(at, 0),
                 waiting,
+                interval_ms: 15 * S,
             });
             at += 15 * S;
         }
@@ -384,6 +402,39 @@ mod tests {
             ),
             Duration::from_secs(60)
         );
+    }
+
+    /// Polls that run late (every 75 s instead of 15 s, twice an hour or
+    /// all the time: the exporter or the server busy) do not make a group
+    /// that reads at once a group that reads in runs: what it read between
+    /// two polls no poll saw waiting.
+    #[test]
+    fn late_polls_are_not_the_groups_rhythm() {
+        for late_every in [2, 40, 1] {
+            let mut c = Cadence::default();
+            let mut at = 10 * HOUR_MS;
+            for n in 0..240u64 {
+                let gap = if n % late_every == 0 { 75 * S } else { 15 * S };
+                at += gap;
+                c.observe(Seen {
+                    at_ms: at,
+                    last_read_ms: Some(at - 300),
+                    last_generated_id: StreamId::new(at, 0),
+                    waiting: false,
+                    interval_ms: 15 * S,
+                });
+            }
+            let learned = c.interval(at).expect("known");
+            assert!(
+                learned <= Duration::from_secs(15),
+                "{late_every}: {learned:?}"
+            );
+            assert_eq!(
+                reads_in_runs(Some(learned), Duration::from_secs(150)),
+                None,
+                "{late_every}"
+            );
+        }
     }
 
     #[test]
@@ -438,6 +489,7 @@ mod tests {
                 last_read_ms: Some(start + 10 * MIN - 100),
                 last_generated_id: StreamId::new(start + 10 * MIN, 0),
                 waiting: false,
+                interval_ms: 15 * S,
             });
             at += 15 * S;
         }
@@ -502,21 +554,22 @@ mod tests {
             at_ms: after,
             last_read_ms: Some(after - 1000),
             last_generated_id: StreamId::new(after, 0),
-            waiting: false,
+            waiting: true,
+            interval_ms: 15 * S,
         });
         assert_eq!(back.interval(after), Some(learned));
+        // Without it, the gap would be a wait that began before it, and
+        // the entries still waiting would wait from the last poll before
+        // the gap (the longest the hour had was the 4-minute run).
         let mut unwatched = c.clone();
         unwatched.observe(Seen {
             at_ms: after,
-            last_read_ms: Some(after - 1000),
+            last_read_ms: None,
             last_generated_id: StreamId::new(after, 0),
-            waiting: false,
+            waiting: true,
+            interval_ms: 15 * S,
         });
-        assert_eq!(
-            unwatched.waits.hours.iter().map(|h| h.longest).max(),
-            Some(10 * 60_000 - 1000),
-            "without it, the gap would be one long wait"
-        );
+        assert!(unwatched.waiting_since_ms < back.waiting_since_ms);
     }
 
     #[test]

@@ -95,6 +95,7 @@ fn learned_state() -> TargetState {
             last_read_ms: Some(read),
             last_generated_id: StreamId::new(at, 0),
             waiting: read + 15_000 <= at,
+            interval_ms: 15_000,
         });
         at += 15_000;
     }

@@ -892,6 +892,7 @@ fn batch_consumers_are_judged_by_their_rhythm() {
                     last_read_ms: s.last_read_at_ms,
                     last_generated_id: s.last_generated_id,
                     waiting: s.undelivered(),
+                    interval_ms: poll.as_millis() as u64,
                 });
                 w.push(&s);
                 let learned = c.interval(at);

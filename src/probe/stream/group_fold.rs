@@ -339,6 +339,7 @@ impl GroupFold<'_> {
                 last_read_ms: sample.last_read_at_ms,
                 last_generated_id: self.info.last_generated_id,
                 waiting: sample.undelivered(),
+                interval_ms: self.ctx.config.schedule.stream.as_millis() as u64,
             });
             memory.window.push(&sample);
         }
