@@ -275,7 +275,7 @@ family! {
         "redis_streams_group_read_interval_seconds",
         Gauge,
         TSG,
-        "The group's learned read cadence: how long new work waits before the group reads it, as the polls see it (to one stream interval). Waits are kept per hour of the last 12 (a job every 3 hours or more often is learned; rarer ones need read_every); an hour's value is its second-longest wait, and this is the lower median of the hours' values, so one outage is not taken for the group's rhythm and quiet hours teach nothing. Twice this, at least 4 stream polls, is how long work may wait unread before the group is stopped or stalled, and how long a consumer may be inactive before its entries are orphaned (unless consumer_inactive_after is set). Absent until 3 waits were seen. Cached by the poller.",
+        "The group's learned read cadence: how long new work waits before the group reads it, as the polls see it (to one stream interval: work read between two polls counts for one scheduled interval at most, however late a poll ran). Waits are kept per hour of the last 12 (a job every 3 hours or more often is learned; rarer ones need read_every); an hour's value is its second-longest wait, and this is the lower median of the hours' values, so one outage is not taken for the group's rhythm and quiet hours teach nothing. Twice this, at least 4 stream polls, is how long work may wait unread before the group is stopped or stalled, and how long a consumer may be inactive before its entries are orphaned (unless consumer_inactive_after is set). Absent until 3 waits were seen. Cached by the poller.",
         Source::Group(|_, g| g.read_interval)
     );
     metric!(
