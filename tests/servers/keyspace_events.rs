@@ -287,6 +287,25 @@ async fn xsetid_with_events_is_no_loss(kind: Server) {
 
 per_server!(xsetid_with_events_is_no_loss);
 
+/// The exporter's poller running as deployed on stream `q` alone, its
+/// polls driven by events (discovery and the scheduled poll an hour away),
+/// once the subscription delivers and `q` holds `entries`; and the
+/// baseline poll taken.
+async fn watching_q(
+    server: &RedisServer,
+    entries: f64,
+) -> (Harness, CancellationToken, tokio::task::JoinHandle<()>) {
+    let mut config = config_for(server, "[schedule]\ndiscovery = \"1h\"\nstream = \"1h\"\n");
+    std::sync::Arc::make_mut(&mut config.targets[0]).patterns =
+        vec![redis_streams_exporter::glob::Glob::new("q".to_string())];
+    let h = Harness::new(config);
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(h.poller.clone().run(stop.clone()));
+    wait_for(&h, |m| active(m) == Some(1.0) && length(m) == Some(entries)).await;
+    h.probe(ProbeKind::Stream).await;
+    (h, stop, running)
+}
+
 /// How the head of `q` goes in [`events_name_the_cause`].
 #[derive(Clone, Copy, Debug)]
 enum HeadRemoval {
@@ -330,19 +349,7 @@ async fn events_name_the_cause(kind: Server) {
             );
         }
         read_group(&mut c, "q", "g", "c1", 2);
-        let mut config = config_for(
-            &server,
-            "[schedule]
-discovery = \"1h\"\nstream = \"1h\"\n",
-        );
-        std::sync::Arc::make_mut(&mut config.targets[0]).patterns =
-            vec![redis_streams_exporter::glob::Glob::new("q".to_string())];
-        let h = Harness::new(config);
-        let stop = CancellationToken::new();
-        let running = tokio::spawn(h.poller.clone().run(stop.clone()));
-        wait_for(&h, |m| active(m) == Some(1.0) && length(m) == Some(20.0)).await;
-        // The baseline, read while the subscription delivers.
-        h.probe(ProbeKind::Stream).await;
+        let (h, stop, running) = watching_q(&server, 20.0).await;
         let read = read_group(&mut c, "q", "fast", "w", 8);
         match how {
             HeadRemoval::AckThenDelete => {
@@ -419,14 +426,7 @@ async fn a_deletion_ahead_is_counted_without_entries_read(kind: Server) {
     read_group(&mut c, "q", "g", "c1", 5);
     cmd(&mut c, &["XDEL", "q", &ids[9]]);
     read_group(&mut c, "q", "g", "c1", 10);
-    let mut config = config_for(&server, "[schedule]\ndiscovery = \"1h\"\nstream = \"1h\"\n");
-    std::sync::Arc::make_mut(&mut config.targets[0]).patterns =
-        vec![redis_streams_exporter::glob::Glob::new("q".to_string())];
-    let h = Harness::new(config);
-    let stop = CancellationToken::new();
-    let running = tokio::spawn(h.poller.clone().run(stop.clone()));
-    wait_for(&h, |m| active(m) == Some(1.0) && length(m) == Some(29.0)).await;
-    h.probe(ProbeKind::Stream).await;
+    let (h, stop, running) = watching_q(&server, 29.0).await;
     let entries_read = |m: &Metrics| {
         m.get(
             "redis_streams_group_entries_read",
