@@ -271,8 +271,8 @@ impl<const N: usize> Rhythm<N> {
     }
 
     /// What was learned at `at_ms`: the lower median of the last `N`
-    /// hours' values; `None` before [`MIN_INTERVALS`] durations were seen
-    /// in them.
+    /// hours' values (of those with two waits or more, when any has);
+    /// `None` before [`MIN_INTERVALS`] durations were seen in them.
     pub fn value(&self, at_ms: u64) -> Option<Duration> {
         let now = u32::try_from(at_ms / HOUR_MS).unwrap_or(u32::MAX);
         let recent = |h: &&Hour| h.count > 0 && now.saturating_sub(h.index) < N as u32;
@@ -285,7 +285,18 @@ impl<const N: usize> Rhythm<N> {
         if counted < MIN_INTERVALS {
             return None;
         }
-        let mut values: Vec<u32> = self.hours.iter().filter(recent).map(Hour::value).collect();
+        // An hour that has seen one wait so far (most often the hour just
+        // begun) is left out while another saw more: its one wait is not
+        // its rhythm, and the lower median of two hours would be whatever
+        // that wait was, a shorter patience at every hour's start.
+        let settled = self.hours.iter().filter(recent).any(|h| h.count >= 2);
+        let mut values: Vec<u32> = self
+            .hours
+            .iter()
+            .filter(recent)
+            .filter(|h| !settled || h.count >= 2)
+            .map(Hour::value)
+            .collect();
         values.sort_unstable();
         let median = values[(values.len() - 1) / 2];
         Some(Duration::from_millis(u64::from(median)))
@@ -435,6 +446,30 @@ mod tests {
                 "{late_every}"
             );
         }
+    }
+
+    /// A new hour's first wait, shorter than the job's usual ones, does not
+    /// pull the cadence down to it until the hour has seen more.
+    #[test]
+    fn a_new_hours_first_wait_is_not_its_rhythm() {
+        let mut c = Cadence::default();
+        let start = 40 * HOUR_MS;
+        run(
+            &mut c,
+            start,
+            start + HOUR_MS - 15 * S,
+            batch(start, 4 * MIN),
+        );
+        let learned = c.interval(start + HOUR_MS - 15 * S).expect("known");
+        assert!(learned >= Duration::from_secs(200), "{learned:?}");
+        c.waits.record(start + HOUR_MS + S, 30 * S);
+        assert_eq!(c.interval(start + HOUR_MS + S), Some(learned));
+        c.waits.record(start + HOUR_MS + 2 * S, 40 * S);
+        assert_eq!(
+            c.interval(start + HOUR_MS + 2 * S),
+            Some(Duration::from_secs(30)),
+            "two waits: the hour counts (the lower median of two hours)"
+        );
     }
 
     #[test]

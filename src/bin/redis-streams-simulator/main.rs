@@ -114,7 +114,7 @@ struct Cli {
     batch_every: humantime::Duration,
     /// `crashed-consumer`: idle consumers with random names beside the two
     /// workers (XGROUP CREATECONSUMER), holding nothing.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, env = "SIMULATOR_IDLE_CONSUMERS", default_value_t = 300)]
     idle_consumers: usize,
     /// `recovered`: how long the consumer is down while the burst of 600
     /// entries is trimmed to `MAXLEN 100` (the demo's `--fast` divides it

@@ -72,10 +72,12 @@ pub(crate) async fn crashed_consumer(ctx: &Ctx) -> Result<()> {
             .arg(format!("worker-{:08x}", seed as u32))
             .ignore();
     }
-    let _: () = crowd
-        .query_async(&mut con)
-        .await
-        .with_context(|| format!("XGROUP CREATECONSUMER {stream} workers"))?;
+    if ctx.idle_consumers > 0 {
+        let _: () = crowd
+            .query_async(&mut con)
+            .await
+            .with_context(|| format!("XGROUP CREATECONSUMER {stream} workers"))?;
+    }
     for n in 1..=20 {
         xadd_capped(&mut con, &stream, &body(n)).await?;
     }
