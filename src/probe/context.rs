@@ -54,6 +54,31 @@ impl ProbeContext {
         }
     }
 
+    /// As [`Self::ensure_current`], for what a per-group probe read: also
+    /// fails while the target's last picture is held after a fall. The
+    /// poller does not start these probes then, but one that began just
+    /// before the fall may still read a server that answers it (a killed
+    /// connection, another server behind the address): its figures would
+    /// join a picture of another moment and add series the target never
+    /// served while up. The stream poll that reads the server again wakes
+    /// them.
+    ///
+    /// # Errors
+    /// [`ProbeError::Interrupted`].
+    pub(crate) fn ensure_current_and_live(
+        &self,
+        state: &TargetState,
+        generation: u64,
+    ) -> Result<(), ProbeError> {
+        self.ensure_current(state, generation)?;
+        if state.snapshot.held {
+            return Err(ProbeError::Interrupted {
+                target: self.target.name.clone(),
+            });
+        }
+        Ok(())
+    }
+
     /// Counts a per-item error.
     pub(crate) fn count_error(&self, kind: ErrorKind) {
         self.client.stats().error(kind);

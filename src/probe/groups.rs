@@ -191,7 +191,7 @@ pub(crate) async fn per_group<T>(
                     }
                 }
             }
-            ctx.ensure_current(&ctx.state(), generation)?;
+            ctx.ensure_current_and_live(&ctx.state(), generation)?;
             apply(now_ms, decoded);
         }
     }

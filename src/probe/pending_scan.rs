@@ -274,7 +274,7 @@ fn take_work(
 /// unless the target went down meanwhile.
 fn carry_over(ctx: &ProbeContext, generation: u64, work: Vec<Work>) -> Result<(), ProbeError> {
     let mut state = ctx.state();
-    ctx.ensure_current(&state, generation)?;
+    ctx.ensure_current_and_live(&state, generation)?;
     for w in work.into_iter().filter(|w| !w.done) {
         let progress = match &w.pass {
             Some(p) if p.pel_size > 0 => (p.acc.entries as f64 / p.pel_size as f64).min(0.999),
@@ -355,7 +355,7 @@ impl Scan<'_> {
         let replies = ctx.client.execute(node, &cmds).await?;
         // Pages from a server that went away mid-run must not be mixed
         // with the next one's; the passes are dropped with the run.
-        ctx.ensure_current(&ctx.state(), self.generation)?;
+        ctx.ensure_current_and_live(&ctx.state(), self.generation)?;
         let mut finished = Vec::new();
         let mut excess = 0u32;
         for ((&i, r), expected) in active.iter().zip(replies).zip(&expected) {
@@ -489,7 +489,7 @@ impl Scan<'_> {
             SystemTime::now(),
         );
         let mut state = ctx.state();
-        ctx.ensure_current(&state, self.generation)?;
+        ctx.ensure_current_and_live(&state, self.generation)?;
         let w = &self.work[i];
         set_progress(&mut state, &w.stream, &w.group, Some(result), 1.0);
         Ok(())
