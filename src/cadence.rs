@@ -23,11 +23,11 @@
 //! for the last [`WAIT_HOURS`] hours); an hour's value is its second-longest
 //! interval (its longest when it has one), and the cadence is the lower
 //! median of the hours' values (of the hours with two waits or more, when
-//! one has: an hour just begun says nothing yet). One stop of a streaming group is one long
-//! interval: it is its hour's longest, not its second, and never the
-//! median. A batch job's every wait is long, so its hours say so. At least
-//! [`MIN_INTERVALS`] intervals are needed; before that the cadence is
-//! unknown and the fixed windows apply.
+//! one has: an hour just begun says nothing yet). One stop of a streaming
+//! group is one long interval: it is its hour's longest, not its second,
+//! and never the median. A batch job's every wait is long, so its hours
+//! say so. At least [`MIN_INTERVALS`] intervals are needed; before that the
+//! cadence is unknown and the fixed windows apply.
 
 use std::time::Duration;
 

@@ -302,6 +302,11 @@ trait StreamHistory {
     fn trimmed_past_since(&self, id: StreamId, before: &StreamInfo) -> bool;
     /// True when a deletion lies past `id`.
     fn deleted_past(&self, id: StreamId) -> bool;
+    /// True when max-deleted-entry-id moved since `before` and lies past
+    /// `id`: it moves only to an entry being deleted, so the entry it names
+    /// was deleted since then and was never delivered to a group at `id`
+    /// (unless the group was set back past it in between).
+    fn newly_deleted_past(&self, id: StreamId, before: &StreamInfo) -> bool;
     /// True when a deletion lies past `id` and something visibly removed
     /// entries since `before` ([`Self::removal_seen_since`]): a deletion
     /// below an older max-deleted-entry-id moves nothing of it, but the
@@ -343,6 +348,10 @@ impl StreamHistory for StreamInfo {
 
     fn deleted_past(&self, id: StreamId) -> bool {
         self.max_deleted_entry_id.is_some_and(|md| md > id)
+    }
+
+    fn newly_deleted_past(&self, id: StreamId, before: &StreamInfo) -> bool {
+        self.max_deleted_entry_id != before.max_deleted_entry_id && self.deleted_past(id)
     }
 
     fn deleted_past_since(&self, id: StreamId, before: &StreamInfo) -> bool {
@@ -495,8 +504,9 @@ pub fn events_may_decide(now: &StreamInfo, before: &StreamInfo, groups: &[GroupI
         && now.max_deleted_entry_id.is_some_and(|md| {
             !md.is_zero() && before.first_entry_id.is_none_or(|first| md >= first)
         });
-    let deleted_ahead = now.max_deleted_entry_id != before.max_deleted_entry_id
-        && groups.iter().any(|g| now.deleted_past(g.last_delivered_id));
+    let deleted_ahead = groups
+        .iter()
+        .any(|g| now.newly_deleted_past(g.last_delivered_id, before));
     cause_open || deleted_ahead
 }
 
@@ -1082,20 +1092,18 @@ fn gone_ahead_bound(p: &Seen, now: &Seen, o: &Observation) -> u64 {
     } else {
         0
     };
-    // Max-deleted-entry-id moves only when an entry is deleted, to that
-    // entry's ID: moved since the last poll and past the group's position
-    // now, it names an entry deleted in the interval that the group never
-    // read, whatever its rank (a group without entries-read included),
-    // unless the group was set back past it and forward again in between
-    // (`XGROUP SETID`), which only keyevents can exclude.
+    // An entry deleted in the interval past the group's position now,
+    // whatever its rank (a group without entries-read included), once
+    // keyevents exclude an `XGROUP SETID` that set the group back past it
+    // and let it read forward again in between.
     let positions_kept = p
         .read_at
         .zip(o.announced)
         .is_some_and(|(at, a)| a.positions_kept_since(at));
     let deleted_ahead = u64::from(
         positions_kept
-            && o.stream.max_deleted_entry_id != p.stream.max_deleted_entry_id
-            && o.stream.deleted_past(o.group.last_delivered_id),
+            && o.stream
+                .newly_deleted_past(o.group.last_delivered_id, &p.stream),
     );
     fresh.max(unmoved).max(deleted_ahead)
 }

@@ -98,6 +98,17 @@ impl Default for NodeLog {
     }
 }
 
+/// The kinds of keyevent a node's log keeps, each in a map of its own.
+#[derive(Clone, Copy)]
+enum Kept {
+    /// `xtrim`.
+    Trim,
+    /// `xdel` (`XDEL`, `XDELEX`, `XACKDEL`).
+    Deletion,
+    /// An event that set the stream or a group from outside.
+    Set,
+}
+
 impl NodeLog {
     /// Forgets what was recorded: windows open before say nothing.
     fn forget(&mut self) {
@@ -157,27 +168,28 @@ impl RemovalLog {
     /// Records a keyevent from `node`: `xtrim`, `xdel` and the events that
     /// set a stream from outside are what the windows read.
     pub(crate) fn record(&self, node: &NodeAddr, event: &KeyEvent) {
+        let kind = match event.event.as_str() {
+            "xtrim" => Kept::Trim,
+            "xdel" => Kept::Deletion,
+            other if loss::sets_from_outside(other) => Kept::Set,
+            _ => return,
+        };
         let mut nodes = self.nodes();
         let Some(log) = nodes.get_mut(node) else {
             return;
         };
-        if !matches!(event.event.as_str(), "xtrim" | "xdel")
-            && !loss::sets_from_outside(&event.event)
-        {
-            return;
-        }
         if log.kept() >= REMOVAL_LOG_STREAMS {
             log.forget();
         }
         log.seq += 1;
         let seq = log.seq;
         let key: Name = Arc::from(event.key.as_slice());
-        let kind = match event.event.as_str() {
-            "xtrim" => &mut log.trims,
-            "xdel" => &mut log.deletions,
-            _ => &mut log.sets,
+        let last = match kind {
+            Kept::Trim => &mut log.trims,
+            Kept::Deletion => &mut log.deletions,
+            Kept::Set => &mut log.sets,
         };
-        kind.insert(key, seq);
+        last.insert(key, seq);
     }
 
     /// A keyevent from `node` could not be read (its key too long to keep):
