@@ -305,6 +305,16 @@ mod tests {
         Arc::from("127.0.0.1:6379")
     }
 
+    /// A log whose node has a subscription: its connection, and the mark
+    /// taken once it began.
+    fn subscribed() -> (RemovalLog, NodeAddr, u64, EventMark) {
+        let log = RemovalLog::default();
+        let n = node();
+        let (conn, _) = log.connected(&n);
+        let mark = log.mark(&n).unwrap();
+        (log, n, conn, mark)
+    }
+
     fn name(s: &str) -> Name {
         Arc::from(s.as_bytes())
     }
@@ -356,10 +366,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_window_across_connections_or_forgotten_events_says_nothing() {
-        let log = RemovalLog::default();
-        let n = node();
-        let (conn, _) = log.connected(&n);
-        let before = log.mark(&n).unwrap();
+        let (log, n, conn, before) = subscribed();
         log.record(&n, &event("xdel", "q"));
         log.unreadable(&n);
         log.record(&n, &event("xdel", "q"));
@@ -407,10 +414,7 @@ mod tests {
 
     #[test]
     fn a_full_log_forgets_rather_than_grows() {
-        let log = RemovalLog::default();
-        let n = node();
-        log.connected(&n);
-        let before = log.mark(&n).unwrap();
+        let (log, n, _, before) = subscribed();
         for i in 0..REMOVAL_LOG_STREAMS {
             log.record(&n, &event("xdel", &format!("s{i}")));
         }
@@ -426,10 +430,7 @@ mod tests {
 
     #[test]
     fn a_window_tells_whether_a_group_was_set_from_outside() {
-        let log = RemovalLog::default();
-        let n = node();
-        log.connected(&n);
-        let first = log.mark(&n).unwrap();
+        let (log, n, _, first) = subscribed();
         log.record(&n, &event("xdel", "q"));
         log.record(&n, &event("xgroup-createconsumer", "q"));
         log.record(&n, &event("xgroup-setid", "other"));
